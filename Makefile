@@ -1,0 +1,56 @@
+# Switchyard's developer commands. `make help` lists them.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO          ?= go
+TEMPL       := $(GO) tool templ
+SQLC        := $(GO) tool -modfile=tools/go.mod sqlc
+STATICCHECK := $(GO) tool -modfile=tools/go.mod staticcheck
+# One private PostgreSQL cluster for the whole test run (see internal/dbtest).
+WITHPG      := $(GO) run ./internal/dbtest/withpg
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+.PHONY: run
+run: ## run the console on http://127.0.0.1:8080 with its own PostgreSQL in ./.switchyard
+	@scripts/setup.sh --postgres
+	$(GO) run ./cmd/console
+
+.PHONY: test
+test: setup ## install what tests need, then run every test (unit, database, browser) with the race detector
+	$(WITHPG) $(GO) test -race -count=1 -timeout 15m ./...
+
+.PHONY: test-short
+test-short: ## run the tests without the browser tests
+	$(WITHPG) $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
+
+.PHONY: setup
+setup: ## install Chromium, the playwright driver, PostgreSQL and the Go tools if missing
+	@scripts/setup.sh
+
+.PHONY: generate
+generate: ## regenerate templ components and sqlc queries
+	$(TEMPL) generate
+	$(SQLC) generate
+
+.PHONY: lint
+lint: ## gofmt, go vet, staticcheck, stale generated code, vendored asset checksums
+	@unformatted="$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$'))"; \
+		if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+	$(TEMPL) generate -check
+	$(SQLC) diff
+	scripts/vendor-assets.sh --check
+	$(GO) mod tidy -diff
+
+.PHONY: vendor-assets
+vendor-assets: ## re-download the pinned htmx, SSE extension, idiomorph and uPlot files
+	scripts/vendor-assets.sh
+
+.PHONY: clean
+clean: ## remove build and test leftovers (keeps ./.switchyard, the console's data)
+	rm -rf .tools e2e/screenshots

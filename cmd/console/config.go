@@ -1,0 +1,102 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// config is everything the console reads from its environment and flags,
+// read once here. A flag wins over its environment variable.
+type config struct {
+	command         string   // serve, migrate, help
+	args            []string // the command's own arguments
+	listen          string
+	dataDir         string
+	databaseURL     string
+	pgBinDir        string
+	logLevel        slog.Level
+	logFormat       string
+	shutdownTimeout time.Duration
+}
+
+// setting documents one configuration knob; README.md's table lists these.
+type setting struct {
+	flag, env, def, help string
+}
+
+var settings = []setting{
+	{"listen", "SWITCHYARD_LISTEN", "127.0.0.1:8080", "address the console serves HTTP on"},
+	{"data", "SWITCHYARD_DATA", ".switchyard", "directory for the embedded PostgreSQL cluster (used only without DATABASE_URL)"},
+	{"database-url", "DATABASE_URL", "", "PostgreSQL URL; when set, the console uses this server and starts none of its own"},
+	{"pg-bin", "SWITCHYARD_PG_BIN", "", "directory with the postgres and initdb programs (default: pg_config --bindir, then /usr/lib/postgresql/*/bin)"},
+	{"log-level", "SWITCHYARD_LOG_LEVEL", "info", "debug, info, warn or error"},
+	{"log-format", "SWITCHYARD_LOG_FORMAT", "text", "text or json"},
+	{"shutdown-timeout", "SWITCHYARD_SHUTDOWN_TIMEOUT", "10s", "how long requests in flight may take to finish at shutdown"},
+}
+
+var errHelp = errors.New("help requested")
+
+// parseConfig reads the command line (command first, then flags) and the
+// environment through getenv.
+func parseConfig(args []string, getenv func(string) string, usage io.Writer) (config, error) {
+	cfg := config{command: "serve"}
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cfg.command, args = args[0], args[1:]
+	}
+	fs := flag.NewFlagSet("console "+cfg.command, flag.ContinueOnError)
+	fs.SetOutput(usage)
+	values := map[string]*string{}
+	for _, s := range settings {
+		def := s.def
+		if v := getenv(s.env); v != "" {
+			def = v
+		}
+		values[s.flag] = fs.String(s.flag, def, s.help+" ($"+s.env+")")
+	}
+	fs.Usage = func() { printUsage(usage, fs) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, errHelp
+		}
+		return cfg, err
+	}
+	cfg.args = fs.Args()
+	cfg.listen = *values["listen"]
+	cfg.dataDir = *values["data"]
+	cfg.databaseURL = *values["database-url"]
+	cfg.pgBinDir = *values["pg-bin"]
+	cfg.logFormat = *values["log-format"]
+	if err := cfg.logLevel.UnmarshalText([]byte(*values["log-level"])); err != nil {
+		return cfg, fmt.Errorf("invalid log level %q: want debug, info, warn or error", *values["log-level"])
+	}
+	if cfg.logFormat != "text" && cfg.logFormat != "json" {
+		return cfg, fmt.Errorf("invalid log format %q: want text or json", cfg.logFormat)
+	}
+	d, err := time.ParseDuration(*values["shutdown-timeout"])
+	if err != nil || d <= 0 {
+		return cfg, fmt.Errorf("invalid shutdown timeout %q: want a positive duration such as 10s", *values["shutdown-timeout"])
+	}
+	cfg.shutdownTimeout = d
+	return cfg, nil
+}
+
+func printUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprint(w, `Switchyard: reliable messaging on PostgreSQL, and its operations console.
+
+Usage:
+  console [serve] [flags]          run the web console (the default)
+  console migrate [up|down|status] [flags]
+                                   apply, roll back one, or list migrations
+  console help                     show this help
+
+Without DATABASE_URL the console runs its own PostgreSQL in --data.
+
+Flags:
+`)
+	fs.PrintDefaults()
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseConfig(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		check   func(t *testing.T, c config)
+		wantErr string
+	}{
+		{name: "defaults", check: func(t *testing.T, c config) {
+			require.Equal(t, "serve", c.command)
+			require.Equal(t, "127.0.0.1:8080", c.listen)
+			require.Equal(t, ".switchyard", c.dataDir)
+			require.Empty(t, c.databaseURL)
+			require.Equal(t, slog.LevelInfo, c.logLevel)
+			require.Equal(t, 10*time.Second, c.shutdownTimeout)
+		}},
+		{name: "environment", env: map[string]string{
+			"SWITCHYARD_LISTEN": "127.0.0.1:9000", "SWITCHYARD_DATA": "/var/lib/sy",
+			"DATABASE_URL": "postgres://db/x", "SWITCHYARD_LOG_LEVEL": "debug",
+		}, check: func(t *testing.T, c config) {
+			require.Equal(t, "127.0.0.1:9000", c.listen)
+			require.Equal(t, "/var/lib/sy", c.dataDir)
+			require.Equal(t, "postgres://db/x", c.databaseURL)
+			require.Equal(t, slog.LevelDebug, c.logLevel)
+		}},
+		{name: "flag beats environment", args: []string{"serve", "--listen", "127.0.0.1:7000"},
+			env:   map[string]string{"SWITCHYARD_LISTEN": "127.0.0.1:9000"},
+			check: func(t *testing.T, c config) { require.Equal(t, "127.0.0.1:7000", c.listen) }},
+		{name: "command and its arguments", args: []string{"migrate", "--data", "d", "status"},
+			check: func(t *testing.T, c config) {
+				require.Equal(t, "migrate", c.command)
+				require.Equal(t, []string{"status"}, c.args)
+				require.Equal(t, "d", c.dataDir)
+			}},
+		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: `invalid log level "loud"`},
+		{name: "bad log format", args: []string{"--log-format", "xml"}, wantErr: `invalid log format "xml"`},
+		{name: "bad timeout", args: []string{"--shutdown-timeout", "-1s"}, wantErr: "invalid shutdown timeout"},
+		{name: "unknown flag", args: []string{"--nope"}, wantErr: "flag provided but not defined"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			getenv := func(k string) string { return tc.env[k] }
+			c, err := parseConfig(tc.args, getenv, &bytes.Buffer{})
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			tc.check(t, c)
+		})
+	}
+}
+
+func TestHelpListsEverySetting(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	code := run([]string{"help"}, func(string) string { return "" }, &out, &errOut)
+	require.Equal(t, 0, code)
+	for _, s := range settings {
+		require.Contains(t, out.String(), "-"+s.flag)
+		require.Contains(t, out.String(), "$"+s.env)
+	}
+	require.Equal(t, 2, run([]string{"--log-level", "loud"}, func(string) string { return "" }, &out, &errOut))
+	require.Equal(t, 1, run([]string{"frobnicate"}, func(string) string { return "" }, &out, &errOut))
+	require.Contains(t, errOut.String(), `unknown command "frobnicate"`)
+}

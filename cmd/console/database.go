@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchyard/switchyard/internal/pgembed"
+	"github.com/switchyard/switchyard/internal/queries"
+)
+
+// minServerVersion is the oldest PostgreSQL the console supports: xid8 and
+// pg_snapshot, which the live feed reads behind, arrived in 13.
+const minServerVersion = 130000
+
+// connectTimeout bounds reaching the database at start, so a wrong
+// DATABASE_URL fails in seconds with one clear line.
+const connectTimeout = 5 * time.Second
+
+// database is the console's connection pool and, without DATABASE_URL, the
+// embedded server behind it.
+type database struct {
+	pool    *pgxpool.Pool
+	cluster *pgembed.Cluster // nil when DATABASE_URL is used
+}
+
+// openDatabase connects to DATABASE_URL, or starts the embedded server in
+// the data directory and connects to it.
+func openDatabase(ctx context.Context, cfg config, logger *slog.Logger) (*database, error) {
+	db := &database{}
+	dsn := cfg.databaseURL
+	if dsn == "" {
+		cluster, err := pgembed.Start(ctx, pgembed.Config{
+			DataDir: filepath.Join(cfg.dataDir, "pg"),
+			BinDir:  cfg.pgBinDir,
+			Logger:  logger.With(slog.String("component", "embedded_postgres")),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("start embedded PostgreSQL: %w", err)
+		}
+		db.cluster, dsn = cluster, cluster.DSN()
+	}
+	if err := db.connect(ctx, dsn); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+func (db *database) connect(ctx context.Context, dsn string) error {
+	poolCfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return fmt.Errorf("invalid DATABASE_URL: %w", err)
+	}
+	poolCfg.ConnConfig.ConnectTimeout = connectTimeout
+	poolCfg.ConnConfig.RuntimeParams["application_name"] = "switchyard-console"
+	if db.pool, err = pgxpool.NewWithConfig(ctx, poolCfg); err != nil {
+		return fmt.Errorf("open database pool: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	version, err := queries.New(db.pool).ServerVersionNum(pingCtx)
+	if err != nil {
+		return fmt.Errorf("cannot reach the database at %s:%d (database %q): %w",
+			poolCfg.ConnConfig.Host, poolCfg.ConnConfig.Port, poolCfg.ConnConfig.Database, errors.New(oneLine(errors.Unwrap(err))))
+	}
+	if version < minServerVersion {
+		return fmt.Errorf("PostgreSQL %d is too old: the console needs 13 or newer", version/10000)
+	}
+	return nil
+}
+
+// oneLine flattens pgx's multi-line connect errors (one line per attempt,
+// often the same twice: with and without TLS) into one line of distinct
+// causes, so the operator sees a single clear line.
+func oneLine(err error) string {
+	if err == nil {
+		return "unknown error"
+	}
+	var parts []string
+	seen := map[string]bool{}
+	for _, line := range strings.Split(err.Error(), "\n") {
+		line = strings.TrimSpace(line)
+		if line != "" && !seen[line] {
+			seen[line] = true
+			parts = append(parts, line)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Close closes the pool, then stops the embedded server if there is one.
+func (db *database) Close() {
+	if db.pool != nil {
+		db.pool.Close()
+	}
+	if db.cluster != nil {
+		_ = db.cluster.Stop()
+	}
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/dbtest"
+)
+
+// The README's first command in miniature: start on a fresh data directory,
+// stop with Ctrl-C leaving no server behind, start again on the same data,
+// survive kill -9, and stop with SIGTERM.
+func TestEmbeddedPostgresLifecycle(t *testing.T) {
+	t.Parallel()
+	data := filepath.Join(dataParent(t), "data")
+
+	first := serveConsole(t, nil, "--data", data)
+	status, body := get(t, "http://"+first.addr+"/")
+	require.Equal(t, 200, status)
+	require.Contains(t, body, "Dashboard")
+	pid := postmasterPID(t, data)
+	first.signal(t, syscall.SIGINT)
+	require.Equal(t, 0, first.waitExit(t, 30*time.Second))
+	require.False(t, processAlive(pid), "Ctrl-C must leave no postgres process")
+	_, err := os.Stat(filepath.Join(data, "pg", "postmaster.pid"))
+	require.ErrorIs(t, err, os.ErrNotExist, "postgres shut down cleanly")
+
+	second := serveConsole(t, nil, "--data", data)
+	require.Contains(t, second.stderr.String(), "migrations_applied=0", "the second start finds its migrated data")
+	require.NotContains(t, second.stderr.String(), "creating embedded postgres cluster")
+	second.signal(t, syscall.SIGKILL)
+	second.waitExit(t, 10*time.Second)
+
+	third := serveConsole(t, nil, "--data", data)
+	require.Contains(t, third.stderr.String(), "migrations_applied=0")
+	third.signal(t, syscall.SIGTERM)
+	require.Equal(t, 0, third.waitExit(t, 30*time.Second))
+}
+
+// Two consoles on one data directory would corrupt it: the second refuses.
+func TestSecondConsoleOnSameDataIsRefused(t *testing.T) {
+	t.Parallel()
+	data := filepath.Join(dataParent(t), "data")
+	serveConsole(t, nil, "--data", data)
+	second := startConsole(t, nil, "--data", data, "--listen", freeAddr(t))
+	require.Equal(t, 1, second.waitExit(t, 30*time.Second))
+	require.Contains(t, second.stderr.String(), "in use by another Switchyard process")
+}
+
+func TestUnreachableDatabaseURLFailsFastWithOneLine(t *testing.T) {
+	t.Parallel()
+	closed := freeAddr(t) // nothing listens there once freeAddr returns
+	start := time.Now()
+	p := startConsole(t, []string{"DATABASE_URL=postgres://switchyard@" + closed + "/switchyard"}, "--listen", freeAddr(t))
+	code := p.waitExit(t, 10*time.Second)
+	require.NotZero(t, code)
+	require.Less(t, time.Since(start), 10*time.Second)
+	out := strings.TrimSpace(p.stderr.String())
+	require.NotContains(t, out, "\n", "one line, not a stack of errors")
+	require.Contains(t, out, "cannot reach the database at 127.0.0.1")
+	require.Contains(t, out, "connection refused")
+}
+
+func TestDataDirectoryThatIsNotAClusterIsLeftAlone(t *testing.T) {
+	t.Parallel()
+	data := filepath.Join(dataParent(t), "data")
+	require.NoError(t, os.MkdirAll(filepath.Join(data, "pg"), 0o755))
+	keep := filepath.Join(data, "pg", "notes.txt")
+	require.NoError(t, os.WriteFile(keep, []byte("mine"), 0o644))
+	p := startConsole(t, nil, "--data", data, "--listen", freeAddr(t))
+	require.Equal(t, 1, p.waitExit(t, 30*time.Second))
+	require.Contains(t, p.stderr.String(), "is not a PostgreSQL cluster")
+	got, err := os.ReadFile(keep)
+	require.NoError(t, err)
+	require.Equal(t, "mine", string(got))
+}
+
+func TestMissingServerBinariesSayHowToInstall(t *testing.T) {
+	t.Parallel()
+	p := startConsole(t, nil, "--data", filepath.Join(dataParent(t), "data"), "--pg-bin", t.TempDir(), "--listen", freeAddr(t))
+	require.Equal(t, 1, p.waitExit(t, 10*time.Second))
+	require.Contains(t, p.stderr.String(), "does not contain the postgres and initdb programs")
+}
+
+func TestDatabaseURLStartsNoServerOfItsOwn(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewURL(t)
+	data := filepath.Join(dataParent(t), "unused")
+	p := serveConsole(t, []string{"DATABASE_URL=" + url}, "--data", data)
+	require.Contains(t, p.stderr.String(), "embedded=false")
+	_, err := os.Stat(data)
+	require.ErrorIs(t, err, os.ErrNotExist, "no data directory is created")
+	status, _ := get(t, "http://"+p.addr+"/readyz")
+	require.Equal(t, 200, status)
+	p.signal(t, syscall.SIGTERM)
+	require.Equal(t, 0, p.waitExit(t, 30*time.Second))
+}
+
+func TestMigrateCommand(t *testing.T) {
+	t.Parallel()
+	env := []string{"DATABASE_URL=" + dbtest.NewURL(t)}
+	migrate := func(args ...string) string {
+		t.Helper()
+		p := startConsole(t, env, append([]string{"migrate"}, args...)...)
+		require.Equal(t, 0, p.waitExit(t, 30*time.Second), p.stderr.String())
+		return p.stdout.String()
+	}
+	require.Regexp(t, `(?m)^1\s+applied\s+\d{4}-.*00001_schema\.sql$`, migrate("status"))
+	require.Equal(t, "rolled back one migration\n", migrate("down"))
+	require.Regexp(t, `(?m)^1\s+pending\s+-\s+00001_schema\.sql$`, migrate("status"))
+	require.Equal(t, "applied 1 migration(s)\n", migrate("up"))
+	require.Equal(t, "applied 0 migration(s)\n", migrate())
+
+	bad := startConsole(t, env, "migrate", "sideways")
+	require.Equal(t, 1, bad.waitExit(t, 10*time.Second))
+	require.Contains(t, bad.stderr.String(), `unknown migrate action "sideways"`)
+}

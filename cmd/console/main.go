@@ -1,0 +1,60 @@
+// Command console is Switchyard's one binary: the web console and, in later
+// subcommands, the dispatcher and tools. This package is the composition
+// root: it reads configuration, wires the packages together and handles
+// signals; it holds no logic of its own.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// run executes one command and returns the process exit code. Errors are
+// printed as one line on stderr.
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	cfg, err := parseConfig(args, getenv, stderr)
+	if errors.Is(err, errHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "console:", err)
+		return 2
+	}
+	logger := newLogger(cfg, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch cfg.command {
+	case "serve":
+		err = serve(ctx, cfg, logger)
+	case "migrate":
+		err = migrateCommand(ctx, cfg, logger, stdout)
+	case "help":
+		_, _ = parseConfig([]string{"-h"}, getenv, stdout)
+		return 0
+	default:
+		err = fmt.Errorf("unknown command %q (try: console help)", cfg.command)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "console:", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(cfg config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.logLevel}
+	if cfg.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,66 @@
+// Package console holds the web console's HTTP handlers and the table of its
+// routes. Handlers read through the engine packages and the query layer,
+// render templ components into a buffer (so a template error still becomes a
+// clean 500) and return errors to the one error handler.
+package console
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard/switchyard/web/static"
+	"github.com/switchyard/switchyard/web/templates"
+)
+
+// Readiness reports whether the console can serve: the database answers and
+// its schema is current. A nil error means ready.
+type Readiness interface {
+	Ready(ctx context.Context) error
+}
+
+// Deps are what the handlers need. All fields are required.
+type Deps struct {
+	Logger    *slog.Logger
+	Assets    *static.Assets
+	Readiness Readiness
+	// Gatherer serves /metrics.
+	Gatherer prometheus.Gatherer
+}
+
+// Handler serves the console's routes.
+type Handler struct {
+	deps Deps
+}
+
+// New returns the console's handler set.
+func New(deps Deps) *Handler {
+	return &Handler{deps: deps}
+}
+
+func (h *Handler) page(title string, section templates.Section) templates.Page {
+	return templates.Page{Title: title, Section: section, Assets: h.deps.Assets}
+}
+
+// render writes component as an HTML response with status.
+func render(c echo.Context, status int, component templ.Component) error {
+	var buf bytes.Buffer
+	if err := component.Render(c.Request().Context(), &buf); err != nil {
+		return err
+	}
+	return c.HTMLBlob(status, buf.Bytes())
+}
+
+// RenderError is the httpserver.ErrorRenderer for HTML clients.
+func (h *Handler) RenderError(c echo.Context, status int, message string) error {
+	title := http.StatusText(status)
+	if title == "" {
+		title = "Error"
+	}
+	return render(c, status, templates.ErrorPage(h.page(title, ""), status, message))
+}

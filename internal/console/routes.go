@@ -1,0 +1,24 @@
+package console
+
+import (
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/switchyard/switchyard/web/static"
+)
+
+// Register installs every route of the console on e. This is the one list of
+// routes: a route added anywhere else is a bug.
+func (h *Handler) Register(e *echo.Echo) {
+	// Machine endpoints.
+	e.GET("/healthz", h.healthShow)
+	e.GET("/readyz", h.readinessShow)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(h.deps.Gatherer, promhttp.HandlerOpts{})))
+	e.GET(static.Prefix+"*", echo.WrapHandler(h.deps.Assets.Handler()))
+	e.HEAD(static.Prefix+"*", echo.WrapHandler(h.deps.Assets.Handler()))
+
+	// Pages.
+	for _, s := range sections {
+		e.GET(s.path, h.sectionShow(s))
+	}
+}

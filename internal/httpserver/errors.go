@@ -1,0 +1,56 @@
+package httpserver
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+)
+
+// ErrorRenderer writes the body of an error response whose status and safe
+// message are decided.
+type ErrorRenderer func(c echo.Context, status int, message string) error
+
+// ErrorHandler is the one place that turns a handler's error into a
+// response. An *echo.HTTPError keeps its status and its message (handlers
+// make them safe to show); anything else is a 500 whose cause is logged here,
+// once, and never shown. JSON clients get {"error": message}.
+func ErrorHandler(logger *slog.Logger, render ErrorRenderer) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		status, message := http.StatusInternalServerError, "Something went wrong on our side; it has been logged."
+		var he *echo.HTTPError
+		if errors.As(err, &he) {
+			status = he.Code
+			message = http.StatusText(status)
+			if m, ok := he.Message.(string); ok && m != "" {
+				message = m
+			}
+		}
+		if status >= 500 {
+			logger.ErrorContext(c.Request().Context(), "request failed",
+				slog.String("path", c.Request().URL.Path), slog.Any("error", err))
+		}
+		var werr error
+		switch {
+		case c.Request().Method == http.MethodHead:
+			werr = c.NoContent(status)
+		case wantsJSON(c.Request()) || render == nil:
+			werr = c.JSON(status, map[string]string{"error": message})
+		default:
+			werr = render(c, status, message)
+		}
+		if werr != nil {
+			logger.ErrorContext(c.Request().Context(), "write error response", slog.Any("error", werr))
+		}
+	}
+}
+
+func wantsJSON(r *http.Request) bool {
+	return strings.HasPrefix(r.URL.Path, "/api/") ||
+		strings.Contains(r.Header.Get("Accept"), "application/json")
+}

@@ -1,0 +1,54 @@
+package httpserver
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v4"
+)
+
+// NonceKey is the echo context key holding the request's CSP nonce; the
+// request's context carries it too, where templ.GetNonce finds it.
+const NonceKey = "csp_nonce"
+
+// securityHeaders sets the headers every response carries. The
+// Content-Security-Policy allows only scripts that carry this request's
+// nonce, styles and everything else from our own origin, and no framing:
+// no 'unsafe-inline' and no 'unsafe-eval' anywhere.
+func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		nonce := newNonce()
+		c.Set(NonceKey, nonce)
+		req := c.Request()
+		c.SetRequest(req.WithContext(templ.WithNonce(req.Context(), nonce)))
+		h := c.Response().Header()
+		h.Set("Content-Security-Policy", ContentSecurityPolicy(nonce))
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
+		return next(c)
+	}
+}
+
+// ContentSecurityPolicy returns the policy for a response whose scripts carry
+// nonce.
+func ContentSecurityPolicy(nonce string) string {
+	return "default-src 'self'; " +
+		"script-src 'nonce-" + nonce + "'; " +
+		"style-src 'self'; " +
+		"img-src 'self' data:; " +
+		"connect-src 'self'; " +
+		"object-src 'none'; " +
+		"base-uri 'none'; " +
+		"form-action 'self'; " +
+		"frame-ancestors 'none'"
+}
+
+func newNonce() string {
+	b := make([]byte, 18)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on Linux (Go 1.24+ panics instead)
+	return base64.StdEncoding.EncodeToString(b)
+}

@@ -1,0 +1,79 @@
+// Package httpserver builds the console's echo instance with the middleware
+// every route shares (panic recovery, request logs, metrics, security headers
+// with a per-request CSP nonce) and runs it with a graceful shutdown. Routes
+// and handlers live elsewhere; this package knows none of them.
+package httpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures New.
+type Config struct {
+	Logger *slog.Logger
+	// Registerer receives the HTTP metrics.
+	Registerer prometheus.Registerer
+	// RenderError writes the HTML body for a failed request; see
+	// ErrorHandler. Nil: JSON bodies only.
+	RenderError ErrorRenderer
+}
+
+// New returns an echo instance with the shared middleware installed.
+func New(cfg Config) (*echo.Echo, error) {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.Logger.SetOutput(io.Discard) // echo's own logger is unused: we log with slog
+	metrics, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	e.HTTPErrorHandler = ErrorHandler(cfg.Logger, cfg.RenderError)
+	e.Use(
+		securityHeaders,
+		requestLog(cfg.Logger),
+		metrics.middleware,
+		middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true}),
+	)
+	return e, nil
+}
+
+// Run serves e on ln until ctx is cancelled, then shuts down gracefully:
+// it stops accepting, lets requests in flight finish within timeout, then
+// closes what remains. It returns nil after a clean shutdown.
+func Run(ctx context.Context, e *echo.Echo, ln net.Listener, timeout time.Duration) error {
+	srv := &http.Server{
+		Handler:           e,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// No WriteTimeout: live streams stay open for hours; they set a
+		// deadline per write instead.
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve http: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	err := srv.Shutdown(shutdownCtx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = errors.Join(fmt.Errorf("http shutdown: requests still running after %v", timeout), srv.Close())
+	}
+	if serveErr := <-served; !errors.Is(serveErr, http.ErrServerClosed) {
+		err = errors.Join(err, serveErr)
+	}
+	return err
+}

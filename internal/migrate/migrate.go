@@ -1,0 +1,129 @@
+// Package migrate applies Switchyard's embedded goose migrations. Goose keeps
+// its version table inside the switchyard schema, so a service's own goose
+// table (public.goose_db_version) never collides with ours.
+package migrate
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/switchyard/switchyard/migrations"
+)
+
+const (
+	// versionTable is goose's bookkeeping table.
+	versionTable = "switchyard.goose_db_version"
+	// lockKey serialises migrations across console instances starting at
+	// once: pg_advisory_lock(hashtext('switchyard.migrate')). Goose's own
+	// session locker cannot cover the CREATE SCHEMA that has to come first.
+	lockSQL   = "SELECT pg_advisory_lock(hashtext('switchyard.migrate'))"
+	unlockSQL = "SELECT pg_advisory_unlock(hashtext('switchyard.migrate'))"
+	schemaSQL = "CREATE SCHEMA IF NOT EXISTS switchyard"
+)
+
+// Migrator runs goose over one database.
+type Migrator struct {
+	db       *sql.DB
+	provider *goose.Provider
+}
+
+// New returns a Migrator for pool. Close it when done: it holds a
+// database/sql handle over the pool (closing it leaves the pool open).
+// Migrating uses two of the pool's connections at once: one holds the lock.
+func New(pool *pgxpool.Pool, logger *slog.Logger) (*Migrator, error) {
+	db := stdlib.OpenDBFromPool(pool)
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS,
+		goose.WithTableName(versionTable),
+		goose.WithDisableGlobalRegistry(true),
+		goose.WithSlog(logger),
+	)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrate: load migrations: %w", err)
+	}
+	return &Migrator{db: db, provider: provider}, nil
+}
+
+// Close releases the database/sql handle.
+func (m *Migrator) Close() error { return m.db.Close() }
+
+// Up applies every pending migration and returns how many it applied.
+func (m *Migrator) Up(ctx context.Context) (int, error) {
+	var applied int
+	err := m.locked(ctx, func() error {
+		results, err := m.provider.Up(ctx)
+		applied = len(results)
+		return err
+	})
+	if err != nil {
+		return applied, fmt.Errorf("migrate: up: %w", err)
+	}
+	return applied, nil
+}
+
+// Down rolls back the most recent migration.
+func (m *Migrator) Down(ctx context.Context) error {
+	err := m.locked(ctx, func() error {
+		_, err := m.provider.Down(ctx)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("migrate: down: %w", err)
+	}
+	return nil
+}
+
+// Status lists every known migration and whether it is applied.
+func (m *Migrator) Status(ctx context.Context) ([]*goose.MigrationStatus, error) {
+	var status []*goose.MigrationStatus
+	err := m.locked(ctx, func() (err error) {
+		status, err = m.provider.Status(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("migrate: status: %w", err)
+	}
+	return status, nil
+}
+
+// Current reports whether the database has every migration this binary
+// knows, for /readyz. It takes no lock and creates nothing.
+func (m *Migrator) Current(ctx context.Context) (bool, error) {
+	current, target, err := m.provider.GetVersions(ctx)
+	if err != nil {
+		return false, fmt.Errorf("migrate: versions: %w", err)
+	}
+	return current >= target, nil
+}
+
+// locked runs fn while holding the migration advisory lock on a dedicated
+// connection, after making sure the schema that holds goose's table exists.
+func (m *Migrator) locked(ctx context.Context, fn func() error) (err error) {
+	conn, err := m.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, lockSQL); err != nil {
+		return fmt.Errorf("take migration lock: %w", err)
+	}
+	defer func() {
+		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), unlockSQL); uerr != nil && err == nil {
+			err = fmt.Errorf("release migration lock: %w", uerr)
+		}
+	}()
+	if _, err := conn.ExecContext(ctx, schemaSQL); err != nil {
+		return fmt.Errorf("create schema: %w", err)
+	}
+	return fn()
+}
