@@ -22,6 +22,21 @@ run: ## run the console on http://127.0.0.1:8080 with its own PostgreSQL in ./.s
 .PHONY: test
 test: setup ## install what tests need, then run every test (unit, database, browser) with the race detector
 	$(WITHPG) $(GO) test -race -count=1 -timeout 15m ./...
+	@$(MAKE) --no-print-directory test-unprivileged
+
+# The embedded server and the test harness must work for a normal user too,
+# not only for root (who runs PostgreSQL as the postgres account). As root,
+# this runs their tests again as that unprivileged account.
+.PHONY: test-unprivileged
+test-unprivileged: ## as root: rerun the embedded-PostgreSQL and harness tests as the postgres account
+	@if [ "$$(id -u)" -ne 0 ] || ! id postgres >/dev/null 2>&1; then echo "test-unprivileged: not root, already covered"; exit 0; fi; \
+	dir="$$(mktemp -d)"; trap 'rm -rf "$$dir"' EXIT; chmod 755 "$$dir"; chown postgres "$$dir"; \
+	for pkg in pgembed migrate; do \
+		$(GO) test -c -race -o "$$dir/$$pkg.test" ./internal/$$pkg; \
+		(cd "$$dir" && runuser -u postgres -- env HOME="$$dir" TMPDIR="$$dir" "./$$pkg.test" -test.count=1 >"$$dir/$$pkg.log" 2>&1) \
+			|| { cat "$$dir/$$pkg.log"; echo "FAIL internal/$$pkg as the postgres account"; exit 1; }; \
+		echo "ok   internal/$$pkg as the postgres account"; \
+	done
 
 .PHONY: test-short
 test-short: ## run the tests without the browser tests

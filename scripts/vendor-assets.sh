@@ -99,12 +99,21 @@ fetch() {
 		[[ -f "${dir}/${src}" ]] || die "${pkg} has no ${src}"
 		install -m 0644 "${dir}/${src}" "${stage}/${dst}"
 	done
+	# Keep each package's licence beside its files (uPlot's MIT licence asks
+	# for its notice to travel with copies). They are not served.
+	mkdir -p "${stage}/licenses"
+	local lic
+	while read -r pkg; do
+		lic="$(find "${tmp}/pkg/${pkg}" -maxdepth 1 -iname 'LICEN[CS]E*' | head -1)"
+		[[ -n "${lic}" ]] || die "${pkg} ships no licence file"
+		install -m 0644 "${lic}" "${stage}/licenses/${pkg%@*}.txt"
+	done < <(versions)
 	(cd "${stage}" && names | xargs sha256sum -- >SHA256SUMS)
 	versions >"${stage}/VERSIONS"
 	chmod 0644 "${stage}/SHA256SUMS" "${stage}/VERSIONS"
 
 	mkdir -p "${vendor}"
-	cp -- "${stage}"/* "${vendor}/"
+	cp -r -- "${stage}"/* "${vendor}/"
 	echo "vendor-assets: wrote $(names | wc -l) files to web/static/vendor:"
 	sed 's/^/  /' "${vendor}/VERSIONS"
 }
