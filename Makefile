@@ -21,8 +21,8 @@ run: ## run the console on http://127.0.0.1:8080 with its own PostgreSQL in ./.s
 
 .PHONY: test
 test: setup ## install what tests need, then run every test (unit, database, browser) with the race detector
-	$(WITHPG) $(GO) test -race -count=1 -timeout 15m ./...
 	@$(MAKE) --no-print-directory test-unprivileged
+	$(WITHPG) $(GO) test -race -count=1 -timeout 15m ./...
 
 # The embedded server and the test harness must work for a normal user too,
 # not only for root (who runs PostgreSQL as the postgres account). As root,

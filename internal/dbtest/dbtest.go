@@ -44,10 +44,17 @@ var server *pgtestdb.Config
 // Main runs the tests of one package against a PostgreSQL server and exits.
 // It checks for leaked goroutines after a passing run.
 func Main(m *testing.M) {
-	os.Exit(run(m))
+	MainWith(m, nil)
 }
 
-func run(m *testing.M) int {
+// MainWith is Main with package-wide setup: setup runs once the server is
+// known and before any test; the teardown it returns runs after the tests and
+// before the leak check. A setup error fails the run.
+func MainWith(m *testing.M, setup func() (teardown func(), err error)) {
+	os.Exit(run(m, setup))
+}
+
+func run(m *testing.M, setup func() (func(), error)) int {
 	url := os.Getenv(EnvURL)
 	var cluster *Cluster
 	if url == "" {
@@ -64,12 +71,24 @@ func run(m *testing.M) int {
 		return 1
 	}
 	server = conf
-	code := m.Run()
+	code := runTests(m, setup)
 	if cluster != nil {
 		cluster.KeepIf(code != 0)
 		cluster.Stop() // before the leak check: it owns a goroutine
 	}
 	return leakCheck(code)
+}
+
+func runTests(m *testing.M, setup func() (func(), error)) int {
+	if setup != nil {
+		teardown, err := setup()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "dbtest: setup:", err)
+			return 1
+		}
+		defer teardown()
+	}
+	return m.Run()
 }
 
 func leakCheck(code int) int {
