@@ -138,10 +138,7 @@ func (c *Cluster) start(ctx context.Context, owner serverUser) error {
 	if err := stopOrphan(c.cfg); err != nil {
 		return err
 	}
-	if c.socketDir, err = os.MkdirTemp("", "switchyard-pg-"); err != nil {
-		return fmt.Errorf("pgembed: create socket directory: %w", err)
-	}
-	if err := owner.chown(c.socketDir); err != nil {
+	if c.socketDir, err = socketDirFor(c.cfg.DataDir, owner); err != nil {
 		return err
 	}
 	if c.port, err = freePort(); err != nil {

@@ -1,8 +1,11 @@
 package pgembed
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -117,4 +120,31 @@ func (u serverUser) canTraverse(info os.FileInfo) bool {
 	default:
 		return mode&0o001 != 0
 	}
+}
+
+// socketDirFor returns the private directory for the server's unix socket.
+// Its name derives from the data directory, so a start after kill -9 reuses
+// the one the dead run left instead of leaving a new one behind each time,
+// and it is short, because a socket path must stay under ~107 bytes. Since
+// the name is predictable, an existing entry is used only if it is a real
+// directory owned by the server account and closed to everyone else.
+func socketDirFor(dataDir string, owner serverUser) (string, error) {
+	sum := sha256.Sum256([]byte(dataDir))
+	dir := filepath.Join(os.TempDir(), "switchyard-pg-"+hex.EncodeToString(sum[:6]))
+	err := os.Mkdir(dir, 0o700)
+	if err == nil {
+		return dir, owner.chown(dir)
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("pgembed: create socket directory: %w", err)
+	}
+	info, err := os.Lstat(dir)
+	if err != nil {
+		return "", fmt.Errorf("pgembed: inspect socket directory: %w", err)
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !info.IsDir() || !ok || st.Uid != owner.uid || info.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("pgembed: %s exists but is not a private directory of %s; remove it and retry", dir, owner.name)
+	}
+	return dir, nil
 }
