@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/mxschmitt/playwright-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/internal/consoletest"
 	"github.com/switchyard/switchyard/internal/dbtest"
 )
 
@@ -126,13 +126,8 @@ func (s *suite) build() error {
 		return fmt.Errorf("create the binary directory: %w", err)
 	}
 	s.binDir = dir
-	s.binary = filepath.Join(dir, "console")
-	cmd := exec.Command("go", "build", "-o", s.binary, "./cmd/console")
-	cmd.Dir = s.root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/console: %w\n%s", err, out)
-	}
-	return nil
+	s.binary, err = consoletest.Build(dir)
+	return err
 }
 
 // stop closes the browser, stops the driver and removes the binary. It

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/internal/consoletest"
 	"github.com/switchyard/switchyard/internal/dbtest"
 )
 
@@ -22,26 +23,26 @@ func TestEmbeddedPostgresLifecycle(t *testing.T) {
 	data := filepath.Join(dataParent(t), "data")
 
 	first := serveConsole(t, nil, "--data", data)
-	status, body := get(t, "http://"+first.addr+"/")
+	status, body := get(t, first.URL+"/")
 	require.Equal(t, 200, status)
 	require.Contains(t, body, "Dashboard")
 	pid := postmasterPID(t, data)
-	first.signal(t, syscall.SIGINT)
-	require.Equal(t, 0, first.waitExit(t, 30*time.Second))
+	first.Signal(t, syscall.SIGINT)
+	require.Equal(t, 0, first.WaitExit(t, 30*time.Second))
 	require.False(t, processAlive(pid), "Ctrl-C must leave no postgres process")
 	_, err := os.Stat(filepath.Join(data, "pg", "postmaster.pid"))
 	require.ErrorIs(t, err, os.ErrNotExist, "postgres shut down cleanly")
 
 	second := serveConsole(t, nil, "--data", data)
-	require.Contains(t, second.stderr.String(), "migrations_applied=0", "the second start finds its migrated data")
-	require.NotContains(t, second.stderr.String(), "creating embedded postgres cluster")
-	second.signal(t, syscall.SIGKILL)
-	second.waitExit(t, 10*time.Second)
+	require.Contains(t, second.Stderr(), "migrations_applied=0", "the second start finds its migrated data")
+	require.NotContains(t, second.Stderr(), "creating embedded postgres cluster")
+	second.Signal(t, syscall.SIGKILL)
+	second.WaitExit(t, 10*time.Second)
 
 	third := serveConsole(t, nil, "--data", data)
-	require.Contains(t, third.stderr.String(), "migrations_applied=0")
-	third.signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, third.waitExit(t, 30*time.Second))
+	require.Contains(t, third.Stderr(), "migrations_applied=0")
+	third.Signal(t, syscall.SIGTERM)
+	require.Equal(t, 0, third.WaitExit(t, 30*time.Second))
 }
 
 // Two consoles on one data directory would corrupt it: the second refuses.
@@ -49,9 +50,9 @@ func TestSecondConsoleOnSameDataIsRefused(t *testing.T) {
 	t.Parallel()
 	data := filepath.Join(dataParent(t), "data")
 	serveConsole(t, nil, "--data", data)
-	second := startConsole(t, nil, "--data", data, "--listen", freeAddr(t))
-	require.Equal(t, 1, second.waitExit(t, 30*time.Second))
-	require.Contains(t, second.stderr.String(), "in use by another Switchyard process")
+	second := startConsole(t, nil, "--data", data, "--listen", consoletest.FreeAddr(t))
+	require.Equal(t, 1, second.WaitExit(t, 30*time.Second))
+	require.Contains(t, second.Stderr(), "in use by another Switchyard process")
 }
 
 func TestUnreachableDatabaseURLFailsFastWithOneLine(t *testing.T) {
@@ -71,11 +72,11 @@ func TestUnreachableDatabaseURLFailsFastWithOneLine(t *testing.T) {
 		}
 	}()
 	start := time.Now()
-	p := startConsole(t, []string{"DATABASE_URL=postgres://switchyard@" + ln.Addr().String() + "/switchyard"}, "--listen", freeAddr(t))
-	code := p.waitExit(t, 10*time.Second)
+	p := startConsole(t, []string{"DATABASE_URL=postgres://switchyard@" + ln.Addr().String() + "/switchyard"}, "--listen", consoletest.FreeAddr(t))
+	code := p.WaitExit(t, 10*time.Second)
 	require.NotZero(t, code)
 	require.Less(t, time.Since(start), 10*time.Second)
-	out := strings.TrimSpace(p.stderr.String())
+	out := strings.TrimSpace(p.Stderr())
 	require.NotContains(t, out, "\n", "one line, not a stack of errors")
 	require.Contains(t, out, "console: cannot reach the database at 127.0.0.1")
 }
@@ -86,9 +87,9 @@ func TestDataDirectoryThatIsNotAClusterIsLeftAlone(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(data, "pg"), 0o755))
 	keep := filepath.Join(data, "pg", "notes.txt")
 	require.NoError(t, os.WriteFile(keep, []byte("mine"), 0o644))
-	p := startConsole(t, nil, "--data", data, "--listen", freeAddr(t))
-	require.Equal(t, 1, p.waitExit(t, 30*time.Second))
-	require.Contains(t, p.stderr.String(), "is not a PostgreSQL cluster")
+	p := startConsole(t, nil, "--data", data, "--listen", consoletest.FreeAddr(t))
+	require.Equal(t, 1, p.WaitExit(t, 30*time.Second))
+	require.Contains(t, p.Stderr(), "is not a PostgreSQL cluster")
 	got, err := os.ReadFile(keep)
 	require.NoError(t, err)
 	require.Equal(t, "mine", string(got))
@@ -96,9 +97,9 @@ func TestDataDirectoryThatIsNotAClusterIsLeftAlone(t *testing.T) {
 
 func TestMissingServerBinariesSayHowToInstall(t *testing.T) {
 	t.Parallel()
-	p := startConsole(t, nil, "--data", filepath.Join(dataParent(t), "data"), "--pg-bin", t.TempDir(), "--listen", freeAddr(t))
-	require.Equal(t, 1, p.waitExit(t, 10*time.Second))
-	require.Contains(t, p.stderr.String(), "does not contain the postgres and initdb programs")
+	p := startConsole(t, nil, "--data", filepath.Join(dataParent(t), "data"), "--pg-bin", t.TempDir(), "--listen", consoletest.FreeAddr(t))
+	require.Equal(t, 1, p.WaitExit(t, 10*time.Second))
+	require.Contains(t, p.Stderr(), "does not contain the postgres and initdb programs")
 }
 
 func TestDatabaseURLStartsNoServerOfItsOwn(t *testing.T) {
@@ -106,13 +107,13 @@ func TestDatabaseURLStartsNoServerOfItsOwn(t *testing.T) {
 	url := dbtest.NewURL(t)
 	data := filepath.Join(dataParent(t), "unused")
 	p := serveConsole(t, []string{"DATABASE_URL=" + url}, "--data", data)
-	require.Contains(t, p.stderr.String(), "embedded=false")
+	require.Contains(t, p.Stderr(), "embedded=false")
 	_, err := os.Stat(data)
 	require.ErrorIs(t, err, os.ErrNotExist, "no data directory is created")
-	status, _ := get(t, "http://"+p.addr+"/readyz")
+	status, _ := get(t, p.URL+"/readyz")
 	require.Equal(t, 200, status)
-	p.signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, p.waitExit(t, 30*time.Second))
+	p.Signal(t, syscall.SIGTERM)
+	require.Equal(t, 0, p.WaitExit(t, 30*time.Second))
 }
 
 func TestMigrateCommand(t *testing.T) {
@@ -121,8 +122,8 @@ func TestMigrateCommand(t *testing.T) {
 	migrate := func(args ...string) string {
 		t.Helper()
 		p := startConsole(t, env, append([]string{"migrate"}, args...)...)
-		require.Equal(t, 0, p.waitExit(t, 30*time.Second), p.stderr.String())
-		return p.stdout.String()
+		require.Equal(t, 0, p.WaitExit(t, 30*time.Second), p.Stderr())
+		return p.Stdout()
 	}
 	require.Regexp(t, `(?m)^1\s+applied\s+\d{4}-.*00001_schema\.sql$`, migrate("status"))
 	require.Equal(t, "rolled back one migration\n", migrate("down"))
@@ -131,6 +132,6 @@ func TestMigrateCommand(t *testing.T) {
 	require.Equal(t, "applied 0 migration(s)\n", migrate())
 
 	bad := startConsole(t, env, "migrate", "sideways")
-	require.Equal(t, 1, bad.waitExit(t, 10*time.Second))
-	require.Contains(t, bad.stderr.String(), `unknown migrate action "sideways"`)
+	require.Equal(t, 1, bad.WaitExit(t, 10*time.Second))
+	require.Contains(t, bad.Stderr(), `unknown migrate action "sideways"`)
 }

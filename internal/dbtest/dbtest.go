@@ -192,12 +192,9 @@ type Cluster struct {
 // StartCluster starts a throwaway cluster (fsync off) in a new temporary
 // directory that the postgres account can reach when we are root.
 func StartCluster(ctx context.Context) (*Cluster, error) {
-	dir, err := os.MkdirTemp("", "switchyard-testdb-")
+	dir, err := pgembed.MkdirTemp("switchyard-testdb-")
 	if err != nil {
-		return nil, fmt.Errorf("create cluster directory: %w", err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("open cluster directory to the server account: %w", err)
+		return nil, err
 	}
 	c, err := pgembed.Start(ctx, pgembed.Config{
 		DataDir:   filepath.Join(dir, "pg"),

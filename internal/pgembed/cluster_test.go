@@ -18,9 +18,8 @@ import (
 // when the tests run as root (t.TempDir's directories are private to us).
 func testDir(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "pgembed-test-")
+	dir, err := MkdirTemp("pgembed-test-")
 	require.NoError(t, err)
-	require.NoError(t, os.Chmod(dir, 0o755))
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	return dir
 }

@@ -148,3 +148,19 @@ func socketDirFor(dataDir string, owner serverUser) (string, error) {
 	}
 	return dir, nil
 }
+
+// MkdirTemp creates a new temporary directory in which a data directory can
+// be created: the server account can traverse it even when we are root
+// (os.MkdirTemp makes directories only their creator can enter). The caller
+// removes it.
+func MkdirTemp(pattern string) (string, error) {
+	dir, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", fmt.Errorf("pgembed: create temporary directory: %w", err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", fmt.Errorf("pgembed: open temporary directory to the server account: %w", err)
+	}
+	return dir, nil
+}
