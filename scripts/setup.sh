@@ -80,7 +80,13 @@ install_driver() {
 	local tmp
 	tmp="$(mktemp -d)"
 	(cd "$tmp" && npm pack --silent "playwright-core@$playwright_version" >/dev/null && tar -xzf "playwright-core-$playwright_version.tgz")
-	rm -rf "$driver_dir"
+	# Replace only what is recognisably a driver directory: the path may come
+	# from PLAYWRIGHT_DRIVER_PATH.
+	if [ -e "$driver_dir" ]; then
+		if [ -f "$driver_dir/package/cli.js" ]; then rm -rf "$driver_dir"
+		else say "$driver_dir exists and is not a playwright driver directory; remove it or set PLAYWRIGHT_DRIVER_PATH elsewhere"; exit 1
+		fi
+	fi
 	mkdir -p "$driver_dir"
 	mv "$tmp/package" "$driver_dir/package"
 	ln -s "$(command -v node)" "$driver_dir/node"

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"log/slog"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ type config struct {
 	dataDir         string
 	databaseURL     string
 	pgBinDir        string
+	pgSearchRoots   []string
 	logLevel        slog.Level
 	logFormat       string
 	shutdownTimeout time.Duration
@@ -34,6 +36,7 @@ var settings = []setting{
 	{"data", "SWITCHYARD_DATA", ".switchyard", "directory for the embedded PostgreSQL cluster (used only without DATABASE_URL)"},
 	{"database-url", "DATABASE_URL", "", "PostgreSQL URL; when set, the console uses this server and starts none of its own"},
 	{"pg-bin", "SWITCHYARD_PG_BIN", "", "directory with the postgres and initdb programs (default: pg_config --bindir, then /usr/lib/postgresql/*/bin)"},
+	{"pg-search", "SWITCHYARD_PG_SEARCH", "/usr/lib/postgresql", "directories whose numbered subdirectories hold PostgreSQL installations (colon-separated)"},
 	{"log-level", "SWITCHYARD_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"log-format", "SWITCHYARD_LOG_FORMAT", "text", "text or json"},
 	{"shutdown-timeout", "SWITCHYARD_SHUTDOWN_TIMEOUT", "10s", "how long requests in flight may take to finish at shutdown"},
@@ -59,13 +62,12 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 		values[s.flag] = fs.String(s.flag, def, s.help+" ($"+s.env+")")
 	}
 	fs.Usage = func() { printUsage(usage, fs) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cfg, errHelp
-		}
+	positional, err := parseInterleaved(fs, args)
+	if err != nil {
 		return cfg, err
 	}
-	cfg.args = fs.Args()
+	cfg.args = positional
+	cfg.pgSearchRoots = filepath.SplitList(*values["pg-search"])
 	cfg.listen = *values["listen"]
 	cfg.dataDir = *values["data"]
 	cfg.databaseURL = *values["database-url"]
@@ -83,6 +85,27 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 	}
 	cfg.shutdownTimeout = d
 	return cfg, nil
+}
+
+// parseInterleaved parses flags wherever they stand among the positional
+// arguments: `console migrate down --database-url X` must not silently
+// ignore the flag (flag.Parse stops at the first non-flag).
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, errHelp
+			}
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
 }
 
 func printUsage(w io.Writer, fs *flag.FlagSet) {

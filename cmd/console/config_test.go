@@ -44,6 +44,13 @@ func TestParseConfig(t *testing.T) {
 				require.Equal(t, []string{"status"}, c.args)
 				require.Equal(t, "d", c.dataDir)
 			}},
+		{name: "flags after the command's argument", args: []string{"migrate", "down", "--database-url", "postgres://x/y", "--log-level", "debug"},
+			check: func(t *testing.T, c config) {
+				require.Equal(t, []string{"down"}, c.args)
+				require.Equal(t, "postgres://x/y", c.databaseURL)
+				require.Equal(t, slog.LevelDebug, c.logLevel)
+			}},
+		{name: "bad flag after the argument", args: []string{"migrate", "status", "--log-level", "bogus"}, wantErr: `invalid log level "bogus"`},
 		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: `invalid log level "loud"`},
 		{name: "bad log format", args: []string{"--log-format", "xml"}, wantErr: `invalid log format "xml"`},
 		{name: "bad timeout", args: []string{"--shutdown-timeout", "-1s"}, wantErr: "invalid shutdown timeout"},

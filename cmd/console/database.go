@@ -68,7 +68,7 @@ func (db *database) connect(ctx context.Context, dsn string) error {
 	version, err := queries.New(db.pool).ServerVersionNum(pingCtx)
 	if err != nil {
 		return fmt.Errorf("cannot reach the database at %s:%d (database %q): %w",
-			poolCfg.ConnConfig.Host, poolCfg.ConnConfig.Port, poolCfg.ConnConfig.Database, errors.New(oneLine(errors.Unwrap(err))))
+			poolCfg.ConnConfig.Host, poolCfg.ConnConfig.Port, poolCfg.ConnConfig.Database, flatError{err})
 	}
 	if version < minServerVersion {
 		return fmt.Errorf("PostgreSQL %d is too old: the console needs 13 or newer", version/10000)
@@ -76,16 +76,22 @@ func (db *database) connect(ctx context.Context, dsn string) error {
 	return nil
 }
 
-// oneLine flattens pgx's multi-line connect errors (one line per attempt,
-// often the same twice: with and without TLS) into one line of distinct
-// causes, so the operator sees a single clear line.
-func oneLine(err error) string {
-	if err == nil {
-		return "unknown error"
+// flatError shows pgx's multi-line connect error (one line per attempt,
+// often the same twice: with and without TLS) as one line of distinct
+// causes, so the operator sees a single clear line; errors.Is and errors.As
+// still see the original.
+type flatError struct{ err error }
+
+func (f flatError) Unwrap() error { return f.err }
+
+func (f flatError) Error() string {
+	msg := f.err.Error()
+	if inner := errors.Unwrap(f.err); inner != nil {
+		msg = inner.Error() // drop pgx's "failed to connect to `user=...`" preamble
 	}
 	var parts []string
 	seen := map[string]bool{}
-	for _, line := range strings.Split(err.Error(), "\n") {
+	for _, line := range strings.Split(msg, "\n") {
 		line = strings.TrimSpace(line)
 		if line != "" && !seen[line] {
 			seen[line] = true

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"io/fs"
 	"net"
 	"os"
+	"regexp"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/consoletest"
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/migrations"
 )
 
 // The README's first command in miniature: start on a fresh data directory,
@@ -37,7 +40,7 @@ func TestEmbeddedPostgresLifecycle(t *testing.T) {
 	require.Contains(t, second.Stderr(), "migrations_applied=0", "the second start finds its migrated data")
 	require.NotContains(t, second.Stderr(), "creating embedded postgres cluster")
 	second.Signal(t, syscall.SIGKILL)
-	second.WaitExit(t, 10*time.Second)
+	require.Equal(t, -1, second.WaitExit(t, 10*time.Second), "killed by the signal")
 
 	third := serveConsole(t, nil, "--data", data)
 	require.Contains(t, third.Stderr(), "migrations_applied=0")
@@ -118,6 +121,11 @@ func TestDatabaseURLStartsNoServerOfItsOwn(t *testing.T) {
 
 func TestMigrateCommand(t *testing.T) {
 	t.Parallel()
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	newest := files[len(files)-1]
+	version := strings.TrimLeft(strings.SplitN(newest, "_", 2)[0], "0")
 	env := []string{"DATABASE_URL=" + dbtest.NewURL(t)}
 	migrate := func(args ...string) string {
 		t.Helper()
@@ -125,13 +133,23 @@ func TestMigrateCommand(t *testing.T) {
 		require.Equal(t, 0, p.WaitExit(t, 30*time.Second), p.Stderr())
 		return p.Stdout()
 	}
-	require.Regexp(t, `(?m)^1\s+applied\s+\d{4}-.*00001_schema\.sql$`, migrate("status"))
+	status := migrate("status")
+	for _, f := range files {
+		require.Regexp(t, `(?m)\s+applied\s+\d{4}-.*\s`+regexp.QuoteMeta(f)+`$`, status)
+	}
 	require.Equal(t, "rolled back one migration\n", migrate("down"))
-	require.Regexp(t, `(?m)^1\s+pending\s+-\s+00001_schema\.sql$`, migrate("status"))
+	require.Regexp(t, `(?m)^`+version+`\s+pending\s+-\s+`+regexp.QuoteMeta(newest)+`$`, migrate("status"))
 	require.Equal(t, "applied 1 migration(s)\n", migrate("up"))
 	require.Equal(t, "applied 0 migration(s)\n", migrate())
 
 	bad := startConsole(t, env, "migrate", "sideways")
 	require.Equal(t, 1, bad.WaitExit(t, 10*time.Second))
 	require.Contains(t, bad.Stderr(), `unknown migrate action "sideways"`)
+}
+
+func TestListenRefusesNonLoopbackAddresses(t *testing.T) {
+	t.Parallel()
+	p := startConsole(t, []string{"DATABASE_URL=postgres://unused@127.0.0.1:1/x"}, "--listen", "0.0.0.0:0")
+	require.Equal(t, 1, p.WaitExit(t, 10*time.Second))
+	require.Contains(t, p.Stderr(), "refusing to listen on 0.0.0.0:0")
 }

@@ -33,6 +33,12 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	logger := newLogger(cfg, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		// After the first signal, restore the default handling: a second
+		// Ctrl-C ends a shutdown that hangs.
+		<-ctx.Done()
+		stop()
+	}()
 	switch cfg.command {
 	case "serve":
 		err = serve(ctx, cfg, logger)

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,7 +19,10 @@ import (
 	"github.com/switchyard/switchyard/internal/pgembed"
 )
 
-var binDir string
+// consoleBinary is the console built once by TestMain: these tests run it as
+// a real process, because signals, kill -9 and exit codes are what they
+// check. Set before any test runs, only read afterwards.
+var consoleBinary string
 
 func TestMain(m *testing.M) {
 	dbtest.MainWith(m, func() (func(), error) {
@@ -28,27 +30,22 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return nil, err
 		}
-		binDir = dir
+		if consoleBinary, err = consoletest.Build(dir); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
 		return func() { os.RemoveAll(dir) }, nil
 	})
 }
 
-// binary builds the console once per test binary: these tests run it as a
-// real process, because signals, kill -9 and exit codes are what they check.
-var binary = sync.OnceValues(func() (string, error) { return consoletest.Build(binDir) })
-
 func startConsole(t *testing.T, env []string, args ...string) *consoletest.Process {
 	t.Helper()
-	bin, err := binary()
-	require.NoError(t, err)
-	return consoletest.Start(t, bin, env, args...)
+	return consoletest.Start(t, consoleBinary, env, args...)
 }
 
 func serveConsole(t *testing.T, env []string, args ...string) *consoletest.Process {
 	t.Helper()
-	bin, err := binary()
-	require.NoError(t, err)
-	return consoletest.Serve(t, bin, env, args...)
+	return consoletest.Serve(t, consoleBinary, env, args...)
 }
 
 // dataParent returns a directory the postgres account can traverse when the

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -18,10 +19,11 @@ import (
 // serve runs the web console until ctx is cancelled (SIGINT or SIGTERM),
 // then drains HTTP, closes the pool and stops the embedded server.
 func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
-	// Listen first: a busy port should fail before a database starts.
-	ln, err := net.Listen("tcp", cfg.listen)
+	// Listen first: a busy port or a refused address should fail before a
+	// database starts.
+	ln, err := listen(cfg.listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.listen, err)
+		return err
 	}
 	defer ln.Close()
 	db, err := openDatabase(ctx, cfg, logger)
@@ -29,20 +31,58 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	defer db.Close()
-	migrator, err := migrate.New(db.pool, logger.With(slog.String("component", "migrate")))
+	migrator, err := migrateUp(ctx, db, logger)
 	if err != nil {
 		return err
 	}
 	defer migrator.Close()
-	applied, err := migrator.Up(ctx)
+	e, err := newWeb(db, migrator, logger)
 	if err != nil {
 		return err
 	}
-	logger.Info("database ready", slog.Int("migrations_applied", applied), slog.Bool("embedded", db.cluster != nil))
+	logger.Info("console listening", slog.String("url", "http://"+ln.Addr().String()))
+	err = httpserver.Run(ctx, e, ln, cfg.shutdownTimeout, logger)
+	logger.Info("console stopped")
+	return err
+}
 
+// listen opens the console's address. It refuses anything but loopback:
+// the console has no sign-in yet, so on any other address anyone who can
+// reach the port could use it.
+func listen(addr string) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("invalid listen address %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("refusing to listen on %s: the console has no sign-in yet, so it serves only on a loopback address such as 127.0.0.1:8080", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+func migrateUp(ctx context.Context, db *database, logger *slog.Logger) (*migrate.Migrator, error) {
+	migrator, err := migrate.New(db.pool, logger.With(slog.String("component", "migrate")))
+	if err != nil {
+		return nil, err
+	}
+	applied, err := migrator.Up(ctx)
+	if err != nil {
+		migrator.Close()
+		return nil, err
+	}
+	logger.Info("database ready", slog.Int("migrations_applied", applied), slog.Bool("embedded", db.cluster != nil))
+	return migrator, nil
+}
+
+// newWeb wires the console's handlers into a configured echo instance.
+func newWeb(db *database, migrator *migrate.Migrator, logger *slog.Logger) (*echo.Echo, error) {
 	assets, err := static.New()
 	if err != nil {
-		return fmt.Errorf("load static assets: %w", err)
+		return nil, fmt.Errorf("load static assets: %w", err)
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -52,13 +92,13 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		Readiness: console.DatabaseReadiness{Pool: db.pool, Migrations: migrator},
 		Gatherer:  registry,
 	})
-	e, err := httpserver.New(httpserver.Config{Logger: logger, Registerer: registry, RenderError: handler.RenderError})
+	e, err := httpserver.New(httpserver.Config{
+		Logger: logger, Registerer: registry, RenderError: handler.RenderError,
+		AllowedHosts: httpserver.LoopbackHosts,
+	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	handler.Register(e)
-	logger.Info("console listening", slog.String("url", "http://"+ln.Addr().String()))
-	err = httpserver.Run(ctx, e, ln, cfg.shutdownTimeout)
-	logger.Info("console stopped")
-	return err
+	return e, nil
 }

@@ -115,6 +115,7 @@ func TestPagesCarryAStrictPolicyWithAFreshNonce(t *testing.T) {
 			require.Equal(t, match[1], nonce)
 			src, ok := s.Attr("src")
 			require.True(t, ok, "no inline scripts")
+			require.Regexp(t, `^sha384-[A-Za-z0-9+/]+=*$`, s.AttrOr("integrity", ""), "pinned by subresource integrity")
 			require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, src).Code, src)
 		})
 		doc.Find("link[rel=stylesheet]").Each(func(_ int, s *goquery.Selection) {
@@ -137,7 +138,7 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 	require.NoError(t, b.migrator.Down(context.Background()))
 	rec := b.do(t, http.MethodGet, "/readyz")
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
-	require.Contains(t, rec.Body.String(), "migrations pending")
+	require.Equal(t, "not ready: database migrations pending\n", rec.Body.String(), "no hosts, users or paths for unauthenticated callers")
 	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/healthz").Code, "the process is still up")
 
 	metrics := b.do(t, http.MethodGet, "/metrics")

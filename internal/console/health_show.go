@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -19,8 +20,14 @@ func (h *Handler) readinessShow(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	if err := h.deps.Readiness.Ready(ctx); err != nil {
+		// The cause names hosts, users and paths: it goes to the log, and
+		// the unauthenticated caller gets only the kind of problem.
 		h.deps.Logger.WarnContext(ctx, "not ready", "error", err)
-		return c.String(http.StatusServiceUnavailable, "not ready: "+err.Error()+"\n")
+		reason := "database unreachable"
+		if errors.Is(err, ErrMigrationsPending) {
+			reason = "database migrations pending"
+		}
+		return c.String(http.StatusServiceUnavailable, "not ready: "+reason+"\n")
 	}
 	return c.String(http.StatusOK, "ready\n")
 }

@@ -10,6 +10,9 @@ import (
 	"github.com/switchyard/switchyard/internal/queries"
 )
 
+// ErrMigrationsPending means the database lacks migrations this binary has.
+var ErrMigrationsPending = errors.New("console: database migrations pending")
+
 // MigrationState reports whether every known migration is applied.
 type MigrationState interface {
 	Current(ctx context.Context) (bool, error)
@@ -32,7 +35,7 @@ func (r DatabaseReadiness) Ready(ctx context.Context) error {
 		return err
 	}
 	if !current {
-		return errors.New("database migrations pending")
+		return ErrMigrationsPending
 	}
 	return nil
 }

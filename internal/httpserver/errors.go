@@ -20,6 +20,10 @@ type ErrorRenderer func(c echo.Context, status int, message string) error
 func ErrorHandler(logger *slog.Logger, render ErrorRenderer) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
+			// A stream that fails halfway: the status is sent, the cause
+			// still deserves its log line.
+			logger.WarnContext(c.Request().Context(), "request failed after the response started",
+				slog.String("path", c.Request().URL.Path), slog.Any("error", err))
 			return
 		}
 		status, message := http.StatusInternalServerError, "Something went wrong on our side; it has been logged."
@@ -46,6 +50,11 @@ func ErrorHandler(logger *slog.Logger, render ErrorRenderer) echo.HTTPErrorHandl
 		}
 		if werr != nil {
 			logger.ErrorContext(c.Request().Context(), "write error response", slog.Any("error", werr))
+			if !c.Response().Committed {
+				// The error page itself failed before writing: a plain
+				// body, never an empty 200.
+				http.Error(c.Response(), message, status)
+			}
 		}
 	}
 }

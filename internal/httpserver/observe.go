@@ -3,6 +3,7 @@ package httpserver
 import (
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -82,9 +83,20 @@ func (m *metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if route == "" {
 			route = "unmatched"
 		}
-		method := c.Request().Method
+		method := knownMethod(c.Request().Method)
 		m.requests.WithLabelValues(route, method, strconv.Itoa(c.Response().Status)).Inc()
 		m.duration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 		return nil
 	}
+}
+
+// knownMethod bounds the method label: any client can send any method name,
+// and each would otherwise become a new time series.
+func knownMethod(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+		http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		return method
+	}
+	return "OTHER"
 }

@@ -24,6 +24,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the HTTP metrics.
 	Registerer prometheus.Registerer
+	// AllowedHosts are the host names requests may address (the Host
+	// header); others get 421. Empty: any.
+	AllowedHosts []string
 	// RenderError writes the HTML body for a failed request; see
 	// ErrorHandler. Nil: JSON bodies only.
 	RenderError ErrorRenderer
@@ -39,21 +42,30 @@ func New(cfg Config) (*echo.Echo, error) {
 		return nil, err
 	}
 	e.HTTPErrorHandler = ErrorHandler(cfg.Logger, cfg.RenderError)
+	// The peer's address, never X-Forwarded-For: nothing in front of us is
+	// trusted until a proxy is configured, and logs and the audit trail
+	// must not be spoofable.
+	e.IPExtractor = echo.ExtractIPDirect()
 	e.Use(
 		securityHeaders,
 		requestLog(cfg.Logger),
 		metrics.middleware,
 		middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true}),
 	)
+	if len(cfg.AllowedHosts) > 0 {
+		e.Use(allowHosts(cfg.AllowedHosts))
+	}
 	return e, nil
 }
 
 // Run serves e on ln until ctx is cancelled, then shuts down gracefully:
 // it stops accepting, lets requests in flight finish within timeout, then
 // closes what remains. It returns nil after a clean shutdown.
-func Run(ctx context.Context, e *echo.Echo, ln net.Listener, timeout time.Duration) error {
+func Run(ctx context.Context, e *echo.Echo, ln net.Listener, timeout time.Duration, logger *slog.Logger) error {
 	srv := &http.Server{
 		Handler:           e,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		MaxHeaderBytes:    64 << 10,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		// No WriteTimeout: live streams stay open for hours; they set a

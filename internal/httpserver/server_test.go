@@ -88,7 +88,7 @@ func TestRunDrainsRequestsInFlight(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
-	go func() { ran <- httpserver.Run(ctx, e, ln, 10*time.Second) }()
+	go func() { ran <- httpserver.Run(ctx, e, ln, 10*time.Second, slog.New(slog.DiscardHandler)) }()
 
 	type result struct {
 		status int
@@ -106,14 +106,94 @@ func TestRunDrainsRequestsInFlight(t *testing.T) {
 	}()
 	<-entered
 	cancel()
+	// Shutdown has begun once the listener refuses new connections; the
+	// request in flight must still be running then.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second)
+		if err != nil {
+			break
+		}
+		conn.Close()
+		require.True(t, time.Now().Before(deadline), "the listener never closed")
+		time.Sleep(5 * time.Millisecond)
+	}
 	select {
 	case err := <-ran:
 		t.Fatalf("Run returned while a request was in flight: %v", err)
-	case <-time.After(100 * time.Millisecond):
+	default:
 	}
 	close(release)
 	r := <-got
 	require.NoError(t, r.err)
 	require.Equal(t, http.StatusOK, r.status)
 	require.NoError(t, <-ran)
+}
+
+func TestOnlyAllowedHostsAreAnswered(t *testing.T) {
+	t.Parallel()
+	e, err := httpserver.New(httpserver.Config{
+		Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry(),
+		AllowedHosts: httpserver.LoopbackHosts,
+	})
+	require.NoError(t, err)
+	e.GET("/", func(c echo.Context) error { return c.String(http.StatusOK, "hello") })
+	for host, want := range map[string]int{
+		"127.0.0.1:8080": http.StatusOK, "localhost:8080": http.StatusOK, "[::1]:8080": http.StatusOK,
+		"LOCALHOST": http.StatusOK, "attacker.example:8080": http.StatusMisdirectedRequest, "127.0.0.2": http.StatusMisdirectedRequest,
+	} {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Host = host
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		require.Equal(t, want, rec.Code, host)
+	}
+}
+
+func TestMetricsLabelOnlyKnownMethodsAndClientIPIsThePeer(t *testing.T) {
+	t.Parallel()
+	registry := prometheus.NewRegistry()
+	var logs bytes.Buffer
+	e, err := httpserver.New(httpserver.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Registerer: registry})
+	require.NoError(t, err)
+	for _, m := range []string{"FOO1", "FOO2", http.MethodGet} {
+		req := httptest.NewRequest(m, "/x", nil)
+		req.Header.Set("X-Forwarded-For", "6.6.6.6")
+		req.RemoteAddr = "192.0.2.1:1234"
+		e.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	families, err := registry.Gather()
+	require.NoError(t, err)
+	methods := map[string]bool{}
+	for _, f := range families {
+		if f.GetName() != "switchyard_http_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "method" {
+					methods[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	require.Equal(t, map[string]bool{"OTHER": true, "GET": true}, methods)
+	require.Contains(t, logs.String(), "remote_ip=192.0.2.1")
+	require.NotContains(t, logs.String(), "6.6.6.6")
+}
+
+// An error page that itself fails must still send the error status, never
+// an empty 200.
+func TestFailingErrorPageFallsBackToPlainText(t *testing.T) {
+	t.Parallel()
+	e, err := httpserver.New(httpserver.Config{
+		Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry(),
+		RenderError: func(echo.Context, int, string) error { return errors.New("template broke") },
+	})
+	require.NoError(t, err)
+	e.GET("/gone", func(echo.Context) error { return echo.NewHTTPError(http.StatusGone, "It is gone.") })
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/gone", nil))
+	require.Equal(t, http.StatusGone, rec.Code)
+	require.Equal(t, "It is gone.\n", rec.Body.String())
 }

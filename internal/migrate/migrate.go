@@ -6,8 +6,8 @@ package migrate
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
-	"io"
 	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -20,11 +20,13 @@ import (
 const (
 	// versionTable is goose's bookkeeping table.
 	versionTable = "switchyard.goose_db_version"
-	// lockKey serialises migrations across console instances starting at
-	// once: pg_advisory_lock(hashtext('switchyard.migrate')). Goose's own
-	// session locker cannot cover the CREATE SCHEMA that has to come first.
-	lockSQL   = "SELECT pg_advisory_lock(hashtext('switchyard.migrate'))"
-	unlockSQL = "SELECT pg_advisory_unlock(hashtext('switchyard.migrate'))"
+	// The lock serialises migrations across console instances starting at
+	// once. Goose's own session locker cannot cover the CREATE SCHEMA that
+	// has to come first. The two-int4 form keeps it apart from the
+	// application's own bigint advisory locks in the same database.
+	lockSQL   = "SELECT pg_advisory_lock(hashtext('switchyard'), hashtext('migrate'))"
+	tryLock   = "SELECT pg_try_advisory_lock(hashtext('switchyard'), hashtext('migrate'))"
+	unlockSQL = "SELECT pg_advisory_unlock(hashtext('switchyard'), hashtext('migrate'))"
 	schemaSQL = "CREATE SCHEMA IF NOT EXISTS switchyard"
 )
 
@@ -32,6 +34,7 @@ const (
 type Migrator struct {
 	db       *sql.DB
 	provider *goose.Provider
+	logger   *slog.Logger
 }
 
 // New returns a Migrator for pool. Close it when done: it holds a
@@ -40,7 +43,7 @@ type Migrator struct {
 func New(pool *pgxpool.Pool, logger *slog.Logger) (*Migrator, error) {
 	db := stdlib.OpenDBFromPool(pool)
 	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		logger = slog.New(slog.DiscardHandler)
 	}
 	provider, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS,
 		goose.WithTableName(versionTable),
@@ -51,7 +54,7 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) (*Migrator, error) {
 		db.Close()
 		return nil, fmt.Errorf("migrate: load migrations: %w", err)
 	}
-	return &Migrator{db: db, provider: provider}, nil
+	return &Migrator{db: db, provider: provider, logger: logger}, nil
 }
 
 // Close releases the database/sql handle.
@@ -97,13 +100,14 @@ func (m *Migrator) Status(ctx context.Context) ([]*goose.MigrationStatus, error)
 }
 
 // Current reports whether the database has every migration this binary
-// knows, for /readyz. It takes no lock and creates nothing.
+// knows, for /readyz: a missing lower version counts as pending too. It
+// takes no lock.
 func (m *Migrator) Current(ctx context.Context) (bool, error) {
-	current, target, err := m.provider.GetVersions(ctx)
+	pending, err := m.provider.HasPending(ctx)
 	if err != nil {
-		return false, fmt.Errorf("migrate: versions: %w", err)
+		return false, fmt.Errorf("migrate: check pending: %w", err)
 	}
-	return current >= target, nil
+	return !pending, nil
 }
 
 // locked runs fn while holding the migration advisory lock on a dedicated
@@ -114,16 +118,38 @@ func (m *Migrator) locked(ctx context.Context, fn func() error) (err error) {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, lockSQL); err != nil {
-		return fmt.Errorf("take migration lock: %w", err)
+	if err := m.lock(ctx, conn); err != nil {
+		return err
 	}
 	defer func() {
-		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), unlockSQL); uerr != nil && err == nil {
-			err = fmt.Errorf("release migration lock: %w", uerr)
+		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), unlockSQL); uerr != nil {
+			// A connection still holding the lock must not go back to
+			// the pool: discard it, which ends its session and the lock.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			if err == nil {
+				err = fmt.Errorf("release migration lock: %w", uerr)
+			}
 		}
 	}()
 	if _, err := conn.ExecContext(ctx, schemaSQL); err != nil {
 		return fmt.Errorf("create schema: %w", err)
 	}
 	return fn()
+}
+
+// lock takes the migration lock, saying so in the log when another instance
+// holds it, and gives up when ctx ends.
+func (m *Migrator) lock(ctx context.Context, conn *sql.Conn) error {
+	var got bool
+	if err := conn.QueryRowContext(ctx, tryLock).Scan(&got); err != nil {
+		return fmt.Errorf("take migration lock: %w", err)
+	}
+	if got {
+		return nil
+	}
+	m.logger.Info("waiting for another instance to finish migrating")
+	if _, err := conn.ExecContext(ctx, lockSQL); err != nil {
+		return fmt.Errorf("wait for migration lock: %w", err)
+	}
+	return nil
 }

@@ -3,3 +3,82 @@
 //   sqlc v1.31.1
 
 package queries
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+type SwitchyardDestination struct {
+	Name                string
+	Kind                string
+	Address             string
+	SecretRef           string
+	RetryBaseMs         int32
+	RetryCapMs          int32
+	MaxAttempts         int32
+	TimeoutMs           int32
+	RatePerSecond       float64
+	Burst               int32
+	Concurrency         int32
+	BreakerFailureRatio float64
+	BreakerMinRequests  int32
+	BreakerOpenMs       int32
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+}
+
+type SwitchyardOutbox struct {
+	ID               int64
+	MessageID        uuid.UUID
+	Topic            string
+	Destination      string
+	AggregateType    string
+	AggregateID      string
+	AggregateSeq     *int64
+	Payload          []byte
+	Headers          []byte
+	State            string
+	Attempts         int32
+	MaxAttempts      *int32
+	NextAttemptAt    time.Time
+	LeaseOwner       *string
+	LeaseVersion     int64
+	LastError        *string
+	ErrorFingerprint *string
+	CreatedAt        time.Time
+	FinishedAt       *time.Time
+	ReplayOf         *int64
+}
+
+type SwitchyardOutboxAggregateSeq struct {
+	Destination   string
+	AggregateType string
+	AggregateID   string
+	LastSeq       int64
+}
+
+type SwitchyardOutboxAttempt struct {
+	ID           int64
+	MessageID    int64
+	Attempt      int32
+	Worker       string
+	LeaseVersion int64
+	StartedAt    time.Time
+	FinishedAt   time.Time
+	Outcome      string
+	Applied      bool
+	StatusCode   *int32
+	Response     *string
+	Error        *string
+	DurationMs   float64
+}
+
+type SwitchyardOutboxBlockedAggregate struct {
+	Destination   string
+	AggregateType string
+	AggregateID   string
+	DeadMessageID int64
+	BlockedAt     time.Time
+}

@@ -35,9 +35,11 @@ func Navigation() []NavItem {
 	}
 }
 
-// Assets resolves a static asset's logical name to its content-hash URL.
+// Assets resolves a static asset's logical name to its content-hash URL and
+// its subresource-integrity digest.
 type Assets interface {
 	Path(name string) string
+	Integrity(name string) string
 }
 
 // Page is what the layout needs to frame any page.

@@ -1,0 +1,215 @@
+package webhook
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/switchyard/switchyard/internal/destination"
+)
+
+const (
+	// maxDrainBytes bounds how much of a response body beyond
+	// MaxResponseBytes is read and discarded so that the connection can be
+	// reused; a longer body costs its connection instead.
+	maxDrainBytes = 64 << 10
+	// maxSnippetBytes bounds the part of a response body quoted in an
+	// error text.
+	maxSnippetBytes = 256
+)
+
+var _ destination.Destination = (*Destination)(nil)
+
+// Deliver POSTs the payload, signed, with Content-Type application/json,
+// the static headers, the message's headers and the webhook-* headers
+// (which, like Content-Type, nothing overrides). It waits at most the
+// configured Timeout, and returns:
+//   - nil for a 2xx;
+//   - a permanent error for a 3xx (redirects are never followed), and for
+//     a 4xx other than 408 and 429, quoting the first bytes of the body:
+//     "POST <url>: HTTP 404: <body>";
+//   - a retryable error for any other status, a transport error, or the
+//     timeout ("POST <url>: timeout after 10s: ...");
+//   - a permanent error, without sending anything, for a payload that is
+//     not valid JSON, an empty message id, or a malformed message header.
+//
+// Whenever a response arrived, Outcome holds its status and at most
+// MaxResponseBytes of its body as valid UTF-8. Error texts never contain
+// the URL's userinfo or query.
+func (d *Destination) Deliver(ctx context.Context, m destination.Delivery) (destination.Outcome, error) {
+	attemptCtx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	req, err := d.newRequest(attemptCtx, m)
+	if err != nil {
+		return destination.Outcome{}, destination.Permanent(fmt.Errorf("POST %s: %w", d.display, err))
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return destination.Outcome{}, d.transportError(ctx, err)
+	}
+	out := readResponse(resp)
+	return out, d.statusError(out, resp.Header.Get("Location"))
+}
+
+// newRequest builds the signed request, or says why m cannot be sent.
+func (d *Destination) newRequest(ctx context.Context, m destination.Delivery) (*http.Request, error) {
+	if !json.Valid(m.Payload) {
+		return nil, errors.New("invalid payload: not valid JSON")
+	}
+	if err := checkHeader(HeaderID, m.MessageID); err != nil || m.MessageID == "" {
+		return nil, fmt.Errorf("invalid message id %q", m.MessageID)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(m.Payload))
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	h := req.Header
+	h.Set("User-Agent", d.userAgent)
+	for name, value := range d.headers {
+		h.Set(name, value)
+	}
+	for name, value := range m.Headers {
+		if err := checkHeader(name, value); err != nil {
+			return nil, fmt.Errorf("message header: %w", err)
+		}
+		h.Set(name, value)
+	}
+	h.Set("Content-Type", "application/json")
+	d.sign(h, m.MessageID, m.Payload)
+	return req, nil
+}
+
+// sign sets the webhook-* headers, one signature per key.
+func (d *Destination) sign(h http.Header, id string, body []byte) {
+	unix := d.now().Unix()
+	sigs := make([]string, len(d.keys))
+	for i, key := range d.keys {
+		sigs[i] = signatureEntry(key, id, unix, body)
+	}
+	h.Set(HeaderID, id)
+	h.Set(HeaderTimestamp, strconv.FormatInt(unix, 10))
+	h.Set(HeaderSignature, strings.Join(sigs, " "))
+}
+
+// transportError explains a failed round trip; all are retryable. parent
+// is the caller's context, to tell its cancellation from our timeout.
+func (d *Destination) transportError(parent context.Context, err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err // its text repeats the full URL, query included
+	}
+	switch {
+	case parent.Err() != nil:
+		return fmt.Errorf("POST %s: %w", d.display, parent.Err())
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("POST %s: timeout after %s: %w", d.display, d.timeout, err)
+	default:
+		return fmt.Errorf("POST %s: %w", d.display, err)
+	}
+}
+
+// statusError classifies a response by its status; see Deliver.
+func (d *Destination) statusError(out destination.Outcome, location string) error {
+	code := out.StatusCode
+	switch {
+	case code >= 200 && code < 300:
+		return nil
+	case code >= 300 && code < 400:
+		return destination.Permanent(fmt.Errorf(
+			"POST %s: HTTP %d: redirect to %q not followed (redirects never are; configure the final URL)",
+			d.display, code, truncate(location, maxSnippetBytes)))
+	}
+	err := fmt.Errorf("POST %s: HTTP %d: %s", d.display, code, snippet(out.Response, code))
+	if destination.PermanentStatus(code) {
+		return destination.Permanent(err)
+	}
+	return err
+}
+
+// readResponse keeps the status and the first MaxResponseBytes of the
+// body, drains a bounded remainder so the connection can be reused, and
+// closes the body. A body cut short by an error keeps what was read: the
+// status is what counts.
+func readResponse(resp *http.Response) destination.Outcome {
+	defer resp.Body.Close()
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, destination.MaxResponseBytes))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrainBytes))
+	return destination.Outcome{StatusCode: resp.StatusCode, Response: responseText(head)}
+}
+
+// responseText makes a body prefix safe to store and show: valid UTF-8
+// without NUL (PostgreSQL text accepts neither) and at most
+// MaxResponseBytes long. A rune cut off by the byte limit is dropped.
+func responseText(b []byte) string {
+	b = trimPartialRune(b)
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	for len(s) > destination.MaxResponseBytes {
+		_, size := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-size]
+	}
+	return s
+}
+
+// trimPartialRune drops an incomplete UTF-8 sequence at the end of b.
+func trimPartialRune(b []byte) []byte {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return b[:i]
+			}
+			break
+		}
+	}
+	return b
+}
+
+// snippet quotes the start of a response body on one line, or names the
+// status when the body is empty.
+func snippet(body string, code int) string {
+	s := strings.Join(strings.Fields(body), " ")
+	if s == "" {
+		return cmp.Or(http.StatusText(code), "(empty body)")
+	}
+	return truncate(s, maxSnippetBytes)
+}
+
+// truncate cuts s to at most n bytes, on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}
+
+// checkHeader rejects what net/http would refuse to send or would send
+// mangled: a name that is not an RFC 9110 token, a value with control
+// characters other than tab.
+func checkHeader(name, value string) error {
+	if name == "" || strings.IndexFunc(name, func(r rune) bool { return !isTokenChar(r) }) >= 0 {
+		return fmt.Errorf("invalid header name %q", name)
+	}
+	if strings.IndexFunc(value, func(r rune) bool { return r == 0x7f || (r < 0x20 && r != '\t') }) >= 0 {
+		return fmt.Errorf("header %s: invalid value %q", name, value)
+	}
+	return nil
+}
+
+// isTokenChar reports whether r may appear in an RFC 9110 token.
+func isTokenChar(r rune) bool {
+	switch {
+	case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		return true
+	default:
+		return strings.ContainsRune("!#$%&'*+-.^_`|~", r)
+	}
+}

@@ -1,0 +1,92 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/destination"
+	"github.com/switchyard/switchyard/internal/destination/guard"
+)
+
+// A destination that keeps failing opens its breaker; while open its
+// messages are not claimed and burn no attempts (every attempt counted in
+// the database is a call the destination received); a probe closes it once
+// the destination recovers; another destination is unaffected throughout.
+func TestBreakerHoldsAFailingDestinationAndSparesTheOthers(t *testing.T) {
+	t.Parallel()
+	pool := setup(t, "down", "up")
+	var healthy atomic.Bool
+	var calls, callsWhileOpen atomic.Int64
+	states := make(chan guard.State, 64)
+	g, err := guard.New("down", guard.Config{Breaker: guard.BreakerConfig{
+		FailureRatio: 0.5, MinRequests: 5, Window: time.Minute, OpenTimeout: 300 * time.Millisecond,
+	}}, func(_ string, _, to guard.State) { states <- to })
+	require.NoError(t, err)
+	down := destination.Func(func(context.Context, destination.Delivery) (destination.Outcome, error) {
+		calls.Add(1)
+		if g.State() != guard.Closed {
+			callsWhileOpen.Add(1)
+		}
+		if healthy.Load() {
+			return destination.Outcome{StatusCode: 200}, nil
+		}
+		return destination.Outcome{StatusCode: 503}, errors.New("HTTP 503: down for maintenance")
+	})
+	up := destination.Func(func(context.Context, destination.Delivery) (destination.Outcome, error) {
+		return destination.Outcome{StatusCode: 200}, nil
+	})
+	var msgs []Message
+	for i := range 40 {
+		msgs = append(msgs, Message{Topic: "t", Destination: "down", Payload: fmt.Appendf(nil, `{"n":%d}`, i)})
+	}
+	enqueue(t, pool, msgs...)
+	startDispatcher(t, pool, Config{Workers: 2, BatchSize: 10, Routes: map[string]Route{
+		"down": {Destination: down, Retry: fastRetry(1000), Guard: g},
+		"up":   {Destination: up, Retry: fastRetry(3)},
+	}})
+	waitState(t, states, guard.Open)
+
+	// While it is open, the other destination flows.
+	var later []Message
+	for i := range 40 {
+		later = append(later, Message{Topic: "t", Destination: "up", Payload: fmt.Appendf(nil, `{"n":%d}`, i)})
+	}
+	enqueue(t, pool, later...)
+	waitUntil(t, time.Minute, "the healthy destination delivered", func() bool {
+		return countWhere(t, pool, "destination = 'up' AND state = 'delivered'") == 40
+	})
+	waitState(t, states, guard.HalfOpen) // at least one probe was admitted and failed
+	require.Zero(t, countWhere(t, pool, "destination = 'down' AND state <> 'pending'"))
+
+	healthy.Store(true)
+	waitState(t, states, guard.Closed)
+	waitUntil(t, time.Minute, "the recovered destination delivered", func() bool {
+		return countWhere(t, pool, "destination = 'down' AND state = 'delivered'") == 40
+	})
+	var attempts int64
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT sum(attempts) FROM switchyard.outbox WHERE destination = 'down'`).Scan(&attempts))
+	require.Equal(t, calls.Load(), attempts, "an attempt is counted only when the destination was called")
+	require.LessOrEqual(t, callsWhileOpen.Load(), int64(20), "while not closed, only probes reach the destination")
+}
+
+func waitState(t *testing.T, states <-chan guard.State, want guard.State) {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		select {
+		case s := <-states:
+			if s == want {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("breaker never reached %v", want)
+		}
+	}
+}

@@ -1,0 +1,276 @@
+package outbox
+
+import (
+	"context"
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchyard/switchyard/internal/backoff"
+	"github.com/switchyard/switchyard/internal/destination"
+	"github.com/switchyard/switchyard/internal/destination/guard"
+	"github.com/switchyard/switchyard/internal/queries"
+)
+
+// Route is how the dispatcher reaches one destination.
+type Route struct {
+	Destination destination.Destination
+	// Retry decides the delay before each retry and when to give up.
+	Retry backoff.Policy
+	// Timeout bounds one delivery attempt. Default 10 s.
+	Timeout time.Duration
+	// Guard, when set, is the destination's circuit breaker, bulkhead and
+	// rate limit: while its breaker is open the destination's messages are
+	// not claimed, and burn no attempts.
+	Guard *guard.Guard
+}
+
+// Config configures a Dispatcher. Zero fields take the documented defaults.
+type Config struct {
+	// Owner names this dispatcher in leases and attempt records. Default:
+	// host name, pid and a random suffix.
+	Owner string
+	// Workers is the number of claim-deliver-finalize loops. Default 4.
+	Workers int
+	// BatchSize is the most messages one claim leases. Default 100.
+	BatchSize int
+	// LeaseDuration is how long a claim holds a message before another
+	// dispatcher may claim it again; a heartbeat extends it while the
+	// delivery runs. Default 30 s.
+	LeaseDuration time.Duration
+	// IdlePoll is how long a worker that found nothing waits before it
+	// claims again, unless woken earlier by Wake. Default 50 ms.
+	IdlePoll time.Duration
+	// StopGrace is how long Stop lets deliveries in flight finish before
+	// cancelling them. Default 10 s.
+	StopGrace time.Duration
+	// Routes maps destination names to how to reach them. Messages for a
+	// destination without a route are not claimed.
+	Routes map[string]Route
+	// Clock, when set, replaces the database's now() in claims: tests use
+	// it to expire leases deterministically.
+	Clock func() time.Time
+	// Random draws backoff jitter in [0, 1). Default math/rand/v2.
+	Random func() float64
+	// Logger receives stale finalizes and errors. Default: discard.
+	Logger  *slog.Logger
+	Metrics *Metrics
+}
+
+func (c Config) withDefaults() Config {
+	if c.Owner == "" {
+		c.Owner = defaultOwner()
+	}
+	c.Workers = defaultInt(c.Workers, 4)
+	c.BatchSize = defaultInt(c.BatchSize, 100)
+	c.LeaseDuration = defaultDuration(c.LeaseDuration, 30*time.Second)
+	c.IdlePoll = defaultDuration(c.IdlePoll, 50*time.Millisecond)
+	c.StopGrace = defaultDuration(c.StopGrace, 10*time.Second)
+	if c.Random == nil {
+		c.Random = rand.Float64
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(nil)
+	}
+	return c
+}
+
+// Dispatcher runs Workers loops that claim due messages, deliver them
+// outside any transaction, and finalize each batch in one statement.
+// Any number of dispatchers may run against one database.
+type Dispatcher struct {
+	cfg          Config
+	pool         *pgxpool.Pool
+	destinations []string
+	wake         chan struct{}
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc // guarded by mu; set while running
+	hardCtx context.Context    // guarded by mu: deliveries run under it
+	hardEnd context.CancelFunc // guarded by mu
+	done    chan struct{}      // guarded by mu; closed when all workers have returned
+}
+
+// New returns a Dispatcher; Start runs it.
+func New(pool *pgxpool.Pool, cfg Config) *Dispatcher {
+	cfg = cfg.withDefaults()
+	d := &Dispatcher{cfg: cfg, pool: pool, wake: make(chan struct{}, cfg.Workers)}
+	for name := range cfg.Routes {
+		d.destinations = append(d.destinations, name)
+	}
+	return d
+}
+
+// Start launches the workers. It returns an error if already running.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cancel != nil {
+		return errors.New("outbox: dispatcher already started")
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	d.hardCtx, d.hardEnd = context.WithCancel(context.WithoutCancel(ctx))
+	d.cancel, d.done = cancel, make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range d.cfg.Workers {
+		wg.Go(func() { d.work(runCtx, fmt.Sprintf("%s/%d", d.cfg.Owner, i)) })
+	}
+	go func(done chan struct{}) {
+		wg.Wait()
+		close(done)
+	}(d.done)
+	return nil
+}
+
+// Stop stops claiming, lets deliveries in flight finish for up to StopGrace
+// (then cancels them), finalizes what finished and releases what never
+// started. It is idempotent.
+func (d *Dispatcher) Stop() {
+	d.mu.Lock()
+	cancel, done, hardEnd := d.cancel, d.done, d.hardEnd
+	d.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(d.cfg.StopGrace):
+		hardEnd()
+		<-done
+	}
+	hardEnd()
+}
+
+// Wake makes idle workers claim now instead of at their next poll: call it
+// after committing a transaction that enqueued.
+func (d *Dispatcher) Wake() {
+	for range d.cfg.Workers {
+		select {
+		case d.wake <- struct{}{}:
+		default:
+			return
+		}
+	}
+}
+
+func (d *Dispatcher) work(ctx context.Context, worker string) {
+	for ctx.Err() == nil {
+		n, err := d.runBatch(ctx, worker)
+		if err != nil && ctx.Err() == nil {
+			d.cfg.Logger.Error("dispatch batch failed", slog.String("worker", worker), slog.Any("error", err))
+		}
+		if n > 0 && err == nil {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-d.wake:
+		case <-time.After(d.cfg.IdlePoll):
+		}
+	}
+}
+
+// runBatch claims, delivers and finalizes one batch; it returns how many
+// messages it claimed.
+func (d *Dispatcher) runBatch(ctx context.Context, worker string) (int, error) {
+	claimed, err := d.claim(ctx, worker)
+	if err != nil || len(claimed) == 0 {
+		return 0, err
+	}
+	d.mu.Lock()
+	hard := d.hardCtx
+	d.mu.Unlock()
+	results := d.deliverBatch(ctx, hard, claimed)
+	// Finalize even when stopping: the outcomes happened.
+	return len(claimed), d.finalize(context.WithoutCancel(ctx), worker, results)
+}
+
+func (d *Dispatcher) now() *time.Time {
+	if d.cfg.Clock == nil {
+		return nil
+	}
+	t := d.cfg.Clock()
+	return &t
+}
+
+func (d *Dispatcher) claim(ctx context.Context, worker string) ([]claimedMessage, error) {
+	destinations := d.claimable()
+	if len(destinations) == 0 {
+		return nil, nil
+	}
+	start := time.Now()
+	q := queries.New(d.pool)
+	lease := d.cfg.LeaseDuration.Seconds()
+	half := max(d.cfg.BatchSize/2, 1)
+	unordered, err := q.OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
+		Owner: worker, LeaseSeconds: lease, Destinations: destinations, BatchSize: int32(half), Now: d.now(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim unordered: %w", err)
+	}
+	ordered, err := q.OutboxClaimOrdered(ctx, queries.OutboxClaimOrderedParams{
+		Owner: worker, LeaseSeconds: lease, Destinations: destinations,
+		BatchSize: int32(d.cfg.BatchSize - len(unordered)), Now: d.now(),
+	})
+	if err != nil {
+		// The unordered leases stay until they expire: nothing is lost.
+		return nil, fmt.Errorf("claim ordered: %w", err)
+	}
+	d.cfg.Metrics.claimSeconds.Observe(time.Since(start).Seconds())
+	out := make([]claimedMessage, 0, len(unordered)+len(ordered))
+	for _, r := range unordered {
+		out = append(out, claimedMessage(r))
+	}
+	for _, r := range ordered {
+		out = append(out, claimedMessage(r))
+	}
+	return out, nil
+}
+
+// claimable lists the destinations whose messages may be claimed now: all
+// routed ones except those whose breaker is open.
+func (d *Dispatcher) claimable() []string {
+	out := make([]string, 0, len(d.destinations))
+	for _, name := range d.destinations {
+		if g := d.cfg.Routes[name].Guard; g == nil || g.Claimable() {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// claimedMessage is a leased message as a claim returns it.
+type claimedMessage queries.OutboxClaimUnorderedRow
+
+func defaultOwner() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "dispatcher"
+	}
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), crand.Text()[:6])
+}
+
+func defaultInt(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+func defaultDuration(v, def time.Duration) time.Duration {
+	if v <= 0 {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,231 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/backoff"
+	"github.com/switchyard/switchyard/internal/destination"
+)
+
+func fastRetry(maxAttempts int) backoff.Policy {
+	return backoff.Policy{Base: time.Millisecond, Cap: 20 * time.Millisecond, MaxAttempts: maxAttempts}
+}
+
+func startDispatcher(t *testing.T, pool *pgxpool.Pool, cfg Config) *Dispatcher {
+	t.Helper()
+	d := New(pool, cfg)
+	require.NoError(t, d.Start(context.Background()))
+	t.Cleanup(d.Stop)
+	return d
+}
+
+// Invariant 2, deterministic: A's lease expires on the injected clock, B
+// claims the message, A's finalize changes nothing, B's applies.
+func TestFencingStaleFinalizeChangesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "alpha")
+	enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
+	var clock atomic.Int64
+	clock.Store(time.Now().Add(time.Second).UnixNano()) // the message is due
+	d := New(pool, Config{
+		LeaseDuration: 10 * time.Second,
+		Clock:         func() time.Time { return time.Unix(0, clock.Load()) },
+		Routes:        map[string]Route{"alpha": {Destination: destination.Func(nil)}},
+	})
+
+	a, err := d.claim(ctx, "A")
+	require.NoError(t, err)
+	require.Len(t, a, 1)
+	none, err := d.claim(ctx, "B")
+	require.NoError(t, err)
+	require.Empty(t, none, "a leased message is not claimable")
+
+	clock.Add(int64(11 * time.Second))
+	b, err := d.claim(ctx, "B")
+	require.NoError(t, err)
+	require.Len(t, b, 1, "an expired lease is claimable again")
+	require.Equal(t, a[0].ID, b[0].ID)
+	require.Equal(t, a[0].LeaseVersion+1, b[0].LeaseVersion)
+	require.Equal(t, a[0].MessageID, b[0].MessageID, "the same idempotency key")
+
+	now := time.Now()
+	require.NoError(t, d.finalize(ctx, "A", []result{{msg: a[0], outcome: outcomeDead, err: "A gave up", started: now, finished: now}}))
+	require.Equal(t, 1, countWhere(t, pool, "state = 'pending' AND lease_version = $1", b[0].LeaseVersion), "A's stale finalize changed nothing")
+
+	require.NoError(t, d.finalize(ctx, "B", []result{{msg: b[0], outcome: outcomeDelivered, started: now, finished: now}}))
+	require.Equal(t, 1, countWhere(t, pool, "state = 'delivered' AND last_error IS NULL"))
+	var applied, stale int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE applied), count(*) FILTER (WHERE NOT applied) FROM switchyard.outbox_attempts`).Scan(&applied, &stale))
+	require.Equal(t, 1, applied)
+	require.Equal(t, 1, stale, "the fenced attempt is recorded too")
+}
+
+// flaky is an in-process destination that fails and times out at random,
+// and checks that no message is ever delivered by two workers at once and
+// that every attempt of a row carries the same idempotency key.
+type flaky struct {
+	failRate, timeoutRate float64
+	mu                    sync.Mutex
+	inFlight              map[string]bool // guarded by mu
+	delivered             map[string]int  // guarded by mu: successful deliveries per message id
+	order                 map[string][]int
+	violations            []string // guarded by mu
+}
+
+func newFlaky(failRate, timeoutRate float64) *flaky {
+	return &flaky{failRate: failRate, timeoutRate: timeoutRate,
+		inFlight: map[string]bool{}, delivered: map[string]int{}, order: map[string][]int{}}
+}
+
+func (f *flaky) Deliver(ctx context.Context, d destination.Delivery) (destination.Outcome, error) {
+	f.mu.Lock()
+	if f.inFlight[d.MessageID] {
+		f.violations = append(f.violations, "concurrent delivery of "+d.MessageID)
+	}
+	f.inFlight[d.MessageID] = true
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.inFlight, d.MessageID)
+		f.mu.Unlock()
+	}()
+	switch r := rand.Float64(); {
+	case r < f.timeoutRate:
+		<-ctx.Done()
+		return destination.Outcome{}, fmt.Errorf("timeout: %w", ctx.Err())
+	case r < f.timeoutRate+f.failRate:
+		return destination.Outcome{StatusCode: 503}, errors.New("HTTP 503: try later")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.delivered[d.MessageID]++
+	if d.AggregateID != "" {
+		f.order[d.AggregateID] = append(f.order[d.AggregateID], payloadN(d.Payload))
+	}
+	return destination.Outcome{StatusCode: 200}, nil
+}
+
+// Invariant 3 under load: 8 workers in 2 dispatchers, a destination failing
+// 30 % and timing out 5 %: every message ends delivered or dead, never two
+// deliveries of one message at once, the same key on every attempt.
+func TestManyWorkersDeliverEverythingOnce(t *testing.T) {
+	t.Parallel()
+	const messages = 20000
+	pool := setup(t, "flaky")
+	dest := newFlaky(0.30, 0.05)
+	var msgs []Message
+	for i := range messages {
+		msgs = append(msgs, Message{Topic: "t", Destination: "flaky", Payload: fmt.Appendf(nil, `{"n":%d}`, i)})
+	}
+	enqueue(t, pool, msgs...)
+	route := Route{Destination: dest, Retry: fastRetry(8), Timeout: 50 * time.Millisecond}
+	for i := range 2 {
+		startDispatcher(t, pool, Config{Owner: fmt.Sprint("d", i), Workers: 4, BatchSize: 100, Routes: map[string]Route{"flaky": route}})
+	}
+	waitUntil(t, 2*time.Minute, "every message delivered or dead", func() bool {
+		return countWhere(t, pool, "state = 'pending'") == 0
+	})
+	dest.mu.Lock()
+	defer dest.mu.Unlock()
+	require.Empty(t, dest.violations)
+	delivered := countWhere(t, pool, "state = 'delivered'")
+	dead := countWhere(t, pool, "state = 'dead'")
+	require.Equal(t, messages, delivered+dead)
+	require.Equal(t, delivered, len(dest.delivered), "each delivered row was received")
+	for id, n := range dest.delivered {
+		require.Equal(t, 1, n, "message %s acknowledged more than once", id)
+	}
+	// Every attempt of a row is recorded under that row, and the keys seen
+	// by the destination are exactly the rows' message ids.
+	var orphanAttempts int
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM switchyard.outbox_attempts a LEFT JOIN switchyard.outbox o ON o.id = a.message_id WHERE o.id IS NULL`).Scan(&orphanAttempts))
+	require.Zero(t, orphanAttempts)
+}
+
+// Invariant 4: within an aggregate, delivery order is enqueue order, even
+// with failures and retries.
+func TestOrderWithinAggregates(t *testing.T) {
+	t.Parallel()
+	const aggregates, perAggregate = 200, 10
+	pool := setup(t, "ordered")
+	dest := newFlaky(0.2, 0)
+	var msgs []Message
+	for n := range perAggregate {
+		for a := range aggregates {
+			msgs = append(msgs, Message{Topic: "t", Destination: "ordered", AggregateType: "order",
+				AggregateID: fmt.Sprint(a), Payload: fmt.Appendf(nil, `{"n":%d}`, n)})
+		}
+	}
+	enqueue(t, pool, msgs...)
+	route := Route{Destination: dest, Retry: fastRetry(1000)}
+	for i := range 2 {
+		startDispatcher(t, pool, Config{Owner: fmt.Sprint("d", i), Workers: 4, BatchSize: 64, Routes: map[string]Route{"ordered": route}})
+	}
+	waitUntil(t, 2*time.Minute, "every message delivered", func() bool {
+		return countWhere(t, pool, "state = 'delivered'") == aggregates*perAggregate
+	})
+	dest.mu.Lock()
+	defer dest.mu.Unlock()
+	require.Len(t, dest.order, aggregates)
+	for agg, got := range dest.order {
+		want := make([]int, perAggregate)
+		for i := range want {
+			want[i] = i
+		}
+		require.Equal(t, want, got, "aggregate %s", agg)
+	}
+}
+
+// A dead head blocks its aggregate; other aggregates go on.
+func TestDeadHeadBlocksItsAggregateOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "strict")
+	dest := destination.Func(func(_ context.Context, d destination.Delivery) (destination.Outcome, error) {
+		if d.AggregateID == "poisoned" && payloadN(d.Payload) == 0 {
+			return destination.Outcome{StatusCode: 422}, destination.Permanent(errors.New("HTTP 422: invalid order"))
+		}
+		return destination.Outcome{StatusCode: 200}, nil
+	})
+	var msgs []Message
+	for n := range 3 {
+		for _, agg := range []string{"poisoned", "healthy"} {
+			msgs = append(msgs, Message{Topic: "t", Destination: "strict", AggregateType: "order",
+				AggregateID: agg, Payload: fmt.Appendf(nil, `{"n":%d}`, n)})
+		}
+	}
+	enqueue(t, pool, msgs...)
+	startDispatcher(t, pool, Config{Routes: map[string]Route{"strict": {Destination: dest, Retry: fastRetry(5)}}})
+	waitUntil(t, time.Minute, "healthy aggregate delivered", func() bool {
+		return countWhere(t, pool, "aggregate_id = 'healthy' AND state = 'delivered'") == 3 &&
+			countWhere(t, pool, "aggregate_id = 'poisoned' AND state = 'dead'") == 1
+	})
+	require.Equal(t, 2, countWhere(t, pool, "aggregate_id = 'poisoned' AND state = 'pending' AND attempts = 0"),
+		"the messages behind the dead head wait untouched")
+	var blocked int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM switchyard.outbox_blocked_aggregates WHERE aggregate_id = 'poisoned'`).Scan(&blocked))
+	require.Equal(t, 1, blocked)
+	require.Equal(t, 1, countWhere(t, pool, "state = 'dead' AND error_fingerprint IS NOT NULL AND last_error LIKE 'HTTP 422%'"))
+}
+
+// payloadN reads the "n" of a test payload; -1 if it has none.
+func payloadN(payload []byte) int {
+	var p struct{ N *int }
+	if json.Unmarshal(payload, &p) != nil || p.N == nil {
+		return -1
+	}
+	return *p.N
+}

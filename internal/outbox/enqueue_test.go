@@ -1,0 +1,104 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+// Invariant 1: the outbox row commits if and only if the business change does.
+func TestEnqueueCommitsOnlyWithTheBusinessChange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "billing")
+	_, err := pool.Exec(ctx, "CREATE TABLE orders (id int PRIMARY KEY)")
+	require.NoError(t, err)
+
+	rollback := errors.New("business rule failed")
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO orders VALUES (1)"); err != nil {
+			return err
+		}
+		if _, err := Enqueue(ctx, tx, Message{Topic: "order.created", Destination: "billing", Payload: []byte(`{"id":1}`)}); err != nil {
+			return err
+		}
+		return rollback
+	})
+	require.ErrorIs(t, err, rollback)
+	require.Zero(t, countWhere(t, pool, "true"), "a rolled-back business change leaves no outbox row")
+
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO orders VALUES (2)"); err != nil {
+			return err
+		}
+		_, err := Enqueue(ctx, tx, Message{Topic: "order.created", Destination: "billing", Payload: []byte(`{"id":2}`)})
+		return err
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, countWhere(t, pool, "payload->>'id' = '2'"))
+}
+
+func TestEnqueueRejectsInvalidMessagesAndKeepsTheTransactionUsable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "billing")
+	valid := Message{Topic: "t", Destination: "billing", Payload: []byte(`{}`)}
+	for name, tc := range map[string]struct {
+		msg  Message
+		want string
+	}{
+		"bad json":            {Message{Topic: "t", Destination: "billing", Payload: []byte(`{"a":`)}, "not valid JSON"},
+		"too large":           {Message{Topic: "t", Destination: "billing", Payload: []byte(`"` + strings.Repeat("x", MaxPayloadBytes) + `"`)}, "more than the"},
+		"unknown destination": {Message{Topic: "t", Destination: "nowhere", Payload: []byte(`{}`)}, `unknown destination "nowhere"`},
+		"no topic":            {Message{Destination: "billing", Payload: []byte(`{}`)}, "topic is empty"},
+		"type without id":     {Message{Topic: "t", Destination: "billing", AggregateType: "order", Payload: []byte(`{}`)}, "aggregate type given without"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				_, err := Enqueue(ctx, tx, valid, tc.msg)
+				require.ErrorIs(t, err, ErrInvalid)
+				require.ErrorContains(t, err, tc.want)
+				_, err = Enqueue(ctx, tx, valid) // the transaction still works
+				return err
+			})
+			require.NoError(t, err)
+		})
+	}
+	require.Equal(t, 5, countWhere(t, pool, "true"), "only the valid messages enqueued after each failure")
+}
+
+// Large batches go through COPY; the trigger still numbers each aggregate.
+func TestEnqueueBatchNumbersEachAggregateInOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "billing")
+	var msgs []Message
+	for i := range 300 {
+		msgs = append(msgs, Message{
+			Topic: "order.updated", Destination: "billing", AggregateType: "order",
+			AggregateID: fmt.Sprint(i % 3), Payload: fmt.Appendf(nil, `{"n":%d}`, i),
+		})
+	}
+	enqueue(t, pool, msgs...)
+	rows, err := pool.Query(ctx, `SELECT aggregate_id, aggregate_seq, (payload->>'n')::int FROM switchyard.outbox ORDER BY id`)
+	require.NoError(t, err)
+	next := map[string]int64{}
+	n := 0
+	for rows.Next() {
+		var agg string
+		var seq int64
+		var payloadN int
+		require.NoError(t, rows.Scan(&agg, &seq, &payloadN))
+		next[agg]++
+		require.Equal(t, next[agg], seq, "aggregate %s", agg)
+		require.Equal(t, n, payloadN)
+		n++
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, 300, n)
+}

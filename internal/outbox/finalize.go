@@ -1,0 +1,59 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/switchyard/switchyard/internal/queries"
+)
+
+// finalize applies a batch's results in one statement. Results whose lease
+// was taken over meanwhile change nothing (fencing); they are counted and
+// logged as stale.
+func (d *Dispatcher) finalize(ctx context.Context, worker string, results []result) error {
+	p := queries.OutboxFinalizeParams{Worker: worker}
+	for _, r := range results {
+		next := r.nextAttempt
+		if next.IsZero() {
+			next = r.finished
+		}
+		p.Ids = append(p.Ids, r.msg.ID)
+		p.LeaseVersions = append(p.LeaseVersions, r.msg.LeaseVersion)
+		p.AttemptNumbers = append(p.AttemptNumbers, r.msg.Attempts)
+		p.Outcomes = append(p.Outcomes, r.outcome)
+		p.NextAttemptAts = append(p.NextAttemptAts, next)
+		p.Errors = append(p.Errors, r.err)
+		p.Fingerprints = append(p.Fingerprints, r.fingerprint)
+		p.StatusCodes = append(p.StatusCodes, int32(r.outcomeInfo.StatusCode))
+		p.Responses = append(p.Responses, r.outcomeInfo.Response)
+		p.StartedAts = append(p.StartedAts, r.started)
+		p.FinishedAts = append(p.FinishedAts, r.finished)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	applied, err := queries.New(d.pool).OutboxFinalize(ctx, p)
+	if err != nil {
+		return fmt.Errorf("finalize %d messages: %w", len(results), err)
+	}
+	d.count(results, applied)
+	return nil
+}
+
+func (d *Dispatcher) count(results []result, applied []int64) {
+	ok := make(map[int64]bool, len(applied))
+	for _, id := range applied {
+		ok[id] = true
+	}
+	for _, r := range results {
+		if !ok[r.msg.ID] {
+			d.cfg.Metrics.staleFinalizes.WithLabelValues(r.msg.Destination).Inc()
+			d.cfg.Logger.Warn("stale finalize: lease taken over, outcome not applied",
+				slog.Int64("message", r.msg.ID), slog.Int64("lease_version", r.msg.LeaseVersion),
+				slog.String("outcome", r.outcome))
+			continue
+		}
+		d.cfg.Metrics.outcomes.WithLabelValues(r.msg.Destination, r.outcome).Inc()
+	}
+}

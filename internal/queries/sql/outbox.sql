@@ -1,0 +1,183 @@
+-- The outbox's hot path: claim, extend, finalize. See migrations/00002_outbox.sql
+-- for the design; EXPLAIN output for the claims is in internal/outbox/EXPLAIN.md.
+
+-- name: DestinationUpsert :exec
+INSERT INTO switchyard.destinations (
+    name, kind, address, secret_ref, retry_base_ms, retry_cap_ms, max_attempts,
+    timeout_ms, rate_per_second, burst, concurrency,
+    breaker_failure_ratio, breaker_min_requests, breaker_open_ms
+) VALUES (
+    @name, @kind, @address, @secret_ref, @retry_base_ms, @retry_cap_ms, @max_attempts,
+    @timeout_ms, @rate_per_second, @burst, @concurrency,
+    @breaker_failure_ratio, @breaker_min_requests, @breaker_open_ms
+)
+ON CONFLICT (name) DO UPDATE SET
+    kind = EXCLUDED.kind, address = EXCLUDED.address, secret_ref = EXCLUDED.secret_ref,
+    retry_base_ms = EXCLUDED.retry_base_ms, retry_cap_ms = EXCLUDED.retry_cap_ms,
+    max_attempts = EXCLUDED.max_attempts, timeout_ms = EXCLUDED.timeout_ms,
+    rate_per_second = EXCLUDED.rate_per_second, burst = EXCLUDED.burst,
+    concurrency = EXCLUDED.concurrency, breaker_failure_ratio = EXCLUDED.breaker_failure_ratio,
+    breaker_min_requests = EXCLUDED.breaker_min_requests, breaker_open_ms = EXCLUDED.breaker_open_ms,
+    updated_at = now();
+
+-- name: DestinationList :many
+SELECT * FROM switchyard.destinations ORDER BY name;
+
+-- name: OutboxInsert :one
+INSERT INTO switchyard.outbox (
+    message_id, topic, destination, aggregate_type, aggregate_id, payload, headers, max_attempts, replay_of
+) VALUES (
+    @message_id, @topic, @destination, @aggregate_type, @aggregate_id, @payload, @headers, @max_attempts, @replay_of
+)
+RETURNING id;
+
+-- name: OutboxClaimUnordered :many
+-- OutboxClaimUnordered leases up to batch_size due messages that have no
+-- aggregate, for the given destinations. The lease is next_attempt_at moved
+-- to the lease's expiry and lease_version + 1.
+WITH due AS (
+    SELECT id FROM switchyard.outbox
+    WHERE state = 'pending' AND aggregate_id = ''
+      AND next_attempt_at <= coalesce(sqlc.narg(now)::timestamptz, now())
+      AND destination = ANY (@destinations::text[])
+    ORDER BY next_attempt_at
+    LIMIT @batch_size
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE switchyard.outbox o
+SET lease_owner = @owner::text,
+    lease_version = o.lease_version + 1,
+    next_attempt_at = coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8),
+    attempts = o.attempts + 1
+FROM due
+WHERE o.id = due.id
+RETURNING o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
+    o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at;
+
+-- name: OutboxClaimOrdered :many
+-- OutboxClaimOrdered leases the head (lowest pending aggregate_seq) of up to
+-- batch_size aggregates whose head is due and not blocked. It walks the
+-- distinct aggregates of outbox_pending_ordered with a recursive skip scan:
+-- one index probe per pending aggregate, however many messages each holds.
+-- A head in flight keeps its aggregate's later messages waiting, because
+-- only a head is ever claimed.
+WITH RECURSIVE aggregates AS (
+    (SELECT o.destination, o.aggregate_type, o.aggregate_id, o.id, o.next_attempt_at
+     FROM switchyard.outbox o
+     WHERE o.state = 'pending' AND o.aggregate_id <> ''
+     ORDER BY o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq
+     LIMIT 1)
+    UNION ALL
+    SELECT n.destination, n.aggregate_type, n.aggregate_id, n.id, n.next_attempt_at
+    FROM aggregates a
+    CROSS JOIN LATERAL (
+        SELECT o.destination, o.aggregate_type, o.aggregate_id, o.id, o.next_attempt_at
+        FROM switchyard.outbox o
+        WHERE o.state = 'pending' AND o.aggregate_id <> ''
+          AND (o.destination, o.aggregate_type, o.aggregate_id) > (a.destination, a.aggregate_type, a.aggregate_id)
+        ORDER BY o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq
+        LIMIT 1
+    ) n
+),
+heads AS (
+    SELECT a.id FROM aggregates a
+    WHERE a.next_attempt_at <= coalesce(sqlc.narg(now)::timestamptz, now())
+      AND a.destination = ANY (@destinations::text[])
+      AND NOT EXISTS (
+          SELECT 1 FROM switchyard.outbox_blocked_aggregates b
+          WHERE b.destination = a.destination AND b.aggregate_type = a.aggregate_type AND b.aggregate_id = a.aggregate_id)
+    LIMIT @batch_size
+),
+due AS (
+    SELECT o.id FROM switchyard.outbox o
+    WHERE o.id IN (SELECT heads.id FROM heads)
+      AND o.state = 'pending' AND o.next_attempt_at <= coalesce(sqlc.narg(now)::timestamptz, now())
+    FOR UPDATE OF o SKIP LOCKED
+)
+UPDATE switchyard.outbox o
+SET lease_owner = @owner::text,
+    lease_version = o.lease_version + 1,
+    next_attempt_at = coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8),
+    attempts = o.attempts + 1
+FROM due
+WHERE o.id = due.id
+RETURNING o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
+    o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at;
+
+-- name: OutboxExtendLeases :execrows
+-- OutboxExtendLeases is the heartbeat of deliveries in flight: it pushes the
+-- lease expiry of each (id, lease_version) still held.
+UPDATE switchyard.outbox o
+SET next_attempt_at = coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8)
+FROM (
+    SELECT (@ids::bigint[])[n] AS id, (@lease_versions::bigint[])[n] AS lease_version
+    FROM generate_series(1, cardinality(@ids::bigint[])) AS n
+) AS l
+WHERE o.id = l.id AND o.lease_version = l.lease_version AND o.state = 'pending';
+
+-- name: OutboxFinalize :many
+-- OutboxFinalize applies a batch of outcomes in one statement. Each row
+-- applies only if its lease_version is still current (fencing): a stale one
+-- changes nothing and is absent from the result. Every attempt is recorded,
+-- applied or not. A dead message with an aggregate blocks that aggregate.
+-- outcome: delivered, retry (pending again at next_attempt_at), dead, or
+-- released (pending again, the attempt given back: it never started).
+WITH input AS (
+    -- Parallel arrays, one element per message: sqlc cannot type a
+    -- multi-argument unnest, so the rows are assembled by subscript.
+    SELECT (@ids::bigint[])[n] AS id,
+        (@lease_versions::bigint[])[n] AS lease_version,
+        (@attempt_numbers::int[])[n] AS attempt,
+        (@outcomes::text[])[n] AS outcome,
+        (@next_attempt_ats::timestamptz[])[n] AS next_attempt_at,
+        (@errors::text[])[n] AS error,
+        (@fingerprints::text[])[n] AS fingerprint,
+        (@status_codes::int[])[n] AS status_code,
+        (@responses::text[])[n] AS response,
+        (@started_ats::timestamptz[])[n] AS started_at,
+        (@finished_ats::timestamptz[])[n] AS finished_at
+    FROM generate_series(1, cardinality(@ids::bigint[])) AS n
+),
+applied AS (
+    UPDATE switchyard.outbox o
+    SET state = CASE i.outcome WHEN 'delivered' THEN 'delivered' WHEN 'dead' THEN 'dead' ELSE 'pending' END,
+        next_attempt_at = CASE WHEN i.outcome IN ('retry', 'released') THEN i.next_attempt_at ELSE o.next_attempt_at END,
+        attempts = CASE WHEN i.outcome = 'released' THEN o.attempts - 1 ELSE o.attempts END,
+        lease_owner = NULL,
+        last_error = CASE WHEN i.outcome = 'released' THEN o.last_error ELSE NULLIF(i.error, '') END,
+        error_fingerprint = CASE WHEN i.outcome = 'released' THEN o.error_fingerprint ELSE NULLIF(i.fingerprint, '') END,
+        finished_at = CASE WHEN i.outcome IN ('delivered', 'dead') THEN now() END
+    FROM input i
+    WHERE o.id = i.id AND o.lease_version = i.lease_version AND o.state = 'pending'
+    RETURNING o.id, o.state, o.destination, o.aggregate_type, o.aggregate_id
+),
+attempts AS (
+    INSERT INTO switchyard.outbox_attempts (
+        message_id, attempt, worker, lease_version, started_at, finished_at,
+        outcome, applied, status_code, response, error, duration_ms)
+    SELECT i.id, i.attempt, @worker::text, i.lease_version, i.started_at, i.finished_at,
+        i.outcome, EXISTS (SELECT 1 FROM applied a WHERE a.id = i.id), NULLIF(i.status_code, 0),
+        NULLIF(i.response, ''), NULLIF(i.error, ''),
+        extract(epoch FROM i.finished_at - i.started_at) * 1000
+    FROM input i
+    WHERE i.outcome <> 'released'
+),
+blocked AS (
+    INSERT INTO switchyard.outbox_blocked_aggregates (destination, aggregate_type, aggregate_id, dead_message_id)
+    SELECT a.destination, a.aggregate_type, a.aggregate_id, a.id FROM applied a
+    WHERE a.state = 'dead' AND a.aggregate_id <> ''
+    ON CONFLICT DO NOTHING
+)
+SELECT applied.id FROM applied;
+
+-- name: OutboxBlockedAggregates :many
+SELECT b.destination, b.aggregate_type, b.aggregate_id, b.dead_message_id, b.blocked_at,
+    (SELECT count(*) FROM switchyard.outbox o
+     WHERE o.state = 'pending' AND o.destination = b.destination
+       AND o.aggregate_type = b.aggregate_type AND o.aggregate_id = b.aggregate_id) AS waiting
+FROM switchyard.outbox_blocked_aggregates b
+ORDER BY b.blocked_at, b.destination, b.aggregate_type, b.aggregate_id
+LIMIT @max_rows;
+
+-- name: DestinationKnown :many
+SELECT name FROM switchyard.destinations WHERE name = ANY (@names::text[]);
