@@ -5,8 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 )
