@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -24,6 +25,12 @@ type config struct {
 	logLevel        slog.Level
 	logFormat       string
 	shutdownTimeout time.Duration
+	workers         int           // dispatcher workers; 0: serve runs none
+	lease           time.Duration // dispatcher lease duration
+	natsURL         string
+	// getenv reads the secrets that destinations name (secret_ref); the
+	// only environment access after start.
+	getenv func(string) string
 }
 
 // setting documents one configuration knob; README.md's table lists these.
@@ -37,6 +44,9 @@ var settings = []setting{
 	{"database-url", "DATABASE_URL", "", "PostgreSQL URL; when set, the console uses this server and starts none of its own"},
 	{"pg-bin", "SWITCHYARD_PG_BIN", "", "directory with the postgres and initdb programs (default: pg_config --bindir, then /usr/lib/postgresql/*/bin)"},
 	{"pg-search", "SWITCHYARD_PG_SEARCH", "/usr/lib/postgresql", "directories whose numbered subdirectories hold PostgreSQL installations (colon-separated)"},
+	{"workers", "SWITCHYARD_WORKERS", "4", "dispatcher workers (console serve: 0 runs none)"},
+	{"lease", "SWITCHYARD_LEASE", "30s", "how long a dispatcher holds a claimed message before another may take it over"},
+	{"nats-url", "SWITCHYARD_NATS_URL", "nats://127.0.0.1:4222", "NATS server for JetStream destinations"},
 	{"log-level", "SWITCHYARD_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"log-format", "SWITCHYARD_LOG_FORMAT", "text", "text or json"},
 	{"shutdown-timeout", "SWITCHYARD_SHUTDOWN_TIMEOUT", "10s", "how long requests in flight may take to finish at shutdown"},
@@ -47,7 +57,7 @@ var errHelp = errors.New("help requested")
 // parseConfig reads the command line (command first, then flags) and the
 // environment through getenv.
 func parseConfig(args []string, getenv func(string) string, usage io.Writer) (config, error) {
-	cfg := config{command: "serve"}
+	cfg := config{command: "serve", getenv: getenv}
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cfg.command, args = args[0], args[1:]
 	}
@@ -84,6 +94,13 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 		return cfg, fmt.Errorf("invalid shutdown timeout %q: want a positive duration such as 10s", *values["shutdown-timeout"])
 	}
 	cfg.shutdownTimeout = d
+	if cfg.workers, err = strconv.Atoi(*values["workers"]); err != nil || cfg.workers < 0 {
+		return cfg, fmt.Errorf("invalid workers %q: want a number, 0 or more", *values["workers"])
+	}
+	if cfg.lease, err = time.ParseDuration(*values["lease"]); err != nil || cfg.lease < time.Second {
+		return cfg, fmt.Errorf("invalid lease %q: want a duration of 1s or more", *values["lease"])
+	}
+	cfg.natsURL = *values["nats-url"]
 	return cfg, nil
 }
 
@@ -113,6 +130,7 @@ func printUsage(w io.Writer, fs *flag.FlagSet) {
 
 Usage:
   console [serve] [flags]          run the web console (the default)
+  console dispatch [flags]         run dispatcher workers only
   console migrate [up|down|status] [flags]
                                    apply, roll back one, or list migrations
   console help                     show this help

@@ -36,9 +36,18 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	defer migrator.Close()
-	e, err := newWeb(db, migrator, logger)
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	e, err := newWeb(db, migrator, logger, registry)
 	if err != nil {
 		return err
+	}
+	if cfg.workers > 0 {
+		stopDispatcher, err := startDispatcher(ctx, db, cfg, logger, registry)
+		if err != nil {
+			return err
+		}
+		defer stopDispatcher()
 	}
 	logger.Info("console listening", slog.String("url", "http://"+ln.Addr().String()))
 	err = httpserver.Run(ctx, e, ln, cfg.shutdownTimeout, logger)
@@ -79,13 +88,11 @@ func migrateUp(ctx context.Context, db *database, logger *slog.Logger) (*migrate
 }
 
 // newWeb wires the console's handlers into a configured echo instance.
-func newWeb(db *database, migrator *migrate.Migrator, logger *slog.Logger) (*echo.Echo, error) {
+func newWeb(db *database, migrator *migrate.Migrator, logger *slog.Logger, registry *prometheus.Registry) (*echo.Echo, error) {
 	assets, err := static.New()
 	if err != nil {
 		return nil, fmt.Errorf("load static assets: %w", err)
 	}
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	handler := console.New(console.Deps{
 		Logger:    logger,
 		Assets:    assets,

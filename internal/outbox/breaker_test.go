@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,9 +25,13 @@ func TestBreakerHoldsAFailingDestinationAndSparesTheOthers(t *testing.T) {
 	var healthy atomic.Bool
 	var calls, callsWhileOpen atomic.Int64
 	states := make(chan guard.State, 64)
+	record := BreakerRecorder(pool, "breaker-test", slog.New(slog.DiscardHandler))
 	g, err := guard.New("down", guard.Config{Breaker: guard.BreakerConfig{
 		FailureRatio: 0.5, MinRequests: 5, Window: time.Minute, OpenTimeout: 300 * time.Millisecond,
-	}}, func(_ string, _, to guard.State) { states <- to })
+	}}, func(name string, from, to guard.State) {
+		record(name, from, to)
+		states <- to
+	})
 	require.NoError(t, err)
 	down := destination.Func(func(context.Context, destination.Delivery) (destination.Outcome, error) {
 		calls.Add(1)
@@ -74,6 +79,12 @@ func TestBreakerHoldsAFailingDestinationAndSparesTheOthers(t *testing.T) {
 		`SELECT sum(attempts) FROM switchyard.outbox WHERE destination = 'down'`).Scan(&attempts))
 	require.Equal(t, calls.Load(), attempts, "an attempt is counted only when the destination was called")
 	require.LessOrEqual(t, callsWhileOpen.Load(), int64(20), "while not closed, only probes reach the destination")
+	waitUntil(t, 10*time.Second, "breaker changes recorded", func() bool {
+		var n int
+		require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(DISTINCT to_state) FROM switchyard.breaker_events
+			WHERE destination = 'down' AND owner = 'breaker-test'`).Scan(&n))
+		return n == 3
+	})
 }
 
 func waitState(t *testing.T, states <-chan guard.State, want guard.State) {

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -54,6 +55,11 @@ type Config struct {
 	// Routes maps destination names to how to reach them. Messages for a
 	// destination without a route are not claimed.
 	Routes map[string]Route
+	// HeartbeatInterval is how often the dispatcher refreshes its row in
+	// switchyard.dispatchers. Default 5 s.
+	HeartbeatInterval time.Duration
+	// Retention is how long history is kept; the dispatcher prunes it.
+	Retention Retention
 	// Clock, when set, replaces the database's now() in claims: tests use
 	// it to expire leases deterministically.
 	Clock func() time.Time
@@ -73,6 +79,8 @@ func (c Config) withDefaults() Config {
 	c.LeaseDuration = defaultDuration(c.LeaseDuration, 30*time.Second)
 	c.IdlePoll = defaultDuration(c.IdlePoll, 50*time.Millisecond)
 	c.StopGrace = defaultDuration(c.StopGrace, 10*time.Second)
+	c.HeartbeatInterval = defaultDuration(c.HeartbeatInterval, 5*time.Second)
+	c.Retention = c.Retention.withDefaults()
 	if c.Random == nil {
 		c.Random = rand.Float64
 	}
@@ -93,6 +101,7 @@ type Dispatcher struct {
 	pool         *pgxpool.Pool
 	destinations []string
 	wake         chan struct{}
+	inFlight     atomic.Int64 // messages claimed and not yet finalized
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc // guarded by mu; set while running
@@ -125,8 +134,16 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	for i := range d.cfg.Workers {
 		wg.Go(func() { d.work(runCtx, fmt.Sprintf("%s/%d", d.cfg.Owner, i)) })
 	}
+	wg.Go(func() { d.retentionLoop(runCtx) })
+	beat := make(chan struct{})
+	go func() {
+		defer close(beat)
+		d.heartbeatLoop(runCtx)
+	}()
 	go func(done chan struct{}) {
 		wg.Wait()
+		<-beat
+		d.markStopped()
 		close(done)
 	}(d.done)
 	return nil
@@ -191,6 +208,8 @@ func (d *Dispatcher) runBatch(ctx context.Context, worker string) (int, error) {
 	d.mu.Lock()
 	hard := d.hardCtx
 	d.mu.Unlock()
+	d.inFlight.Add(int64(len(claimed)))
+	defer d.inFlight.Add(-int64(len(claimed)))
 	results := d.deliverBatch(ctx, hard, claimed)
 	// Finalize even when stopping: the outcomes happened.
 	return len(claimed), d.finalize(context.WithoutCancel(ctx), worker, results)
@@ -252,6 +271,10 @@ func (d *Dispatcher) claimable() []string {
 
 // claimedMessage is a leased message as a claim returns it.
 type claimedMessage queries.OutboxClaimUnorderedRow
+
+// DefaultOwner names a dispatcher by host name, pid and a random suffix,
+// unique among dispatchers running at once.
+func DefaultOwner() string { return defaultOwner() }
 
 func defaultOwner() string {
 	host, err := os.Hostname()

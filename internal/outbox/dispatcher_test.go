@@ -229,3 +229,70 @@ func payloadN(payload []byte) int {
 	}
 	return *p.N
 }
+
+// The dispatcher registers itself, and its stats add up to its outcomes.
+func TestDispatcherRegistersAndKeepsStats(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "stats")
+	var msgs []Message
+	for i := range 100 {
+		msgs = append(msgs, Message{Topic: fmt.Sprint("topic.", i%2), Destination: "stats", Payload: fmt.Appendf(nil, `{"n":%d}`, i)})
+	}
+	enqueue(t, pool, msgs...)
+	dest := destination.Func(func(_ context.Context, d destination.Delivery) (destination.Outcome, error) {
+		if payloadN(d.Payload)%10 == 0 {
+			return destination.Outcome{StatusCode: 400}, destination.Permanent(errors.New("HTTP 400: bad"))
+		}
+		return destination.Outcome{StatusCode: 200}, nil
+	})
+	d := New(pool, Config{Owner: "stats-test", Workers: 2, Routes: map[string]Route{"stats": {Destination: dest}}})
+	require.NoError(t, d.Start(ctx))
+	waitUntil(t, time.Minute, "all finished", func() bool { return countWhere(t, pool, "state = 'pending'") == 0 })
+	var workers int
+	var stopped *time.Time
+	require.NoError(t, pool.QueryRow(ctx, `SELECT workers, stopped_at FROM switchyard.dispatchers WHERE owner = 'stats-test'`).Scan(&workers, &stopped))
+	require.Equal(t, 2, workers)
+	require.Nil(t, stopped)
+	d.Stop()
+	require.NoError(t, pool.QueryRow(ctx, `SELECT workers, stopped_at FROM switchyard.dispatchers WHERE owner = 'stats-test'`).Scan(&workers, &stopped))
+	require.NotNil(t, stopped, "a stopped dispatcher says so")
+
+	var delivered, dead, topics int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT sum(delivered), sum(dead), count(DISTINCT topic) FROM switchyard.delivery_stats`).Scan(&delivered, &dead, &topics))
+	require.Equal(t, 90, delivered)
+	require.Equal(t, 10, dead)
+	require.Equal(t, 2, topics)
+}
+
+func TestRetentionPrunesOnlyOldDeliveredHistory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "r")
+	var msgs []Message
+	for i := range 6 {
+		msgs = append(msgs, Message{Topic: "t", Destination: "r", Payload: fmt.Appendf(nil, `{"n":%d}`, i)})
+	}
+	enqueue(t, pool, msgs...)
+	// n 0-2 delivered long ago, n 3 delivered now, n 4 dead long ago, n 5
+	// pending; n 1 has a replay pointing at it.
+	_, err := pool.Exec(ctx, `
+		UPDATE switchyard.outbox SET state = 'delivered', finished_at = now() - interval '30 days' WHERE (payload->>'n')::int IN (0, 1, 2);
+		UPDATE switchyard.outbox SET state = 'delivered', finished_at = now() WHERE (payload->>'n')::int = 3;
+		UPDATE switchyard.outbox SET state = 'dead', finished_at = now() - interval '30 days' WHERE (payload->>'n')::int = 4;
+		UPDATE switchyard.outbox SET replay_of = (SELECT id FROM switchyard.outbox WHERE (payload->>'n')::int = 1) WHERE (payload->>'n')::int = 5;`)
+	require.NoError(t, err)
+	pruned, err := Prune(ctx, pool, Retention{}, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, int64(2), pruned.Delivered)
+	var left []int
+	rows, err := pool.Query(ctx, `SELECT (payload->>'n')::int FROM switchyard.outbox ORDER BY 1`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var n int
+		require.NoError(t, rows.Scan(&n))
+		left = append(left, n)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []int{1, 3, 4, 5}, left, "recent, replayed-from, dead and pending messages stay")
+}

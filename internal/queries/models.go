@@ -10,6 +10,26 @@ import (
 	"github.com/google/uuid"
 )
 
+type SwitchyardBreakerEvent struct {
+	ID          int64
+	Destination string
+	Owner       string
+	FromState   string
+	ToState     string
+	ChangedAt   time.Time
+}
+
+type SwitchyardDeliveryStat struct {
+	Second       time.Time
+	Destination  string
+	Topic        string
+	Worker       string
+	Delivered    int32
+	Retried      int32
+	Dead         int32
+	LatencyMsSum float64
+}
+
 type SwitchyardDestination struct {
 	Name                string
 	Kind                string
@@ -27,6 +47,17 @@ type SwitchyardDestination struct {
 	BreakerOpenMs       int32
 	CreatedAt           time.Time
 	UpdatedAt           time.Time
+}
+
+type SwitchyardDispatcher struct {
+	Owner       string
+	Host        string
+	Pid         int32
+	Workers     int32
+	LeasesHeld  int32
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+	StoppedAt   *time.Time
 }
 
 type SwitchyardOutbox struct {

@@ -12,6 +12,42 @@ import (
 	"github.com/google/uuid"
 )
 
+const breakerEventInsert = `-- name: BreakerEventInsert :exec
+INSERT INTO switchyard.breaker_events (destination, owner, from_state, to_state, changed_at)
+VALUES ($1, $2, $3, $4, $5)
+`
+
+type BreakerEventInsertParams struct {
+	Destination string
+	Owner       string
+	FromState   string
+	ToState     string
+	ChangedAt   time.Time
+}
+
+func (q *Queries) BreakerEventInsert(ctx context.Context, arg BreakerEventInsertParams) error {
+	_, err := q.db.Exec(ctx, breakerEventInsert,
+		arg.Destination,
+		arg.Owner,
+		arg.FromState,
+		arg.ToState,
+		arg.ChangedAt,
+	)
+	return err
+}
+
+const deliveryStatsPrune = `-- name: DeliveryStatsPrune :execrows
+DELETE FROM switchyard.delivery_stats WHERE second < $1
+`
+
+func (q *Queries) DeliveryStatsPrune(ctx context.Context, cutoff time.Time) (int64, error) {
+	result, err := q.db.Exec(ctx, deliveryStatsPrune, cutoff)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const destinationKnown = `-- name: DestinationKnown :many
 SELECT name FROM switchyard.destinations WHERE name = ANY ($1::text[])
 `
@@ -135,6 +171,105 @@ func (q *Queries) DestinationUpsert(ctx context.Context, arg DestinationUpsertPa
 		arg.BreakerOpenMs,
 	)
 	return err
+}
+
+const dispatcherHeartbeat = `-- name: DispatcherHeartbeat :exec
+INSERT INTO switchyard.dispatchers (owner, host, pid, workers, leases_held)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (owner) DO UPDATE SET
+    leases_held = EXCLUDED.leases_held, heartbeat_at = now(), stopped_at = NULL
+`
+
+type DispatcherHeartbeatParams struct {
+	Owner      string
+	Host       string
+	Pid        int32
+	Workers    int32
+	LeasesHeld int32
+}
+
+// DispatcherHeartbeat registers a dispatcher or refreshes its row.
+func (q *Queries) DispatcherHeartbeat(ctx context.Context, arg DispatcherHeartbeatParams) error {
+	_, err := q.db.Exec(ctx, dispatcherHeartbeat,
+		arg.Owner,
+		arg.Host,
+		arg.Pid,
+		arg.Workers,
+		arg.LeasesHeld,
+	)
+	return err
+}
+
+const dispatcherList = `-- name: DispatcherList :many
+SELECT owner, host, pid, workers, leases_held, started_at, heartbeat_at, stopped_at,
+    extract(epoch FROM now() - heartbeat_at)::float8 AS heartbeat_age_seconds
+FROM switchyard.dispatchers
+ORDER BY stopped_at NULLS FIRST, started_at DESC
+LIMIT $1
+`
+
+type DispatcherListRow struct {
+	Owner               string
+	Host                string
+	Pid                 int32
+	Workers             int32
+	LeasesHeld          int32
+	StartedAt           time.Time
+	HeartbeatAt         time.Time
+	StoppedAt           *time.Time
+	HeartbeatAgeSeconds float64
+}
+
+func (q *Queries) DispatcherList(ctx context.Context, maxRows int32) ([]DispatcherListRow, error) {
+	rows, err := q.db.Query(ctx, dispatcherList, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []DispatcherListRow{}
+	for rows.Next() {
+		var i DispatcherListRow
+		if err := rows.Scan(
+			&i.Owner,
+			&i.Host,
+			&i.Pid,
+			&i.Workers,
+			&i.LeasesHeld,
+			&i.StartedAt,
+			&i.HeartbeatAt,
+			&i.StoppedAt,
+			&i.HeartbeatAgeSeconds,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const dispatcherStopped = `-- name: DispatcherStopped :exec
+UPDATE switchyard.dispatchers SET stopped_at = now(), leases_held = 0, heartbeat_at = now()
+WHERE owner = $1
+`
+
+func (q *Queries) DispatcherStopped(ctx context.Context, owner string) error {
+	_, err := q.db.Exec(ctx, dispatcherStopped, owner)
+	return err
+}
+
+const dispatchersPrune = `-- name: DispatchersPrune :execrows
+DELETE FROM switchyard.dispatchers WHERE heartbeat_at < $1
+`
+
+func (q *Queries) DispatchersPrune(ctx context.Context, cutoff time.Time) (int64, error) {
+	result, err := q.db.Exec(ctx, dispatchersPrune, cutoff)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const outboxBlockedAggregates = `-- name: OutboxBlockedAggregates :many
@@ -442,7 +577,7 @@ applied AS (
         finished_at = CASE WHEN i.outcome IN ('delivered', 'dead') THEN now() END
     FROM input i
     WHERE o.id = i.id AND o.lease_version = i.lease_version AND o.state = 'pending'
-    RETURNING o.id, o.state, o.destination, o.aggregate_type, o.aggregate_id
+    RETURNING o.id, o.state, o.destination, o.topic, o.aggregate_type, o.aggregate_id, o.created_at
 ),
 attempts AS (
     INSERT INTO switchyard.outbox_attempts (
@@ -460,6 +595,22 @@ blocked AS (
     SELECT a.destination, a.aggregate_type, a.aggregate_id, a.id FROM applied a
     WHERE a.state = 'dead' AND a.aggregate_id <> ''
     ON CONFLICT DO NOTHING
+),
+stats AS (
+    INSERT INTO switchyard.delivery_stats AS s (second, destination, topic, worker, delivered, retried, dead, latency_ms_sum)
+    SELECT date_trunc('second', now()), a.destination, a.topic, $12::text,
+        count(*) FILTER (WHERE i.outcome = 'delivered'),
+        count(*) FILTER (WHERE i.outcome = 'retry'),
+        count(*) FILTER (WHERE i.outcome = 'dead'),
+        coalesce(sum(extract(epoch FROM i.finished_at - a.created_at) * 1000) FILTER (WHERE i.outcome = 'delivered'), 0)
+    FROM applied a JOIN input i ON i.id = a.id
+    WHERE i.outcome <> 'released'
+    GROUP BY a.destination, a.topic
+    ON CONFLICT (second, destination, topic, worker) DO UPDATE SET
+        delivered = s.delivered + EXCLUDED.delivered,
+        retried = s.retried + EXCLUDED.retried,
+        dead = s.dead + EXCLUDED.dead,
+        latency_ms_sum = s.latency_ms_sum + EXCLUDED.latency_ms_sum
 )
 SELECT applied.id FROM applied
 `
@@ -554,4 +705,52 @@ func (q *Queries) OutboxInsert(ctx context.Context, arg OutboxInsertParams) (int
 	var id int64
 	err := row.Scan(&id)
 	return id, err
+}
+
+const outboxPruneAttempts = `-- name: OutboxPruneAttempts :execrows
+DELETE FROM switchyard.outbox_attempts
+WHERE id IN (
+    SELECT a.id FROM switchyard.outbox_attempts a WHERE a.finished_at < $1
+    ORDER BY a.finished_at LIMIT $2
+)
+`
+
+type OutboxPruneAttemptsParams struct {
+	Cutoff    time.Time
+	BatchSize int32
+}
+
+func (q *Queries) OutboxPruneAttempts(ctx context.Context, arg OutboxPruneAttemptsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, outboxPruneAttempts, arg.Cutoff, arg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const outboxPruneDelivered = `-- name: OutboxPruneDelivered :execrows
+DELETE FROM switchyard.outbox
+WHERE id IN (
+    SELECT o.id FROM switchyard.outbox o
+    WHERE o.state = 'delivered' AND o.finished_at < $1
+      AND NOT EXISTS (SELECT 1 FROM switchyard.outbox r WHERE r.replay_of = o.id)
+    ORDER BY o.finished_at
+    LIMIT $2
+)
+`
+
+type OutboxPruneDeliveredParams struct {
+	Cutoff    *time.Time
+	BatchSize int32
+}
+
+// OutboxPruneDelivered deletes up to batch_size delivered messages finished
+// before the cutoff (their attempts go with them). Small batches keep each
+// delete short; retention repeats until nothing is left.
+func (q *Queries) OutboxPruneDelivered(ctx context.Context, arg OutboxPruneDeliveredParams) (int64, error) {
+	result, err := q.db.Exec(ctx, outboxPruneDelivered, arg.Cutoff, arg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

@@ -149,7 +149,7 @@ applied AS (
         finished_at = CASE WHEN i.outcome IN ('delivered', 'dead') THEN now() END
     FROM input i
     WHERE o.id = i.id AND o.lease_version = i.lease_version AND o.state = 'pending'
-    RETURNING o.id, o.state, o.destination, o.aggregate_type, o.aggregate_id
+    RETURNING o.id, o.state, o.destination, o.topic, o.aggregate_type, o.aggregate_id, o.created_at
 ),
 attempts AS (
     INSERT INTO switchyard.outbox_attempts (
@@ -167,6 +167,22 @@ blocked AS (
     SELECT a.destination, a.aggregate_type, a.aggregate_id, a.id FROM applied a
     WHERE a.state = 'dead' AND a.aggregate_id <> ''
     ON CONFLICT DO NOTHING
+),
+stats AS (
+    INSERT INTO switchyard.delivery_stats AS s (second, destination, topic, worker, delivered, retried, dead, latency_ms_sum)
+    SELECT date_trunc('second', now()), a.destination, a.topic, @worker::text,
+        count(*) FILTER (WHERE i.outcome = 'delivered'),
+        count(*) FILTER (WHERE i.outcome = 'retry'),
+        count(*) FILTER (WHERE i.outcome = 'dead'),
+        coalesce(sum(extract(epoch FROM i.finished_at - a.created_at) * 1000) FILTER (WHERE i.outcome = 'delivered'), 0)
+    FROM applied a JOIN input i ON i.id = a.id
+    WHERE i.outcome <> 'released'
+    GROUP BY a.destination, a.topic
+    ON CONFLICT (second, destination, topic, worker) DO UPDATE SET
+        delivered = s.delivered + EXCLUDED.delivered,
+        retried = s.retried + EXCLUDED.retried,
+        dead = s.dead + EXCLUDED.dead,
+        latency_ms_sum = s.latency_ms_sum + EXCLUDED.latency_ms_sum
 )
 SELECT applied.id FROM applied;
 
@@ -181,3 +197,51 @@ LIMIT @max_rows;
 
 -- name: DestinationKnown :many
 SELECT name FROM switchyard.destinations WHERE name = ANY (@names::text[]);
+
+-- name: DispatcherHeartbeat :exec
+-- DispatcherHeartbeat registers a dispatcher or refreshes its row.
+INSERT INTO switchyard.dispatchers (owner, host, pid, workers, leases_held)
+VALUES (@owner, @host, @pid, @workers, @leases_held)
+ON CONFLICT (owner) DO UPDATE SET
+    leases_held = EXCLUDED.leases_held, heartbeat_at = now(), stopped_at = NULL;
+
+-- name: DispatcherStopped :exec
+UPDATE switchyard.dispatchers SET stopped_at = now(), leases_held = 0, heartbeat_at = now()
+WHERE owner = @owner;
+
+-- name: DispatcherList :many
+SELECT owner, host, pid, workers, leases_held, started_at, heartbeat_at, stopped_at,
+    extract(epoch FROM now() - heartbeat_at)::float8 AS heartbeat_age_seconds
+FROM switchyard.dispatchers
+ORDER BY stopped_at NULLS FIRST, started_at DESC
+LIMIT @max_rows;
+
+-- name: BreakerEventInsert :exec
+INSERT INTO switchyard.breaker_events (destination, owner, from_state, to_state, changed_at)
+VALUES (@destination, @owner, @from_state, @to_state, @changed_at);
+
+-- name: OutboxPruneDelivered :execrows
+-- OutboxPruneDelivered deletes up to batch_size delivered messages finished
+-- before the cutoff (their attempts go with them). Small batches keep each
+-- delete short; retention repeats until nothing is left.
+DELETE FROM switchyard.outbox
+WHERE id IN (
+    SELECT o.id FROM switchyard.outbox o
+    WHERE o.state = 'delivered' AND o.finished_at < @cutoff
+      AND NOT EXISTS (SELECT 1 FROM switchyard.outbox r WHERE r.replay_of = o.id)
+    ORDER BY o.finished_at
+    LIMIT @batch_size
+);
+
+-- name: OutboxPruneAttempts :execrows
+DELETE FROM switchyard.outbox_attempts
+WHERE id IN (
+    SELECT a.id FROM switchyard.outbox_attempts a WHERE a.finished_at < @cutoff
+    ORDER BY a.finished_at LIMIT @batch_size
+);
+
+-- name: DeliveryStatsPrune :execrows
+DELETE FROM switchyard.delivery_stats WHERE second < @cutoff;
+
+-- name: DispatchersPrune :execrows
+DELETE FROM switchyard.dispatchers WHERE heartbeat_at < @cutoff;

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard/switchyard/internal/outbox"
+)
+
+// dispatch runs `console dispatch`: dispatcher workers only, until ctx is
+// cancelled; then in-flight deliveries finish or are released.
+func dispatch(ctx context.Context, cfg config, logger *slog.Logger) error {
+	db, err := openDatabase(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	migrator, err := migrateUp(ctx, db, logger)
+	if err != nil {
+		return err
+	}
+	migrator.Close()
+	stop, err := startDispatcher(ctx, db, cfg, logger, prometheus.NewRegistry())
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	stop()
+	return nil
+}
+
+// startDispatcher starts cfg.workers dispatcher workers over the configured
+// destinations; stop drains them and closes the destinations.
+func startDispatcher(ctx context.Context, db *database, cfg config, logger *slog.Logger, reg prometheus.Registerer) (stop func(), err error) {
+	owner := outbox.DefaultOwner()
+	routes, closeRoutes, err := loadRoutes(ctx, db.pool, cfg, owner, logger)
+	if err != nil {
+		return nil, err
+	}
+	if len(routes) == 0 {
+		// Not fatal: a console may run before any destination exists.
+		logger.Warn("no destinations configured: the dispatcher has nothing to deliver to")
+	}
+	logger = logger.With(slog.String("component", "dispatcher"))
+	d := outbox.New(db.pool, outbox.Config{
+		Owner: owner, Workers: cfg.workers, LeaseDuration: cfg.lease, Routes: routes,
+		Logger: logger, Metrics: outbox.NewMetrics(reg),
+	})
+	if err := d.Start(ctx); err != nil {
+		closeRoutes()
+		return nil, err
+	}
+	logger.Info("dispatcher started", slog.Int("workers", cfg.workers), slog.Int("destinations", len(routes)))
+	return func() {
+		d.Stop()
+		closeRoutes()
+		logger.Info("dispatcher stopped")
+	}, nil
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/destination/webhook"
+	"github.com/switchyard/switchyard/internal/outbox"
+)
+
+const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// sink is a webhook receiver that can hold requests open, to keep
+// deliveries in flight while a dispatcher is killed.
+type sink struct {
+	mu       sync.Mutex
+	received map[string]int // guarded by mu: verified deliveries per webhook-id
+	held     chan struct{}  // closed to let held requests finish
+	hold     bool           // guarded by mu
+	arrived  chan struct{}  // receives once per request while holding
+}
+
+func newSink() *sink {
+	return &sink{received: map[string]int{}, held: make(chan struct{}), hold: true, arrived: make(chan struct{}, 1024)}
+}
+
+func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if err := webhook.Verify(testSecret, r.Header, body, time.Minute, time.Now()); err != nil {
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	}
+	s.mu.Lock()
+	hold := s.hold
+	s.mu.Unlock()
+	if hold {
+		s.arrived <- struct{}{}
+		<-s.held
+		http.Error(w, "held", http.StatusServiceUnavailable)
+		return
+	}
+	s.mu.Lock()
+	s.received[r.Header.Get(webhook.HeaderID)]++
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *sink) release() {
+	s.mu.Lock()
+	s.hold = false
+	s.mu.Unlock()
+	close(s.held)
+}
+
+// A dispatcher killed with kill -9 in the middle of a batch loses nothing:
+// its leases expire and another dispatcher delivers every message.
+func TestKilledDispatcherLosesNothing(t *testing.T) {
+	t.Parallel()
+	const messages = 200
+	ctx := context.Background()
+	url := dbtest.NewURL(t)
+	receiver := newSink()
+	server := httptest.NewServer(receiver)
+	t.Cleanup(server.Close)
+	t.Cleanup(func() {
+		select {
+		case <-receiver.held:
+		default:
+			receiver.release()
+		}
+	})
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	defer pool.Close()
+	_, err = pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address, secret_ref, retry_base_ms, retry_cap_ms, max_attempts)
+		VALUES ('sink', 'webhook', $1, 'SINK_SECRET', 10, 100, 100)`, server.URL)
+	require.NoError(t, err)
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var msgs []outbox.Message
+		for i := range messages {
+			msgs = append(msgs, outbox.Message{Topic: "order.created", Destination: "sink", Payload: fmt.Appendf(nil, `{"n":%d}`, i)})
+		}
+		_, err := outbox.Enqueue(ctx, tx, msgs...)
+		return err
+	}))
+
+	env := []string{"DATABASE_URL=" + url, "SINK_SECRET=" + testSecret}
+	first := startConsole(t, env, "dispatch", "--lease", "2s", "--workers", "2")
+	select {
+	case <-receiver.arrived: // a delivery is in flight
+	case <-time.After(time.Minute):
+		t.Fatalf("no delivery arrived: %s", first.Stderr())
+	}
+	first.Signal(t, syscall.SIGKILL)
+	require.Equal(t, -1, first.WaitExit(t, 10*time.Second))
+	var leased int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM switchyard.outbox WHERE state = 'pending' AND lease_owner IS NOT NULL`).Scan(&leased))
+	require.Positive(t, leased, "the killed dispatcher held leases")
+	receiver.release()
+
+	second := startConsole(t, env, "dispatch", "--lease", "2s", "--workers", "2")
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var delivered int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM switchyard.outbox WHERE state = 'delivered'`).Scan(&delivered))
+		if delivered == messages {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "only %d of %d delivered: %s", delivered, messages, second.Stderr())
+		time.Sleep(50 * time.Millisecond)
+	}
+	receiver.mu.Lock()
+	defer receiver.mu.Unlock()
+	require.Len(t, receiver.received, messages, "every message reached the receiver")
+	second.Signal(t, syscall.SIGTERM)
+	require.Equal(t, 0, second.WaitExit(t, 30*time.Second))
+}

@@ -1,0 +1,70 @@
+package outbox
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchyard/switchyard/internal/destination/guard"
+	"github.com/switchyard/switchyard/internal/queries"
+)
+
+// heartbeatLoop keeps this dispatcher's row in switchyard.dispatchers fresh
+// (heartbeat_at, leases_held) until ctx ends.
+func (d *Dispatcher) heartbeatLoop(ctx context.Context) {
+	host, _ := os.Hostname()
+	beat := func() {
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		err := queries.New(d.pool).DispatcherHeartbeat(bctx, queries.DispatcherHeartbeatParams{
+			Owner: d.cfg.Owner, Host: host, Pid: int32(os.Getpid()),
+			Workers: int32(d.cfg.Workers), LeasesHeld: int32(d.inFlight.Load()),
+		})
+		if err != nil {
+			d.cfg.Logger.Warn("dispatcher heartbeat failed", slog.Any("error", err))
+		}
+	}
+	beat()
+	tick := time.NewTicker(d.cfg.HeartbeatInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			beat()
+		}
+	}
+}
+
+// markStopped records that the dispatcher has stopped, after its workers
+// have finished and released their leases.
+func (d *Dispatcher) markStopped() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := queries.New(d.pool).DispatcherStopped(ctx, d.cfg.Owner); err != nil {
+		d.cfg.Logger.Warn("mark dispatcher stopped failed", slog.Any("error", err))
+	}
+}
+
+// BreakerRecorder returns a guard state-change callback that records each
+// change in switchyard.breaker_events for the console, as owner. It never
+// blocks the guard: the insert runs on its own goroutine with a timeout.
+func BreakerRecorder(pool *pgxpool.Pool, owner string, logger *slog.Logger) func(name string, from, to guard.State) {
+	return func(name string, from, to guard.State) {
+		at := time.Now()
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err := queries.New(pool).BreakerEventInsert(ctx, queries.BreakerEventInsertParams{
+				Destination: name, Owner: owner, FromState: from.String(), ToState: to.String(), ChangedAt: at,
+			})
+			if err != nil {
+				logger.Warn("record breaker change failed", slog.String("destination", name), slog.Any("error", err))
+			}
+		}()
+	}
+}
