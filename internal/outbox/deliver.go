@@ -52,13 +52,16 @@ func (d *Dispatcher) deliverBatch(ctx, hard context.Context, batch []claimedMess
 			results[i] = result{msg: m, outcome: outcomeReleased, nextAttempt: time.Now(), started: time.Now(), finished: time.Now()}
 			continue
 		}
-		wg.Go(func() { results[i] = d.deliverOne(hard, m) })
+		wg.Go(func() { results[i] = d.deliverOne(ctx, hard, m) })
 	}
 	wg.Wait()
 	return results
 }
 
-func (d *Dispatcher) deliverOne(ctx context.Context, m claimedMessage) result {
+// deliverOne waits for the destination's guard under ctx (so a stopping
+// dispatcher releases what has not started) and delivers under hard (so
+// what has started may finish within the stop's grace period).
+func (d *Dispatcher) deliverOne(ctx, hard context.Context, m claimedMessage) result {
 	r := result{msg: m, started: time.Now()}
 	route, ok := d.cfg.Routes[m.Destination]
 	if !ok {
@@ -80,13 +83,13 @@ func (d *Dispatcher) deliverOne(ctx context.Context, m claimedMessage) result {
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	attemptCtx, cancel := context.WithTimeout(ctx, timeout)
+	attemptCtx, cancel := context.WithTimeout(hard, timeout)
 	defer cancel()
 	r.started = time.Now()
 	outcome, err := route.Destination.Deliver(attemptCtx, toDelivery(m))
 	// The breaker counts only what says something about the destination's
 	// health: not our own cancellation, not a message the receiver refused.
-	release(err == nil, !(destination.IsPermanent(err) || (err != nil && ctx.Err() != nil)))
+	release(err == nil, !(destination.IsPermanent(err) || (err != nil && hard.Err() != nil)))
 	r.outcomeInfo = outcome
 	d.cfg.Metrics.deliverySeconds.WithLabelValues(m.Destination).Observe(time.Since(r.started).Seconds())
 	return d.classify(r, m, route, err)

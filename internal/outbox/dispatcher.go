@@ -102,6 +102,7 @@ type Dispatcher struct {
 	destinations []string
 	wake         chan struct{}
 	inFlight     atomic.Int64 // messages claimed and not yet finalized
+	isStopping   atomic.Bool  // set when Stop begins
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc // guarded by mu; set while running
@@ -159,6 +160,7 @@ func (d *Dispatcher) Stop() {
 	if cancel == nil {
 		return
 	}
+	d.isStopping.Store(true)
 	cancel()
 	select {
 	case <-done:
@@ -168,6 +170,9 @@ func (d *Dispatcher) Stop() {
 	}
 	hardEnd()
 }
+
+// stopping reports whether Stop has begun.
+func (d *Dispatcher) stopping() bool { return d.isStopping.Load() }
 
 // Wake makes idle workers claim now instead of at their next poll: call it
 // after committing a transaction that enqueued.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/backoff"
 	"github.com/switchyard/switchyard/internal/destination"
+	"github.com/switchyard/switchyard/internal/destination/guard"
 )
 
 func fastRetry(maxAttempts int) backoff.Policy {
@@ -215,9 +216,11 @@ func TestDeadHeadBlocksItsAggregateOnly(t *testing.T) {
 	})
 	require.Equal(t, 2, countWhere(t, pool, "aggregate_id = 'poisoned' AND state = 'pending' AND attempts = 0"),
 		"the messages behind the dead head wait untouched")
-	var blocked int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM switchyard.outbox_blocked_aggregates WHERE aggregate_id = 'poisoned'`).Scan(&blocked))
-	require.Equal(t, 1, blocked)
+	blocked, err := BlockedAggregates(ctx, pool, 10)
+	require.NoError(t, err)
+	require.Len(t, blocked, 1)
+	require.Equal(t, "poisoned", blocked[0].AggregateID)
+	require.Equal(t, int64(2), blocked[0].Waiting)
 	require.Equal(t, 1, countWhere(t, pool, "state = 'dead' AND error_fingerprint IS NOT NULL AND last_error LIKE 'HTTP 422%'"))
 }
 
@@ -295,4 +298,43 @@ func TestRetentionPrunesOnlyOldDeliveredHistory(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, []int{1, 3, 4, 5}, left, "recent, replayed-from, dead and pending messages stay")
+}
+
+// Stop lets deliveries in flight finish and finalizes them; messages it
+// claimed but never started are released with their attempt given back.
+func TestStopFinishesInFlightAndReleasesTheRest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "slow")
+	var msgs []Message
+	for i := range 10 {
+		msgs = append(msgs, Message{Topic: "t", Destination: "slow", Payload: fmt.Appendf(nil, `{"n":%d}`, i)})
+	}
+	enqueue(t, pool, msgs...)
+	started, finish := make(chan struct{}, 10), make(chan struct{})
+	g, err := guard.New("slow", guard.Config{Concurrency: 2}, nil)
+	require.NoError(t, err)
+	dest := destination.Func(func(context.Context, destination.Delivery) (destination.Outcome, error) {
+		started <- struct{}{}
+		<-finish
+		return destination.Outcome{StatusCode: 200}, nil
+	})
+	d := New(pool, Config{Workers: 1, BatchSize: 10, StopGrace: time.Minute,
+		Routes: map[string]Route{"slow": {Destination: dest, Guard: g}}})
+	require.NoError(t, d.Start(ctx))
+	<-started
+	<-started // the bulkhead lets two run; eight wait for a slot
+	stopped := make(chan struct{})
+	go func() {
+		d.Stop()
+		close(stopped)
+	}()
+	waitUntil(t, 10*time.Second, "stop to begin", func() bool { return d.stopping() })
+	close(finish)
+	<-stopped
+	require.Equal(t, 0, countWhere(t, pool, "lease_owner IS NOT NULL"), "no lease is left held")
+	delivered := countWhere(t, pool, "state = 'delivered' AND attempts = 1")
+	released := countWhere(t, pool, "state = 'pending' AND attempts = 0")
+	require.GreaterOrEqual(t, delivered, 2)
+	require.Equal(t, 10, delivered+released)
 }
