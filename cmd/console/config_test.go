@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -82,4 +83,15 @@ func TestHelpListsEverySetting(t *testing.T) {
 	require.Equal(t, 2, run([]string{"--log-level", "loud"}, func(string) string { return "" }, &out, &errOut))
 	require.Equal(t, 1, run([]string{"frobnicate"}, func(string) string { return "" }, &out, &errOut))
 	require.Contains(t, errOut.String(), `unknown command "frobnicate"`)
+}
+
+// README.md's configuration table is the newcomer's reference: it must
+// list every setting with its environment variable.
+func TestReadmeListsEverySetting(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	for _, s := range settings {
+		require.Contains(t, string(readme), "| `--"+s.flag+"` | `"+s.env+"` |", "README.md lacks --%s", s.flag)
+	}
 }
