@@ -46,19 +46,24 @@ func openDatabase(ctx context.Context, cfg config, logger *slog.Logger) (*databa
 		}
 		db.cluster, dsn = cluster, cluster.DSN()
 	}
-	if err := db.connect(ctx, dsn); err != nil {
+	if err := db.connect(ctx, dsn, cfg); err != nil {
 		db.Close()
 		return nil, err
 	}
 	return db, nil
 }
 
-func (db *database) connect(ctx context.Context, dsn string) error {
+func (db *database) connect(ctx context.Context, dsn string, cfg config) error {
 	poolCfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return fmt.Errorf("invalid DATABASE_URL: %w", err)
 	}
 	poolCfg.ConnConfig.ConnectTimeout = connectTimeout
+	if !strings.Contains(dsn, "pool_max_conns") {
+		// Each dispatcher worker holds a connection while it claims or
+		// finalizes, besides the web handlers and the listener.
+		poolCfg.MaxConns = int32(max(8, 2*cfg.workers+4))
+	}
 	poolCfg.ConnConfig.RuntimeParams["application_name"] = "switchyard-console"
 	if db.pool, err = pgxpool.NewWithConfig(ctx, poolCfg); err != nil {
 		return fmt.Errorf("open database pool: %w", err)

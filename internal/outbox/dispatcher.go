@@ -47,7 +47,8 @@ type Config struct {
 	// delivery runs. Default 30 s.
 	LeaseDuration time.Duration
 	// IdlePoll is how long a worker that found nothing waits before it
-	// claims again, unless woken earlier by Wake. Default 50 ms.
+	// claims again, unless woken earlier by Wake or a Notify from any
+	// process. Default 50 ms.
 	IdlePoll time.Duration
 	// StopGrace is how long Stop lets deliveries in flight finish before
 	// cancelling them. Default 10 s.
@@ -136,6 +137,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		wg.Go(func() { d.work(runCtx, fmt.Sprintf("%s/%d", d.cfg.Owner, i)) })
 	}
 	wg.Go(func() { d.retentionLoop(runCtx) })
+	wg.Go(func() { d.listenLoop(runCtx) })
 	beat := make(chan struct{})
 	go func() {
 		defer close(beat)

@@ -338,3 +338,29 @@ func TestStopFinishesInFlightAndReleasesTheRest(t *testing.T) {
 	require.GreaterOrEqual(t, delivered, 2)
 	require.Equal(t, 10, delivered+released)
 }
+
+// An idle dispatcher starts delivering as soon as an enqueuer notifies
+// after its commit, long before its next poll.
+func TestNotifyWakesAnIdleDispatcher(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "quick")
+	got := make(chan struct{}, 1)
+	dest := destination.Func(func(context.Context, destination.Delivery) (destination.Outcome, error) {
+		got <- struct{}{}
+		return destination.Outcome{StatusCode: 200}, nil
+	})
+	startDispatcher(t, pool, Config{IdlePoll: time.Hour, Routes: map[string]Route{"quick": {Destination: dest}}})
+	waitUntil(t, 10*time.Second, "the dispatcher to listen", func() bool {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN switchyard_outbox'`).Scan(&n))
+		return n == 1
+	})
+	enqueue(t, pool, Message{Topic: "t", Destination: "quick", Payload: []byte(`{}`)})
+	require.NoError(t, Notify(ctx, pool))
+	select {
+	case <-got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the notification did not wake the dispatcher (its poll is an hour away)")
+	}
+}

@@ -707,6 +707,17 @@ func (q *Queries) OutboxInsert(ctx context.Context, arg OutboxInsertParams) (int
 	return id, err
 }
 
+const outboxNotify = `-- name: OutboxNotify :exec
+SELECT pg_notify('switchyard_outbox', '')
+`
+
+// OutboxNotify wakes idle dispatchers. Never inside an enqueuing
+// transaction: see outbox.Notify.
+func (q *Queries) OutboxNotify(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, outboxNotify)
+	return err
+}
+
 const outboxPruneAttempts = `-- name: OutboxPruneAttempts :execrows
 DELETE FROM switchyard.outbox_attempts
 WHERE id IN (

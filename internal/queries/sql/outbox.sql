@@ -245,3 +245,8 @@ DELETE FROM switchyard.delivery_stats WHERE second < @cutoff;
 
 -- name: DispatchersPrune :execrows
 DELETE FROM switchyard.dispatchers WHERE heartbeat_at < @cutoff;
+
+-- name: OutboxNotify :exec
+-- OutboxNotify wakes idle dispatchers. Never inside an enqueuing
+-- transaction: see outbox.Notify.
+SELECT pg_notify('switchyard_outbox', '');
