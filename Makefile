@@ -31,7 +31,7 @@ test: setup ## install what tests need, then run every test (unit, database, bro
 test-unprivileged: ## as root: rerun the embedded-PostgreSQL and harness tests as the postgres account
 	@if [ "$$(id -u)" -ne 0 ] || ! id postgres >/dev/null 2>&1; then echo "test-unprivileged: not root, already covered"; exit 0; fi; \
 	dir="$$(mktemp -d)"; trap 'rm -rf "$$dir"' EXIT; chmod 755 "$$dir"; chown postgres "$$dir"; \
-	for pkg in pgembed migrate; do \
+	for pkg in pgembed migrate dbtest; do \
 		$(GO) test -c -race -o "$$dir/$$pkg.test" ./internal/$$pkg; \
 		(cd "$$dir" && runuser -u postgres -- env HOME="$$dir" TMPDIR="$$dir" "./$$pkg.test" -test.count=1 >"$$dir/$$pkg.log" 2>&1) \
 			|| { cat "$$dir/$$pkg.log"; echo "FAIL internal/$$pkg as the postgres account"; exit 1; }; \

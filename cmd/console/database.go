@@ -37,9 +37,10 @@ func openDatabase(ctx context.Context, cfg config, logger *slog.Logger) (*databa
 	dsn := cfg.databaseURL
 	if dsn == "" {
 		cluster, err := pgembed.Start(ctx, pgembed.Config{
-			DataDir: filepath.Join(cfg.dataDir, "pg"),
-			BinDir:  cfg.pgBinDir,
-			Logger:  logger.With(slog.String("component", "embedded_postgres")),
+			DataDir:     filepath.Join(cfg.dataDir, "pg"),
+			BinDir:      cfg.pgBinDir,
+			SearchRoots: cfg.pgSearchRoots,
+			Logger:      logger.With(slog.String("component", "embedded_postgres")),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("start embedded PostgreSQL: %w", err)

@@ -100,9 +100,19 @@ func TestDataDirectoryThatIsNotAClusterIsLeftAlone(t *testing.T) {
 
 func TestMissingServerBinariesSayHowToInstall(t *testing.T) {
 	t.Parallel()
-	p := startConsole(t, nil, "--data", filepath.Join(dataParent(t), "data"), "--pg-bin", t.TempDir(), "--listen", consoletest.FreeAddr(t))
+	// No pg_config on PATH and no installation under the search root: the
+	// machine has no PostgreSQL server at all, as far as the console sees.
+	empty := t.TempDir()
+	p := startConsole(t, []string{"PATH=" + empty, "SWITCHYARD_PG_SEARCH=" + empty},
+		"--data", filepath.Join(dataParent(t), "data"), "--listen", consoletest.FreeAddr(t))
 	require.Equal(t, 1, p.WaitExit(t, 10*time.Second))
-	require.Contains(t, p.Stderr(), "does not contain the postgres and initdb programs")
+	out := strings.TrimSpace(p.Stderr())
+	require.NotContains(t, out, "\n", "one line")
+	require.Contains(t, out, "apt-get install postgresql")
+
+	wrong := startConsole(t, nil, "--data", filepath.Join(dataParent(t), "data"), "--pg-bin", empty, "--listen", consoletest.FreeAddr(t))
+	require.Equal(t, 1, wrong.WaitExit(t, 10*time.Second))
+	require.Contains(t, wrong.Stderr(), "apt-get install postgresql")
 }
 
 func TestDatabaseURLStartsNoServerOfItsOwn(t *testing.T) {

@@ -17,10 +17,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -29,7 +27,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchyard/switchyard/internal/migrate"
-	"github.com/switchyard/switchyard/internal/pgembed"
 	"github.com/switchyard/switchyard/migrations"
 )
 
@@ -179,52 +176,4 @@ func (migrator) Migrate(ctx context.Context, _ *sql.DB, conf pgtestdb.Config) er
 	defer m.Close()
 	_, err = m.Up(ctx)
 	return err
-}
-
-// Cluster is a private throwaway server for one test run.
-type Cluster struct {
-	URL     string // superuser URL over loopback TCP
-	dir     string
-	cluster *pgembed.Cluster
-	keep    bool
-}
-
-// StartCluster starts a throwaway cluster (fsync off) in a new temporary
-// directory that the postgres account can reach when we are root.
-func StartCluster(ctx context.Context) (*Cluster, error) {
-	dir, err := pgembed.MkdirTemp("switchyard-testdb-")
-	if err != nil {
-		return nil, err
-	}
-	c, err := pgembed.Start(ctx, pgembed.Config{
-		DataDir:   filepath.Join(dir, "pg"),
-		Throwaway: true,
-		Settings: map[string]string{
-			"fsync":              "off",
-			"synchronous_commit": "off",
-			"full_page_writes":   "off",
-			"max_connections":    "300",
-		},
-		StopTimeout: 10 * time.Second,
-	})
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, err
-	}
-	url := fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/postgres?sslmode=disable", pgembed.Superuser, c.Password(), c.Port())
-	return &Cluster{URL: url, dir: dir, cluster: c}, nil
-}
-
-// KeepIf keeps the cluster's files after Stop when failed is true, so the
-// databases of failing tests can be inspected.
-func (c *Cluster) KeepIf(failed bool) { c.keep = failed }
-
-// Stop stops the server and removes its files unless KeepIf(true) was called.
-func (c *Cluster) Stop() {
-	_ = c.cluster.Stop()
-	if c.keep {
-		fmt.Fprintf(os.Stderr, "dbtest: tests failed; their databases are kept in %s/pg (start it with: postgres -D %s/pg -p 5439 -k /tmp, as the postgres account when root)\n", c.dir, c.dir)
-		return
-	}
-	_ = os.RemoveAll(c.dir)
 }

@@ -5,9 +5,13 @@
 // loopback port (as the postgres account when we are root), and stops it.
 //
 // A Cluster belongs to one process at a time: an flock on DataDir + ".lock",
-// beside the data directory (initdb wants an empty directory), proves it. That lock is what makes recovery after kill -9 safe: a
-// server still running on a directory whose lock nobody holds is an orphan of
-// a dead console, so Start stops it and takes over.
+// beside the data directory (initdb wants an empty directory), proves it.
+// That lock is what makes recovery after kill -9 safe: a server still running
+// on a directory whose lock nobody holds is an orphan of a dead console, so
+// Start stops it and takes over, once /proc shows that the process really is
+// the postmaster of this data directory. After a crash of the server itself,
+// Start waits for the children of the dead postmaster to exit, and
+// PostgreSQL runs crash recovery.
 package pgembed
 
 import (
@@ -17,16 +21,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,6 +37,10 @@ const (
 	Superuser = "switchyard"
 	// Database is the database Start creates for the console.
 	Database = "switchyard"
+
+	// DefaultRelocateRoot is where Start creates clusters whose DataDir the
+	// server account cannot reach (see Config.RelocateRoot).
+	DefaultRelocateRoot = "/var/lib/switchyard/clusters"
 
 	passwordFile = "switchyard_password"
 	lockSuffix   = ".lock" // the lock file sits beside the data directory
@@ -45,15 +51,32 @@ const (
 // Config says where and how to run the cluster. The zero value of every field
 // but DataDir is a sensible default.
 type Config struct {
-	// DataDir is the cluster directory (PGDATA). It is created and
-	// initialised when missing or empty; an existing non-empty directory
-	// must be a cluster of the same major version, owned by the server
-	// account. Start never deletes anything in it.
+	// DataDir is the cluster directory (PGDATA), or a symlink to it. It is
+	// created and initialised when missing or empty; an existing non-empty
+	// directory must be a cluster of the same major version, owned by the
+	// server account. Start never deletes anything in it. When we are root
+	// and the postgres account cannot reach a DataDir that does not exist
+	// yet (a clone under /root, say), the cluster is created under
+	// RelocateRoot instead and DataDir becomes a symlink to it.
 	DataDir string
-	// BinDir holds postgres and initdb. Empty: FindBinDir.
+	// BinDir holds postgres and initdb. Empty: for an existing cluster, the
+	// bin directory of its major version under SearchRoots if installed,
+	// otherwise FindBinDir(PgConfig, SearchRoots...).
 	BinDir string
+	// SearchRoots are directories whose numbered subdirectories hold server
+	// installations (<root>/15/bin). Default: DefaultSearchRoot.
+	SearchRoots []string
+	// PgConfig is the pg_config program asked for its --bindir before
+	// SearchRoots: a path, or a name looked up in PATH. Default "pg_config";
+	// "-" skips it.
+	PgConfig string
+	// RelocateRoot holds relocated clusters, one per DataDir, in
+	// <RelocateRoot>/<first 16 hex digits of sha256(DataDir)>/pg. Default
+	// DefaultRelocateRoot.
+	RelocateRoot string
 	// Settings are extra server settings passed as -c name=value (tests use
-	// fsync=off). listen_addresses, port and the socket directory are ours.
+	// fsync=off). listen_addresses, port, unix_socket_directories and
+	// unix_socket_permissions are ours: Start refuses them.
 	Settings map[string]string
 	// Throwaway skips initdb's fsync: for test clusters that may be lost.
 	// Pair it with Settings fsync=off.
@@ -65,54 +88,100 @@ type Config struct {
 	StopTimeout time.Duration
 	// Logger receives lifecycle messages. Default: discard.
 	Logger *slog.Logger
+
+	// pickPort chooses the server's TCP port; tests hand out a busy one.
+	// Default freePort.
+	pickPort func() (int, error)
+	// afterInitdb, when set, runs between initdb and the completion of a
+	// new cluster; tests interrupt the creation there.
+	afterInitdb func(dir string) error
 }
 
 // Cluster is a running server started by Start. Stop it when done.
 type Cluster struct {
-	cfg       Config
+	cfg       Config // once open has run, DataDir is the real data directory, a symlink resolved
+	owner     serverUser
 	port      int
 	socketDir string
 	password  string
 	lock      *os.File
 	cmd       *exec.Cmd
 	exited    chan struct{} // closed when the server process has exited
-	stopOnce  sync.Once
-	stopErr   error
+	stopping  atomic.Bool   // set before Stop signals the server
+	// waitErr and ownExit describe the server's exit. They are written
+	// before exited is closed and read only after.
+	waitErr  error
+	ownExit  bool // the server exited without being asked to
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // Start creates the cluster if needed and starts the server, waiting until it
-// accepts connections and the console's database exists.
+// accepts connections and the console's database exists. Cancelling ctx
+// abandons the start, including a wait for an orphaned server to stop.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
-	cfg = withDefaults(cfg)
-	if cfg.BinDir == "" {
-		dir, err := FindBinDir(DefaultSearchRoot)
-		if err != nil {
-			return nil, err
-		}
-		cfg.BinDir = dir
-	} else if err := CheckBinDir(cfg.BinDir); err != nil {
+	cfg, err := withDefaults(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.BinDir, err = findBinDir(cfg); err != nil {
 		return nil, err
 	}
 	owner, err := currentServerUser()
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, exited: make(chan struct{})}
+	c := &Cluster{cfg: cfg, owner: owner, exited: make(chan struct{})}
 	if err := c.takeLock(); err != nil {
 		return nil, err
 	}
-	if err := prepareDataDir(cfg, owner); err != nil {
-		c.releaseLock()
-		return nil, err
-	}
-	if err := c.start(ctx, owner); err != nil {
-		c.releaseLock()
+	if err := c.open(ctx); err != nil {
+		_ = c.Stop() // the start error says what went wrong
 		return nil, err
 	}
 	return c, nil
 }
 
-func withDefaults(cfg Config) Config {
+// open makes the data directory a usable cluster and starts the server on it.
+func (c *Cluster) open(ctx context.Context) error {
+	dataDir, err := resolveDataDir(c.cfg, c.owner)
+	if err != nil {
+		return err
+	}
+	c.cfg.DataDir = dataDir
+	if err := prepareDataDir(c.cfg, c.owner); err != nil {
+		return err
+	}
+	pw, err := os.ReadFile(filepath.Join(c.cfg.DataDir, passwordFile))
+	if err != nil {
+		return fmt.Errorf("pgembed: read the superuser password: %w", err)
+	}
+	c.password = strings.TrimSpace(string(pw))
+	if err := stopOrphan(ctx, c.cfg); err != nil {
+		return err
+	}
+	if c.socketDir, err = socketDirFor(c.cfg.DataDir, c.owner); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.StartTimeout)
+	defer cancel()
+	if err := c.start(ctx); err != nil {
+		return err
+	}
+	if err := c.ensureDatabase(ctx); err != nil {
+		return err
+	}
+	c.cfg.Logger.Info("embedded postgres ready", slog.String("data_dir", c.cfg.DataDir), slog.Int("port", c.port))
+	return nil
+}
+
+func withDefaults(cfg Config) (Config, error) {
+	if cfg.DataDir == "" {
+		return cfg, errors.New("pgembed: no data directory configured")
+	}
+	if err := checkSettings(cfg.Settings); err != nil {
+		return cfg, err
+	}
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 60 * time.Second
 	}
@@ -122,86 +191,41 @@ func withDefaults(cfg Config) Config {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if len(cfg.SearchRoots) == 0 {
+		cfg.SearchRoots = []string{DefaultSearchRoot}
+	}
+	if cfg.PgConfig == "" {
+		cfg.PgConfig = "pg_config"
+	}
+	if cfg.RelocateRoot == "" {
+		cfg.RelocateRoot = DefaultRelocateRoot
+	}
+	if cfg.pickPort == nil {
+		cfg.pickPort = freePort
+	}
 	abs, err := filepath.Abs(cfg.DataDir)
-	if err == nil {
-		cfg.DataDir = abs
+	if err != nil {
+		return cfg, fmt.Errorf("pgembed: resolve data directory %q: %w", cfg.DataDir, err)
 	}
-	return cfg
+	cfg.DataDir = abs
+	return cfg, nil
 }
 
-func (c *Cluster) start(ctx context.Context, owner serverUser) error {
-	pw, err := os.ReadFile(filepath.Join(c.cfg.DataDir, passwordFile))
-	if err != nil {
-		return fmt.Errorf("pgembed: read the superuser password: %w", err)
-	}
-	c.password = strings.TrimSpace(string(pw))
-	if err := stopOrphan(c.cfg); err != nil {
-		return err
-	}
-	if c.socketDir, err = socketDirFor(c.cfg.DataDir, owner); err != nil {
-		return err
-	}
-	if c.port, err = freePort(); err != nil {
-		return err
-	}
-	if err := c.spawn(owner); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.StartTimeout)
-	defer cancel()
-	if err := c.waitReady(ctx); err != nil {
-		_ = c.Stop()
-		return err
-	}
-	if err := c.ensureDatabase(ctx); err != nil {
-		_ = c.Stop()
-		return err
-	}
-	c.cfg.Logger.Info("embedded postgres ready", slog.String("data_dir", c.cfg.DataDir), slog.Int("port", c.port))
-	return nil
-}
-
-// spawn starts the postmaster as our child, in its own process group so a
-// Ctrl-C in the terminal reaches only us: we stop the server after the
-// console has drained. Pdeathsig asks the kernel to send it SIGINT (fast
-// shutdown) if we die without stopping it, as under kill -9.
-func (c *Cluster) spawn(owner serverUser) error {
-	logPath := filepath.Join(c.cfg.DataDir, logDir, logFile)
-	logOut, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("pgembed: open server log: %w", err)
-	}
-	defer logOut.Close()
-	args := []string{
-		"-D", c.cfg.DataDir,
-		"-p", strconv.Itoa(c.port),
-		"-k", c.socketDir,
-		"-c", "listen_addresses=127.0.0.1",
-		"-c", "unix_socket_permissions=0700",
-	}
-	names := make([]string, 0, len(c.cfg.Settings))
-	for name := range c.cfg.Settings {
+// checkSettings refuses the settings Start chooses itself: overriding them
+// would open the server to others or lose its socket. PostgreSQL folds case
+// and reads '-' as '_' in setting names, and so does this check.
+func checkSettings(settings map[string]string) error {
+	names := make([]string, 0, len(settings))
+	for name := range settings {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		args = append(args, "-c", name+"="+c.cfg.Settings[name])
+		switch strings.ReplaceAll(strings.ToLower(strings.TrimSpace(name)), "-", "_") {
+		case "listen_addresses", "port", "unix_socket_directories", "unix_socket_permissions":
+			return fmt.Errorf("pgembed: setting %s cannot be overridden: Start chooses it to keep the server private", name)
+		}
 	}
-	cmd := exec.Command(filepath.Join(c.cfg.BinDir, "postgres"), args...)
-	cmd.Stdout, cmd.Stderr = logOut, logOut
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Credential: owner.credential(),
-		Setpgid:    true,
-		Pdeathsig:  syscall.SIGINT,
-	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("pgembed: start postgres: %w", err)
-	}
-	c.cmd = cmd
-	go func() {
-		_ = cmd.Wait()
-		close(c.exited)
-	}()
 	return nil
 }
 
@@ -223,59 +247,15 @@ func (c *Cluster) SocketDSN(database string) string {
 // Password is the superuser's password, for TCP connections to 127.0.0.1.
 func (c *Cluster) Password() string { return c.password }
 
+// DataDir is the cluster's data directory: Config.DataDir, or the target of
+// its symlink when the cluster was relocated.
+func (c *Cluster) DataDir() string { return c.cfg.DataDir }
+
+// BinDir is the directory of the server programs the cluster runs.
+func (c *Cluster) BinDir() string { return c.cfg.BinDir }
+
 // LogPath is the server's log file.
 func (c *Cluster) LogPath() string { return filepath.Join(c.cfg.DataDir, logDir, logFile) }
-
-// Stop shuts the server down (fast shutdown, then immediate after
-// StopTimeout) and releases the data directory. It is idempotent and safe to
-// call from several goroutines.
-func (c *Cluster) Stop() error {
-	c.stopOnce.Do(func() {
-		c.stopErr = c.stop()
-		if c.socketDir != "" {
-			_ = os.RemoveAll(c.socketDir)
-		}
-		c.releaseLock()
-	})
-	return c.stopErr
-}
-
-func (c *Cluster) stop() error {
-	if c.cmd == nil {
-		return nil
-	}
-	select {
-	case <-c.exited:
-		return nil
-	default:
-	}
-	// SIGINT is PostgreSQL's fast shutdown: roll back sessions, checkpoint,
-	// exit. SIGQUIT is immediate shutdown: crash recovery at the next start.
-	_ = c.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-c.exited:
-		return nil
-	case <-time.After(c.cfg.StopTimeout):
-	}
-	_ = c.cmd.Process.Signal(syscall.SIGQUIT)
-	select {
-	case <-c.exited:
-		return fmt.Errorf("pgembed: server needed an immediate shutdown after %v", c.cfg.StopTimeout)
-	case <-time.After(10 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.exited
-		return errors.New("pgembed: server had to be killed")
-	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pgembed: find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
 
 func randomPassword() (string, error) {
 	b := make([]byte, 24)

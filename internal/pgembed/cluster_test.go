@@ -2,13 +2,13 @@ package pgembed
 
 import (
 	"context"
-	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -20,23 +20,46 @@ func testDir(t *testing.T) string {
 	t.Helper()
 	dir, err := MkdirTemp("pgembed-test-")
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("remove %s: %v", dir, err)
+		}
+	})
 	return dir
 }
 
+// testConfig configures a throwaway cluster in a new directory. Should the
+// server account not reach it, it would be relocated inside that directory,
+// never into the system's DefaultRelocateRoot.
 func testConfig(t *testing.T) Config {
+	dir := testDir(t)
 	return Config{
-		DataDir:   filepath.Join(testDir(t), "pg"),
-		Throwaway: true,
-		Settings:  map[string]string{"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"},
+		DataDir:      filepath.Join(dir, "pg"),
+		RelocateRoot: filepath.Join(dir, "relocated"),
+		Throwaway:    true,
+		Settings:     map[string]string{"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"},
+		Logger:       slog.New(slog.NewTextHandler(testLog{t}, nil)),
 	}
 }
 
+// testLog writes a cluster's log lines to the test log.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// startCluster starts a cluster that is stopped when the test ends.
 func startCluster(t *testing.T, cfg Config) *Cluster {
 	t.Helper()
 	c, err := Start(context.Background(), cfg)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Stop() })
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stop cluster: %v", err)
+		}
+	})
 	return c
 }
 
@@ -50,6 +73,32 @@ func exec1(t *testing.T, c *Cluster, sql string) {
 	require.NoError(t, err)
 }
 
+func queryInt(t *testing.T, c *Cluster, sql string) int {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, c.DSN())
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var n int
+	require.NoError(t, conn.QueryRow(ctx, sql).Scan(&n))
+	return n
+}
+
+// ownerUID is the owner of path.
+func ownerUID(t *testing.T, path string) uint32 {
+	t.Helper()
+	info, err := os.Lstat(path)
+	require.NoError(t, err)
+	return info.Sys().(*syscall.Stat_t).Uid
+}
+
+func serverAccount(t *testing.T) serverUser {
+	t.Helper()
+	owner, err := currentServerUser()
+	require.NoError(t, err)
+	return owner
+}
+
 func TestStartStopRestartKeepsData(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
@@ -61,14 +110,15 @@ func TestStartStopRestartKeepsData(t *testing.T) {
 	_, err := os.Stat(filepath.Join(cfg.DataDir, "postmaster.pid"))
 	require.ErrorIs(t, err, os.ErrNotExist, "clean shutdown removes postmaster.pid")
 	require.NoError(t, c.Stop(), "Stop is idempotent")
+	select {
+	case <-c.Exited():
+	default:
+		t.Fatal("Exited is not closed after Stop")
+	}
+	require.NoError(t, c.Err(), "an exit that Stop asked for is not an error")
 
 	again := startCluster(t, cfg)
-	var got int
-	conn, err := pgx.Connect(context.Background(), again.DSN())
-	require.NoError(t, err)
-	defer conn.Close(context.Background())
-	require.NoError(t, conn.QueryRow(context.Background(), "SELECT id FROM kept").Scan(&got))
-	require.Equal(t, 42, got)
+	require.Equal(t, 42, queryInt(t, again, "SELECT id FROM kept"))
 }
 
 func TestTCPNeedsThePassword(t *testing.T) {
@@ -91,101 +141,80 @@ func TestSecondClusterOnSameDirectoryIsRefused(t *testing.T) {
 	require.ErrorContains(t, err, "in use by another Switchyard process")
 }
 
-// A console killed with kill -9 releases its lock but may leave its server
-// running. The next Start must stop that orphan and come up on the same data.
-func TestStartStopsAnOrphanedServer(t *testing.T) {
+func TestReservedSettingsAreRefused(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t)
-	orphan := startCluster(t, cfg)
-	exec1(t, orphan, "CREATE TABLE survived (id int)")
-	orphanPID := orphan.cmd.Process.Pid
-	orphan.releaseLock() // what the kernel does when the owner dies
-
-	c := startCluster(t, cfg)
-	select {
-	case <-orphan.exited:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the orphaned server was not stopped")
+	for _, name := range []string{"listen_addresses", "port", "unix_socket_directories", "unix_socket_permissions", "Port", "listen-addresses"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg := testConfig(t)
+			cfg.Settings = map[string]string{"work_mem": "8MB", name: "x"}
+			_, err := Start(context.Background(), cfg)
+			require.ErrorContains(t, err, "setting "+name+" cannot be overridden")
+			_, err = os.Stat(cfg.DataDir)
+			require.ErrorIs(t, err, os.ErrNotExist, "refused before touching anything")
+		})
 	}
-	require.NotEqual(t, orphanPID, c.cmd.Process.Pid)
-	exec1(t, c, "INSERT INTO survived VALUES (1)")
 }
 
-func TestStalePidFileOfAnotherProgramIsReplaced(t *testing.T) {
+// The socket directory sits beside the data directory, private to the
+// server account, and goes away with the server.
+func TestSocketDirIsBesideTheDataDirectory(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
-	first := startCluster(t, cfg)
-	require.NoError(t, first.Stop())
-	// Our own pid is alive and is not postgres: exactly the pid-reuse case.
-	stale := []byte(itoa(os.Getpid()) + "\n" + cfg.DataDir + "\n")
-	require.NoError(t, os.WriteFile(filepath.Join(cfg.DataDir, "postmaster.pid"), stale, 0o600))
-	startCluster(t, cfg)
+	c := startCluster(t, cfg)
+	require.Equal(t, cfg.DataDir+".sock", c.socketDir)
+	info, err := os.Lstat(c.socketDir)
+	require.NoError(t, err)
+	require.True(t, info.IsDir())
+	require.Equal(t, os.FileMode(0o700), info.Mode().Perm())
+	require.Equal(t, serverAccount(t).uid, ownerUID(t, c.socketDir))
+	require.NoError(t, c.Stop())
+	_, err = os.Lstat(c.socketDir)
+	require.ErrorIs(t, err, os.ErrNotExist, "Stop removes the socket directory")
 }
 
-func TestRefusesADirectoryThatIsNotACluster(t *testing.T) {
-	t.Parallel()
-	dir := filepath.Join(testDir(t), "data")
-	require.NoError(t, os.Mkdir(dir, 0o755))
-	precious := filepath.Join(dir, "precious.txt")
-	require.NoError(t, os.WriteFile(precious, []byte("keep me"), 0o644))
-	_, err := Start(context.Background(), Config{DataDir: dir})
-	require.ErrorContains(t, err, "is not a PostgreSQL cluster")
-	content, err := os.ReadFile(precious)
-	require.NoError(t, err, "nothing may be deleted")
-	require.Equal(t, "keep me", string(content))
-}
-
-func TestRefusesAClusterWithTheWrongOwner(t *testing.T) {
+// A socket directory left with the wrong owner and mode (a chown that
+// failed) is ours by name: it is repaired, not refused.
+func TestSocketDirWithTheWrongOwnerIsRepaired(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a directory owned by another account")
+		t.Skip("needs root to leave a directory owned by another account than the server's")
 	}
-	dir := filepath.Join(testDir(t), "data")
-	require.NoError(t, os.Mkdir(dir, 0o700)) // owned by root, not postgres
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "PG_VERSION"), []byte("15\n"), 0o600))
-	_, err := Start(context.Background(), Config{DataDir: dir})
-	require.ErrorContains(t, err, "is owned by uid 0")
-	_, err = os.Stat(filepath.Join(dir, "PG_VERSION"))
-	require.NoError(t, err, "nothing may be deleted")
-}
-
-func TestFindBinDirPrefersNewestVersion(t *testing.T) {
-	// Not parallel: it empties PATH so pg_config cannot answer first.
-	t.Setenv("PATH", t.TempDir())
-	root := t.TempDir()
-	for _, v := range []string{"9.6", "16", "13"} {
-		fakeServer(t, filepath.Join(root, v, "bin"))
-	}
-	require.NoError(t, os.MkdirAll(filepath.Join(root, "17", "bin"), 0o755)) // no server in it
-	got, err := FindBinDir(root)
+	cfg := testConfig(t)
+	require.NoError(t, os.Mkdir(cfg.DataDir+".sock", 0o755)) // root's
+	c := startCluster(t, cfg)
+	require.Equal(t, serverAccount(t).uid, ownerUID(t, c.socketDir))
+	info, err := os.Stat(c.socketDir)
 	require.NoError(t, err)
-	require.Equal(t, filepath.Join(root, "16", "bin"), got)
-
-	_, err = FindBinDir(t.TempDir(), filepath.Join(root, "missing"))
-	require.True(t, errors.Is(err, ErrNoBinaries))
-	require.Contains(t, err.Error(), "apt-get install postgresql")
+	require.Equal(t, os.FileMode(0o700), info.Mode().Perm())
 }
 
-func TestMissingBinariesStopStartWithInstallHint(t *testing.T) {
-	_, err := Start(context.Background(), Config{DataDir: filepath.Join(t.TempDir(), "pg"), BinDir: t.TempDir()})
-	require.ErrorContains(t, err, "does not contain the postgres and initdb programs")
-}
-
-func TestReadProcess(t *testing.T) {
+// A data directory whose socket path would be too long gets a random
+// temporary socket directory, removed at Stop.
+func TestLongDataDirUsesATemporarySocketDir(t *testing.T) {
 	t.Parallel()
-	self := readProcess(os.Getpid())
-	require.True(t, self.alive)
-	require.NotEqual(t, "postgres", self.comm)
-	require.False(t, readProcess(1<<30).alive)
-	require.NoError(t, syscall.Kill(os.Getpid(), 0))
+	cfg := testConfig(t)
+	cfg.DataDir = filepath.Join(filepath.Dir(cfg.DataDir), strings.Repeat("d", 100))
+	c := startCluster(t, cfg)
+	require.True(t, strings.HasPrefix(c.socketDir, filepath.Join(os.TempDir(), "switchyard-pg-")), c.socketDir)
+	exec1(t, c, "SELECT 1")
+	require.NoError(t, c.Stop())
+	_, err := os.Lstat(c.socketDir)
+	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
-func fakeServer(t *testing.T, dir string) {
-	t.Helper()
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	for _, name := range []string{"postgres", "initdb"} {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755))
-	}
+// A server that fails to start leaves no socket directory and no lock.
+func TestFailedStartCleansUp(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.Settings = map[string]string{"shared_buffers": "nonsense"}
+	_, err := Start(context.Background(), cfg)
+	require.ErrorContains(t, err, "postgres exited while starting")
+	_, err = os.Lstat(cfg.DataDir + ".sock")
+	require.ErrorIs(t, err, os.ErrNotExist, "the socket directory is removed")
+	probe := &Cluster{cfg: cfg}
+	require.NoError(t, probe.takeLock(), "the lock is released")
+	probe.releaseLock()
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

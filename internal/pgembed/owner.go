@@ -1,8 +1,6 @@
 package pgembed
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -53,13 +51,25 @@ func (u serverUser) credential() *syscall.Credential {
 	return &syscall.Credential{Uid: u.uid, Gid: u.gid}
 }
 
-// chown gives path to the server account; a no-op when it is us.
+// chown gives path to the server account; a no-op when it is us. It never
+// follows a symlink: everything it is used on was made by us.
 func (u serverUser) chown(path string) error {
 	if !u.switched {
 		return nil
 	}
-	if err := os.Chown(path, int(u.uid), int(u.gid)); err != nil {
+	if err := os.Lchown(path, int(u.uid), int(u.gid)); err != nil {
 		return fmt.Errorf("pgembed: give %s to the postgres account: %w", path, err)
+	}
+	return nil
+}
+
+// fchown gives an open file to the server account; a no-op when it is us.
+func (u serverUser) fchown(f *os.File) error {
+	if !u.switched {
+		return nil
+	}
+	if err := f.Chown(int(u.uid), int(u.gid)); err != nil {
+		return fmt.Errorf("pgembed: give %s to the postgres account: %w", f.Name(), err)
 	}
 	return nil
 }
@@ -85,25 +95,44 @@ func (u serverUser) checkOwner(path string) error {
 // checkReachable fails when the server account cannot traverse every parent
 // of dir: initdb would otherwise fail with a confusing permission error.
 func (u serverUser) checkReachable(dir string) error {
+	blocked, mode, err := u.unreachableParent(dir)
+	if err != nil || blocked == "" {
+		return err
+	}
+	return fmt.Errorf("pgembed: the postgres account cannot reach %s because %s is not searchable by it (mode %v); allow it (chmod o+x %s) or choose a --data directory elsewhere", dir, blocked, mode, blocked)
+}
+
+// unreachableParent returns the first parent of dir, from the root down,
+// that the server account cannot traverse, and its mode; "" when the
+// account can reach dir. Parents that do not exist yet will be ours.
+func (u serverUser) unreachableParent(dir string) (string, os.FileMode, error) {
 	if !u.switched {
-		return nil
+		return "", 0, nil
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return fmt.Errorf("pgembed: resolve %s: %w", dir, err)
+		return "", 0, fmt.Errorf("pgembed: resolve %s: %w", dir, err)
 	}
+	var parents []string
 	for p := filepath.Dir(abs); ; p = filepath.Dir(p) {
-		info, err := os.Stat(p)
+		parents = append(parents, p)
+		if p == filepath.Dir(p) {
+			break
+		}
+	}
+	for i := len(parents) - 1; i >= 0; i-- {
+		info, err := os.Stat(parents[i])
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", 0, nil
+		}
 		if err != nil {
-			return fmt.Errorf("pgembed: stat %s: %w", p, err)
+			return "", 0, fmt.Errorf("pgembed: stat %s: %w", parents[i], err)
 		}
 		if !u.canTraverse(info) {
-			return fmt.Errorf("pgembed: the postgres account cannot reach %s because %s is not searchable by it (mode %v); allow it (chmod o+x %s) or choose a --data directory elsewhere", abs, p, info.Mode().Perm(), p)
-		}
-		if p == filepath.Dir(p) {
-			return nil
+			return parents[i], info.Mode().Perm(), nil
 		}
 	}
+	return "", 0, nil
 }
 
 func (u serverUser) canTraverse(info os.FileInfo) bool {
@@ -120,47 +149,4 @@ func (u serverUser) canTraverse(info os.FileInfo) bool {
 	default:
 		return mode&0o001 != 0
 	}
-}
-
-// socketDirFor returns the private directory for the server's unix socket.
-// Its name derives from the data directory, so a start after kill -9 reuses
-// the one the dead run left instead of leaving a new one behind each time,
-// and it is short, because a socket path must stay under ~107 bytes. Since
-// the name is predictable, an existing entry is used only if it is a real
-// directory owned by the server account and closed to everyone else.
-func socketDirFor(dataDir string, owner serverUser) (string, error) {
-	sum := sha256.Sum256([]byte(dataDir))
-	dir := filepath.Join(os.TempDir(), "switchyard-pg-"+hex.EncodeToString(sum[:6]))
-	err := os.Mkdir(dir, 0o700)
-	if err == nil {
-		return dir, owner.chown(dir)
-	}
-	if !errors.Is(err, fs.ErrExist) {
-		return "", fmt.Errorf("pgembed: create socket directory: %w", err)
-	}
-	info, err := os.Lstat(dir)
-	if err != nil {
-		return "", fmt.Errorf("pgembed: inspect socket directory: %w", err)
-	}
-	st, ok := info.Sys().(*syscall.Stat_t)
-	if !info.IsDir() || !ok || st.Uid != owner.uid || info.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("pgembed: %s exists but is not a private directory of %s; remove it and retry", dir, owner.name)
-	}
-	return dir, nil
-}
-
-// MkdirTemp creates a new temporary directory in which a data directory can
-// be created: the server account can traverse it even when we are root
-// (os.MkdirTemp makes directories only their creator can enter). The caller
-// removes it.
-func MkdirTemp(pattern string) (string, error) {
-	dir, err := os.MkdirTemp("", pattern)
-	if err != nil {
-		return "", fmt.Errorf("pgembed: create temporary directory: %w", err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		_ = os.RemoveAll(dir)
-		return "", fmt.Errorf("pgembed: open temporary directory to the server account: %w", err)
-	}
-	return dir, nil
 }

@@ -25,7 +25,7 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		case <-c.exited:
 			return fmt.Errorf("pgembed: postgres exited while starting: %s (log: %s)", c.logTail(), c.LogPath())
 		case <-ctx.Done():
-			return fmt.Errorf("pgembed: postgres not ready after %v: %w (log: %s)", c.cfg.StartTimeout, err, c.LogPath())
+			return fmt.Errorf("pgembed: postgres not ready (%w; start timeout %v): %w (log: %s)", ctx.Err(), c.cfg.StartTimeout, err, c.LogPath())
 		case <-time.After(25 * time.Millisecond):
 		}
 	}
