@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/switchyard/switchyard/internal/destination"
 	"github.com/switchyard/switchyard/internal/fingerprint"
-	"github.com/switchyard/switchyard/internal/queries"
 )
 
 // Outcomes a delivery attempt can end in; they are the outcome column of
@@ -37,32 +35,16 @@ type result struct {
 	finished    time.Time
 }
 
-// deliverBatch delivers every claimed message concurrently (a batch holds
-// at most one message per aggregate, so they are independent) while a
-// heartbeat extends their leases. Deliveries run under hard, which Stop
-// cancels only after its grace period; a message not yet started when ctx
-// ends is released.
-func (d *Dispatcher) deliverBatch(ctx, hard context.Context, batch []claimedMessage) []result {
-	results := make([]result, len(batch))
-	stopBeat := d.heartbeat(hard, batch)
-	defer stopBeat()
-	var wg sync.WaitGroup
-	for i, m := range batch {
-		if ctx.Err() != nil {
-			results[i] = result{msg: m, outcome: outcomeReleased, nextAttempt: time.Now(), started: time.Now(), finished: time.Now()}
-			continue
-		}
-		wg.Go(func() { results[i] = d.deliverOne(ctx, hard, m) })
-	}
-	wg.Wait()
-	return results
-}
-
 // deliverOne waits for the destination's guard under ctx (so a stopping
 // dispatcher releases what has not started) and delivers under hard (so
 // what has started may finish within the stop's grace period).
 func (d *Dispatcher) deliverOne(ctx, hard context.Context, m claimedMessage) result {
 	r := result{msg: m, started: time.Now()}
+	if ctx.Err() != nil {
+		// Stopping before it started: give the attempt back.
+		r.outcome, r.nextAttempt, r.finished = outcomeReleased, r.started, r.started
+		return r
+	}
 	route, ok := d.cfg.Routes[m.Destination]
 	if !ok {
 		// Only routed destinations are claimed; a route removed since
@@ -137,40 +119,6 @@ func toDelivery(m claimedMessage) destination.Delivery {
 		Headers:       headers,
 		Attempt:       int(m.Attempts),
 		EnqueuedAt:    m.CreatedAt,
-	}
-}
-
-// heartbeat extends the batch's leases every third of the lease duration
-// until the returned stop is called.
-func (d *Dispatcher) heartbeat(ctx context.Context, batch []claimedMessage) (stop func()) {
-	ids := make([]int64, len(batch))
-	versions := make([]int64, len(batch))
-	for i, m := range batch {
-		ids[i], versions[i] = m.ID, m.LeaseVersion
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(d.cfg.LeaseDuration / 3)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			_, err := queries.New(d.pool).OutboxExtendLeases(ctx, queries.OutboxExtendLeasesParams{
-				LeaseSeconds: d.cfg.LeaseDuration.Seconds(), Ids: ids, LeaseVersions: versions, Now: d.now(),
-			})
-			if err != nil && ctx.Err() == nil {
-				d.cfg.Logger.Warn("extend leases failed", "error", err)
-			}
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
 	}
 }
 

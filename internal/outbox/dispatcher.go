@@ -40,7 +40,8 @@ type Config struct {
 	Owner string
 	// Workers is the number of claim-deliver-finalize loops. Default 4.
 	Workers int
-	// BatchSize is the most messages one claim leases. Default 100.
+	// BatchSize is the most messages one worker holds in flight, and so the
+	// most one claim leases. Default 100.
 	BatchSize int
 	// LeaseDuration is how long a claim holds a message before another
 	// dispatcher may claim it again; a heartbeat extends it while the
@@ -188,40 +189,6 @@ func (d *Dispatcher) Wake() {
 	}
 }
 
-func (d *Dispatcher) work(ctx context.Context, worker string) {
-	for ctx.Err() == nil {
-		n, err := d.runBatch(ctx, worker)
-		if err != nil && ctx.Err() == nil {
-			d.cfg.Logger.Error("dispatch batch failed", slog.String("worker", worker), slog.Any("error", err))
-		}
-		if n > 0 && err == nil {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-		case <-d.wake:
-		case <-time.After(d.cfg.IdlePoll):
-		}
-	}
-}
-
-// runBatch claims, delivers and finalizes one batch; it returns how many
-// messages it claimed.
-func (d *Dispatcher) runBatch(ctx context.Context, worker string) (int, error) {
-	claimed, err := d.claim(ctx, worker)
-	if err != nil || len(claimed) == 0 {
-		return 0, err
-	}
-	d.mu.Lock()
-	hard := d.hardCtx
-	d.mu.Unlock()
-	d.inFlight.Add(int64(len(claimed)))
-	defer d.inFlight.Add(-int64(len(claimed)))
-	results := d.deliverBatch(ctx, hard, claimed)
-	// Finalize even when stopping: the outcomes happened.
-	return len(claimed), d.finalize(context.WithoutCancel(ctx), worker, results)
-}
-
 func (d *Dispatcher) now() *time.Time {
 	if d.cfg.Clock == nil {
 		return nil
@@ -230,28 +197,41 @@ func (d *Dispatcher) now() *time.Time {
 	return &t
 }
 
-func (d *Dispatcher) claim(ctx context.Context, worker string) ([]claimedMessage, error) {
+// claim leases up to limit due messages, unordered ones first (at most half
+// of limit) and aggregate heads for the rest.
+func (d *Dispatcher) claim(ctx context.Context, worker string, limit int) ([]claimedMessage, error) {
 	destinations := d.claimable()
-	if len(destinations) == 0 {
+	if len(destinations) == 0 || limit <= 0 {
 		return nil, nil
 	}
 	start := time.Now()
 	q := queries.New(d.pool)
 	lease := d.cfg.LeaseDuration.Seconds()
-	half := max(d.cfg.BatchSize/2, 1)
+	// Each kind gets at least half of a full claim, and what one kind
+	// leaves unused goes to the other, so neither starves the other and a
+	// claim is full when only one kind is waiting.
 	unordered, err := q.OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
-		Owner: worker, LeaseSeconds: lease, Destinations: destinations, BatchSize: int32(half), Now: d.now(),
+		Owner: worker, LeaseSeconds: lease, Destinations: destinations, BatchSize: int32(max(limit/2, 1)), Now: d.now(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim unordered: %w", err)
 	}
 	ordered, err := q.OutboxClaimOrdered(ctx, queries.OutboxClaimOrderedParams{
 		Owner: worker, LeaseSeconds: lease, Destinations: destinations,
-		BatchSize: int32(d.cfg.BatchSize - len(unordered)), Now: d.now(),
+		BatchSize: int32(limit - len(unordered)), Now: d.now(),
 	})
 	if err != nil {
 		// The unordered leases stay until they expire: nothing is lost.
 		return nil, fmt.Errorf("claim ordered: %w", err)
+	}
+	if rest := limit - len(unordered) - len(ordered); rest > 0 && len(unordered) == max(limit/2, 1) {
+		more, err := q.OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
+			Owner: worker, LeaseSeconds: lease, Destinations: destinations, BatchSize: int32(rest), Now: d.now(),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("claim unordered: %w", err)
+		}
+		unordered = append(unordered, more...)
 	}
 	d.cfg.Metrics.claimSeconds.Observe(time.Since(start).Seconds())
 	out := make([]claimedMessage, 0, len(unordered)+len(ordered))

@@ -46,15 +46,15 @@ func TestFencingStaleFinalizeChangesNothing(t *testing.T) {
 		Routes:        map[string]Route{"alpha": {Destination: destination.Func(nil)}},
 	})
 
-	a, err := d.claim(ctx, "A")
+	a, err := d.claim(ctx, "A", 10)
 	require.NoError(t, err)
 	require.Len(t, a, 1)
-	none, err := d.claim(ctx, "B")
+	none, err := d.claim(ctx, "B", 10)
 	require.NoError(t, err)
 	require.Empty(t, none, "a leased message is not claimable")
 
 	clock.Add(int64(11 * time.Second))
-	b, err := d.claim(ctx, "B")
+	b, err := d.claim(ctx, "B", 10)
 	require.NoError(t, err)
 	require.Len(t, b, 1, "an expired lease is claimable again")
 	require.Equal(t, a[0].ID, b[0].ID)
@@ -363,4 +363,40 @@ func TestNotifyWakesAnIdleDispatcher(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the notification did not wake the dispatcher (its poll is an hour away)")
 	}
+}
+
+// A destination that hangs holds only the slots of its own deliveries:
+// the other destination's messages flow past it.
+func TestHangingDestinationDoesNotSlowTheOthers(t *testing.T) {
+	t.Parallel()
+	pool := setup(t, "hangs", "flows")
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	hangs := destination.Func(func(ctx context.Context, _ destination.Delivery) (destination.Outcome, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return destination.Outcome{}, errors.New("dial tcp 10.0.0.1:443: i/o timeout")
+	})
+	flows := destination.Func(func(context.Context, destination.Delivery) (destination.Outcome, error) {
+		return destination.Outcome{StatusCode: 200}, nil
+	})
+	var msgs []Message
+	for i := range 400 {
+		dest := "flows"
+		if i%20 == 0 {
+			dest = "hangs"
+		}
+		msgs = append(msgs, Message{Topic: "t", Destination: dest, Payload: fmt.Appendf(nil, `{"n":%d}`, i)})
+	}
+	enqueue(t, pool, msgs...)
+	startDispatcher(t, pool, Config{Workers: 1, BatchSize: 50, StopGrace: time.Second, Routes: map[string]Route{
+		"hangs": {Destination: hangs, Timeout: time.Hour, Retry: fastRetry(3)},
+		"flows": {Destination: flows},
+	}})
+	waitUntil(t, time.Minute, "the healthy destination drained while the other hangs", func() bool {
+		return countWhere(t, pool, "destination = 'flows' AND state = 'delivered'") == 380
+	})
+	require.Equal(t, 20, countWhere(t, pool, "destination = 'hangs' AND state = 'pending'"))
 }

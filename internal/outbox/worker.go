@@ -1,0 +1,138 @@
+package outbox
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/switchyard/switchyard/internal/queries"
+)
+
+// flushInterval bounds how long a finished delivery waits to be finalized
+// together with others.
+const flushInterval = 10 * time.Millisecond
+
+// worker is one claim-deliver-finalize loop. It keeps up to BatchSize
+// messages in flight, each delivered on its own goroutine, claims again
+// when half its capacity is free, and finalizes finished deliveries in
+// groups: one slow delivery holds one slot, never a whole batch. Its fields
+// are touched only by its own goroutine.
+type worker struct {
+	d        *Dispatcher
+	name     string
+	results  chan result
+	inFlight map[int64]claimedMessage
+	done     []result
+	// nextClaim holds off claiming after a claim found nothing, until the
+	// idle poll or a wake-up.
+	nextClaim time.Time
+}
+
+func (d *Dispatcher) work(ctx context.Context, name string) {
+	w := &worker{d: d, name: name, results: make(chan result, d.cfg.BatchSize), inFlight: map[int64]claimedMessage{}}
+	d.mu.Lock()
+	hard := d.hardCtx
+	d.mu.Unlock()
+	beat := time.NewTicker(d.cfg.LeaseDuration / 3)
+	defer beat.Stop()
+	flush := time.NewTicker(flushInterval)
+	defer flush.Stop()
+	stop := ctx.Done()
+	for {
+		stopping := ctx.Err() != nil
+		if !stopping {
+			w.claimIfRoom(ctx, hard)
+		}
+		if stopping && len(w.inFlight) == 0 {
+			w.finalize()
+			return
+		}
+		select {
+		case r := <-w.results:
+			w.finished(r)
+		case <-flush.C:
+			w.finalize()
+		case <-beat.C:
+			w.extendLeases(hard)
+		case <-d.wake:
+			w.nextClaim = time.Time{}
+		case <-w.idle():
+		case <-stop:
+			stop = nil // seen; from now on only deliveries in flight matter
+		}
+	}
+}
+
+// claimIfRoom claims when at least half the worker's capacity is free.
+func (w *worker) claimIfRoom(ctx, hard context.Context) {
+	room := w.d.cfg.BatchSize - len(w.inFlight)
+	if room < max(w.d.cfg.BatchSize/2, 1) || time.Now().Before(w.nextClaim) {
+		return
+	}
+	// The claim itself is not cancelled by a stop: a claim cancelled after
+	// the server ran it would leave leases nobody knows about. What a
+	// stopping worker claimed is released at once by deliverOne.
+	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	claimed, err := w.d.claim(claimCtx, w.name, room)
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		w.d.cfg.Logger.Error("claim failed", slog.String("worker", w.name), slog.Any("error", err))
+	}
+	if len(claimed) == 0 {
+		w.nextClaim = time.Now().Add(w.d.cfg.IdlePoll)
+		return
+	}
+	w.d.inFlight.Add(int64(len(claimed)))
+	for _, m := range claimed {
+		w.inFlight[m.ID] = m
+		go func() { w.results <- w.d.deliverOne(ctx, hard, m) }()
+	}
+}
+
+// idle fires when the worker has nothing in flight and may claim again.
+func (w *worker) idle() <-chan time.Time {
+	if len(w.inFlight) > 0 || w.nextClaim.IsZero() {
+		return nil
+	}
+	return time.After(time.Until(w.nextClaim))
+}
+
+func (w *worker) finished(r result) {
+	delete(w.inFlight, r.msg.ID)
+	w.done = append(w.done, r)
+	if len(w.done) >= max(w.d.cfg.BatchSize/2, 1) || len(w.inFlight) == 0 {
+		w.finalize()
+	}
+}
+
+// finalize applies the finished deliveries, even while stopping: their
+// outcomes happened.
+func (w *worker) finalize() {
+	if len(w.done) == 0 {
+		return
+	}
+	if err := w.d.finalize(context.Background(), w.name, w.done); err != nil {
+		// The leases expire and the messages are claimed again: at least
+		// once, never lost.
+		w.d.cfg.Logger.Error("finalize failed", slog.String("worker", w.name), slog.Any("error", err))
+	}
+	w.d.inFlight.Add(-int64(len(w.done)))
+	w.done = w.done[:0]
+}
+
+// extendLeases is the heartbeat of the deliveries in flight.
+func (w *worker) extendLeases(ctx context.Context) {
+	if len(w.inFlight) == 0 {
+		return
+	}
+	p := queries.OutboxExtendLeasesParams{LeaseSeconds: w.d.cfg.LeaseDuration.Seconds(), Now: w.d.now()}
+	for _, m := range w.inFlight {
+		p.Ids = append(p.Ids, m.ID)
+		p.LeaseVersions = append(p.LeaseVersions, m.LeaseVersion)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := queries.New(w.d.pool).OutboxExtendLeases(ctx, p); err != nil && ctx.Err() == nil {
+		w.d.cfg.Logger.Warn("extend leases failed", slog.String("worker", w.name), slog.Any("error", err))
+	}
+}
