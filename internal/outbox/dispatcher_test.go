@@ -351,9 +351,11 @@ func TestNotifyWakesAnIdleDispatcher(t *testing.T) {
 		return destination.Outcome{StatusCode: 200}, nil
 	})
 	startDispatcher(t, pool, Config{IdlePoll: time.Hour, Routes: map[string]Route{"quick": {Destination: dest}}})
-	waitUntil(t, 10*time.Second, "the dispatcher to listen", func() bool {
+	waitUntil(t, time.Minute, "the dispatcher to listen", func() bool {
+		// Other tests' dispatchers listen too, in their own databases.
 		var n int
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN switchyard_outbox'`).Scan(&n))
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND query = 'LISTEN switchyard_outbox'`).Scan(&n))
 		return n == 1
 	})
 	enqueue(t, pool, Message{Topic: "t", Destination: "quick", Payload: []byte(`{}`)})
