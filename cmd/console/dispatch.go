@@ -35,7 +35,8 @@ func dispatch(ctx context.Context, cfg config, logger *slog.Logger) error {
 // destinations; stop drains them and closes the destinations.
 func startDispatcher(ctx context.Context, db *database, cfg config, logger *slog.Logger, reg prometheus.Registerer) (stop func(), err error) {
 	owner := outbox.DefaultOwner()
-	routes, closeRoutes, err := loadRoutes(ctx, db.pool, cfg, owner, logger)
+	metrics := outbox.NewMetrics(reg)
+	routes, closeRoutes, err := loadRoutes(ctx, db.pool, cfg, owner, metrics, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +47,7 @@ func startDispatcher(ctx context.Context, db *database, cfg config, logger *slog
 	logger = logger.With(slog.String("component", "dispatcher"))
 	d := outbox.New(db.pool, outbox.Config{
 		Owner: owner, Workers: cfg.workers, LeaseDuration: cfg.lease, Routes: routes,
-		Logger: logger, Metrics: outbox.NewMetrics(reg),
+		Logger: logger, Metrics: metrics,
 	})
 	if err := d.Start(ctx); err != nil {
 		closeRoutes()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -130,4 +131,40 @@ func TestKilledDispatcherLosesNothing(t *testing.T) {
 	require.Len(t, receiver.received, messages, "every message reached the receiver")
 	second.Signal(t, syscall.SIGTERM)
 	require.Equal(t, 0, second.WaitExit(t, 30*time.Second))
+}
+
+// console serve runs the dispatcher too, and /metrics shows its work.
+func TestServeDeliversAndExposesDispatcherMetrics(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := dbtest.NewURL(t)
+	receiver := newSink()
+	receiver.release()
+	server := httptest.NewServer(receiver)
+	t.Cleanup(server.Close)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	defer pool.Close()
+	_, err = pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address, secret_ref) VALUES ('sink', 'webhook', $1, 'SINK_SECRET')`, server.URL)
+	require.NoError(t, err)
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := outbox.Enqueue(ctx, tx,
+			outbox.Message{Topic: "a", Destination: "sink", Payload: []byte(`{}`)},
+			outbox.Message{Topic: "b", Destination: "sink", Payload: []byte(`{}`)})
+		return err
+	}))
+	p := serveConsole(t, []string{"DATABASE_URL=" + url, "SINK_SECRET=" + testSecret})
+	deadline := time.Now().Add(time.Minute)
+	for {
+		status, body := get(t, p.URL+"/metrics")
+		require.Equal(t, 200, status)
+		if strings.Contains(body, `switchyard_outbox_outcomes_total{destination="sink",outcome="delivered"} 2`) {
+			require.Contains(t, body, `switchyard_outbox_breaker_state{destination="sink"} 0`)
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no deliveries in the metrics: %s", p.Stderr())
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.Signal(t, syscall.SIGTERM)
+	require.Equal(t, 0, p.WaitExit(t, 30*time.Second))
 }

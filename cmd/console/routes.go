@@ -23,7 +23,7 @@ import (
 // reason: its messages go dead after their attempts, and nothing else is
 // slowed. Function destinations exist only in processes that embed the
 // dispatcher, so they get no route here. close releases connections.
-func loadRoutes(ctx context.Context, pool *pgxpool.Pool, cfg config, owner string, logger *slog.Logger) (map[string]outbox.Route, func(), error) {
+func loadRoutes(ctx context.Context, pool *pgxpool.Pool, cfg config, owner string, metrics *outbox.Metrics, logger *slog.Logger) (map[string]outbox.Route, func(), error) {
 	record := outbox.BreakerRecorder(pool, owner, logger)
 	rows, err := queries.New(pool).DestinationList(ctx)
 	if err != nil {
@@ -46,10 +46,12 @@ func loadRoutes(ctx context.Context, pool *pgxpool.Pool, cfg config, owner strin
 		g, err := guard.New(row.Name, guardConfig(row), func(name string, from, to guard.State) {
 			logger.Warn("circuit breaker changed state", slog.String("destination", name), slog.String("from", from.String()), slog.String("to", to.String()))
 			record(name, from, to)
+			metrics.SetBreakerState(name, int(to))
 		})
 		if err != nil {
 			return nil, nil, err
 		}
+		metrics.SetBreakerState(row.Name, int(g.State()))
 		routes[row.Name] = outbox.Route{
 			Destination: dest,
 			Retry:       backoff.Policy{Base: ms(row.RetryBaseMs), Cap: ms(row.RetryCapMs), MaxAttempts: int(row.MaxAttempts)},

@@ -8,6 +8,7 @@ type Metrics struct {
 	staleFinalizes  *prometheus.CounterVec
 	claimSeconds    prometheus.Histogram
 	deliverySeconds *prometheus.HistogramVec
+	breakerState    *prometheus.GaugeVec
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -30,9 +31,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "switchyard", Subsystem: "outbox", Name: "delivery_seconds",
 			Help: "Time of one delivery attempt by destination.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
 		}, []string{"destination"}),
+		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "switchyard", Subsystem: "outbox", Name: "breaker_state",
+			Help: "Circuit breaker state by destination: 0 closed, 1 half-open, 2 open.",
+		}, []string{"destination"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.outcomes, m.staleFinalizes, m.claimSeconds, m.deliverySeconds)
+		reg.MustRegister(m.outcomes, m.staleFinalizes, m.claimSeconds, m.deliverySeconds, m.breakerState)
 	}
 	return m
+}
+
+// SetBreakerState records a destination's breaker state (guard.State's
+// numeric value: 0 closed, 1 half-open, 2 open).
+func (m *Metrics) SetBreakerState(destination string, state int) {
+	m.breakerState.WithLabelValues(destination).Set(float64(state))
 }
