@@ -3,7 +3,6 @@ package outbox
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -20,6 +19,10 @@ const (
 	outcomeReleased  = "released" // never started: the attempt is given back
 )
 
+// releasePause is how long a message refused by its destination's guard
+// waits before it may be claimed again.
+const releasePause = time.Second
+
 // maxErrorBytes bounds the error text stored per attempt.
 const maxErrorBytes = 2048
 
@@ -27,7 +30,7 @@ const maxErrorBytes = 2048
 type result struct {
 	msg         claimedMessage
 	outcome     string
-	nextAttempt time.Time
+	retryDelay  time.Duration // for retry and released: how long to wait
 	err         string
 	fingerprint string
 	outcomeInfo destination.Outcome
@@ -42,22 +45,23 @@ func (d *Dispatcher) deliverOne(ctx, hard context.Context, m claimedMessage) res
 	r := result{msg: m, started: time.Now()}
 	if ctx.Err() != nil {
 		// Stopping before it started: give the attempt back.
-		r.outcome, r.nextAttempt, r.finished = outcomeReleased, r.started, r.started
+		r.outcome, r.finished = outcomeReleased, r.started
 		return r
 	}
 	route, ok := d.cfg.Routes[m.Destination]
 	if !ok {
 		// Only routed destinations are claimed; a route removed since
 		// counts as a failed attempt, retried with the default policy.
-		return d.classify(r, m, Route{}, fmt.Errorf("no route to destination %q", m.Destination))
+		return d.classify(hard, r, m, Route{}, fmt.Errorf("no route to destination %q", m.Destination))
 	}
 	release := func(success, counted bool) {}
 	if route.Guard != nil {
 		var err error
 		if release, err = route.Guard.Acquire(ctx); err != nil {
 			// Breaker open (or stopping): the attempt never started, so
-			// it is given back and the message waits.
-			r.outcome, r.nextAttempt, r.finished = outcomeReleased, time.Now(), time.Now()
+			// it is given back. A second's pause keeps a half-open
+			// breaker's refused messages from churning through claims.
+			r.outcome, r.retryDelay, r.finished = outcomeReleased, releasePause, time.Now()
 			return r
 		}
 	}
@@ -74,12 +78,12 @@ func (d *Dispatcher) deliverOne(ctx, hard context.Context, m claimedMessage) res
 	release(err == nil, !(destination.IsPermanent(err) || (err != nil && hard.Err() != nil)))
 	r.outcomeInfo = outcome
 	d.cfg.Metrics.deliverySeconds.WithLabelValues(m.Destination).Observe(time.Since(r.started).Seconds())
-	return d.classify(r, m, route, err)
+	return d.classify(hard, r, m, route, err)
 }
 
 // classify turns a delivery's error into the message's next state: delivered,
 // dead (permanent error or attempts exhausted) or a retry after backoff.
-func (d *Dispatcher) classify(r result, m claimedMessage, route Route, err error) result {
+func (d *Dispatcher) classify(ctx context.Context, r result, m claimedMessage, route Route, err error) result {
 	r.finished = time.Now()
 	if err == nil {
 		r.outcome = outcomeDelivered
@@ -92,17 +96,19 @@ func (d *Dispatcher) classify(r result, m claimedMessage, route Route, err error
 		policy.MaxAttempts = int(*m.MaxAttempts)
 	}
 	switch {
+	case ctx.Err() != nil:
+		// Our own stop cut the delivery short: it says nothing about the
+		// message, so it is retried at once elsewhere, even on its last
+		// attempt.
+		r.outcome = outcomeRetry
 	case destination.IsPermanent(err):
 		r.outcome = outcomeDead
 	case policy.Exhausted(int(m.Attempts)):
 		r.outcome = outcomeDead
 		r.err = truncate(fmt.Sprintf("gave up after %d attempts: %s", m.Attempts, r.err), maxErrorBytes)
-	case errors.Is(err, context.Canceled):
-		// Stopped mid-delivery: retry soon, somewhere else.
-		r.outcome, r.nextAttempt = outcomeRetry, r.finished
 	default:
 		r.outcome = outcomeRetry
-		r.nextAttempt = r.finished.Add(policy.Delay(int(m.Attempts), d.cfg.Random))
+		r.retryDelay = policy.Delay(int(m.Attempts), d.cfg.Random)
 	}
 	return r
 }

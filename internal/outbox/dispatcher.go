@@ -221,19 +221,24 @@ func (d *Dispatcher) claim(ctx context.Context, worker string, limit int) ([]cla
 		BatchSize: int32(limit - len(unordered)), Now: d.now(),
 	})
 	if err != nil {
-		// The unordered leases stay until they expire: nothing is lost.
-		return nil, fmt.Errorf("claim ordered: %w", err)
+		// Deliver what the first statement leased rather than leave it
+		// waiting for its lease to expire.
+		return toClaimed(unordered, nil), fmt.Errorf("claim ordered: %w", err)
 	}
 	if rest := limit - len(unordered) - len(ordered); rest > 0 && len(unordered) == max(limit/2, 1) {
 		more, err := q.OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
 			Owner: worker, LeaseSeconds: lease, Destinations: destinations, BatchSize: int32(rest), Now: d.now(),
 		})
 		if err != nil {
-			return nil, fmt.Errorf("claim unordered: %w", err)
+			return toClaimed(unordered, ordered), fmt.Errorf("claim unordered: %w", err)
 		}
 		unordered = append(unordered, more...)
 	}
 	d.cfg.Metrics.claimSeconds.Observe(time.Since(start).Seconds())
+	return toClaimed(unordered, ordered), nil
+}
+
+func toClaimed(unordered []queries.OutboxClaimUnorderedRow, ordered []queries.OutboxClaimOrderedRow) []claimedMessage {
 	out := make([]claimedMessage, 0, len(unordered)+len(ordered))
 	for _, r := range unordered {
 		out = append(out, claimedMessage(r))
@@ -241,7 +246,7 @@ func (d *Dispatcher) claim(ctx context.Context, worker string, limit int) ([]cla
 	for _, r := range ordered {
 		out = append(out, claimedMessage(r))
 	}
-	return out, nil
+	return out
 }
 
 // claimable lists the destinations whose messages may be claimed now: all

@@ -81,22 +81,39 @@ type flaky struct {
 	mu                    sync.Mutex
 	inFlight              map[string]bool // guarded by mu
 	delivered             map[string]int  // guarded by mu: successful deliveries per message id
-	order                 map[string][]int
-	violations            []string // guarded by mu
+	order                 map[string][]int // guarded by mu: successful deliveries per aggregate
+	keys                  map[string]int   // guarded by mu: payload n seen under each message id
+	violations            []string         // guarded by mu
 }
 
 func newFlaky(failRate, timeoutRate float64) *flaky {
 	return &flaky{failRate: failRate, timeoutRate: timeoutRate,
-		inFlight: map[string]bool{}, delivered: map[string]int{}, order: map[string][]int{}}
+		inFlight: map[string]bool{}, delivered: map[string]int{}, order: map[string][]int{}, keys: map[string]int{}}
 }
 
-func (f *flaky) Deliver(ctx context.Context, d destination.Delivery) (destination.Outcome, error) {
+// check records one attempt and the invariants it must respect: no
+// concurrent attempts of one message, one idempotency key per message on
+// every attempt, and no attempt in an aggregate before its predecessors
+// were delivered.
+func (f *flaky) check(d destination.Delivery) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := payloadN(d.Payload)
 	if f.inFlight[d.MessageID] {
 		f.violations = append(f.violations, "concurrent delivery of "+d.MessageID)
 	}
 	f.inFlight[d.MessageID] = true
-	f.mu.Unlock()
+	if prev, seen := f.keys[d.MessageID]; seen && prev != n {
+		f.violations = append(f.violations, fmt.Sprintf("key %s carried payloads %d and %d", d.MessageID, prev, n))
+	}
+	f.keys[d.MessageID] = n
+	if d.AggregateID != "" && len(f.order[d.AggregateID]) != n {
+		f.violations = append(f.violations, fmt.Sprintf("aggregate %s: attempt of %d after only %d delivered", d.AggregateID, n, len(f.order[d.AggregateID])))
+	}
+}
+
+func (f *flaky) Deliver(ctx context.Context, d destination.Delivery) (destination.Outcome, error) {
+	f.check(d)
 	defer func() {
 		f.mu.Lock()
 		delete(f.inFlight, d.MessageID)
@@ -145,6 +162,7 @@ func TestManyWorkersDeliverEverythingOnce(t *testing.T) {
 	dead := countWhere(t, pool, "state = 'dead'")
 	require.Equal(t, messages, delivered+dead)
 	require.Equal(t, delivered, len(dest.delivered), "each delivered row was received")
+	require.Len(t, dest.keys, messages, "one idempotency key per message, the same on every attempt")
 	for id, n := range dest.delivered {
 		require.Equal(t, 1, n, "message %s acknowledged more than once", id)
 	}
@@ -160,7 +178,7 @@ func TestManyWorkersDeliverEverythingOnce(t *testing.T) {
 // with failures and retries.
 func TestOrderWithinAggregates(t *testing.T) {
 	t.Parallel()
-	const aggregates, perAggregate = 200, 10
+	const aggregates, perAggregate = 1000, 5
 	pool := setup(t, "ordered")
 	dest := newFlaky(0.2, 0)
 	var msgs []Message
@@ -180,6 +198,7 @@ func TestOrderWithinAggregates(t *testing.T) {
 	})
 	dest.mu.Lock()
 	defer dest.mu.Unlock()
+	require.Empty(t, dest.violations)
 	require.Len(t, dest.order, aggregates)
 	for agg, got := range dest.order {
 		want := make([]int, perAggregate)
@@ -209,11 +228,14 @@ func TestDeadHeadBlocksItsAggregateOnly(t *testing.T) {
 		}
 	}
 	enqueue(t, pool, msgs...)
-	startDispatcher(t, pool, Config{Routes: map[string]Route{"strict": {Destination: dest, Retry: fastRetry(5)}}})
+	d := startDispatcher(t, pool, Config{Routes: map[string]Route{"strict": {Destination: dest, Retry: fastRetry(5)}}})
 	waitUntil(t, time.Minute, "healthy aggregate delivered", func() bool {
 		return countWhere(t, pool, "aggregate_id = 'healthy' AND state = 'delivered'") == 3 &&
 			countWhere(t, pool, "aggregate_id = 'poisoned' AND state = 'dead'") == 1
 	})
+	probe, err := d.claim(ctx, "probe", 10)
+	require.NoError(t, err)
+	require.Empty(t, probe, "nothing behind a dead head is claimable")
 	require.Equal(t, 2, countWhere(t, pool, "aggregate_id = 'poisoned' AND state = 'pending' AND attempts = 0"),
 		"the messages behind the dead head wait untouched")
 	blocked, err := BlockedAggregates(ctx, pool, 10)

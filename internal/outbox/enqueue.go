@@ -6,11 +6,13 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -61,16 +63,26 @@ func Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) ([]uuid.UUID, erro
 	if err := checkDestinations(ctx, tx, msgs); err != nil {
 		return nil, err
 	}
-	if len(rows) >= copyThreshold {
-		return copyRows(ctx, tx, rows)
-	}
-	q := queries.New(tx)
 	ids := make([]uuid.UUID, len(rows))
 	for i, r := range rows {
-		if _, err := q.OutboxInsert(ctx, r); err != nil {
-			return nil, fmt.Errorf("outbox: insert message %d: %w", i, err)
-		}
 		ids[i] = r.MessageID
+	}
+	// The sequence trigger locks one row per aggregate until commit. Taking
+	// those locks in one global order (by aggregate) means two transactions
+	// enqueueing for the same aggregates can never deadlock; the stable
+	// sort keeps each aggregate's messages in the caller's order.
+	slices.SortStableFunc(rows, func(a, b queries.OutboxInsertParams) int {
+		return cmp.Or(strings.Compare(a.Destination, b.Destination),
+			strings.Compare(a.AggregateType, b.AggregateType), strings.Compare(a.AggregateID, b.AggregateID))
+	})
+	if len(rows) >= copyThreshold {
+		return ids, copyRows(ctx, tx, rows)
+	}
+	q := queries.New(tx)
+	for _, r := range rows {
+		if _, err := q.OutboxInsert(ctx, r); err != nil {
+			return nil, fmt.Errorf("outbox: insert message %s: %w", r.MessageID, err)
+		}
 	}
 	return ids, nil
 }
@@ -148,16 +160,14 @@ func checkDestinations(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 
 var copyColumns = []string{"message_id", "topic", "destination", "aggregate_type", "aggregate_id", "payload", "headers", "max_attempts"}
 
-func copyRows(ctx context.Context, tx pgx.Tx, rows []queries.OutboxInsertParams) ([]uuid.UUID, error) {
-	ids := make([]uuid.UUID, len(rows))
+func copyRows(ctx context.Context, tx pgx.Tx, rows []queries.OutboxInsertParams) error {
 	src := pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
 		r := rows[i]
-		ids[i] = r.MessageID
 		return []any{r.MessageID, r.Topic, r.Destination, r.AggregateType, r.AggregateID,
 			string(r.Payload), string(r.Headers), r.MaxAttempts}, nil
 	})
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"switchyard", "outbox"}, copyColumns, src); err != nil {
-		return nil, fmt.Errorf("outbox: copy %d messages: %w", len(rows), err)
+		return fmt.Errorf("outbox: copy %d messages: %w", len(rows), err)
 	}
-	return ids, nil
+	return nil
 }

@@ -13,17 +13,13 @@ import (
 // was taken over meanwhile change nothing (fencing); they are counted and
 // logged as stale.
 func (d *Dispatcher) finalize(ctx context.Context, worker string, results []result) error {
-	p := queries.OutboxFinalizeParams{Worker: worker}
+	p := queries.OutboxFinalizeParams{Worker: worker, Now: d.now()}
 	for _, r := range results {
-		next := r.nextAttempt
-		if next.IsZero() {
-			next = r.finished
-		}
 		p.Ids = append(p.Ids, r.msg.ID)
 		p.LeaseVersions = append(p.LeaseVersions, r.msg.LeaseVersion)
 		p.AttemptNumbers = append(p.AttemptNumbers, r.msg.Attempts)
 		p.Outcomes = append(p.Outcomes, r.outcome)
-		p.NextAttemptAts = append(p.NextAttemptAts, next)
+		p.RetryDelaysMs = append(p.RetryDelaysMs, float64(r.retryDelay)/float64(time.Millisecond))
 		p.Errors = append(p.Errors, r.err)
 		p.Fingerprints = append(p.Fingerprints, r.fingerprint)
 		p.StatusCodes = append(p.StatusCodes, int32(r.outcomeInfo.StatusCode))
@@ -31,7 +27,9 @@ func (d *Dispatcher) finalize(ctx context.Context, worker string, results []resu
 		p.StartedAts = append(p.StartedAts, r.started)
 		p.FinishedAts = append(p.FinishedAts, r.finished)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// Well under the lease, so that the heartbeat, which runs on the same
+	// worker loop, is never held back long enough for a lease to expire.
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.LeaseDuration/3)
 	defer cancel()
 	applied, err := queries.New(d.pool).OutboxFinalize(ctx, p)
 	if err != nil {

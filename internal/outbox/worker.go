@@ -72,10 +72,11 @@ func (w *worker) claimIfRoom(ctx, hard context.Context) {
 	// The claim itself is not cancelled by a stop: a claim cancelled after
 	// the server ran it would leave leases nobody knows about. What a
 	// stopping worker claimed is released at once by deliverOne.
-	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.d.cfg.LeaseDuration/3)
 	claimed, err := w.d.claim(claimCtx, w.name, room)
 	cancel()
-	if err != nil && ctx.Err() == nil {
+	if err != nil {
+		// What was claimed before the error is still delivered below.
 		w.d.cfg.Logger.Error("claim failed", slog.String("worker", w.name), slog.Any("error", err))
 	}
 	if len(claimed) == 0 {
@@ -115,6 +116,10 @@ func (w *worker) finalize() {
 		// The leases expire and the messages are claimed again: at least
 		// once, never lost.
 		w.d.cfg.Logger.Error("finalize failed", slog.String("worker", w.name), slog.Any("error", err))
+	} else {
+		// A finalized head lets its aggregate's next message be claimed:
+		// no need to wait for the idle poll.
+		w.nextClaim = time.Time{}
 	}
 	w.d.inFlight.Add(-int64(len(w.done)))
 	w.done = w.done[:0]

@@ -557,7 +557,7 @@ WITH input AS (
         ($2::bigint[])[n] AS lease_version,
         ($3::int[])[n] AS attempt,
         ($4::text[])[n] AS outcome,
-        ($5::timestamptz[])[n] AS next_attempt_at,
+        ($5::float8[])[n] AS retry_delay_ms,
         ($6::text[])[n] AS error,
         ($7::text[])[n] AS fingerprint,
         ($8::int[])[n] AS status_code,
@@ -569,7 +569,10 @@ WITH input AS (
 applied AS (
     UPDATE switchyard.outbox o
     SET state = CASE i.outcome WHEN 'delivered' THEN 'delivered' WHEN 'dead' THEN 'dead' ELSE 'pending' END,
-        next_attempt_at = CASE WHEN i.outcome IN ('retry', 'released') THEN i.next_attempt_at ELSE o.next_attempt_at END,
+        -- Retry times come from the database's clock, like every claim's.
+        next_attempt_at = CASE WHEN i.outcome IN ('retry', 'released')
+            THEN coalesce($12::timestamptz, now()) + make_interval(secs => i.retry_delay_ms / 1000)
+            ELSE o.next_attempt_at END,
         attempts = CASE WHEN i.outcome = 'released' THEN o.attempts - 1 ELSE o.attempts END,
         lease_owner = NULL,
         last_error = CASE WHEN i.outcome = 'released' THEN o.last_error ELSE NULLIF(i.error, '') END,
@@ -583,7 +586,7 @@ attempts AS (
     INSERT INTO switchyard.outbox_attempts (
         message_id, attempt, worker, lease_version, started_at, finished_at,
         outcome, applied, status_code, response, error, duration_ms)
-    SELECT i.id, i.attempt, $12::text, i.lease_version, i.started_at, i.finished_at,
+    SELECT i.id, i.attempt, $13::text, i.lease_version, i.started_at, i.finished_at,
         i.outcome, EXISTS (SELECT 1 FROM applied a WHERE a.id = i.id), NULLIF(i.status_code, 0),
         NULLIF(i.response, ''), NULLIF(i.error, ''),
         extract(epoch FROM i.finished_at - i.started_at) * 1000
@@ -598,7 +601,7 @@ blocked AS (
 ),
 stats AS (
     INSERT INTO switchyard.delivery_stats AS s (second, destination, topic, worker, delivered, retried, dead, latency_ms_sum)
-    SELECT date_trunc('second', now()), a.destination, a.topic, $12::text,
+    SELECT date_trunc('second', now()), a.destination, a.topic, $13::text,
         count(*) FILTER (WHERE i.outcome = 'delivered'),
         count(*) FILTER (WHERE i.outcome = 'retry'),
         count(*) FILTER (WHERE i.outcome = 'dead'),
@@ -620,13 +623,14 @@ type OutboxFinalizeParams struct {
 	LeaseVersions  []int64
 	AttemptNumbers []int32
 	Outcomes       []string
-	NextAttemptAts []time.Time
+	RetryDelaysMs  []float64
 	Errors         []string
 	Fingerprints   []string
 	StatusCodes    []int32
 	Responses      []string
 	StartedAts     []time.Time
 	FinishedAts    []time.Time
+	Now            *time.Time
 	Worker         string
 }
 
@@ -634,21 +638,23 @@ type OutboxFinalizeParams struct {
 // applies only if its lease_version is still current (fencing): a stale one
 // changes nothing and is absent from the result. Every attempt is recorded,
 // applied or not. A dead message with an aggregate blocks that aggregate.
-// outcome: delivered, retry (pending again at next_attempt_at), dead, or
-// released (pending again, the attempt given back: it never started).
+// outcome: delivered, retry (pending again after retry_delay_ms), dead, or
+// released (pending again after retry_delay_ms, the attempt given back: it
+// never started).
 func (q *Queries) OutboxFinalize(ctx context.Context, arg OutboxFinalizeParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, outboxFinalize,
 		arg.Ids,
 		arg.LeaseVersions,
 		arg.AttemptNumbers,
 		arg.Outcomes,
-		arg.NextAttemptAts,
+		arg.RetryDelaysMs,
 		arg.Errors,
 		arg.Fingerprints,
 		arg.StatusCodes,
 		arg.Responses,
 		arg.StartedAts,
 		arg.FinishedAts,
+		arg.Now,
 		arg.Worker,
 	)
 	if err != nil {

@@ -120,8 +120,9 @@ WHERE o.id = l.id AND o.lease_version = l.lease_version AND o.state = 'pending';
 -- applies only if its lease_version is still current (fencing): a stale one
 -- changes nothing and is absent from the result. Every attempt is recorded,
 -- applied or not. A dead message with an aggregate blocks that aggregate.
--- outcome: delivered, retry (pending again at next_attempt_at), dead, or
--- released (pending again, the attempt given back: it never started).
+-- outcome: delivered, retry (pending again after retry_delay_ms), dead, or
+-- released (pending again after retry_delay_ms, the attempt given back: it
+-- never started).
 WITH input AS (
     -- Parallel arrays, one element per message: sqlc cannot type a
     -- multi-argument unnest, so the rows are assembled by subscript.
@@ -129,7 +130,7 @@ WITH input AS (
         (@lease_versions::bigint[])[n] AS lease_version,
         (@attempt_numbers::int[])[n] AS attempt,
         (@outcomes::text[])[n] AS outcome,
-        (@next_attempt_ats::timestamptz[])[n] AS next_attempt_at,
+        (@retry_delays_ms::float8[])[n] AS retry_delay_ms,
         (@errors::text[])[n] AS error,
         (@fingerprints::text[])[n] AS fingerprint,
         (@status_codes::int[])[n] AS status_code,
@@ -141,7 +142,10 @@ WITH input AS (
 applied AS (
     UPDATE switchyard.outbox o
     SET state = CASE i.outcome WHEN 'delivered' THEN 'delivered' WHEN 'dead' THEN 'dead' ELSE 'pending' END,
-        next_attempt_at = CASE WHEN i.outcome IN ('retry', 'released') THEN i.next_attempt_at ELSE o.next_attempt_at END,
+        -- Retry times come from the database's clock, like every claim's.
+        next_attempt_at = CASE WHEN i.outcome IN ('retry', 'released')
+            THEN coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => i.retry_delay_ms / 1000)
+            ELSE o.next_attempt_at END,
         attempts = CASE WHEN i.outcome = 'released' THEN o.attempts - 1 ELSE o.attempts END,
         lease_owner = NULL,
         last_error = CASE WHEN i.outcome = 'released' THEN o.last_error ELSE NULLIF(i.error, '') END,
