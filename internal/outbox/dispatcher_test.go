@@ -79,8 +79,8 @@ func TestFencingStaleFinalizeChangesNothing(t *testing.T) {
 type flaky struct {
 	failRate, timeoutRate float64
 	mu                    sync.Mutex
-	inFlight              map[string]bool // guarded by mu
-	delivered             map[string]int  // guarded by mu: successful deliveries per message id
+	inFlight              map[string]bool  // guarded by mu
+	delivered             map[string]int   // guarded by mu: successful deliveries per message id
 	order                 map[string][]int // guarded by mu: successful deliveries per aggregate
 	keys                  map[string]int   // guarded by mu: payload n seen under each message id
 	violations            []string         // guarded by mu
