@@ -72,7 +72,11 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 		values[s.flag] = fs.String(s.flag, def, s.help+" ($"+s.env+")")
 	}
 	fs.Usage = func() { printUsage(usage, fs) }
-	positional, err := parseInterleaved(fs, args)
+	parse := parseInterleaved
+	if cfg.command == "bench" {
+		parse = parseBenchArgs // the bench's own flags pass through to it
+	}
+	positional, err := parse(fs, args)
 	if err != nil {
 		return cfg, err
 	}
@@ -133,6 +137,7 @@ Usage:
   console dispatch [flags]         run dispatcher workers only
   console migrate [up|down|status] [flags]
                                    apply, roll back one, or list migrations
+  console bench dispatch [flags]   measure the dispatcher in a database of its own (see console bench dispatch -h)
   console help                     show this help
 
 Without DATABASE_URL the console runs its own PostgreSQL in --data.

@@ -44,6 +44,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		err = serve(ctx, cfg, logger)
 	case "dispatch":
 		err = dispatch(ctx, cfg, logger)
+	case "bench":
+		err = benchCommand(ctx, cfg, cfg.args, logger, stdout)
 	case "migrate":
 		err = migrateCommand(ctx, cfg, logger, stdout)
 	case "help":
