@@ -12,15 +12,11 @@ import (
 // dispatch runs `console dispatch`: dispatcher workers only, until ctx is
 // cancelled; then in-flight deliveries finish or are released.
 func dispatch(ctx context.Context, cfg config, logger *slog.Logger) error {
-	db, err := openDatabase(ctx, cfg, logger)
+	db, migrator, err := openMigrated(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	migrator, err := migrateUp(ctx, db, logger)
-	if err != nil {
-		return err
-	}
 	migrator.Close()
 	stop, err := startDispatcher(ctx, db, cfg, logger, prometheus.NewRegistry())
 	if err != nil {

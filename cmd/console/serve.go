@@ -26,15 +26,11 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	defer ln.Close()
-	db, err := openDatabase(ctx, cfg, logger)
+	db, migrator, err := openMigrated(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	migrator, err := migrateUp(ctx, db, logger)
-	if err != nil {
-		return err
-	}
 	defer migrator.Close()
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -73,18 +69,26 @@ func listen(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-func migrateUp(ctx context.Context, db *database, logger *slog.Logger) (*migrate.Migrator, error) {
+// openMigrated opens the database and applies every pending migration.
+// The caller closes the migrator, then the database.
+func openMigrated(ctx context.Context, cfg config, logger *slog.Logger) (*database, *migrate.Migrator, error) {
+	db, err := openDatabase(ctx, cfg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
 	migrator, err := migrate.New(db.pool, logger.With(slog.String("component", "migrate")))
 	if err != nil {
-		return nil, err
+		db.Close()
+		return nil, nil, err
 	}
 	applied, err := migrator.Up(ctx)
 	if err != nil {
 		migrator.Close()
-		return nil, err
+		db.Close()
+		return nil, nil, err
 	}
 	logger.Info("database ready", slog.Int("migrations_applied", applied), slog.Bool("embedded", db.cluster != nil))
-	return migrator, nil
+	return db, migrator, nil
 }
 
 // newWeb wires the console's handlers into a configured echo instance.
