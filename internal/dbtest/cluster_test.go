@@ -3,7 +3,6 @@ package dbtest
 import (
 	"bytes"
 	"context"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,18 +153,13 @@ func TestSweepRemovesOnlyStaleUnusedDirectories(t *testing.T) {
 	}
 }
 
-// startFakeServer runs a copy of sleep named postgres.
+// startFakeServer runs sleep under the name postgres. A symlink, not a copy:
+// writing an executable while parallel tests fork lets a child inherit the
+// write descriptor, and exec then fails with "text file busy".
 func startFakeServer(t *testing.T, dir string) *exec.Cmd {
 	t.Helper()
 	bin := filepath.Join(dir, "postgres")
-	src, err := os.Open("/bin/sleep")
-	require.NoError(t, err)
-	defer src.Close()
-	dst, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
-	require.NoError(t, err)
-	_, err = io.Copy(dst, src)
-	require.NoError(t, err)
-	require.NoError(t, dst.Close())
+	require.NoError(t, os.Symlink("/bin/sleep", bin))
 	cmd := exec.Command(bin, "300")
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {

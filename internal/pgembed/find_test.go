@@ -3,6 +3,7 @@ package pgembed
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -31,7 +32,7 @@ func TestFindBinDirAsksPgConfigFirst(t *testing.T) {
 	bin := filepath.Join(dir, "server", "bin")
 	fakeServer(t, bin)
 	pgConfig := filepath.Join(dir, "pg_config")
-	require.NoError(t, os.WriteFile(pgConfig, []byte("#!/bin/sh\necho "+bin+"\n"), 0o755))
+	writeScript(t, pgConfig, "echo "+bin)
 	root := t.TempDir()
 	fakeServer(t, filepath.Join(root, "16", "bin"))
 
@@ -93,6 +94,15 @@ func fakeServer(t *testing.T, dir string) {
 	t.Helper()
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	for _, name := range []string{"postgres", "initdb"} {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755))
+		writeScript(t, filepath.Join(dir, name), "")
 	}
+}
+
+// writeScript writes an executable shell script from a child process. Written
+// from this process, a parallel test's fork could inherit the descriptor and
+// make running the script fail with "text file busy".
+func writeScript(t *testing.T, path, body string) {
+	t.Helper()
+	out, err := exec.Command("sh", "-c", `printf '#!/bin/sh\n%s\n' "$1" >"$2" && chmod 755 "$2"`, "sh", body, path).CombinedOutput()
+	require.NoError(t, err, "%s", out)
 }

@@ -2,7 +2,6 @@ package pgembed
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -165,11 +164,14 @@ func TestClassifyPid(t *testing.T) {
 	require.Equal(t, pidGone, classifyPid(1<<30, dataDir))
 }
 
-// startImpostor runs a copy of sleep named postgres, in dir if given.
+// startImpostor runs sleep under the name postgres, in dir if given. A
+// symlink, not a copy: writing an executable while parallel tests fork lets a
+// child inherit the write descriptor, and exec then fails with "text file
+// busy". The kernel names the process after the path it was started by.
 func startImpostor(t *testing.T, dir string) *exec.Cmd {
 	t.Helper()
 	bin := filepath.Join(testDir(t), "postgres")
-	copyFile(t, "/bin/sleep", bin)
+	require.NoError(t, os.Symlink("/bin/sleep", bin))
 	cmd := exec.Command(bin, "300")
 	cmd.Dir = dir
 	require.NoError(t, cmd.Start())
@@ -178,18 +180,6 @@ func startImpostor(t *testing.T, dir string) *exec.Cmd {
 		_ = cmd.Wait()
 	})
 	return cmd
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	src, err := os.Open(from)
-	require.NoError(t, err)
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	require.NoError(t, err)
-	_, err = io.Copy(dst, src)
-	require.NoError(t, err)
-	require.NoError(t, dst.Close())
 }
 
 func writePidFile(t *testing.T, dataDir string, pid int) {
