@@ -16,18 +16,19 @@ import (
 
 // benchOptions are the flags of `console bench dispatch`.
 type benchOptions struct {
-	messages    int           // drain mode: messages seeded before the dispatcher starts
-	aggregates  int           // messages spread over this many aggregates; 0: unordered
-	workers     int           // dispatcher workers
-	batch       int           // outbox.Config.BatchSize
-	destination string        // noop or http
-	concurrency int           // the destination's bulkhead (switchyard.destinations.concurrency)
-	rate        int           // offered-load mode when > 0: enqueues per second
-	seconds     int           // offered-load mode: how long to enqueue
-	enqueuers   int           // offered-load mode: concurrent enqueuing transactions
-	wake        string        // offered-load mode: after each commit, notify, local or none
-	timeout     time.Duration // bounds the measured phase
-	cpuProfile  string        // where to write a CPU profile of the measured phase; "": none
+	messages     int           // drain mode: messages seeded before the dispatcher starts
+	aggregates   int           // messages spread over this many aggregates; 0: unordered
+	workers      int           // dispatcher workers
+	batch        int           // outbox.Config.BatchSize
+	perAggregate int           // outbox.Config.AggregateBatch
+	destination  string        // noop or http
+	concurrency  int           // the destination's bulkhead (switchyard.destinations.concurrency)
+	rate         int           // offered-load mode when > 0: enqueues per second
+	seconds      int           // offered-load mode: how long to enqueue
+	enqueuers    int           // offered-load mode: concurrent enqueuing transactions
+	wake         string        // offered-load mode: after each commit, notify, local or none
+	timeout      time.Duration // bounds the measured phase
+	cpuProfile   string        // where to write a CPU profile of the measured phase; "": none
 }
 
 // newBenchFlags defines the bench's flags on a FlagSet of their own: they
@@ -41,8 +42,9 @@ func newBenchFlags(o *benchOptions) *flag.FlagSet {
 	fs.Usage = func() {}
 	fs.IntVar(&o.messages, "messages", 200000, "drain mode: messages to seed, then drain")
 	fs.IntVar(&o.aggregates, "aggregates", 1000, "aggregates the messages are spread over, each delivered in order (0: unordered messages)")
-	fs.IntVar(&o.workers, "workers", 8, "dispatcher workers")
-	fs.IntVar(&o.batch, "batch", 500, "the dispatcher's BatchSize: most messages one worker holds in flight, and so one claim leases")
+	fs.IntVar(&o.workers, "workers", 4, "dispatcher workers (the console's default)")
+	fs.IntVar(&o.batch, "batch", 100, "the dispatcher's BatchSize: most deliveries (a message, or an aggregate's messages in order) one worker holds in flight, and so one claim leases")
+	fs.IntVar(&o.perAggregate, "aggregate-batch", 32, "the dispatcher's AggregateBatch: most messages of one aggregate a claim leases together")
 	fs.StringVar(&o.destination, "destination", "noop", "noop (an in-process function) or http (a signed webhook to a local receiver)")
 	fs.IntVar(&o.concurrency, "concurrency", 16, "the destination's bulkhead: most deliveries in flight (the destinations table's default)")
 	fs.IntVar(&o.rate, "rate", 0, "offered-load mode: transactional enqueues per second while dispatching (0: drain mode)")
@@ -84,8 +86,8 @@ func parseBenchOptions(args []string) (benchOptions, error) {
 		return o, fmt.Errorf("invalid destination %q: want noop or http", o.destination)
 	case o.wake != "notify" && o.wake != "local" && o.wake != "none":
 		return o, fmt.Errorf("invalid wake %q: want notify, local or none", o.wake)
-	case o.workers < 1 || o.batch < 1 || o.concurrency < 1 || o.enqueuers < 1:
-		return o, errors.New("--workers, --batch, --concurrency and --enqueuers must be 1 or more")
+	case o.workers < 1 || o.batch < 1 || o.perAggregate < 1 || o.concurrency < 1 || o.enqueuers < 1:
+		return o, errors.New("--workers, --batch, --aggregate-batch, --concurrency and --enqueuers must be 1 or more")
 	case o.aggregates < 0 || o.rate < 0 || o.timeout <= 0:
 		return o, errors.New("--aggregates and --rate must be 0 or more, --timeout positive")
 	case o.rate == 0 && o.messages < 1:
@@ -139,6 +141,7 @@ type benchResult struct {
 	Aggregates           int     `json:"aggregates"`
 	Workers              int     `json:"workers"`
 	Batch                int     `json:"batch"`
+	AggregateBatch       int     `json:"aggregate_batch"`
 	Destination          string  `json:"destination"`
 	Mode                 string  `json:"mode"`    // drain or offered
 	Seconds              float64 `json:"seconds"` // the measured phase
@@ -245,7 +248,7 @@ func readBenchSettings(ctx context.Context, target *benchTarget, embedded bool) 
 // result assembles the JSON line from a measurement.
 func (m benchMeasurement) result(opts benchOptions, target *benchTarget, server benchSettings) benchResult {
 	r := benchResult{
-		Messages: m.messages, Aggregates: opts.aggregates, Workers: opts.workers, Batch: opts.batch,
+		Messages: m.messages, Aggregates: opts.aggregates, Workers: opts.workers, Batch: opts.batch, AggregateBatch: opts.perAggregate,
 		Destination: opts.destination, Mode: "drain", Seconds: benchRound(m.elapsed.Seconds(), 3),
 		MessagesPerSec:       benchRound(float64(m.messages)/m.elapsed.Seconds(), 0),
 		P50Ms:                benchMillis(m.latency.percentile(0.50)),

@@ -131,7 +131,7 @@ func (t *benchTarget) deleteRows(ctx context.Context) error {
 		for _, stmt := range []string{
 			`DELETE FROM switchyard.outbox_blocked_aggregates WHERE destination = $1`,
 			`DELETE FROM switchyard.outbox WHERE destination = $1`,
-			`DELETE FROM switchyard.outbox_aggregate_seq WHERE destination = $1`,
+			`DELETE FROM switchyard.outbox_aggregates WHERE destination = $1`,
 			`DELETE FROM switchyard.delivery_stats WHERE destination = $1`,
 			`DELETE FROM switchyard.breaker_events WHERE destination = $1`,
 			`DELETE FROM switchyard.destinations WHERE name = $1`,

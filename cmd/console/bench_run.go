@@ -65,7 +65,7 @@ func (b *benchRun) build(ctx context.Context) error {
 	}
 	b.closers = append(b.closers, b.pool.Close)
 	b.dispatcher = outbox.New(b.pool, outbox.Config{
-		Owner: b.target.owner(), Workers: b.opts.workers, BatchSize: b.opts.batch,
+		Owner: b.target.owner(), Workers: b.opts.workers, BatchSize: b.opts.batch, AggregateBatch: b.opts.perAggregate,
 		Routes: map[string]outbox.Route{b.target.destinationName(): route},
 		Logger: b.logger.With(slog.String("component", "dispatcher")),
 	})

@@ -40,9 +40,14 @@ type Config struct {
 	Owner string
 	// Workers is the number of claim-deliver-finalize loops. Default 4.
 	Workers int
-	// BatchSize is the most messages one worker holds in flight, and so the
-	// most one claim leases. Default 100.
+	// BatchSize is the most deliveries one worker runs at once, and so the
+	// most one claim leases: messages without an aggregate, and aggregates,
+	// each delivering up to AggregateBatch messages in order. Default 100.
 	BatchSize int
+	// AggregateBatch is the most messages of one aggregate a claim leases
+	// together; one goroutine delivers them in order and stops at the first
+	// that does not succeed. Default 32.
+	AggregateBatch int
 	// LeaseDuration is how long a claim holds a message before another
 	// dispatcher may claim it again; a heartbeat extends it while the
 	// delivery runs. Default 30 s.
@@ -78,6 +83,7 @@ func (c Config) withDefaults() Config {
 	}
 	c.Workers = defaultInt(c.Workers, 4)
 	c.BatchSize = defaultInt(c.BatchSize, 100)
+	c.AggregateBatch = defaultInt(c.AggregateBatch, 32)
 	c.LeaseDuration = defaultDuration(c.LeaseDuration, 30*time.Second)
 	c.IdlePoll = defaultDuration(c.IdlePoll, 50*time.Millisecond)
 	c.StopGrace = defaultDuration(c.StopGrace, 10*time.Second)
@@ -116,7 +122,7 @@ type Dispatcher struct {
 // New returns a Dispatcher; Start runs it.
 func New(pool *pgxpool.Pool, cfg Config) *Dispatcher {
 	cfg = cfg.withDefaults()
-	d := &Dispatcher{cfg: cfg, pool: pool, wake: make(chan struct{}, cfg.Workers)}
+	d := &Dispatcher{cfg: cfg, pool: pool, wake: make(chan struct{}, 1)}
 	for name := range cfg.Routes {
 		d.destinations = append(d.destinations, name)
 	}
@@ -177,15 +183,14 @@ func (d *Dispatcher) Stop() {
 // stopping reports whether Stop has begun.
 func (d *Dispatcher) stopping() bool { return d.isStopping.Load() }
 
-// Wake makes idle workers claim now instead of at their next poll: call it
-// after committing a transaction that enqueued.
+// Wake makes an idle worker claim now instead of at its next poll: call it
+// after committing a transaction that enqueued. Wake-ups coalesce: one
+// worker claims, and wakes another only if its claim came back full, so a
+// burst of notifications costs a claim or two, not one per worker each.
 func (d *Dispatcher) Wake() {
-	for range d.cfg.Workers {
-		select {
-		case d.wake <- struct{}{}:
-		default:
-			return
-		}
+	select {
+	case d.wake <- struct{}{}:
+	default: // a wake-up is already pending
 	}
 }
 
@@ -197,9 +202,9 @@ func (d *Dispatcher) now() *time.Time {
 	return &t
 }
 
-// claim leases up to limit due messages, unordered ones first (at most half
-// of limit) and aggregate heads for the rest.
-func (d *Dispatcher) claim(ctx context.Context, worker string, limit int) ([]claimedMessage, error) {
+// claim leases up to limit deliveries: messages without an aggregate (at
+// least half of limit when that many are due) and aggregates for the rest.
+func (d *Dispatcher) claim(ctx context.Context, worker string, limit int) ([]group, error) {
 	destinations := d.claimable()
 	if len(destinations) == 0 || limit <= 0 {
 		return nil, nil
@@ -207,46 +212,46 @@ func (d *Dispatcher) claim(ctx context.Context, worker string, limit int) ([]cla
 	start := time.Now()
 	q := queries.New(d.pool)
 	lease := d.cfg.LeaseDuration.Seconds()
+	claimUnordered := func(n int) ([]group, error) {
+		rows, err := q.OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
+			Owner: worker, LeaseSeconds: lease, Destinations: destinations, BatchSize: int32(n), Now: d.now(),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("claim unordered: %w", err)
+		}
+		groups := make([]group, len(rows))
+		for i, r := range rows {
+			groups[i] = group{msgs: []claimedMessage{{OutboxClaimUnorderedRow: r}}}
+		}
+		return groups, nil
+	}
 	// Each kind gets at least half of a full claim, and what one kind
 	// leaves unused goes to the other, so neither starves the other and a
 	// claim is full when only one kind is waiting.
-	unordered, err := q.OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
-		Owner: worker, LeaseSeconds: lease, Destinations: destinations, BatchSize: int32(max(limit/2, 1)), Now: d.now(),
-	})
+	half := max(limit/2, 1)
+	claimed, err := claimUnordered(half)
 	if err != nil {
-		return nil, fmt.Errorf("claim unordered: %w", err)
+		return nil, err
 	}
-	ordered, err := q.OutboxClaimOrdered(ctx, queries.OutboxClaimOrderedParams{
+	rows, err := q.OutboxClaimOrdered(ctx, queries.OutboxClaimOrderedParams{
 		Owner: worker, LeaseSeconds: lease, Destinations: destinations,
-		BatchSize: int32(limit - len(unordered)), Now: d.now(),
+		Aggregates: int32(limit - len(claimed)), PerAggregate: int32(d.cfg.AggregateBatch), Now: d.now(),
 	})
 	if err != nil {
 		// Deliver what the first statement leased rather than leave it
 		// waiting for its lease to expire.
-		return toClaimed(unordered, nil), fmt.Errorf("claim ordered: %w", err)
+		return claimed, fmt.Errorf("claim ordered: %w", err)
 	}
-	if rest := limit - len(unordered) - len(ordered); rest > 0 && len(unordered) == max(limit/2, 1) {
-		more, err := q.OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
-			Owner: worker, LeaseSeconds: lease, Destinations: destinations, BatchSize: int32(rest), Now: d.now(),
-		})
+	ordered := groupByAggregate(rows)
+	if rest := limit - len(claimed) - len(ordered); rest > 0 && len(claimed) == half {
+		more, err := claimUnordered(rest)
 		if err != nil {
-			return toClaimed(unordered, ordered), fmt.Errorf("claim unordered: %w", err)
+			return append(claimed, ordered...), err
 		}
-		unordered = append(unordered, more...)
+		claimed = append(claimed, more...)
 	}
 	d.cfg.Metrics.claimSeconds.Observe(time.Since(start).Seconds())
-	return toClaimed(unordered, ordered), nil
-}
-
-func toClaimed(unordered []queries.OutboxClaimUnorderedRow, ordered []queries.OutboxClaimOrderedRow) []claimedMessage {
-	out := make([]claimedMessage, 0, len(unordered)+len(ordered))
-	for _, r := range unordered {
-		out = append(out, claimedMessage(r))
-	}
-	for _, r := range ordered {
-		out = append(out, claimedMessage(r))
-	}
-	return out
+	return append(claimed, ordered...), nil
 }
 
 // claimable lists the destinations whose messages may be claimed now: all
@@ -261,8 +266,13 @@ func (d *Dispatcher) claimable() []string {
 	return out
 }
 
-// claimedMessage is a leased message as a claim returns it.
-type claimedMessage queries.OutboxClaimUnorderedRow
+// claimedMessage is a leased message as a claim returns it. An ordered one
+// (AggregateID not empty) is held under its aggregate's lease.
+type claimedMessage struct {
+	queries.OutboxClaimUnorderedRow
+	AggregateSeq          int64
+	AggregateLeaseVersion int64
+}
 
 // DefaultOwner names a dispatcher by host name, pid and a random suffix,
 // unique among dispatchers running at once.

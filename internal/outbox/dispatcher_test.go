@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -46,31 +47,90 @@ func TestFencingStaleFinalizeChangesNothing(t *testing.T) {
 		Routes:        map[string]Route{"alpha": {Destination: destination.Func(nil)}},
 	})
 
-	a, err := d.claim(ctx, "A", 10)
-	require.NoError(t, err)
-	require.Len(t, a, 1)
+	a := claimOne(t, d, "A")
 	none, err := d.claim(ctx, "B", 10)
 	require.NoError(t, err)
 	require.Empty(t, none, "a leased message is not claimable")
 
 	clock.Add(int64(11 * time.Second))
-	b, err := d.claim(ctx, "B", 10)
-	require.NoError(t, err)
-	require.Len(t, b, 1, "an expired lease is claimable again")
-	require.Equal(t, a[0].ID, b[0].ID)
-	require.Equal(t, a[0].LeaseVersion+1, b[0].LeaseVersion)
-	require.Equal(t, a[0].MessageID, b[0].MessageID, "the same idempotency key")
+	b := claimOne(t, d, "B")
+	require.Equal(t, a.ID, b.ID, "an expired lease is claimable again")
+	require.Equal(t, a.LeaseVersion+1, b.LeaseVersion)
+	require.Equal(t, a.MessageID, b.MessageID, "the same idempotency key")
 
 	now := time.Now()
-	require.NoError(t, d.finalize(ctx, "A", []result{{msg: a[0], outcome: outcomeDead, err: "A gave up", started: now, finished: now}}))
-	require.Equal(t, 1, countWhere(t, pool, "state = 'pending' AND lease_version = $1", b[0].LeaseVersion), "A's stale finalize changed nothing")
+	require.NoError(t, d.finalize(ctx, "A", []result{{msg: a, outcome: outcomeDead, err: "A gave up", started: now, finished: now}}))
+	require.Equal(t, 1, countWhere(t, pool, "state = 'pending' AND lease_version = $1", b.LeaseVersion), "A's stale finalize changed nothing")
 
-	require.NoError(t, d.finalize(ctx, "B", []result{{msg: b[0], outcome: outcomeDelivered, started: now, finished: now}}))
+	require.NoError(t, d.finalize(ctx, "B", []result{{msg: b, outcome: outcomeDelivered, started: now, finished: now}}))
 	require.Equal(t, 1, countWhere(t, pool, "state = 'delivered' AND last_error IS NULL"))
 	var applied, stale int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE applied), count(*) FILTER (WHERE NOT applied) FROM switchyard.outbox_attempts`).Scan(&applied, &stale))
 	require.Equal(t, 1, applied)
 	require.Equal(t, 1, stale, "the fenced attempt is recorded too")
+}
+
+// Invariant 2 for ordered messages, whose lease is their aggregate's: A's
+// aggregate lease expires, B claims the aggregate (and so its messages), A's
+// finalize changes neither the messages nor the aggregate, B's moves both on.
+func TestFencingOfAnAggregateLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "alpha")
+	enqueue(t, pool,
+		Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: "1", Payload: []byte(`{"n": 0}`)},
+		Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: "1", Payload: []byte(`{"n": 1}`)})
+	var clock atomic.Int64
+	clock.Store(time.Now().Add(time.Second).UnixNano())
+	d := New(pool, Config{
+		LeaseDuration: 10 * time.Second,
+		Clock:         func() time.Time { return time.Unix(0, clock.Load()) },
+		Routes:        map[string]Route{"alpha": {Destination: destination.Func(nil)}},
+	})
+
+	a, err := d.claim(ctx, "A", 10)
+	require.NoError(t, err)
+	require.Len(t, a, 1, "one aggregate")
+	require.Len(t, a[0].msgs, 2, "its messages, together")
+	require.Less(t, a[0].msgs[0].AggregateSeq, a[0].msgs[1].AggregateSeq, "in order")
+	none, err := d.claim(ctx, "B", 10)
+	require.NoError(t, err)
+	require.Empty(t, none, "a leased aggregate is not claimable")
+
+	clock.Add(int64(11 * time.Second))
+	b, err := d.claim(ctx, "B", 10)
+	require.NoError(t, err)
+	require.Len(t, b, 1, "an expired aggregate lease is claimable again")
+	require.Equal(t, a[0].msgs[0].AggregateLeaseVersion+1, b[0].msgs[0].AggregateLeaseVersion)
+
+	now := time.Now()
+	delivered := func(g group) []result {
+		var rs []result
+		for _, m := range g.msgs {
+			rs = append(rs, result{msg: m, outcome: outcomeDelivered, started: now, finished: now})
+		}
+		return rs
+	}
+	require.NoError(t, d.finalize(ctx, "A", delivered(a[0])))
+	require.Equal(t, 2, countWhere(t, pool, "state = 'pending'"), "A's stale finalize changed no message")
+	var done int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT done_seq FROM switchyard.outbox_aggregates`).Scan(&done))
+	require.Zero(t, done, "nor the aggregate")
+
+	require.NoError(t, d.finalize(ctx, "B", delivered(b[0])))
+	require.Equal(t, 2, countWhere(t, pool, "state = 'delivered'"))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT done_seq FROM switchyard.outbox_aggregates`).Scan(&done))
+	require.Equal(t, b[0].msgs[1].AggregateSeq, done, "B's finalize moved the aggregate on")
+}
+
+// claimOne claims as worker and expects exactly one unordered message.
+func claimOne(t *testing.T, d *Dispatcher, worker string) claimedMessage {
+	t.Helper()
+	groups, err := d.claim(context.Background(), worker, 10)
+	require.NoError(t, err)
+	require.Len(t, groups, 1)
+	require.Len(t, groups[0].msgs, 1)
+	return groups[0].msgs[0]
 }
 
 // flaky is an in-process destination that fails and times out at random,
@@ -320,6 +380,53 @@ func TestRetentionPrunesOnlyOldDeliveredHistory(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, []int{1, 3, 4, 5}, left, "recent, replayed-from, dead and pending messages stay")
+}
+
+// An aggregate with nothing left to deliver loses its bookkeeping row after
+// a while; one with work, a recent one and a blocked one keep theirs, and a
+// pruned aggregate's next message starts it again and is delivered.
+func TestRetentionPrunesIdleAggregatesOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "r")
+	msg := func(aggregate string) Message {
+		return Message{Topic: "t", Destination: "r", AggregateType: "a", AggregateID: aggregate, Payload: []byte(`{}`)}
+	}
+	enqueue(t, pool, msg("idle"), msg("busy"), msg("recent"), msg("blocked"))
+	_, err := pool.Exec(ctx, `
+		UPDATE switchyard.outbox SET state = 'delivered', finished_at = now() WHERE aggregate_id IN ('idle', 'recent');
+		UPDATE switchyard.outbox_aggregates SET done_seq = last_seq, due_at = now() - interval '1 hour' WHERE aggregate_id = 'idle';
+		UPDATE switchyard.outbox_aggregates SET done_seq = last_seq, due_at = now() WHERE aggregate_id = 'recent';
+		UPDATE switchyard.outbox_aggregates SET due_at = now() - interval '1 hour' WHERE aggregate_id = 'busy';
+		UPDATE switchyard.outbox SET state = 'dead', finished_at = now() WHERE aggregate_id = 'blocked';
+		UPDATE switchyard.outbox_aggregates SET done_seq = last_seq, due_at = 'infinity' WHERE aggregate_id = 'blocked';`)
+	require.NoError(t, err)
+	pruned, err := Prune(ctx, pool, Retention{}, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, int64(1), pruned.IdleAggregates)
+	require.Equal(t, []string{"blocked", "busy", "recent"}, aggregateIDs(t, pool))
+
+	enqueue(t, pool, msg("idle"))
+	var seq int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT aggregate_seq FROM switchyard.outbox WHERE aggregate_id = 'idle' AND state = 'pending'`).Scan(&seq))
+	require.Equal(t, int64(1), seq, "a pruned aggregate starts again")
+	d := New(pool, Config{Routes: map[string]Route{"r": {Destination: destination.Func(nil)}}})
+	groups, err := d.claim(ctx, "w", 10)
+	require.NoError(t, err)
+	var claimed []string
+	for _, g := range groups {
+		claimed = append(claimed, g.msgs[0].AggregateID)
+	}
+	require.ElementsMatch(t, []string{"idle", "busy"}, claimed, "work is claimed, a blocked aggregate is not")
+}
+
+func aggregateIDs(t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT aggregate_id FROM switchyard.outbox_aggregates ORDER BY 1`)
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return ids
 }
 
 // Stop lets deliveries in flight finish and finalizes them; messages it

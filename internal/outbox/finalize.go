@@ -9,9 +9,10 @@ import (
 	"github.com/switchyard/switchyard/internal/queries"
 )
 
-// finalize applies a batch's results in one statement. Results whose lease
-// was taken over meanwhile change nothing (fencing); they are counted and
-// logged as stale.
+// finalize applies a batch's results, and moves on the aggregates they
+// belong to, in one statement. Results whose lease (or whose aggregate's
+// lease) was taken over meanwhile change nothing (fencing); they are
+// counted and logged as stale.
 func (d *Dispatcher) finalize(ctx context.Context, worker string, results []result) error {
 	p := queries.OutboxFinalizeParams{Worker: worker, Now: d.now()}
 	for _, r := range results {
@@ -26,6 +27,15 @@ func (d *Dispatcher) finalize(ctx context.Context, worker string, results []resu
 		p.Responses = append(p.Responses, r.outcomeInfo.Response)
 		p.StartedAts = append(p.StartedAts, r.started)
 		p.FinishedAts = append(p.FinishedAts, r.finished)
+	}
+	for _, a := range aggregateOutcomes(results) {
+		p.AggregateDestinations = append(p.AggregateDestinations, a.key.destination)
+		p.AggregateTypes = append(p.AggregateTypes, a.key.aggregateType)
+		p.AggregateIds = append(p.AggregateIds, a.key.aggregateID)
+		p.AggregateLeaseVersions = append(p.AggregateLeaseVersions, a.leaseVersion)
+		p.AggregateDoneSeqs = append(p.AggregateDoneSeqs, a.doneSeq)
+		p.AggregateDueInMs = append(p.AggregateDueInMs, float64(a.dueIn)/float64(time.Millisecond))
+		p.AggregateBlocked = append(p.AggregateBlocked, a.blocked)
 	}
 	// Well under the lease, so that the heartbeat, which runs on the same
 	// worker loop, is never held back long enough for a lease to expire.

@@ -20,6 +20,9 @@ type Retention struct {
 	Attempts time.Duration
 	// Stats rows are deleted after this long. Default 2 days.
 	Stats time.Duration
+	// IdleAggregates: the bookkeeping row of an aggregate with nothing left
+	// to deliver is deleted after this long. Default 10 minutes.
+	IdleAggregates time.Duration
 	// Dispatchers whose heartbeat is older are forgotten. Default 7 days.
 	Dispatchers time.Duration
 	// Interval between runs in a dispatcher. Default 1 minute.
@@ -30,6 +33,7 @@ func (r Retention) withDefaults() Retention {
 	r.Delivered = defaultDuration(r.Delivered, 7*24*time.Hour)
 	r.Attempts = defaultDuration(r.Attempts, 30*24*time.Hour)
 	r.Stats = defaultDuration(r.Stats, 48*time.Hour)
+	r.IdleAggregates = defaultDuration(r.IdleAggregates, 10*time.Minute)
 	r.Dispatchers = defaultDuration(r.Dispatchers, 7*24*time.Hour)
 	r.Interval = defaultDuration(r.Interval, time.Minute)
 	return r
@@ -40,7 +44,7 @@ const pruneBatch = 5000
 
 // Pruned counts what one Prune deleted.
 type Pruned struct {
-	Delivered, Attempts, Stats, Dispatchers int64
+	Delivered, Attempts, IdleAggregates, Stats, Dispatchers int64
 }
 
 // Prune deletes history older than r's limits, measured back from now, in
@@ -59,6 +63,11 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, r Retention, now time.Time) 
 		return q.OutboxPruneAttempts(ctx, queries.OutboxPruneAttemptsParams{Cutoff: now.Add(-r.Attempts), BatchSize: pruneBatch})
 	}); err != nil {
 		return p, fmt.Errorf("prune attempts: %w", err)
+	}
+	if p.IdleAggregates, err = drain(func() (int64, error) {
+		return q.OutboxAggregatesPrune(ctx, queries.OutboxAggregatesPruneParams{Cutoff: now.Add(-r.IdleAggregates), BatchSize: pruneBatch})
+	}); err != nil {
+		return p, fmt.Errorf("prune idle aggregates: %w", err)
 	}
 	if p.Stats, err = q.DeliveryStatsPrune(ctx, now.Add(-r.Stats)); err != nil {
 		return p, fmt.Errorf("prune delivery stats: %w", err)

@@ -13,15 +13,17 @@ import (
 const flushInterval = 10 * time.Millisecond
 
 // worker is one claim-deliver-finalize loop. It keeps up to BatchSize
-// messages in flight, each delivered on its own goroutine, claims again
-// when half its capacity is free, and finalizes finished deliveries in
-// groups: one slow delivery holds one slot, never a whole batch. Its fields
-// are touched only by its own goroutine.
+// deliveries in flight, each on its own goroutine (a message, or an
+// aggregate's messages in order), claims again when half its capacity is
+// free, and finalizes finished deliveries in groups: one slow delivery
+// holds one slot, never a whole batch. Its fields are touched only by its
+// own goroutine.
 type worker struct {
 	d        *Dispatcher
 	name     string
-	results  chan result
-	inFlight map[int64]claimedMessage
+	results  chan []result
+	groups   int                      // deliveries in flight
+	inFlight map[int64]claimedMessage // their messages, by id
 	done     []result
 	// nextClaim holds off claiming after a claim found nothing, until the
 	// idle poll or a wake-up.
@@ -29,7 +31,7 @@ type worker struct {
 }
 
 func (d *Dispatcher) work(ctx context.Context, name string) {
-	w := &worker{d: d, name: name, results: make(chan result, d.cfg.BatchSize), inFlight: map[int64]claimedMessage{}}
+	w := &worker{d: d, name: name, results: make(chan []result, d.cfg.BatchSize), inFlight: map[int64]claimedMessage{}}
 	d.mu.Lock()
 	hard := d.hardCtx
 	d.mu.Unlock()
@@ -48,8 +50,8 @@ func (d *Dispatcher) work(ctx context.Context, name string) {
 			return
 		}
 		select {
-		case r := <-w.results:
-			w.finished(r)
+		case rs := <-w.results:
+			w.finished(rs)
 		case <-flush.C:
 			w.finalize()
 		case <-beat.C:
@@ -65,7 +67,7 @@ func (d *Dispatcher) work(ctx context.Context, name string) {
 
 // claimIfRoom claims when at least half the worker's capacity is free.
 func (w *worker) claimIfRoom(ctx, hard context.Context) {
-	room := w.d.cfg.BatchSize - len(w.inFlight)
+	room := w.d.cfg.BatchSize - w.groups
 	if room < max(w.d.cfg.BatchSize/2, 1) || time.Now().Before(w.nextClaim) {
 		return
 	}
@@ -83,10 +85,17 @@ func (w *worker) claimIfRoom(ctx, hard context.Context) {
 		w.nextClaim = time.Now().Add(w.d.cfg.IdlePoll)
 		return
 	}
-	w.d.inFlight.Add(int64(len(claimed)))
-	for _, m := range claimed {
-		w.inFlight[m.ID] = m
-		go func() { w.results <- w.d.deliverOne(ctx, hard, m) }()
+	if len(claimed) == room {
+		// There may be more: let another worker look.
+		w.d.Wake()
+	}
+	w.groups += len(claimed)
+	for _, g := range claimed {
+		w.d.inFlight.Add(int64(len(g.msgs)))
+		for _, m := range g.msgs {
+			w.inFlight[m.ID] = m
+		}
+		go func() { w.results <- w.d.deliverGroup(ctx, hard, g) }()
 	}
 }
 
@@ -98,10 +107,13 @@ func (w *worker) idle() <-chan time.Time {
 	return time.After(time.Until(w.nextClaim))
 }
 
-func (w *worker) finished(r result) {
-	delete(w.inFlight, r.msg.ID)
-	w.done = append(w.done, r)
-	if len(w.done) >= max(w.d.cfg.BatchSize/2, 1) || len(w.inFlight) == 0 {
+func (w *worker) finished(rs []result) {
+	w.groups--
+	for _, r := range rs {
+		delete(w.inFlight, r.msg.ID)
+	}
+	w.done = append(w.done, rs...)
+	if len(w.done) >= max(w.d.cfg.BatchSize/2, 1) || w.groups == 0 {
 		w.finalize()
 	}
 }
@@ -125,19 +137,42 @@ func (w *worker) finalize() {
 	w.done = w.done[:0]
 }
 
-// extendLeases is the heartbeat of the deliveries in flight.
+// extendLeases is the heartbeat of the deliveries in flight: of each
+// unordered message's lease, and of each aggregate's, which covers its
+// messages.
 func (w *worker) extendLeases(ctx context.Context) {
 	if len(w.inFlight) == 0 {
 		return
 	}
-	p := queries.OutboxExtendLeasesParams{LeaseSeconds: w.d.cfg.LeaseDuration.Seconds(), Now: w.d.now()}
+	lease, now := w.d.cfg.LeaseDuration.Seconds(), w.d.now()
+	messages := queries.OutboxExtendLeasesParams{LeaseSeconds: lease, Now: now}
+	aggregates := queries.OutboxExtendAggregateLeasesParams{LeaseSeconds: lease, Now: now}
+	seen := map[aggregateKey]bool{}
 	for _, m := range w.inFlight {
-		p.Ids = append(p.Ids, m.ID)
-		p.LeaseVersions = append(p.LeaseVersions, m.LeaseVersion)
+		if m.AggregateID == "" {
+			messages.Ids = append(messages.Ids, m.ID)
+			messages.LeaseVersions = append(messages.LeaseVersions, m.LeaseVersion)
+			continue
+		}
+		if k := keyOf(m); !seen[k] {
+			seen[k] = true
+			aggregates.Destinations = append(aggregates.Destinations, k.destination)
+			aggregates.AggregateTypes = append(aggregates.AggregateTypes, k.aggregateType)
+			aggregates.AggregateIds = append(aggregates.AggregateIds, k.aggregateID)
+			aggregates.LeaseVersions = append(aggregates.LeaseVersions, m.AggregateLeaseVersion)
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := queries.New(w.d.pool).OutboxExtendLeases(ctx, p); err != nil && ctx.Err() == nil {
+	q := queries.New(w.d.pool)
+	var err error
+	if len(messages.Ids) > 0 {
+		_, err = q.OutboxExtendLeases(ctx, messages)
+	}
+	if len(aggregates.Destinations) > 0 && err == nil {
+		_, err = q.OutboxExtendAggregateLeases(ctx, aggregates)
+	}
+	if err != nil && ctx.Err() == nil {
 		w.d.cfg.Logger.Warn("extend leases failed", slog.String("worker", w.name), slog.Any("error", err))
 	}
 }

@@ -83,11 +83,15 @@ type SwitchyardOutbox struct {
 	ReplayOf         *int64
 }
 
-type SwitchyardOutboxAggregateSeq struct {
+type SwitchyardOutboxAggregate struct {
 	Destination   string
 	AggregateType string
 	AggregateID   string
 	LastSeq       int64
+	DoneSeq       int64
+	DueAt         time.Time
+	LeaseOwner    *string
+	LeaseVersion  int64
 }
 
 type SwitchyardOutboxAttempt struct {

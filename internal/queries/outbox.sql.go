@@ -272,6 +272,33 @@ func (q *Queries) DispatchersPrune(ctx context.Context, cutoff time.Time) (int64
 	return result.RowsAffected(), nil
 }
 
+const outboxAggregatesPrune = `-- name: OutboxAggregatesPrune :execrows
+DELETE FROM switchyard.outbox_aggregates
+WHERE (destination, aggregate_type, aggregate_id) IN (
+    SELECT a.destination, a.aggregate_type, a.aggregate_id FROM switchyard.outbox_aggregates a
+    WHERE a.last_seq = a.done_seq AND a.due_at < $1
+    LIMIT $2
+)
+AND last_seq = done_seq
+`
+
+type OutboxAggregatesPruneParams struct {
+	Cutoff    time.Time
+	BatchSize int32
+}
+
+// OutboxAggregatesPrune deletes aggregates that have had no work since the
+// cutoff. The next message of such an aggregate starts a new row at
+// sequence 1: only pending messages are ordered, and it has none.
+// Checked again on the row itself: an enqueue may have given it work since.
+func (q *Queries) OutboxAggregatesPrune(ctx context.Context, arg OutboxAggregatesPruneParams) (int64, error) {
+	result, err := q.db.Exec(ctx, outboxAggregatesPrune, arg.Cutoff, arg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const outboxBlockedAggregates = `-- name: OutboxBlockedAggregates :many
 SELECT b.destination, b.aggregate_type, b.aggregate_id, b.dead_message_id, b.blocked_at,
     (SELECT count(*) FROM switchyard.outbox o
@@ -319,86 +346,88 @@ func (q *Queries) OutboxBlockedAggregates(ctx context.Context, maxRows int32) ([
 }
 
 const outboxClaimOrdered = `-- name: OutboxClaimOrdered :many
-WITH RECURSIVE aggregates AS (
-    (SELECT o.destination, o.aggregate_type, o.aggregate_id, o.id, o.next_attempt_at
-     FROM switchyard.outbox o
-     WHERE o.state = 'pending' AND o.aggregate_id <> ''
-     ORDER BY o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq
-     LIMIT 1)
-    UNION ALL
-    SELECT n.destination, n.aggregate_type, n.aggregate_id, n.id, n.next_attempt_at
-    FROM aggregates a
-    CROSS JOIN LATERAL (
-        SELECT o.destination, o.aggregate_type, o.aggregate_id, o.id, o.next_attempt_at
-        FROM switchyard.outbox o
-        WHERE o.state = 'pending' AND o.aggregate_id <> ''
-          AND (o.destination, o.aggregate_type, o.aggregate_id) > (a.destination, a.aggregate_type, a.aggregate_id)
-        ORDER BY o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq
-        LIMIT 1
-    ) n
+WITH due AS (
+    SELECT a.destination, a.aggregate_type, a.aggregate_id
+    FROM switchyard.outbox_aggregates a
+    WHERE a.last_seq > a.done_seq
+      AND a.due_at <= coalesce($2::timestamptz, now())
+      AND a.destination = ANY ($3::text[])
+    ORDER BY a.due_at
+    LIMIT $4
+    FOR UPDATE SKIP LOCKED
+),
+leased AS (
+    UPDATE switchyard.outbox_aggregates a
+    SET lease_owner = $1::text,
+        lease_version = a.lease_version + 1,
+        due_at = coalesce($2::timestamptz, now()) + make_interval(secs => $5::float8)
+    FROM due
+    WHERE a.destination = due.destination AND a.aggregate_type = due.aggregate_type AND a.aggregate_id = due.aggregate_id
+    RETURNING a.destination, a.aggregate_type, a.aggregate_id, a.lease_version
 ),
 heads AS (
-    SELECT a.id FROM aggregates a
-    WHERE a.next_attempt_at <= coalesce($2::timestamptz, now())
-      AND a.destination = ANY ($4::text[])
-      AND NOT EXISTS (
-          SELECT 1 FROM switchyard.outbox_blocked_aggregates b
-          WHERE b.destination = a.destination AND b.aggregate_type = a.aggregate_type AND b.aggregate_id = a.aggregate_id)
-    LIMIT $5
-),
-due AS (
-    SELECT o.id FROM switchyard.outbox o
-    WHERE o.id IN (SELECT heads.id FROM heads)
-      AND o.state = 'pending' AND o.next_attempt_at <= coalesce($2::timestamptz, now())
-    FOR UPDATE OF o SKIP LOCKED
+    SELECT m.id, l.lease_version
+    FROM leased l
+    CROSS JOIN LATERAL (
+        SELECT o.id FROM switchyard.outbox o
+        WHERE o.state = 'pending' AND o.aggregate_id <> ''
+          AND o.destination = l.destination AND o.aggregate_type = l.aggregate_type AND o.aggregate_id = l.aggregate_id
+        ORDER BY o.aggregate_seq
+        LIMIT $6
+    ) m
 )
 UPDATE switchyard.outbox o
 SET lease_owner = $1::text,
     lease_version = o.lease_version + 1,
-    next_attempt_at = coalesce($2::timestamptz, now()) + make_interval(secs => $3::float8),
     attempts = o.attempts + 1
-FROM due
-WHERE o.id = due.id
+FROM heads
+WHERE o.id = heads.id AND o.state = 'pending'
 RETURNING o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
-    o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at
+    o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at,
+    o.aggregate_seq::bigint AS aggregate_seq, heads.lease_version AS aggregate_lease_version
 `
 
 type OutboxClaimOrderedParams struct {
 	Owner        string
 	Now          *time.Time
-	LeaseSeconds float64
 	Destinations []string
-	BatchSize    int32
+	Aggregates   int32
+	LeaseSeconds float64
+	PerAggregate int32
 }
 
 type OutboxClaimOrderedRow struct {
-	ID            int64
-	MessageID     uuid.UUID
-	Topic         string
-	Destination   string
-	AggregateType string
-	AggregateID   string
-	Payload       []byte
-	Headers       []byte
-	Attempts      int32
-	MaxAttempts   *int32
-	LeaseVersion  int64
-	CreatedAt     time.Time
+	ID                    int64
+	MessageID             uuid.UUID
+	Topic                 string
+	Destination           string
+	AggregateType         string
+	AggregateID           string
+	Payload               []byte
+	Headers               []byte
+	Attempts              int32
+	MaxAttempts           *int32
+	LeaseVersion          int64
+	CreatedAt             time.Time
+	AggregateSeq          int64
+	AggregateLeaseVersion int64
 }
 
-// OutboxClaimOrdered leases the head (lowest pending aggregate_seq) of up to
-// batch_size aggregates whose head is due and not blocked. It walks the
-// distinct aggregates of outbox_pending_ordered with a recursive skip scan:
-// one index probe per pending aggregate, however many messages each holds.
-// A head in flight keeps its aggregate's later messages waiting, because
-// only a head is ever claimed.
+// OutboxClaimOrdered leases up to aggregates due aggregates (see
+// migrations/00004_leased_aggregates.sql) and, in each, its first
+// per_aggregate pending messages in aggregate_seq order; one worker delivers
+// them in that order. The aggregate's lease (due_at = expiry, lease_version
+// + 1) keeps every other worker off its later messages until the finalize.
+// Lock order, here and in OutboxFinalize: the aggregate row, then its
+// messages.
 func (q *Queries) OutboxClaimOrdered(ctx context.Context, arg OutboxClaimOrderedParams) ([]OutboxClaimOrderedRow, error) {
 	rows, err := q.db.Query(ctx, outboxClaimOrdered,
 		arg.Owner,
 		arg.Now,
-		arg.LeaseSeconds,
 		arg.Destinations,
-		arg.BatchSize,
+		arg.Aggregates,
+		arg.LeaseSeconds,
+		arg.PerAggregate,
 	)
 	if err != nil {
 		return nil, err
@@ -420,6 +449,8 @@ func (q *Queries) OutboxClaimOrdered(ctx context.Context, arg OutboxClaimOrdered
 			&i.MaxAttempts,
 			&i.LeaseVersion,
 			&i.CreatedAt,
+			&i.AggregateSeq,
+			&i.AggregateLeaseVersion,
 		); err != nil {
 			return nil, err
 		}
@@ -517,6 +548,46 @@ func (q *Queries) OutboxClaimUnordered(ctx context.Context, arg OutboxClaimUnord
 	return items, nil
 }
 
+const outboxExtendAggregateLeases = `-- name: OutboxExtendAggregateLeases :execrows
+UPDATE switchyard.outbox_aggregates a
+SET due_at = coalesce($1::timestamptz, now()) + make_interval(secs => $2::float8)
+FROM (
+    SELECT ($3::text[])[n] AS destination,
+        ($4::text[])[n] AS aggregate_type,
+        ($5::text[])[n] AS aggregate_id,
+        ($6::bigint[])[n] AS lease_version
+    FROM generate_series(1, cardinality($3::text[])) AS n
+) AS l
+WHERE a.destination = l.destination AND a.aggregate_type = l.aggregate_type
+  AND a.aggregate_id = l.aggregate_id AND a.lease_version = l.lease_version
+`
+
+type OutboxExtendAggregateLeasesParams struct {
+	Now            *time.Time
+	LeaseSeconds   float64
+	Destinations   []string
+	AggregateTypes []string
+	AggregateIds   []string
+	LeaseVersions  []int64
+}
+
+// OutboxExtendAggregateLeases is the heartbeat of aggregates in flight: their
+// messages' leases are the aggregate's.
+func (q *Queries) OutboxExtendAggregateLeases(ctx context.Context, arg OutboxExtendAggregateLeasesParams) (int64, error) {
+	result, err := q.db.Exec(ctx, outboxExtendAggregateLeases,
+		arg.Now,
+		arg.LeaseSeconds,
+		arg.Destinations,
+		arg.AggregateTypes,
+		arg.AggregateIds,
+		arg.LeaseVersions,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const outboxExtendLeases = `-- name: OutboxExtendLeases :execrows
 UPDATE switchyard.outbox o
 SET next_attempt_at = coalesce($1::timestamptz, now()) + make_interval(secs => $2::float8)
@@ -566,12 +637,33 @@ WITH input AS (
         ($11::timestamptz[])[n] AS finished_at
     FROM generate_series(1, cardinality($1::bigint[])) AS n
 ),
+aggregate_input AS (
+    SELECT ($12::text[])[n] AS destination,
+        ($13::text[])[n] AS aggregate_type,
+        ($14::text[])[n] AS aggregate_id,
+        ($15::bigint[])[n] AS lease_version,
+        ($16::bigint[])[n] AS done_seq,
+        ($17::float8[])[n] AS due_in_ms,
+        ($18::boolean[])[n] AS blocked
+    FROM generate_series(1, cardinality($12::text[])) AS n
+),
+aggregates AS (
+    UPDATE switchyard.outbox_aggregates a
+    SET done_seq = greatest(a.done_seq, ai.done_seq),
+        due_at = CASE WHEN ai.blocked THEN 'infinity'::timestamptz
+            ELSE coalesce($19::timestamptz, now()) + make_interval(secs => ai.due_in_ms / 1000) END,
+        lease_owner = NULL
+    FROM aggregate_input ai
+    WHERE a.destination = ai.destination AND a.aggregate_type = ai.aggregate_type
+      AND a.aggregate_id = ai.aggregate_id AND a.lease_version = ai.lease_version
+    RETURNING a.destination, a.aggregate_type, a.aggregate_id
+),
 applied AS (
     UPDATE switchyard.outbox o
     SET state = CASE i.outcome WHEN 'delivered' THEN 'delivered' WHEN 'dead' THEN 'dead' ELSE 'pending' END,
         -- Retry times come from the database's clock, like every claim's.
         next_attempt_at = CASE WHEN i.outcome IN ('retry', 'released')
-            THEN coalesce($12::timestamptz, now()) + make_interval(secs => i.retry_delay_ms / 1000)
+            THEN coalesce($19::timestamptz, now()) + make_interval(secs => i.retry_delay_ms / 1000)
             ELSE o.next_attempt_at END,
         attempts = CASE WHEN i.outcome = 'released' THEN o.attempts - 1 ELSE o.attempts END,
         lease_owner = NULL,
@@ -580,13 +672,17 @@ applied AS (
         finished_at = CASE WHEN i.outcome IN ('delivered', 'dead') THEN now() END
     FROM input i
     WHERE o.id = i.id AND o.lease_version = i.lease_version AND o.state = 'pending'
+      -- An ordered message applies only under its aggregate's lease.
+      AND (o.aggregate_id = '' OR EXISTS (
+          SELECT 1 FROM aggregates g
+          WHERE g.destination = o.destination AND g.aggregate_type = o.aggregate_type AND g.aggregate_id = o.aggregate_id))
     RETURNING o.id, o.state, o.destination, o.topic, o.aggregate_type, o.aggregate_id, o.created_at
 ),
 attempts AS (
     INSERT INTO switchyard.outbox_attempts (
         message_id, attempt, worker, lease_version, started_at, finished_at,
         outcome, applied, status_code, response, error, duration_ms)
-    SELECT i.id, i.attempt, $13::text, i.lease_version, i.started_at, i.finished_at,
+    SELECT i.id, i.attempt, $20::text, i.lease_version, i.started_at, i.finished_at,
         i.outcome, EXISTS (SELECT 1 FROM applied a WHERE a.id = i.id), NULLIF(i.status_code, 0),
         NULLIF(i.response, ''), NULLIF(i.error, ''),
         extract(epoch FROM i.finished_at - i.started_at) * 1000
@@ -601,7 +697,7 @@ blocked AS (
 ),
 stats AS (
     INSERT INTO switchyard.delivery_stats AS s (second, destination, topic, worker, delivered, retried, dead, latency_ms_sum)
-    SELECT date_trunc('second', now()), a.destination, a.topic, $13::text,
+    SELECT date_trunc('second', now()), a.destination, a.topic, $20::text,
         count(*) FILTER (WHERE i.outcome = 'delivered'),
         count(*) FILTER (WHERE i.outcome = 'retry'),
         count(*) FILTER (WHERE i.outcome = 'dead'),
@@ -619,19 +715,26 @@ SELECT applied.id FROM applied
 `
 
 type OutboxFinalizeParams struct {
-	Ids            []int64
-	LeaseVersions  []int64
-	AttemptNumbers []int32
-	Outcomes       []string
-	RetryDelaysMs  []float64
-	Errors         []string
-	Fingerprints   []string
-	StatusCodes    []int32
-	Responses      []string
-	StartedAts     []time.Time
-	FinishedAts    []time.Time
-	Now            *time.Time
-	Worker         string
+	Ids                    []int64
+	LeaseVersions          []int64
+	AttemptNumbers         []int32
+	Outcomes               []string
+	RetryDelaysMs          []float64
+	Errors                 []string
+	Fingerprints           []string
+	StatusCodes            []int32
+	Responses              []string
+	StartedAts             []time.Time
+	FinishedAts            []time.Time
+	AggregateDestinations  []string
+	AggregateTypes         []string
+	AggregateIds           []string
+	AggregateLeaseVersions []int64
+	AggregateDoneSeqs      []int64
+	AggregateDueInMs       []float64
+	AggregateBlocked       []bool
+	Now                    *time.Time
+	Worker                 string
 }
 
 // OutboxFinalize applies a batch of outcomes in one statement. Each row
@@ -641,6 +744,9 @@ type OutboxFinalizeParams struct {
 // outcome: delivered, retry (pending again after retry_delay_ms), dead, or
 // released (pending again after retry_delay_ms, the attempt given back: it
 // never started).
+// The aggregates first (the claim's lock order), fenced by their lease
+// version: done up to the last finished message, due again now, after the
+// head's retry delay, or never while a dead head blocks it.
 func (q *Queries) OutboxFinalize(ctx context.Context, arg OutboxFinalizeParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, outboxFinalize,
 		arg.Ids,
@@ -654,6 +760,13 @@ func (q *Queries) OutboxFinalize(ctx context.Context, arg OutboxFinalizeParams) 
 		arg.Responses,
 		arg.StartedAts,
 		arg.FinishedAts,
+		arg.AggregateDestinations,
+		arg.AggregateTypes,
+		arg.AggregateIds,
+		arg.AggregateLeaseVersions,
+		arg.AggregateDoneSeqs,
+		arg.AggregateDueInMs,
+		arg.AggregateBlocked,
 		arg.Now,
 		arg.Worker,
 	)

@@ -55,54 +55,52 @@ RETURNING o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggreg
     o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at;
 
 -- name: OutboxClaimOrdered :many
--- OutboxClaimOrdered leases the head (lowest pending aggregate_seq) of up to
--- batch_size aggregates whose head is due and not blocked. It walks the
--- distinct aggregates of outbox_pending_ordered with a recursive skip scan:
--- one index probe per pending aggregate, however many messages each holds.
--- A head in flight keeps its aggregate's later messages waiting, because
--- only a head is ever claimed.
-WITH RECURSIVE aggregates AS (
-    (SELECT o.destination, o.aggregate_type, o.aggregate_id, o.id, o.next_attempt_at
-     FROM switchyard.outbox o
-     WHERE o.state = 'pending' AND o.aggregate_id <> ''
-     ORDER BY o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq
-     LIMIT 1)
-    UNION ALL
-    SELECT n.destination, n.aggregate_type, n.aggregate_id, n.id, n.next_attempt_at
-    FROM aggregates a
-    CROSS JOIN LATERAL (
-        SELECT o.destination, o.aggregate_type, o.aggregate_id, o.id, o.next_attempt_at
-        FROM switchyard.outbox o
-        WHERE o.state = 'pending' AND o.aggregate_id <> ''
-          AND (o.destination, o.aggregate_type, o.aggregate_id) > (a.destination, a.aggregate_type, a.aggregate_id)
-        ORDER BY o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq
-        LIMIT 1
-    ) n
+-- OutboxClaimOrdered leases up to aggregates due aggregates (see
+-- migrations/00004_leased_aggregates.sql) and, in each, its first
+-- per_aggregate pending messages in aggregate_seq order; one worker delivers
+-- them in that order. The aggregate's lease (due_at = expiry, lease_version
+-- + 1) keeps every other worker off its later messages until the finalize.
+-- Lock order, here and in OutboxFinalize: the aggregate row, then its
+-- messages.
+WITH due AS (
+    SELECT a.destination, a.aggregate_type, a.aggregate_id
+    FROM switchyard.outbox_aggregates a
+    WHERE a.last_seq > a.done_seq
+      AND a.due_at <= coalesce(sqlc.narg(now)::timestamptz, now())
+      AND a.destination = ANY (@destinations::text[])
+    ORDER BY a.due_at
+    LIMIT @aggregates
+    FOR UPDATE SKIP LOCKED
+),
+leased AS (
+    UPDATE switchyard.outbox_aggregates a
+    SET lease_owner = @owner::text,
+        lease_version = a.lease_version + 1,
+        due_at = coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8)
+    FROM due
+    WHERE a.destination = due.destination AND a.aggregate_type = due.aggregate_type AND a.aggregate_id = due.aggregate_id
+    RETURNING a.destination, a.aggregate_type, a.aggregate_id, a.lease_version
 ),
 heads AS (
-    SELECT a.id FROM aggregates a
-    WHERE a.next_attempt_at <= coalesce(sqlc.narg(now)::timestamptz, now())
-      AND a.destination = ANY (@destinations::text[])
-      AND NOT EXISTS (
-          SELECT 1 FROM switchyard.outbox_blocked_aggregates b
-          WHERE b.destination = a.destination AND b.aggregate_type = a.aggregate_type AND b.aggregate_id = a.aggregate_id)
-    LIMIT @batch_size
-),
-due AS (
-    SELECT o.id FROM switchyard.outbox o
-    WHERE o.id IN (SELECT heads.id FROM heads)
-      AND o.state = 'pending' AND o.next_attempt_at <= coalesce(sqlc.narg(now)::timestamptz, now())
-    FOR UPDATE OF o SKIP LOCKED
+    SELECT m.id, l.lease_version
+    FROM leased l
+    CROSS JOIN LATERAL (
+        SELECT o.id FROM switchyard.outbox o
+        WHERE o.state = 'pending' AND o.aggregate_id <> ''
+          AND o.destination = l.destination AND o.aggregate_type = l.aggregate_type AND o.aggregate_id = l.aggregate_id
+        ORDER BY o.aggregate_seq
+        LIMIT @per_aggregate
+    ) m
 )
 UPDATE switchyard.outbox o
 SET lease_owner = @owner::text,
     lease_version = o.lease_version + 1,
-    next_attempt_at = coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8),
     attempts = o.attempts + 1
-FROM due
-WHERE o.id = due.id
+FROM heads
+WHERE o.id = heads.id AND o.state = 'pending'
 RETURNING o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
-    o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at;
+    o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at,
+    o.aggregate_seq::bigint AS aggregate_seq, heads.lease_version AS aggregate_lease_version;
 
 -- name: OutboxExtendLeases :execrows
 -- OutboxExtendLeases is the heartbeat of deliveries in flight: it pushes the
@@ -114,6 +112,21 @@ FROM (
     FROM generate_series(1, cardinality(@ids::bigint[])) AS n
 ) AS l
 WHERE o.id = l.id AND o.lease_version = l.lease_version AND o.state = 'pending';
+
+-- name: OutboxExtendAggregateLeases :execrows
+-- OutboxExtendAggregateLeases is the heartbeat of aggregates in flight: their
+-- messages' leases are the aggregate's.
+UPDATE switchyard.outbox_aggregates a
+SET due_at = coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8)
+FROM (
+    SELECT (@destinations::text[])[n] AS destination,
+        (@aggregate_types::text[])[n] AS aggregate_type,
+        (@aggregate_ids::text[])[n] AS aggregate_id,
+        (@lease_versions::bigint[])[n] AS lease_version
+    FROM generate_series(1, cardinality(@destinations::text[])) AS n
+) AS l
+WHERE a.destination = l.destination AND a.aggregate_type = l.aggregate_type
+  AND a.aggregate_id = l.aggregate_id AND a.lease_version = l.lease_version;
 
 -- name: OutboxFinalize :many
 -- OutboxFinalize applies a batch of outcomes in one statement. Each row
@@ -139,6 +152,30 @@ WITH input AS (
         (@finished_ats::timestamptz[])[n] AS finished_at
     FROM generate_series(1, cardinality(@ids::bigint[])) AS n
 ),
+aggregate_input AS (
+    SELECT (@aggregate_destinations::text[])[n] AS destination,
+        (@aggregate_types::text[])[n] AS aggregate_type,
+        (@aggregate_ids::text[])[n] AS aggregate_id,
+        (@aggregate_lease_versions::bigint[])[n] AS lease_version,
+        (@aggregate_done_seqs::bigint[])[n] AS done_seq,
+        (@aggregate_due_in_ms::float8[])[n] AS due_in_ms,
+        (@aggregate_blocked::boolean[])[n] AS blocked
+    FROM generate_series(1, cardinality(@aggregate_destinations::text[])) AS n
+),
+-- The aggregates first (the claim's lock order), fenced by their lease
+-- version: done up to the last finished message, due again now, after the
+-- head's retry delay, or never while a dead head blocks it.
+aggregates AS (
+    UPDATE switchyard.outbox_aggregates a
+    SET done_seq = greatest(a.done_seq, ai.done_seq),
+        due_at = CASE WHEN ai.blocked THEN 'infinity'::timestamptz
+            ELSE coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => ai.due_in_ms / 1000) END,
+        lease_owner = NULL
+    FROM aggregate_input ai
+    WHERE a.destination = ai.destination AND a.aggregate_type = ai.aggregate_type
+      AND a.aggregate_id = ai.aggregate_id AND a.lease_version = ai.lease_version
+    RETURNING a.destination, a.aggregate_type, a.aggregate_id
+),
 applied AS (
     UPDATE switchyard.outbox o
     SET state = CASE i.outcome WHEN 'delivered' THEN 'delivered' WHEN 'dead' THEN 'dead' ELSE 'pending' END,
@@ -153,6 +190,10 @@ applied AS (
         finished_at = CASE WHEN i.outcome IN ('delivered', 'dead') THEN now() END
     FROM input i
     WHERE o.id = i.id AND o.lease_version = i.lease_version AND o.state = 'pending'
+      -- An ordered message applies only under its aggregate's lease.
+      AND (o.aggregate_id = '' OR EXISTS (
+          SELECT 1 FROM aggregates g
+          WHERE g.destination = o.destination AND g.aggregate_type = o.aggregate_type AND g.aggregate_id = o.aggregate_id))
     RETURNING o.id, o.state, o.destination, o.topic, o.aggregate_type, o.aggregate_id, o.created_at
 ),
 attempts AS (
@@ -243,6 +284,19 @@ WHERE id IN (
     SELECT a.id FROM switchyard.outbox_attempts a WHERE a.finished_at < @cutoff
     ORDER BY a.finished_at LIMIT @batch_size
 );
+
+-- name: OutboxAggregatesPrune :execrows
+-- OutboxAggregatesPrune deletes aggregates that have had no work since the
+-- cutoff. The next message of such an aggregate starts a new row at
+-- sequence 1: only pending messages are ordered, and it has none.
+DELETE FROM switchyard.outbox_aggregates
+WHERE (destination, aggregate_type, aggregate_id) IN (
+    SELECT a.destination, a.aggregate_type, a.aggregate_id FROM switchyard.outbox_aggregates a
+    WHERE a.last_seq = a.done_seq AND a.due_at < @cutoff
+    LIMIT @batch_size
+)
+-- Checked again on the row itself: an enqueue may have given it work since.
+AND last_seq = done_seq;
 
 -- name: DeliveryStatsPrune :execrows
 DELETE FROM switchyard.delivery_stats WHERE second < @cutoff;
