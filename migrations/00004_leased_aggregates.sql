@@ -50,7 +50,12 @@ SET done_seq = coalesce((
         WHERE b.destination = a.destination AND b.aggregate_type = a.aggregate_type AND b.aggregate_id = a.aggregate_id)
         THEN 'infinity' ELSE now() END;
 
-CREATE INDEX outbox_aggregates_due ON switchyard.outbox_aggregates (due_at) WHERE last_seq > done_seq;
+-- Claims take due work per destination, each within that destination's
+-- free delivery slots, so both claim indexes lead with the destination.
+CREATE INDEX outbox_aggregates_due ON switchyard.outbox_aggregates (destination, due_at) WHERE last_seq > done_seq;
+DROP INDEX switchyard.outbox_due_unordered;
+CREATE INDEX outbox_due_unordered ON switchyard.outbox (destination, next_attempt_at)
+    WHERE state = 'pending' AND aggregate_id = '';
 
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION switchyard.outbox_assign_seq() RETURNS trigger
@@ -76,6 +81,9 @@ $$;
 -- (which still schedules unordered messages).
 
 -- +goose Down
+DROP INDEX switchyard.outbox_due_unordered;
+CREATE INDEX outbox_due_unordered ON switchyard.outbox (next_attempt_at)
+    WHERE state = 'pending' AND aggregate_id = '';
 DROP INDEX switchyard.outbox_aggregates_due;
 ALTER TABLE switchyard.outbox_aggregates RESET (fillfactor, autovacuum_vacuum_scale_factor, autovacuum_analyze_scale_factor);
 ALTER TABLE switchyard.outbox_aggregates

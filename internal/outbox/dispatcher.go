@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,6 +110,7 @@ type Dispatcher struct {
 	cfg          Config
 	pool         *pgxpool.Pool
 	destinations []string
+	held         map[string]*atomic.Int64 // per destination: deliveries claimed and not yet finished
 	wake         chan struct{}
 	inFlight     atomic.Int64 // messages claimed and not yet finalized
 	isStopping   atomic.Bool  // set when Stop begins
@@ -123,8 +126,10 @@ type Dispatcher struct {
 func New(pool *pgxpool.Pool, cfg Config) *Dispatcher {
 	cfg = cfg.withDefaults()
 	d := &Dispatcher{cfg: cfg, pool: pool, wake: make(chan struct{}, 1)}
+	d.held = map[string]*atomic.Int64{}
 	for name := range cfg.Routes {
 		d.destinations = append(d.destinations, name)
+		d.held[name] = new(atomic.Int64)
 	}
 	return d
 }
@@ -205,16 +210,24 @@ func (d *Dispatcher) now() *time.Time {
 // claim leases up to limit deliveries: messages without an aggregate (at
 // least half of limit when that many are due) and aggregates for the rest.
 func (d *Dispatcher) claim(ctx context.Context, worker string, limit int) ([]group, error) {
-	destinations := d.claimable()
+	destinations, caps := d.claimable(limit)
 	if len(destinations) == 0 || limit <= 0 {
 		return nil, nil
 	}
 	start := time.Now()
 	q := queries.New(d.pool)
 	lease := d.cfg.LeaseDuration.Seconds()
+	// spend takes what a claim step leased off the destinations' caps.
+	spend := func(groups []group) {
+		for _, g := range groups {
+			if i := slices.Index(destinations, g.msgs[0].Destination); i >= 0 {
+				caps[i]--
+			}
+		}
+	}
 	claimUnordered := func(n int) ([]group, error) {
 		rows, err := q.OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
-			Owner: worker, LeaseSeconds: lease, Destinations: destinations, BatchSize: int32(n), Now: d.now(),
+			Owner: worker, LeaseSeconds: lease, Destinations: destinations, Caps: caps, BatchSize: int32(n), Now: d.now(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("claim unordered: %w", err)
@@ -223,6 +236,7 @@ func (d *Dispatcher) claim(ctx context.Context, worker string, limit int) ([]gro
 		for i, r := range rows {
 			groups[i] = group{msgs: []claimedMessage{{OutboxClaimUnorderedRow: r}}}
 		}
+		spend(groups)
 		return groups, nil
 	}
 	// Each kind gets at least half of a full claim, and what one kind
@@ -234,7 +248,7 @@ func (d *Dispatcher) claim(ctx context.Context, worker string, limit int) ([]gro
 		return nil, err
 	}
 	rows, err := q.OutboxClaimOrdered(ctx, queries.OutboxClaimOrderedParams{
-		Owner: worker, LeaseSeconds: lease, Destinations: destinations,
+		Owner: worker, LeaseSeconds: lease, Destinations: destinations, Caps: caps,
 		Aggregates: int32(limit - len(claimed)), PerAggregate: int32(d.cfg.AggregateBatch), Now: d.now(),
 	})
 	if err != nil {
@@ -243,6 +257,7 @@ func (d *Dispatcher) claim(ctx context.Context, worker string, limit int) ([]gro
 		return claimed, fmt.Errorf("claim ordered: %w", err)
 	}
 	ordered := groupByAggregate(rows)
+	spend(ordered)
 	if rest := limit - len(claimed) - len(ordered); rest > 0 && len(claimed) == half {
 		more, err := claimUnordered(rest)
 		if err != nil {
@@ -254,16 +269,46 @@ func (d *Dispatcher) claim(ctx context.Context, worker string, limit int) ([]gro
 	return append(claimed, ordered...), nil
 }
 
-// claimable lists the destinations whose messages may be claimed now: all
-// routed ones except those whose breaker is open.
-func (d *Dispatcher) claimable() []string {
-	out := make([]string, 0, len(d.destinations))
+// claimable lists the destinations whose messages may be claimed now, in a
+// new random order each time (the claim serves them in that order), each
+// with how many deliveries it can take: none while its breaker is open,
+// else its free bulkhead slots, and with a rate limit no more than it may
+// start within about a second. Messages claimed beyond that would only wait
+// in the guard, holding window slots that other destinations could use.
+func (d *Dispatcher) claimable(limit int) (names []string, caps []int32) {
 	for _, name := range d.destinations {
-		if g := d.cfg.Routes[name].Guard; g == nil || g.Claimable() {
-			out = append(out, name)
+		if c := d.capacity(name, limit); c > 0 {
+			names, caps = append(names, name), append(caps, int32(c))
 		}
 	}
-	return out
+	rand.Shuffle(len(names), func(i, j int) {
+		names[i], names[j] = names[j], names[i]
+		caps[i], caps[j] = caps[j], caps[i]
+	})
+	return names, caps
+}
+
+func (d *Dispatcher) capacity(name string, limit int) int {
+	g := d.cfg.Routes[name].Guard
+	if g == nil {
+		return limit
+	}
+	if !g.Claimable() {
+		return 0
+	}
+	cfg := g.Config()
+	most := cfg.Concurrency
+	if cfg.Rate > 0 {
+		most = min(most, int(math.Ceil(cfg.Rate))+cfg.Burst)
+	}
+	return min(most-int(d.held[name].Load()), limit)
+}
+
+// hold counts deliveries of destination claimed and not yet finished.
+func (d *Dispatcher) hold(destination string, n int64) {
+	if c, ok := d.held[destination]; ok {
+		c.Add(n)
+	}
 }
 
 // claimedMessage is a leased message as a claim returns it. An ordered one

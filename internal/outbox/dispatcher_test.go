@@ -531,3 +531,48 @@ func TestHangingDestinationDoesNotSlowTheOthers(t *testing.T) {
 	})
 	require.Equal(t, 20, countWhere(t, pool, "destination = 'hangs' AND state = 'pending'"))
 }
+
+// A destination whose bulkhead is full gets no more claims than it has free
+// slots: its waiting messages must not fill the window while another
+// destination's messages are due. Here the saturated destination's messages
+// are older and more numerous than the window, and its two slots hang.
+func TestSaturatedDestinationDoesNotHoldTheWindow(t *testing.T) {
+	t.Parallel()
+	pool := setup(t, "narrow", "flows")
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	var started atomic.Int64
+	narrow := destination.Func(func(ctx context.Context, _ destination.Delivery) (destination.Outcome, error) {
+		started.Add(1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return destination.Outcome{}, nil
+	})
+	g, err := guard.New("narrow", guard.Config{Concurrency: 2}, nil)
+	require.NoError(t, err)
+	var msgs []Message
+	for i := range 40 {
+		msgs = append(msgs, Message{Topic: "t", Destination: "narrow", Payload: fmt.Appendf(nil, `{"n":%d}`, i)})
+	}
+	enqueue(t, pool, msgs...)
+	msgs = msgs[:0]
+	for i := range 30 {
+		msgs = append(msgs, Message{Topic: "t", Destination: "flows", Payload: fmt.Appendf(nil, `{"n":%d}`, i)},
+			Message{Topic: "t", Destination: "flows", AggregateType: "a", AggregateID: fmt.Sprint(i % 3), Payload: fmt.Appendf(nil, `{"n":%d}`, i)})
+	}
+	enqueue(t, pool, msgs...)
+	startDispatcher(t, pool, Config{Workers: 1, BatchSize: 10, StopGrace: time.Second, Routes: map[string]Route{
+		"narrow": {Destination: narrow, Timeout: time.Hour, Guard: g},
+		"flows": {Destination: destination.Func(func(context.Context, destination.Delivery) (destination.Outcome, error) {
+			return destination.Outcome{}, nil
+		})},
+	}})
+	waitUntil(t, time.Minute, "the other destination drained while the narrow one is full", func() bool {
+		return countWhere(t, pool, "destination = 'flows' AND state = 'delivered'") == 60
+	})
+	require.Equal(t, int64(2), started.Load(), "the narrow destination ran only what its bulkhead allows")
+	require.LessOrEqual(t, countWhere(t, pool, "destination = 'narrow' AND lease_owner IS NOT NULL"), 2,
+		"and no more of its messages were claimed than it had slots")
+}

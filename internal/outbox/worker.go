@@ -91,6 +91,7 @@ func (w *worker) claimIfRoom(ctx, hard context.Context) {
 	}
 	w.groups += len(claimed)
 	for _, g := range claimed {
+		w.d.hold(g.msgs[0].Destination, 1)
 		w.d.inFlight.Add(int64(len(g.msgs)))
 		for _, m := range g.msgs {
 			w.inFlight[m.ID] = m
@@ -109,6 +110,7 @@ func (w *worker) idle() <-chan time.Time {
 
 func (w *worker) finished(rs []result) {
 	w.groups--
+	w.d.hold(rs[0].msg.Destination, -1)
 	for _, r := range rs {
 		delete(w.inFlight, r.msg.ID)
 	}

@@ -347,20 +347,25 @@ func (q *Queries) OutboxBlockedAggregates(ctx context.Context, maxRows int32) ([
 
 const outboxClaimOrdered = `-- name: OutboxClaimOrdered :many
 WITH due AS (
-    SELECT a.destination, a.aggregate_type, a.aggregate_id
-    FROM switchyard.outbox_aggregates a
-    WHERE a.last_seq > a.done_seq
-      AND a.due_at <= coalesce($2::timestamptz, now())
-      AND a.destination = ANY ($3::text[])
-    ORDER BY a.due_at
-    LIMIT $4
-    FOR UPDATE SKIP LOCKED
+    SELECT c.destination, c.aggregate_type, c.aggregate_id
+    FROM generate_series(1, cardinality($2::text[])) AS n
+    CROSS JOIN LATERAL (
+        SELECT a.destination, a.aggregate_type, a.aggregate_id
+        FROM switchyard.outbox_aggregates a
+        WHERE a.last_seq > a.done_seq
+          AND a.destination = ($2::text[])[n]
+          AND a.due_at <= coalesce($3::timestamptz, now())
+        ORDER BY a.due_at
+        LIMIT ($4::int[])[n]
+        FOR UPDATE SKIP LOCKED
+    ) c
+    LIMIT $5
 ),
 leased AS (
     UPDATE switchyard.outbox_aggregates a
     SET lease_owner = $1::text,
         lease_version = a.lease_version + 1,
-        due_at = coalesce($2::timestamptz, now()) + make_interval(secs => $5::float8)
+        due_at = coalesce($3::timestamptz, now()) + make_interval(secs => $6::float8)
     FROM due
     WHERE a.destination = due.destination AND a.aggregate_type = due.aggregate_type AND a.aggregate_id = due.aggregate_id
     RETURNING a.destination, a.aggregate_type, a.aggregate_id, a.lease_version
@@ -373,7 +378,7 @@ heads AS (
         WHERE o.state = 'pending' AND o.aggregate_id <> ''
           AND o.destination = l.destination AND o.aggregate_type = l.aggregate_type AND o.aggregate_id = l.aggregate_id
         ORDER BY o.aggregate_seq
-        LIMIT $6
+        LIMIT $7
     ) m
 )
 UPDATE switchyard.outbox o
@@ -389,8 +394,9 @@ RETURNING o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggreg
 
 type OutboxClaimOrderedParams struct {
 	Owner        string
-	Now          *time.Time
 	Destinations []string
+	Now          *time.Time
+	Caps         []int32
 	Aggregates   int32
 	LeaseSeconds float64
 	PerAggregate int32
@@ -414,7 +420,8 @@ type OutboxClaimOrderedRow struct {
 }
 
 // OutboxClaimOrdered leases up to aggregates due aggregates (see
-// migrations/00004_leased_aggregates.sql) and, in each, its first
+// migrations/00004_leased_aggregates.sql), at most caps[n] of
+// destinations[n] as in OutboxClaimUnordered, and, in each, its first
 // per_aggregate pending messages in aggregate_seq order; one worker delivers
 // them in that order. The aggregate's lease (due_at = expiry, lease_version
 // + 1) keeps every other worker off its later messages until the finalize.
@@ -423,8 +430,9 @@ type OutboxClaimOrderedRow struct {
 func (q *Queries) OutboxClaimOrdered(ctx context.Context, arg OutboxClaimOrderedParams) ([]OutboxClaimOrderedRow, error) {
 	rows, err := q.db.Query(ctx, outboxClaimOrdered,
 		arg.Owner,
-		arg.Now,
 		arg.Destinations,
+		arg.Now,
+		arg.Caps,
 		arg.Aggregates,
 		arg.LeaseSeconds,
 		arg.PerAggregate,
@@ -464,13 +472,18 @@ func (q *Queries) OutboxClaimOrdered(ctx context.Context, arg OutboxClaimOrdered
 
 const outboxClaimUnordered = `-- name: OutboxClaimUnordered :many
 WITH due AS (
-    SELECT id FROM switchyard.outbox
-    WHERE state = 'pending' AND aggregate_id = ''
-      AND next_attempt_at <= coalesce($2::timestamptz, now())
-      AND destination = ANY ($4::text[])
-    ORDER BY next_attempt_at
-    LIMIT $5
-    FOR UPDATE SKIP LOCKED
+    SELECT c.id
+    FROM generate_series(1, cardinality($4::text[])) AS n
+    CROSS JOIN LATERAL (
+        SELECT o.id FROM switchyard.outbox o
+        WHERE o.state = 'pending' AND o.aggregate_id = ''
+          AND o.destination = ($4::text[])[n]
+          AND o.next_attempt_at <= coalesce($2::timestamptz, now())
+        ORDER BY o.next_attempt_at
+        LIMIT ($5::int[])[n]
+        FOR UPDATE SKIP LOCKED
+    ) c
+    LIMIT $6
 )
 UPDATE switchyard.outbox o
 SET lease_owner = $1::text,
@@ -488,6 +501,7 @@ type OutboxClaimUnorderedParams struct {
 	Now          *time.Time
 	LeaseSeconds float64
 	Destinations []string
+	Caps         []int32
 	BatchSize    int32
 }
 
@@ -507,14 +521,17 @@ type OutboxClaimUnorderedRow struct {
 }
 
 // OutboxClaimUnordered leases up to batch_size due messages that have no
-// aggregate, for the given destinations. The lease is next_attempt_at moved
-// to the lease's expiry and lease_version + 1.
+// aggregate: at most caps[n] of destinations[n], so that a destination with
+// no free delivery slots cannot fill the dispatcher's window with messages
+// that would only wait. The lease is next_attempt_at moved to the lease's
+// expiry and lease_version + 1.
 func (q *Queries) OutboxClaimUnordered(ctx context.Context, arg OutboxClaimUnorderedParams) ([]OutboxClaimUnorderedRow, error) {
 	rows, err := q.db.Query(ctx, outboxClaimUnordered,
 		arg.Owner,
 		arg.Now,
 		arg.LeaseSeconds,
 		arg.Destinations,
+		arg.Caps,
 		arg.BatchSize,
 	)
 	if err != nil {

@@ -33,16 +33,23 @@ RETURNING id;
 
 -- name: OutboxClaimUnordered :many
 -- OutboxClaimUnordered leases up to batch_size due messages that have no
--- aggregate, for the given destinations. The lease is next_attempt_at moved
--- to the lease's expiry and lease_version + 1.
+-- aggregate: at most caps[n] of destinations[n], so that a destination with
+-- no free delivery slots cannot fill the dispatcher's window with messages
+-- that would only wait. The lease is next_attempt_at moved to the lease's
+-- expiry and lease_version + 1.
 WITH due AS (
-    SELECT id FROM switchyard.outbox
-    WHERE state = 'pending' AND aggregate_id = ''
-      AND next_attempt_at <= coalesce(sqlc.narg(now)::timestamptz, now())
-      AND destination = ANY (@destinations::text[])
-    ORDER BY next_attempt_at
+    SELECT c.id
+    FROM generate_series(1, cardinality(@destinations::text[])) AS n
+    CROSS JOIN LATERAL (
+        SELECT o.id FROM switchyard.outbox o
+        WHERE o.state = 'pending' AND o.aggregate_id = ''
+          AND o.destination = (@destinations::text[])[n]
+          AND o.next_attempt_at <= coalesce(sqlc.narg(now)::timestamptz, now())
+        ORDER BY o.next_attempt_at
+        LIMIT (@caps::int[])[n]
+        FOR UPDATE SKIP LOCKED
+    ) c
     LIMIT @batch_size
-    FOR UPDATE SKIP LOCKED
 )
 UPDATE switchyard.outbox o
 SET lease_owner = @owner::text,
@@ -56,21 +63,27 @@ RETURNING o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggreg
 
 -- name: OutboxClaimOrdered :many
 -- OutboxClaimOrdered leases up to aggregates due aggregates (see
--- migrations/00004_leased_aggregates.sql) and, in each, its first
+-- migrations/00004_leased_aggregates.sql), at most caps[n] of
+-- destinations[n] as in OutboxClaimUnordered, and, in each, its first
 -- per_aggregate pending messages in aggregate_seq order; one worker delivers
 -- them in that order. The aggregate's lease (due_at = expiry, lease_version
 -- + 1) keeps every other worker off its later messages until the finalize.
 -- Lock order, here and in OutboxFinalize: the aggregate row, then its
 -- messages.
 WITH due AS (
-    SELECT a.destination, a.aggregate_type, a.aggregate_id
-    FROM switchyard.outbox_aggregates a
-    WHERE a.last_seq > a.done_seq
-      AND a.due_at <= coalesce(sqlc.narg(now)::timestamptz, now())
-      AND a.destination = ANY (@destinations::text[])
-    ORDER BY a.due_at
+    SELECT c.destination, c.aggregate_type, c.aggregate_id
+    FROM generate_series(1, cardinality(@destinations::text[])) AS n
+    CROSS JOIN LATERAL (
+        SELECT a.destination, a.aggregate_type, a.aggregate_id
+        FROM switchyard.outbox_aggregates a
+        WHERE a.last_seq > a.done_seq
+          AND a.destination = (@destinations::text[])[n]
+          AND a.due_at <= coalesce(sqlc.narg(now)::timestamptz, now())
+        ORDER BY a.due_at
+        LIMIT (@caps::int[])[n]
+        FOR UPDATE SKIP LOCKED
+    ) c
     LIMIT @aggregates
-    FOR UPDATE SKIP LOCKED
 ),
 leased AS (
     UPDATE switchyard.outbox_aggregates a

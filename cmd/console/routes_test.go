@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/outbox"
+)
+
+// A misconfigured destination (a bad URL, a missing secret, a refused
+// port, a host that never answers) sends only its own messages to dead
+// after their attempts, and never holds up a healthy destination: every
+// healthy message is delivered while the hanging destination's first
+// attempts are still waiting for their timeout.
+func TestMisconfiguredDestinationsFailOnlyTheirOwnMessages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.New(t)
+
+	var good atomic.Int64
+	healthy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		good.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(healthy.Close)
+	refused := closedPort(t)
+	hanging := silentListener(t)
+
+	const timeoutMs = 1000
+	for _, d := range []struct{ name, address, secretRef string }{
+		{"healthy", healthy.URL, "TEST_SECRET"},
+		{"bad-url", "http://[::1", "TEST_SECRET"},
+		{"no-secret", healthy.URL, "TEST_UNSET_SECRET"},
+		{"refused", "http://" + refused, "TEST_SECRET"},
+		{"hanging", "http://" + hanging, "TEST_SECRET"},
+	} {
+		_, err := pool.Exec(ctx, `INSERT INTO switchyard.destinations
+			(name, kind, address, secret_ref, retry_base_ms, retry_cap_ms, max_attempts, timeout_ms, breaker_min_requests)
+			VALUES ($1, 'webhook', $2, $3, 1, 5, 3, $4, 1000)`, d.name, d.address, d.secretRef, timeoutMs)
+		require.NoError(t, err)
+	}
+	const perDestination = 40
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	var msgs []outbox.Message
+	for _, dest := range []string{"healthy", "bad-url", "no-secret", "refused", "hanging"} {
+		for i := range perDestination {
+			msgs = append(msgs, outbox.Message{Topic: "t", Destination: dest, Payload: fmt.Appendf(nil, `{"n":%d}`, i)})
+		}
+	}
+	_, err = outbox.Enqueue(ctx, tx, msgs...)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+
+	cfg := config{getenv: func(name string) string {
+		if name == "TEST_SECRET" {
+			return testSecret
+		}
+		return ""
+	}}
+	logger := slog.New(slog.DiscardHandler)
+	metrics := outbox.NewMetrics(nil)
+	routes, closeRoutes, err := loadRoutes(ctx, pool, cfg, "routes-test", metrics, logger)
+	require.NoError(t, err)
+	t.Cleanup(closeRoutes)
+	d := outbox.New(pool, outbox.Config{Routes: routes, Workers: 2, BatchSize: 20, IdlePoll: 10 * time.Millisecond, Metrics: metrics})
+	require.NoError(t, d.Start(ctx))
+	t.Cleanup(d.Stop)
+
+	waitFor(t, 60*time.Second, "every healthy message delivered", func() bool {
+		return count(t, pool, `destination = 'healthy' AND state = 'delivered'`) == perDestination
+	})
+	require.Zero(t, count(t, pool, `destination = 'hanging' AND attempts > 1`),
+		"the healthy destination finished while the hanging one was still on its first attempts")
+	require.Equal(t, int64(perDestination), good.Load(), "one request per healthy message")
+
+	waitFor(t, 120*time.Second, "every misconfigured message dead", func() bool {
+		return count(t, pool, `destination <> 'healthy' AND state = 'dead'`) == 4*perDestination
+	})
+	require.Equal(t, 4*perDestination, count(t, pool, `destination <> 'healthy' AND state = 'dead' AND attempts = 3`),
+		"each after all its attempts")
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for: %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func count(t *testing.T, pool *pgxpool.Pool, where string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM switchyard.outbox WHERE `+where, args...).Scan(&n))
+	return n
+}
+
+// closedPort returns a loopback address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+// silentListener accepts connections and never answers: a host that hangs.
+func silentListener(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		<-done
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return l.Addr().String()
+}
