@@ -576,3 +576,50 @@ func TestSaturatedDestinationDoesNotHoldTheWindow(t *testing.T) {
 	require.LessOrEqual(t, countWhere(t, pool, "destination = 'narrow' AND lease_owner IS NOT NULL"), 2,
 		"and no more of its messages were claimed than it had slots")
 }
+
+// A delivery whose lease was taken over is cancelled at the next heartbeat,
+// so that two workers never deliver one message at the same time: for an
+// unordered message's lease and for an aggregate's.
+func TestLostLeaseCancelsTheDelivery(t *testing.T) {
+	t.Parallel()
+	for _, aggregate := range []string{"", "order-1"} {
+		t.Run("aggregate="+aggregate, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			pool := setup(t, "alpha")
+			m := Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)}
+			if aggregate != "" {
+				m.AggregateType, m.AggregateID = "order", aggregate
+			}
+			enqueue(t, pool, m)
+			base := time.Now().Add(time.Second) // the message is due
+			started, cancelled := make(chan struct{}), make(chan struct{})
+			holds := destination.Func(func(ctx context.Context, _ destination.Delivery) (destination.Outcome, error) {
+				close(started) // once: the test ends before any retry
+				<-ctx.Done()
+				close(cancelled)
+				return destination.Outcome{}, ctx.Err()
+			})
+			startDispatcher(t, pool, Config{Workers: 1, LeaseDuration: 300 * time.Millisecond,
+				Clock: func() time.Time { return base }, Routes: map[string]Route{"alpha": {Destination: holds, Timeout: time.Hour}}})
+			waitFor(t, started, "the delivery started")
+
+			// An hour later by B's clock, A's lease has long expired.
+			b := New(pool, Config{Clock: func() time.Time { return base.Add(time.Hour) },
+				Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+			groups, err := b.claim(ctx, "B", 10)
+			require.NoError(t, err)
+			require.Len(t, groups, 1, "B took the lease over")
+			waitFor(t, cancelled, "A's delivery cancelled at its next heartbeat")
+		})
+	}
+}
+
+func waitFor(t *testing.T, signal <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-signal:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timed out waiting for: %s", what)
+	}
+}

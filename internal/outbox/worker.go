@@ -19,19 +19,36 @@ const flushInterval = 10 * time.Millisecond
 // holds one slot, never a whole batch. Its fields are touched only by its
 // own goroutine.
 type worker struct {
-	d        *Dispatcher
-	name     string
-	results  chan []result
-	groups   int                      // deliveries in flight
-	inFlight map[int64]claimedMessage // their messages, by id
-	done     []result
+	d       *Dispatcher
+	name    string
+	results chan landed
+	flights map[uint64]*flight // deliveries in flight
+	nextID  uint64
+	done    []result
 	// nextClaim holds off claiming after a claim found nothing, until the
 	// idle poll or a wake-up.
 	nextClaim time.Time
 }
 
+// flight is one delivery in flight and what its heartbeat knows of it.
+type flight struct {
+	g group
+	// leasedUntil is when its lease ends, by this process's clock, as of the
+	// last claim or extension that the database confirmed.
+	leasedUntil time.Time
+	// cancel stops the delivery: its lease is lost, and another worker may
+	// be delivering the same messages.
+	cancel context.CancelFunc
+}
+
+// landed is a finished flight's results.
+type landed struct {
+	id      uint64
+	results []result
+}
+
 func (d *Dispatcher) work(ctx context.Context, name string) {
-	w := &worker{d: d, name: name, results: make(chan []result, d.cfg.BatchSize), inFlight: map[int64]claimedMessage{}}
+	w := &worker{d: d, name: name, results: make(chan landed, d.cfg.BatchSize), flights: map[uint64]*flight{}}
 	d.mu.Lock()
 	hard := d.hardCtx
 	d.mu.Unlock()
@@ -45,13 +62,13 @@ func (d *Dispatcher) work(ctx context.Context, name string) {
 		if !stopping {
 			w.claimIfRoom(ctx, hard)
 		}
-		if stopping && len(w.inFlight) == 0 {
+		if stopping && len(w.flights) == 0 {
 			w.finalize()
 			return
 		}
 		select {
-		case rs := <-w.results:
-			w.finished(rs)
+		case l := <-w.results:
+			w.finished(l)
 		case <-flush.C:
 			w.finalize()
 		case <-beat.C:
@@ -67,7 +84,7 @@ func (d *Dispatcher) work(ctx context.Context, name string) {
 
 // claimIfRoom claims when at least half the worker's capacity is free.
 func (w *worker) claimIfRoom(ctx, hard context.Context) {
-	room := w.d.cfg.BatchSize - w.groups
+	room := w.d.cfg.BatchSize - len(w.flights)
 	if room < max(w.d.cfg.BatchSize/2, 1) || time.Now().Before(w.nextClaim) {
 		return
 	}
@@ -75,6 +92,7 @@ func (w *worker) claimIfRoom(ctx, hard context.Context) {
 	// the server ran it would leave leases nobody knows about. What a
 	// stopping worker claimed is released at once by deliverOne.
 	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.d.cfg.LeaseDuration/3)
+	claimedAt := time.Now()
 	claimed, err := w.d.claim(claimCtx, w.name, room)
 	cancel()
 	if err != nil {
@@ -89,33 +107,39 @@ func (w *worker) claimIfRoom(ctx, hard context.Context) {
 		// There may be more: let another worker look.
 		w.d.Wake()
 	}
-	w.groups += len(claimed)
 	for _, g := range claimed {
 		w.d.hold(g.msgs[0].Destination, 1)
 		w.d.inFlight.Add(int64(len(g.msgs)))
-		for _, m := range g.msgs {
-			w.inFlight[m.ID] = m
-		}
-		go func() { w.results <- w.d.deliverGroup(ctx, hard, g) }()
+		// Both contexts end when the lease is lost: before the delivery
+		// starts (it is released) or during it (it is cut short).
+		gctx, cancelWait := context.WithCancel(ctx)
+		ghard, cancelDelivery := context.WithCancel(hard)
+		id := w.nextID
+		w.nextID++
+		w.flights[id] = &flight{g: g, leasedUntil: claimedAt.Add(w.d.cfg.LeaseDuration), cancel: func() {
+			cancelWait()
+			cancelDelivery()
+		}}
+		go func() { w.results <- landed{id: id, results: w.d.deliverGroup(gctx, ghard, g)} }()
 	}
 }
 
 // idle fires when the worker has nothing in flight and may claim again.
 func (w *worker) idle() <-chan time.Time {
-	if len(w.inFlight) > 0 || w.nextClaim.IsZero() {
+	if len(w.flights) > 0 || w.nextClaim.IsZero() {
 		return nil
 	}
 	return time.After(time.Until(w.nextClaim))
 }
 
-func (w *worker) finished(rs []result) {
-	w.groups--
-	w.d.hold(rs[0].msg.Destination, -1)
-	for _, r := range rs {
-		delete(w.inFlight, r.msg.ID)
+func (w *worker) finished(l landed) {
+	if f, ok := w.flights[l.id]; ok {
+		f.cancel()
+		delete(w.flights, l.id)
 	}
-	w.done = append(w.done, rs...)
-	if len(w.done) >= max(w.d.cfg.BatchSize/2, 1) || w.groups == 0 {
+	w.d.hold(l.results[0].msg.Destination, -1)
+	w.done = append(w.done, l.results...)
+	if len(w.done) >= max(w.d.cfg.BatchSize/2, 1) || len(w.flights) == 0 {
 		w.finalize()
 	}
 }
@@ -141,40 +165,88 @@ func (w *worker) finalize() {
 
 // extendLeases is the heartbeat of the deliveries in flight: of each
 // unordered message's lease, and of each aggregate's, which covers its
-// messages.
+// messages. A delivery whose lease the database did not extend has lost it
+// to another worker, and one whose lease may run out before the next
+// heartbeat (the database could not be reached) may lose it any moment:
+// both are cancelled, so that no message is delivered by two workers at
+// once. Their finalize will be stale and change nothing.
 func (w *worker) extendLeases(ctx context.Context) {
-	if len(w.inFlight) == 0 {
+	if len(w.flights) == 0 {
 		return
 	}
+	start := time.Now()
+	extended, err := w.extend(ctx)
+	if err != nil && ctx.Err() == nil {
+		w.d.cfg.Logger.Warn("extend leases failed", slog.String("worker", w.name), slog.Any("error", err))
+	}
+	nextBeat := time.Now().Add(w.d.cfg.LeaseDuration / 3)
+	for _, f := range w.flights {
+		switch held, known := extended[f.key()]; {
+		case known && held:
+			f.leasedUntil = start.Add(w.d.cfg.LeaseDuration)
+		case known || !nextBeat.Before(f.leasedUntil):
+			w.d.cfg.Logger.Warn("lease lost: delivery cancelled", slog.String("worker", w.name),
+				slog.Int64("message", f.g.msgs[0].ID), slog.String("aggregate", f.g.msgs[0].AggregateID))
+			f.cancel()
+		}
+	}
+}
+
+// flightKey names what a flight's lease is on: its aggregate, or its one
+// message.
+type flightKey struct {
+	aggregate aggregateKey
+	message   int64
+}
+
+func (f *flight) key() flightKey {
+	if m := f.g.msgs[0]; m.AggregateID != "" {
+		return flightKey{aggregate: keyOf(m)}
+	}
+	return flightKey{message: f.g.msgs[0].ID}
+}
+
+// extend runs the heartbeat's statements. The result says, for each flight
+// the database answered about, whether its lease was extended; on an error
+// it is empty.
+func (w *worker) extend(ctx context.Context) (map[flightKey]bool, error) {
 	lease, now := w.d.cfg.LeaseDuration.Seconds(), w.d.now()
 	messages := queries.OutboxExtendLeasesParams{LeaseSeconds: lease, Now: now}
 	aggregates := queries.OutboxExtendAggregateLeasesParams{LeaseSeconds: lease, Now: now}
-	seen := map[aggregateKey]bool{}
-	for _, m := range w.inFlight {
+	asked := map[flightKey]bool{}
+	for _, f := range w.flights {
+		m := f.g.msgs[0]
+		asked[f.key()] = false
 		if m.AggregateID == "" {
 			messages.Ids = append(messages.Ids, m.ID)
 			messages.LeaseVersions = append(messages.LeaseVersions, m.LeaseVersion)
 			continue
 		}
-		if k := keyOf(m); !seen[k] {
-			seen[k] = true
-			aggregates.Destinations = append(aggregates.Destinations, k.destination)
-			aggregates.AggregateTypes = append(aggregates.AggregateTypes, k.aggregateType)
-			aggregates.AggregateIds = append(aggregates.AggregateIds, k.aggregateID)
-			aggregates.LeaseVersions = append(aggregates.LeaseVersions, m.AggregateLeaseVersion)
-		}
+		aggregates.Destinations = append(aggregates.Destinations, m.Destination)
+		aggregates.AggregateTypes = append(aggregates.AggregateTypes, m.AggregateType)
+		aggregates.AggregateIds = append(aggregates.AggregateIds, m.AggregateID)
+		aggregates.LeaseVersions = append(aggregates.LeaseVersions, m.AggregateLeaseVersion)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	q := queries.New(w.d.pool)
-	var err error
 	if len(messages.Ids) > 0 {
-		_, err = q.OutboxExtendLeases(ctx, messages)
+		ids, err := q.OutboxExtendLeases(ctx, messages)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			asked[flightKey{message: id}] = true
+		}
 	}
-	if len(aggregates.Destinations) > 0 && err == nil {
-		_, err = q.OutboxExtendAggregateLeases(ctx, aggregates)
+	if len(aggregates.Destinations) > 0 {
+		rows, err := q.OutboxExtendAggregateLeases(ctx, aggregates)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			asked[flightKey{aggregate: aggregateKey{r.Destination, r.AggregateType, r.AggregateID}}] = true
+		}
 	}
-	if err != nil && ctx.Err() == nil {
-		w.d.cfg.Logger.Warn("extend leases failed", slog.String("worker", w.name), slog.Any("error", err))
-	}
+	return asked, nil
 }

@@ -565,7 +565,7 @@ func (q *Queries) OutboxClaimUnordered(ctx context.Context, arg OutboxClaimUnord
 	return items, nil
 }
 
-const outboxExtendAggregateLeases = `-- name: OutboxExtendAggregateLeases :execrows
+const outboxExtendAggregateLeases = `-- name: OutboxExtendAggregateLeases :many
 UPDATE switchyard.outbox_aggregates a
 SET due_at = coalesce($1::timestamptz, now()) + make_interval(secs => $2::float8)
 FROM (
@@ -577,6 +577,7 @@ FROM (
 ) AS l
 WHERE a.destination = l.destination AND a.aggregate_type = l.aggregate_type
   AND a.aggregate_id = l.aggregate_id AND a.lease_version = l.lease_version
+RETURNING a.destination, a.aggregate_type, a.aggregate_id
 `
 
 type OutboxExtendAggregateLeasesParams struct {
@@ -588,10 +589,17 @@ type OutboxExtendAggregateLeasesParams struct {
 	LeaseVersions  []int64
 }
 
-// OutboxExtendAggregateLeases is the heartbeat of aggregates in flight: their
-// messages' leases are the aggregate's.
-func (q *Queries) OutboxExtendAggregateLeases(ctx context.Context, arg OutboxExtendAggregateLeasesParams) (int64, error) {
-	result, err := q.db.Exec(ctx, outboxExtendAggregateLeases,
+type OutboxExtendAggregateLeasesRow struct {
+	Destination   string
+	AggregateType string
+	AggregateID   string
+}
+
+// OutboxExtendAggregateLeases is the heartbeat of aggregates in flight (their
+// messages' leases are the aggregate's); it returns the aggregates it
+// extended.
+func (q *Queries) OutboxExtendAggregateLeases(ctx context.Context, arg OutboxExtendAggregateLeasesParams) ([]OutboxExtendAggregateLeasesRow, error) {
+	rows, err := q.db.Query(ctx, outboxExtendAggregateLeases,
 		arg.Now,
 		arg.LeaseSeconds,
 		arg.Destinations,
@@ -600,12 +608,24 @@ func (q *Queries) OutboxExtendAggregateLeases(ctx context.Context, arg OutboxExt
 		arg.LeaseVersions,
 	)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	items := []OutboxExtendAggregateLeasesRow{}
+	for rows.Next() {
+		var i OutboxExtendAggregateLeasesRow
+		if err := rows.Scan(&i.Destination, &i.AggregateType, &i.AggregateID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
-const outboxExtendLeases = `-- name: OutboxExtendLeases :execrows
+const outboxExtendLeases = `-- name: OutboxExtendLeases :many
 UPDATE switchyard.outbox o
 SET next_attempt_at = coalesce($1::timestamptz, now()) + make_interval(secs => $2::float8)
 FROM (
@@ -613,6 +633,7 @@ FROM (
     FROM generate_series(1, cardinality($3::bigint[])) AS n
 ) AS l
 WHERE o.id = l.id AND o.lease_version = l.lease_version AND o.state = 'pending'
+RETURNING o.id
 `
 
 type OutboxExtendLeasesParams struct {
@@ -623,18 +644,31 @@ type OutboxExtendLeasesParams struct {
 }
 
 // OutboxExtendLeases is the heartbeat of deliveries in flight: it pushes the
-// lease expiry of each (id, lease_version) still held.
-func (q *Queries) OutboxExtendLeases(ctx context.Context, arg OutboxExtendLeasesParams) (int64, error) {
-	result, err := q.db.Exec(ctx, outboxExtendLeases,
+// lease expiry of each (id, lease_version) still held, and returns the ids
+// it extended; a missing one has lost its lease.
+func (q *Queries) OutboxExtendLeases(ctx context.Context, arg OutboxExtendLeasesParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, outboxExtendLeases,
 		arg.Now,
 		arg.LeaseSeconds,
 		arg.Ids,
 		arg.LeaseVersions,
 	)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	items := []int64{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const outboxFinalize = `-- name: OutboxFinalize :many

@@ -115,20 +115,23 @@ RETURNING o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggreg
     o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at,
     o.aggregate_seq::bigint AS aggregate_seq, heads.lease_version AS aggregate_lease_version;
 
--- name: OutboxExtendLeases :execrows
+-- name: OutboxExtendLeases :many
 -- OutboxExtendLeases is the heartbeat of deliveries in flight: it pushes the
--- lease expiry of each (id, lease_version) still held.
+-- lease expiry of each (id, lease_version) still held, and returns the ids
+-- it extended; a missing one has lost its lease.
 UPDATE switchyard.outbox o
 SET next_attempt_at = coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8)
 FROM (
     SELECT (@ids::bigint[])[n] AS id, (@lease_versions::bigint[])[n] AS lease_version
     FROM generate_series(1, cardinality(@ids::bigint[])) AS n
 ) AS l
-WHERE o.id = l.id AND o.lease_version = l.lease_version AND o.state = 'pending';
+WHERE o.id = l.id AND o.lease_version = l.lease_version AND o.state = 'pending'
+RETURNING o.id;
 
--- name: OutboxExtendAggregateLeases :execrows
--- OutboxExtendAggregateLeases is the heartbeat of aggregates in flight: their
--- messages' leases are the aggregate's.
+-- name: OutboxExtendAggregateLeases :many
+-- OutboxExtendAggregateLeases is the heartbeat of aggregates in flight (their
+-- messages' leases are the aggregate's); it returns the aggregates it
+-- extended.
 UPDATE switchyard.outbox_aggregates a
 SET due_at = coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8)
 FROM (
@@ -139,7 +142,8 @@ FROM (
     FROM generate_series(1, cardinality(@destinations::text[])) AS n
 ) AS l
 WHERE a.destination = l.destination AND a.aggregate_type = l.aggregate_type
-  AND a.aggregate_id = l.aggregate_id AND a.lease_version = l.lease_version;
+  AND a.aggregate_id = l.aggregate_id AND a.lease_version = l.lease_version
+RETURNING a.destination, a.aggregate_type, a.aggregate_id;
 
 -- name: OutboxFinalize :many
 -- OutboxFinalize applies a batch of outcomes in one statement. Each row
