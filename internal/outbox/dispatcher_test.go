@@ -232,6 +232,56 @@ func TestManyWorkersDeliverEverythingOnce(t *testing.T) {
 	require.NoError(t, pool.QueryRow(context.Background(),
 		`SELECT count(*) FROM switchyard.outbox_attempts a LEFT JOIN switchyard.outbox o ON o.id = a.message_id WHERE o.id IS NULL`).Scan(&orphanAttempts))
 	require.Zero(t, orphanAttempts)
+	requireDeadLetterGroupsMatch(t, pool)
+}
+
+// requireDeadLetterGroupsMatch checks the maintained dead-letter groups
+// against the dead messages themselves: same groups, same counts, same
+// destinations, a sample from the group, and an hourly trend that adds up.
+func requireDeadLetterGroupsMatch(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	var mismatches int
+	require.NoError(t, pool.QueryRow(context.Background(), `
+		WITH actual AS (
+			SELECT error_fingerprint AS fingerprint, count(*) AS dead,
+				array_agg(DISTINCT destination ORDER BY destination) AS destinations
+			FROM switchyard.outbox WHERE state = 'dead' GROUP BY error_fingerprint),
+		hours AS (SELECT fingerprint, sum(dead) AS dead FROM switchyard.dead_letter_hours GROUP BY fingerprint)
+		SELECT count(*) FROM actual a
+		FULL JOIN switchyard.dead_letter_groups g ON g.fingerprint = a.fingerprint
+		LEFT JOIN hours h ON h.fingerprint = coalesce(a.fingerprint, g.fingerprint)
+		WHERE a.dead IS DISTINCT FROM g.dead::bigint OR a.destinations IS DISTINCT FROM g.destinations
+			OR h.dead IS DISTINCT FROM a.dead
+			OR NOT EXISTS (SELECT 1 FROM switchyard.outbox o WHERE o.id = g.sample_id AND o.state = 'dead' AND o.error_fingerprint = g.fingerprint)`,
+	).Scan(&mismatches))
+	require.Zero(t, mismatches, "dead-letter groups disagree with the dead messages")
+}
+
+// Dead letters are grouped by their error's fingerprint: errors that differ
+// only in numbers, ids or addresses share a group.
+func TestDeadLettersAreGroupedByFingerprint(t *testing.T) {
+	t.Parallel()
+	pool := setup(t, "a", "b")
+	fails := func(format string) destination.Destination {
+		return destination.Func(func(_ context.Context, d destination.Delivery) (destination.Outcome, error) {
+			return destination.Outcome{}, destination.Permanent(fmt.Errorf(format, d.MessageID))
+		})
+	}
+	var msgs []Message
+	for i := range 30 {
+		dest := []string{"a", "b"}[i%2]
+		msgs = append(msgs, Message{Topic: "t", Destination: dest, Payload: fmt.Appendf(nil, `{"n":%d}`, i)})
+	}
+	enqueue(t, pool, msgs...)
+	startDispatcher(t, pool, Config{Workers: 2, BatchSize: 4, Routes: map[string]Route{
+		"a": {Destination: fails("order %s rejected: 422 from 10.1.2.3")},
+		"b": {Destination: fails("no such customer %s")},
+	}})
+	waitUntil(t, time.Minute, "every message dead", func() bool { return countWhere(t, pool, "state = 'dead'") == 30 })
+	var groups int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM switchyard.dead_letter_groups WHERE dead = 15`).Scan(&groups))
+	require.Equal(t, 2, groups, "one group per error, whatever the ids in its text")
+	requireDeadLetterGroupsMatch(t, pool)
 }
 
 // Invariant 4: within an aggregate, delivery order is enqueue order, even

@@ -16,7 +16,8 @@ type Retention struct {
 	// delivery, unless a replay points to them. Default 7 days. Dead
 	// messages are never deleted by retention: an operator decides.
 	Delivered time.Duration
-	// Attempts of any message are deleted after this long. Default 30 days.
+	// Attempts of any message, and the hourly trend of dead-letter groups,
+	// are deleted after this long. Default 30 days.
 	Attempts time.Duration
 	// Stats rows are deleted after this long. Default 2 days.
 	Stats time.Duration
@@ -44,7 +45,7 @@ const pruneBatch = 5000
 
 // Pruned counts what one Prune deleted.
 type Pruned struct {
-	Delivered, Attempts, IdleAggregates, Stats, Dispatchers int64
+	Delivered, Attempts, DeadLetterHours, IdleAggregates, Stats, Dispatchers int64
 }
 
 // Prune deletes history older than r's limits, measured back from now, in
@@ -63,6 +64,9 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, r Retention, now time.Time) 
 		return q.OutboxPruneAttempts(ctx, queries.OutboxPruneAttemptsParams{Cutoff: now.Add(-r.Attempts), BatchSize: pruneBatch})
 	}); err != nil {
 		return p, fmt.Errorf("prune attempts: %w", err)
+	}
+	if p.DeadLetterHours, err = q.DeadLetterHoursPrune(ctx, now.Add(-r.Attempts)); err != nil {
+		return p, fmt.Errorf("prune dead-letter trend: %w", err)
 	}
 	if p.IdleAggregates, err = drain(func() (int64, error) {
 		return q.OutboxAggregatesPrune(ctx, queries.OutboxAggregatesPruneParams{Cutoff: now.Add(-r.IdleAggregates), BatchSize: pruneBatch})

@@ -19,6 +19,22 @@ type SwitchyardBreakerEvent struct {
 	ChangedAt   time.Time
 }
 
+type SwitchyardDeadLetterGroup struct {
+	Fingerprint  string
+	Dead         int32
+	FirstDeadAt  time.Time
+	LastDeadAt   time.Time
+	SampleID     int64
+	SampleError  string
+	Destinations []string
+}
+
+type SwitchyardDeadLetterHour struct {
+	Fingerprint string
+	Hour        time.Time
+	Dead        int32
+}
+
 type SwitchyardDeliveryStat struct {
 	Second       time.Time
 	Destination  string

@@ -36,6 +36,18 @@ func (q *Queries) BreakerEventInsert(ctx context.Context, arg BreakerEventInsert
 	return err
 }
 
+const deadLetterHoursPrune = `-- name: DeadLetterHoursPrune :execrows
+DELETE FROM switchyard.dead_letter_hours WHERE hour < $1
+`
+
+func (q *Queries) DeadLetterHoursPrune(ctx context.Context, cutoff time.Time) (int64, error) {
+	result, err := q.db.Exec(ctx, deadLetterHoursPrune, cutoff)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const deliveryStatsPrune = `-- name: DeliveryStatsPrune :execrows
 DELETE FROM switchyard.delivery_stats WHERE second < $1
 `
@@ -727,7 +739,8 @@ applied AS (
       AND (o.aggregate_id = '' OR EXISTS (
           SELECT 1 FROM aggregates g
           WHERE g.destination = o.destination AND g.aggregate_type = o.aggregate_type AND g.aggregate_id = o.aggregate_id))
-    RETURNING o.id, o.state, o.destination, o.topic, o.aggregate_type, o.aggregate_id, o.created_at
+    RETURNING o.id, o.state, o.destination, o.topic, o.aggregate_type, o.aggregate_id, o.created_at,
+        coalesce(o.error_fingerprint, '') AS error_fingerprint, coalesce(o.last_error, '') AS last_error
 ),
 attempts AS (
     INSERT INTO switchyard.outbox_attempts (
@@ -745,6 +758,30 @@ blocked AS (
     SELECT a.destination, a.aggregate_type, a.aggregate_id, a.id FROM applied a
     WHERE a.state = 'dead' AND a.aggregate_id <> ''
     ON CONFLICT DO NOTHING
+),
+dead_groups AS (
+    INSERT INTO switchyard.dead_letter_groups AS g (fingerprint, dead, first_dead_at, last_dead_at, sample_id, sample_error, destinations)
+    SELECT a.error_fingerprint, count(*), now(), now(), max(a.id),
+        (array_agg(a.last_error ORDER BY a.id DESC))[1], array_agg(DISTINCT a.destination ORDER BY a.destination)
+    FROM applied a WHERE a.state = 'dead'
+    GROUP BY a.error_fingerprint
+    -- Rows in one order in every finalize: two finalizes upserting the
+    -- same groups cannot deadlock.
+    ORDER BY a.error_fingerprint
+    ON CONFLICT (fingerprint) DO UPDATE SET
+        dead = g.dead + EXCLUDED.dead,
+        last_dead_at = EXCLUDED.last_dead_at,
+        sample_id = EXCLUDED.sample_id,
+        sample_error = EXCLUDED.sample_error,
+        destinations = ARRAY(SELECT DISTINCT d FROM unnest(g.destinations || EXCLUDED.destinations) AS d ORDER BY d)
+),
+dead_hours AS (
+    INSERT INTO switchyard.dead_letter_hours AS h (fingerprint, hour, dead)
+    SELECT a.error_fingerprint, date_trunc('hour', now()), count(*)
+    FROM applied a WHERE a.state = 'dead'
+    GROUP BY a.error_fingerprint
+    ORDER BY a.error_fingerprint
+    ON CONFLICT (fingerprint, hour) DO UPDATE SET dead = h.dead + EXCLUDED.dead
 ),
 stats AS (
     INSERT INTO switchyard.delivery_stats AS s (second, destination, topic, worker, delivered, retried, dead, latency_ms_sum)
