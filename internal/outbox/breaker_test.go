@@ -27,7 +27,10 @@ func TestBreakerHoldsAFailingDestinationAndSparesTheOthers(t *testing.T) {
 	states := make(chan guard.State, 4096)
 	var halfOpens atomic.Int64
 	record := BreakerRecorder(pool, "breaker-test", slog.New(slog.DiscardHandler))
-	g, err := guard.New("down", guard.Config{Breaker: guard.BreakerConfig{
+	// One delivery at a time: with several in flight, one admitted while
+	// the breaker was closed could see it open (opened by the others'
+	// failures) and count as a call while open.
+	g, err := guard.New("down", guard.Config{Concurrency: 1, Breaker: guard.BreakerConfig{
 		FailureRatio: 0.5, MinRequests: 5, Window: time.Minute, OpenTimeout: 300 * time.Millisecond,
 	}}, func(name string, from, to guard.State) {
 		record(name, from, to)
