@@ -15,7 +15,7 @@
 CREATE TABLE switchyard.changes (
     id         bigserial PRIMARY KEY,
     xid        xid8 NOT NULL DEFAULT pg_current_xact_id(),
-    kind       text NOT NULL CHECK (kind <> '' AND length(kind) <= 64),
+    kind       text NOT NULL CHECK (kind ~ '^[a-z][a-z0-9_.]{0,63}$'),
     subject    text NOT NULL DEFAULT '' CHECK (length(subject) <= 512),
     -- Small by contract: what a view needs to know which region to
     -- refresh, never a message payload.

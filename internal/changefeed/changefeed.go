@@ -43,6 +43,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -71,6 +72,9 @@ const (
 // MaxPayloadBytes bounds a change's payload: the feed says what changed,
 // never carries the data itself (the migration enforces a looser bound).
 const MaxPayloadBytes = 2048
+
+// kindPattern keeps kinds safe as SSE event names and URL parameters.
+var kindPattern = regexp.MustCompile(`^[a-z][a-z0-9_.]{0,63}$`)
 
 // ErrInvalid wraps every validation failure of Append; nothing is written.
 var ErrInvalid = errors.New("changefeed: invalid change")
@@ -122,7 +126,8 @@ func ParseCursor(s string) (Cursor, error) {
 type Change struct {
 	// Cursor is set on changes read from the feed; Append ignores it.
 	Cursor Cursor
-	// Kind is one of the Kind constants (at most 64 bytes).
+	// Kind is one of the Kind constants: 1 to 64 of a-z, 0-9, '_' and
+	// '.', starting with a letter.
 	Kind string
 	// Subject names the thing that changed (a message id, a destination);
 	// at most 512 bytes.
@@ -154,8 +159,8 @@ func Append(ctx context.Context, tx pgx.Tx, c Change) error {
 
 func validate(c Change) error {
 	switch {
-	case c.Kind == "" || len(c.Kind) > 64:
-		return fmt.Errorf("%w: kind must be 1 to 64 bytes", ErrInvalid)
+	case !kindPattern.MatchString(c.Kind):
+		return fmt.Errorf("%w: kind %q: want 1 to 64 of a-z, 0-9, '_' and '.', starting with a letter", ErrInvalid, c.Kind)
 	case len(c.Subject) > 512:
 		return fmt.Errorf("%w: subject longer than 512 bytes", ErrInvalid)
 	case len(c.Payload) > MaxPayloadBytes:

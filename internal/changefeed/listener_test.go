@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,7 +38,8 @@ func TestAppendRejectsInvalidChangesAndLeavesTheTransactionUsable(t *testing.T) 
 	pool := dbtest.New(t)
 	for name, c := range map[string]Change{
 		"no kind":       {},
-		"long kind":     {Kind: string(make([]byte, 65))},
+		"long kind":     {Kind: "k" + strings.Repeat("x", 64)},
+		"newline kind":  {Kind: "k\nevent: x"},
 		"long subject":  {Kind: "k", Subject: string(make([]byte, 513))},
 		"large payload": {Kind: "k", Payload: json.RawMessage(`"` + string(make([]byte, MaxPayloadBytes)) + `"`)},
 		"invalid json":  {Kind: "k", Payload: json.RawMessage(`{`)},
@@ -51,7 +53,7 @@ func TestAppendRejectsInvalidChangesAndLeavesTheTransactionUsable(t *testing.T) 
 	}
 	var n int
 	require.NoError(t, pool.QueryRow(context.Background(), "SELECT count(*) FROM switchyard.changes WHERE payload = '{}'").Scan(&n))
-	require.Equal(t, 5, n, "the valid appends committed, with an empty object for no payload")
+	require.Equal(t, 6, n, "the valid appends committed, with an empty object for no payload")
 }
 
 func TestStartTwiceFailsAndStopIsIdempotent(t *testing.T) {
