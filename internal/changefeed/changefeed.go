@@ -171,7 +171,8 @@ func validate(c Change) error {
 	return nil
 }
 
-// channel is the LISTEN/NOTIFY channel of the feed.
+// channel is the LISTEN/NOTIFY channel of the feed (spelled out in the
+// ChangeListen and ChangeNotify queries).
 const channel = "switchyard_changes"
 
 // Notify wakes every Listener, on every console instance. Call it after

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/queries"
 )
 
 // listenLoop keeps one LISTEN connection open until ctx ends, and wakes the
@@ -54,7 +56,7 @@ func (l *Listener) listen(ctx context.Context) error {
 		_ = conn.Close(closeCtx)
 	}()
 	lctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
-	_, err = conn.Exec(lctx, "LISTEN "+channel)
+	err = queries.New(conn).ChangeListen(lctx)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)

@@ -100,7 +100,7 @@ func requireCursorOrder(t *testing.T, changes []Change) {
 func listenerPIDs(t *testing.T, pool *pgxpool.Pool) []int32 {
 	t.Helper()
 	rows, err := pool.Query(context.Background(),
-		`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN `+channel+`' AND pid <> pg_backend_pid()`)
+		`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE '%LISTEN `+channel+`%' AND pid <> pg_backend_pid()`)
 	require.NoError(t, err)
 	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
 	require.NoError(t, err)

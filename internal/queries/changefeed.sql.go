@@ -162,6 +162,16 @@ func (q *Queries) ChangeListRange(ctx context.Context, arg ChangeListRangeParams
 	return items, nil
 }
 
+const changeListen = `-- name: ChangeListen :exec
+LISTEN switchyard_changes
+`
+
+// ChangeListen subscribes the listener's dedicated connection.
+func (q *Queries) ChangeListen(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, changeListen)
+	return err
+}
+
 const changeNotify = `-- name: ChangeNotify :exec
 SELECT pg_notify('switchyard_changes', '')
 `

@@ -156,12 +156,15 @@ func New(feed Feed, cfg Config) *Hub {
 // drain. It is safe to call more than once.
 func (h *Hub) Close() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.closed {
+		h.mu.Unlock()
 		return
 	}
 	h.closed = true
 	close(h.done)
+	h.mu.Unlock()
+	// Outside h.mu: the feed calls publish (which takes h.mu) with its
+	// own lock held, and unsubscribe takes that lock.
 	h.unsubscribe()
 }
 

@@ -10,6 +10,10 @@ VALUES (@kind, @subject, @payload);
 -- The payload is empty: the rows are the message, the NOTIFY a wake-up.
 SELECT pg_notify('switchyard_changes', '');
 
+-- name: ChangeListen :exec
+-- ChangeListen subscribes the listener's dedicated connection.
+LISTEN switchyard_changes;
+
 -- name: ChangeListAfter :many
 -- ChangeListAfter returns up to batch_size changes after the cursor
 -- (after_xid, after_id) in cursor order. settled is true for rows whose
