@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -242,13 +243,8 @@ func TestPollDeliversWithoutAnyNotification(t *testing.T) {
 	pool := dbtest.New(t)
 	firstRead := make(chan struct{})
 	l := NewListener(pool, Config{From: &Cursor{}, PollInterval: 100 * time.Millisecond})
-	var once bool
-	l.onRead = func(bool, error) {
-		if !once {
-			once = true
-			close(firstRead)
-		}
-	}
+	var once sync.Once
+	l.onRead = func(bool, error) { once.Do(func() { close(firstRead) }) }
 	start(t, l)
 	c := newCollector()
 	_, cancel := l.Subscribe(c.receive)
