@@ -238,3 +238,41 @@ func TestManyViewersCostOneListenConnectionAndNoQueriesEach(t *testing.T) {
 	require.Equal(t, 1, listening, "one LISTEN connection for all viewers")
 	require.LessOrEqual(t, total, 2, "the LISTEN connection and at most one pooled connection")
 }
+
+// The LISTEN connection is killed while changes are committed: every open
+// stream still converges on the database within 3 s (no poll: the
+// reconnect's catch-up does it).
+func TestStreamsConvergeAfterTheListenConnectionIsKilled(t *testing.T) {
+	t.Parallel()
+	l := setupLive(t, changefeed.Config{PollInterval: time.Hour, PruneInterval: -1})
+	var streams []*stream
+	for range 5 {
+		s := openStream(t, l.url, "")
+		require.Equal(t, "ready", s.next(t, 5*time.Second).name)
+		streams = append(streams, s)
+	}
+	ctx := context.Background()
+	var pid int32
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := l.writer.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database()
+			AND application_name = $1 AND query LIKE '%LISTEN switchyard_changes%'`, appName).Scan(&pid)
+		if err == nil {
+			break
+		}
+		require.ErrorIs(t, err, pgx.ErrNoRows)
+		require.True(t, time.Now().Before(deadline), "no LISTEN connection")
+		time.Sleep(10 * time.Millisecond)
+	}
+	var killed bool
+	require.NoError(t, l.writer.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&killed))
+	require.True(t, killed)
+	for _, subject := range []string{"during-1", "during-2", "during-3"} {
+		l.commit(t, subject)
+	}
+	for i, s := range streams {
+		for _, want := range []string{"during-1", "during-2", "during-3"} {
+			require.Contains(t, s.next(t, 3*time.Second).data, `"subject":"`+want+`"`, "stream %d", i)
+		}
+	}
+}
