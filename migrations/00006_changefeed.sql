@@ -25,6 +25,10 @@ CREATE TABLE switchyard.changes (
 
 -- Catch-up and resume read in cursor order after a cursor.
 CREATE UNIQUE INDEX changes_cursor ON switchyard.changes (xid, id);
+-- Retention finds old rows without scanning the table every minute. The
+-- feed carries state changes only (never each delivery), so the second
+-- index costs writers little.
+CREATE INDEX changes_created ON switchyard.changes (created_at);
 
 -- Retention: rows are deleted in cursor order once older than the retention
 -- window (internal/changefeed.Prune), and the highest cursor deleted is kept
