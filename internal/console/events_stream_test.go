@@ -3,12 +3,15 @@ package console_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,6 +43,7 @@ func (q *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryE
 
 type live struct {
 	url     string // the console's base URL
+	hub     *sse.Hub
 	writer  *pgxpool.Pool
 	console *pgxpool.Pool
 	queries *queryCounter
@@ -50,6 +54,13 @@ type live struct {
 // test writes through a pool of its own, so that only the console's
 // statements are counted.
 func setupLive(t *testing.T, feedCfg changefeed.Config) live {
+	t.Helper()
+	return setupLiveWith(t, feedCfg, sse.Config{}, nil)
+}
+
+// setupLiveWith is setupLive with the hub's settings, and wrap (if set)
+// applied to the server's listener.
+func setupLiveWith(t *testing.T, feedCfg changefeed.Config, hubCfg sse.Config, wrap func(net.Listener) net.Listener) live {
 	t.Helper()
 	url := dbtest.NewURL(t)
 	writer, err := pgxpool.New(context.Background(), url)
@@ -67,7 +78,7 @@ func setupLive(t *testing.T, feedCfg changefeed.Config) live {
 	listener := changefeed.NewListener(pool, feedCfg)
 	require.NoError(t, listener.Start(context.Background()))
 	t.Cleanup(listener.Stop)
-	hub := sse.New(listener, sse.Config{})
+	hub := sse.New(listener, hubCfg)
 
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	assets, err := static.New()
@@ -80,12 +91,16 @@ func setupLive(t *testing.T, feedCfg changefeed.Config) live {
 	e, err := httpserver.New(httpserver.Config{Logger: logger, Registerer: registry, RenderError: h.RenderError})
 	require.NoError(t, err)
 	h.Register(e)
-	srv := httptest.NewServer(e)
+	srv := httptest.NewUnstartedServer(e)
+	if wrap != nil {
+		srv.Listener = wrap(srv.Listener)
+	}
+	srv.Start()
 	t.Cleanup(func() {
 		hub.Close() // streams end, so the server's Close does not wait for them
 		srv.Close()
 	})
-	return live{url: srv.URL, writer: writer, console: pool, queries: counter}
+	return live{url: srv.URL, hub: hub, writer: writer, console: pool, queries: counter}
 }
 
 func (l live) commit(t *testing.T, subject string) {
@@ -274,5 +289,61 @@ func TestStreamsConvergeAfterTheListenConnectionIsKilled(t *testing.T) {
 		for _, want := range []string{"during-1", "during-2", "during-3"} {
 			require.Contains(t, s.next(t, 3*time.Second).data, `"subject":"`+want+`"`, "stream %d", i)
 		}
+	}
+}
+
+// smallSendBuffers makes every accepted connection's send buffer tiny, so
+// that a client that stops reading blocks the server's writes after a few
+// KiB instead of megabytes.
+type smallSendBuffers struct{ net.Listener }
+
+func (l smallSendBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+// A browser that stops reading (its socket is full) is dropped at the
+// write deadline, through the real server and echo's response writer.
+func TestStuckClientIsDroppedAtTheWriteDeadline(t *testing.T) {
+	t.Parallel()
+	l := setupLiveWith(t, changefeed.Config{}, sse.Config{WriteTimeout: 300 * time.Millisecond},
+		func(ln net.Listener) net.Listener { return smallSendBuffers{ln} })
+	dialer := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return errors.Join(err, serr)
+	}}
+	conn, err := dialer.Dial("tcp", strings.TrimPrefix(l.url, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.Write([]byte("GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
+	require.NoError(t, err)
+	waitClients(t, l.hub, 1)
+
+	// Never read; write far more than the two buffers hold.
+	pad := strings.Repeat("x", changefeed.MaxPayloadBytes-16)
+	ctx := context.Background()
+	require.NoError(t, pgx.BeginFunc(ctx, l.writer, func(tx pgx.Tx) error {
+		for range 100 {
+			err := changefeed.Append(ctx, tx, changefeed.Change{Kind: "k", Payload: []byte(`{"pad":"` + pad + `"}`)})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	require.NoError(t, changefeed.Notify(ctx, l.writer))
+	waitClients(t, l.hub, 0)
+}
+
+func waitClients(t *testing.T, hub *sse.Hub, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for hub.Clients() != n {
+		require.True(t, time.Now().Before(deadline), "want %d streams, have %d", n, hub.Clients())
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -3,6 +3,7 @@ package sse
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -158,8 +159,10 @@ type stream struct {
 }
 
 func (s *stream) write(chunks ...[]byte) error {
-	if err := s.rc.SetWriteDeadline(time.Now().Add(s.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
+	// A writer without deadlines (ErrNotSupported: a wrapper that hides the
+	// connection) could block forever on a stuck client: refuse to stream.
+	if err := s.rc.SetWriteDeadline(time.Now().Add(s.timeout)); err != nil {
+		return fmt.Errorf("sse: set write deadline: %w", err)
 	}
 	for _, b := range chunks {
 		if _, err := s.w.Write(b); err != nil {
