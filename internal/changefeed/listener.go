@@ -166,11 +166,16 @@ func (l *Listener) Stop() {
 }
 
 // Subscribe registers fn and returns the cursor it starts after: fn will
-// receive every change after that cursor, and none before. Call it after
-// Start. The returned function unsubscribes.
+// receive every change after that cursor, and none before. The returned
+// function unsubscribes. It panics before Start: the starting cursor is
+// not known yet, and a subscriber that trusted a zero cursor would believe
+// it had seen everything before the real one.
 func (l *Listener) Subscribe(fn Subscriber) (Cursor, func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.cancel == nil {
+		panic("changefeed: Subscribe before Start")
+	}
 	id := l.nextID
 	l.nextID++
 	l.subs[id] = fn

@@ -60,6 +60,7 @@ func TestAppendRejectsInvalidChangesAndLeavesTheTransactionUsable(t *testing.T) 
 func TestStartTwiceFailsAndStopIsIdempotent(t *testing.T) {
 	t.Parallel()
 	l := NewListener(dbtest.New(t), Config{})
+	require.Panics(t, func() { l.Subscribe(func([]Change) {}) }, "no cursor before Start")
 	l.Stop() // before Start: nothing to stop
 	require.NoError(t, l.Start(context.Background()))
 	require.ErrorIs(t, l.Start(context.Background()), ErrStarted)
