@@ -48,16 +48,24 @@ func setup(t *testing.T, cfg Config) bundle {
 // notifies.
 func (b bundle) commit(t *testing.T, kind string, subjects ...string) {
 	t.Helper()
+	require.NoError(t, b.tryCommit(kind, subjects...))
+}
+
+// tryCommit is commit for goroutines other than the test's.
+func (b bundle) tryCommit(kind string, subjects ...string) error {
 	ctx := context.Background()
-	require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		for _, s := range subjects {
 			if err := changefeed.Append(ctx, tx, changefeed.Change{Kind: kind, Subject: s}); err != nil {
 				return err
 			}
 		}
 		return nil
-	}))
-	require.NoError(t, changefeed.Notify(ctx, b.pool))
+	})
+	if err != nil {
+		return err
+	}
+	return changefeed.Notify(ctx, b.pool)
 }
 
 // newest returns the cursor of the newest change in the table (test SQL).
