@@ -190,7 +190,11 @@ func TestListenerReconnectsAndCatchesUpAfterTerminate(t *testing.T) {
 	cfg.Connect = func(ctx context.Context) (*pgx.Conn, error) {
 		if connects.Add(1) == 2 {
 			close(reconnecting)
-			<-release // the test holds the reconnect until it has written
+			select { // the test holds the reconnect until it has written
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 		}
 		return pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
 	}
