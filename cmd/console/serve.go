@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/switchyard/switchyard/internal/changefeed"
 	"github.com/switchyard/switchyard/internal/console"
 	"github.com/switchyard/switchyard/internal/httpserver"
 	"github.com/switchyard/switchyard/internal/migrate"
+	"github.com/switchyard/switchyard/internal/sse"
 	"github.com/switchyard/switchyard/web/static"
 )
 
@@ -34,7 +37,12 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	defer migrator.Close()
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	e, err := newWeb(db, migrator, logger, registry)
+	hub, stopLive, err := startLive(ctx, db, logger)
+	if err != nil {
+		return err
+	}
+	defer stopLive()
+	e, err := newWeb(db, migrator, hub, logger, registry)
 	if err != nil {
 		return err
 	}
@@ -91,8 +99,26 @@ func openMigrated(ctx context.Context, cfg config, logger *slog.Logger) (*databa
 	return db, migrator, nil
 }
 
+// startLive starts the process's one change feed listener (one LISTEN
+// connection) and the one SSE hub that fans it out to every browser. The
+// hub closes as soon as ctx ends, so open streams end before the HTTP
+// server waits for requests in flight; stop stops the rest.
+func startLive(ctx context.Context, db *database, logger *slog.Logger) (*sse.Hub, func(), error) {
+	listener := changefeed.NewListener(db.pool, changefeed.Config{Logger: logger.With(slog.String("component", "changefeed"))})
+	if err := listener.Start(ctx); err != nil {
+		return nil, nil, err
+	}
+	hub := sse.New(listener, sse.Config{Logger: logger.With(slog.String("component", "sse"))})
+	stopHub := context.AfterFunc(ctx, hub.Close)
+	return hub, func() {
+		stopHub()
+		hub.Close()
+		listener.Stop()
+	}, nil
+}
+
 // newWeb wires the console's handlers into a configured echo instance.
-func newWeb(db *database, migrator *migrate.Migrator, logger *slog.Logger, registry *prometheus.Registry) (*echo.Echo, error) {
+func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logger *slog.Logger, registry *prometheus.Registry) (*echo.Echo, error) {
 	assets, err := static.New()
 	if err != nil {
 		return nil, fmt.Errorf("load static assets: %w", err)
@@ -102,6 +128,7 @@ func newWeb(db *database, migrator *migrate.Migrator, logger *slog.Logger, regis
 		Assets:    assets,
 		Readiness: console.DatabaseReadiness{Pool: db.pool, Migrations: migrator},
 		Gatherer:  registry,
+		Events:    events,
 	})
 	e, err := httpserver.New(httpserver.Config{
 		Logger: logger, Registerer: registry, RenderError: handler.RenderError,

@@ -24,13 +24,17 @@ type Readiness interface {
 	Ready(ctx context.Context) error
 }
 
-// Deps are what the handlers need. All fields are required.
+// Deps are what the handlers need. All fields are required unless marked
+// optional.
 type Deps struct {
 	Logger    *slog.Logger
 	Assets    *static.Assets
 	Readiness Readiness
 	// Gatherer serves /metrics.
 	Gatherer prometheus.Gatherer
+	// Events serves GET /events, the live change stream: the process's
+	// one *sse.Hub. Optional: without it the route answers 503.
+	Events http.Handler
 }
 
 // Handler serves the console's routes.

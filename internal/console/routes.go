@@ -17,6 +17,9 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.GET(static.Prefix+"*", echo.WrapHandler(h.deps.Assets.Handler()))
 	e.HEAD(static.Prefix+"*", echo.WrapHandler(h.deps.Assets.Handler()))
 
+	// Live updates (Server-Sent Events).
+	e.GET("/events", h.eventsStream)
+
 	// Pages.
 	for _, s := range sections {
 		e.GET(s.path, h.sectionShow(s))

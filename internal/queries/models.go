@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type SwitchyardBreakerEvent struct {
@@ -17,6 +18,22 @@ type SwitchyardBreakerEvent struct {
 	FromState   string
 	ToState     string
 	ChangedAt   time.Time
+}
+
+type SwitchyardChange struct {
+	ID        int64
+	Xid       pgtype.Uint64
+	Kind      string
+	Subject   string
+	Payload   []byte
+	CreatedAt time.Time
+}
+
+type SwitchyardChangesPruned struct {
+	Singleton bool
+	Xid       pgtype.Uint64
+	ID        int64
+	PrunedAt  *time.Time
 }
 
 type SwitchyardDeadLetterGroup struct {

@@ -1,0 +1,197 @@
+// Package changefeed is the change feed behind the console's live views.
+//
+// Writers call Append inside the transaction that makes a state change a
+// live view must show (a message went dead, a breaker changed state, an
+// inbox event failed), and Notify after it committed. Notify is a wake-up
+// only: it carries no data, and a lost notification loses nothing, because
+// the rows are the message. It is never sent inside the writer's
+// transaction: on PostgreSQL a NOTIFY serialises every committing
+// transaction (ARCHITECTURE.md, invariant 9).
+//
+// # The watermark
+//
+// Each console instance runs one Listener. It keeps one dedicated LISTEN
+// connection and, on every (re)connect, every wake-up and every poll tick,
+// catches up by reading the table after its cursor. A cursor is the pair
+// (xid, id): the writer's transaction id (xid8) and the row's bigserial id.
+// Ids alone are not safe: they are taken at INSERT, but transactions commit
+// in any order, so a reader that has seen id 12 may later see id 11 commit
+// and would skip it. The Listener therefore delivers only rows whose xid is
+// below pg_snapshot_xmin(pg_current_snapshot()), the oldest transaction
+// still running anywhere on the server: every transaction below it has
+// finished, and every later one gets a larger xid, so no row can ever
+// appear behind a delivered cursor. Rows above the watermark are committed
+// but not yet settled; the Listener reads them again soon (with a short
+// backoff) instead of waiting for the next poll. The price: a long-running
+// transaction anywhere on the server holds the feed back until it ends.
+// That is a delay, never a loss.
+//
+// Delivery is in cursor order, exactly once per Listener: subscribers get
+// batches in the order of their cursors and never the same change twice.
+//
+// # Retention
+//
+// Prune deletes settled rows older than the retention window in cursor
+// order and records the highest cursor it deleted. A reader whose cursor is
+// at or above that record can be resumed from the table (Since); a reader
+// below it may have missed rows that are gone and must resync
+// (ErrCursorExpired).
+package changefeed
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchyard/switchyard/internal/queries"
+)
+
+// Kinds of change. A kind names what changed, so that a view can refresh the
+// regions that show it; views subscribe by kind. New kinds are added here.
+const (
+	// KindDeadLetter: a message went dead. Subject: the message id.
+	// Payload: {"destination", "topic", "fingerprint"}.
+	KindDeadLetter = "dead_letter"
+	// KindBreaker: a destination's circuit breaker changed state.
+	// Subject: the destination. Payload: {"from", "to"}.
+	KindBreaker = "breaker"
+	// KindInboxFailure: an inbound event failed or was parked. Subject:
+	// "source/event id". Payload: {"source", "state"}.
+	KindInboxFailure = "inbox_failure"
+)
+
+// MaxPayloadBytes bounds a change's payload: the feed says what changed,
+// never carries the data itself (the migration enforces a looser bound).
+const MaxPayloadBytes = 2048
+
+// kindPattern keeps kinds safe as SSE event names and URL parameters.
+var kindPattern = regexp.MustCompile(`^[a-z][a-z0-9_.]{0,63}$`)
+
+// ErrInvalid wraps every validation failure of Append; nothing is written.
+var ErrInvalid = errors.New("changefeed: invalid change")
+
+// ErrCursorExpired means rows after the cursor may have been pruned: the
+// reader cannot resume from it and must resync.
+var ErrCursorExpired = errors.New("changefeed: cursor older than retention")
+
+// Cursor is a position in the feed: (transaction id, row id), ordered by
+// XID then ID. The zero Cursor is before every change.
+type Cursor struct {
+	XID uint64
+	ID  int64
+}
+
+// Compare returns -1, 0 or +1 as c is before, equal to or after o.
+func (c Cursor) Compare(o Cursor) int {
+	switch {
+	case c.XID != o.XID:
+		if c.XID < o.XID {
+			return -1
+		}
+		return 1
+	case c.ID < o.ID:
+		return -1
+	case c.ID > o.ID:
+		return 1
+	}
+	return 0
+}
+
+// String encodes c as "xid-id", the form used as an SSE event id.
+func (c Cursor) String() string {
+	return strconv.FormatUint(c.XID, 10) + "-" + strconv.FormatInt(c.ID, 10)
+}
+
+// ParseCursor decodes what Cursor.String produced.
+func ParseCursor(s string) (Cursor, error) {
+	x, i, ok := strings.Cut(s, "-")
+	xid, err1 := strconv.ParseUint(x, 10, 64)
+	id, err2 := strconv.ParseInt(i, 10, 64)
+	if !ok || err1 != nil || err2 != nil || id < 0 {
+		return Cursor{}, fmt.Errorf("changefeed: invalid cursor %q", s)
+	}
+	return Cursor{XID: xid, ID: id}, nil
+}
+
+// Change is one row of the feed.
+type Change struct {
+	// Cursor is set on changes read from the feed; Append ignores it.
+	Cursor Cursor
+	// Kind is one of the Kind constants: 1 to 64 of a-z, 0-9, '_' and
+	// '.', starting with a letter.
+	Kind string
+	// Subject names the thing that changed (a message id, a destination);
+	// at most 512 bytes.
+	Subject string
+	// Payload is a small JSON object (at most MaxPayloadBytes); nil: {}.
+	Payload json.RawMessage
+	// CreatedAt is the writer's transaction time; set when read.
+	CreatedAt time.Time
+}
+
+// Append records c in tx, the writer's transaction: the change commits if
+// and only if the writer's own change does. It sends no NOTIFY: call Notify
+// after the commit. On a validation error nothing is written and tx stays
+// usable.
+func Append(ctx context.Context, tx pgx.Tx, c Change) error {
+	if err := validate(c); err != nil {
+		return err
+	}
+	payload := []byte(c.Payload)
+	if payload == nil {
+		payload = []byte("{}")
+	}
+	err := queries.New(tx).ChangeAppend(ctx, queries.ChangeAppendParams{Kind: c.Kind, Subject: c.Subject, Payload: payload})
+	if err != nil {
+		return fmt.Errorf("changefeed: append %s: %w", c.Kind, err)
+	}
+	return nil
+}
+
+func validate(c Change) error {
+	switch {
+	case !kindPattern.MatchString(c.Kind):
+		return fmt.Errorf("%w: kind %q: want 1 to 64 of a-z, 0-9, '_' and '.', starting with a letter", ErrInvalid, c.Kind)
+	case len(c.Subject) > 512:
+		return fmt.Errorf("%w: subject longer than 512 bytes", ErrInvalid)
+	case len(c.Payload) > MaxPayloadBytes:
+		return fmt.Errorf("%w: payload of %d bytes, limit %d", ErrInvalid, len(c.Payload), MaxPayloadBytes)
+	case c.Payload != nil && !json.Valid(c.Payload):
+		return fmt.Errorf("%w: payload is not valid JSON", ErrInvalid)
+	}
+	return nil
+}
+
+// channel is the LISTEN/NOTIFY channel of the feed (spelled out in the
+// ChangeListen and ChangeNotify queries).
+const channel = "switchyard_changes"
+
+// Notify wakes every Listener, on every console instance. Call it after
+// the transaction that appended has committed, never inside it. It is an
+// optimisation only (Listeners poll too), so a caller may log its error and
+// go on. Wake-ups coalesce: PostgreSQL folds identical notifications of one
+// transaction, and a Listener folds any number of wake-ups that arrive
+// while it reads into one more read.
+func Notify(ctx context.Context, pool *pgxpool.Pool) error {
+	if err := queries.New(pool).ChangeNotify(ctx); err != nil {
+		return fmt.Errorf("changefeed: notify: %w", err)
+	}
+	return nil
+}
+
+func toCursor(xid pgtype.Uint64, id int64) Cursor {
+	return Cursor{XID: xid.Uint64, ID: id}
+}
+
+func xid8(c Cursor) pgtype.Uint64 {
+	return pgtype.Uint64{Uint64: c.XID, Valid: true}
+}

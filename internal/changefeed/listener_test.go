@@ -1,0 +1,328 @@
+package changefeed
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/dbtest"
+)
+
+func TestCursorRoundTripsAndOrders(t *testing.T) {
+	t.Parallel()
+	for _, c := range []Cursor{{}, {XID: 1, ID: 2}, {XID: 1<<63 + 5, ID: 1<<62 + 1}} {
+		got, err := ParseCursor(c.String())
+		require.NoError(t, err)
+		require.Equal(t, c, got)
+	}
+	for _, bad := range []string{"", "1", "1-", "-1", "x-1", "1-x", "1--1", "1-2-3"} {
+		_, err := ParseCursor(bad)
+		require.Error(t, err, bad)
+	}
+	require.Equal(t, -1, Cursor{XID: 1, ID: 9}.Compare(Cursor{XID: 2, ID: 1}), "xid first")
+	require.Equal(t, 1, Cursor{XID: 2, ID: 2}.Compare(Cursor{XID: 2, ID: 1}))
+	require.Equal(t, 0, Cursor{XID: 2, ID: 2}.Compare(Cursor{XID: 2, ID: 2}))
+}
+
+func TestAppendRejectsInvalidChangesAndLeavesTheTransactionUsable(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	for name, c := range map[string]Change{
+		"no kind":       {},
+		"long kind":     {Kind: "k" + strings.Repeat("x", 64)},
+		"newline kind":  {Kind: "k\nevent: x"},
+		"long subject":  {Kind: "k", Subject: string(make([]byte, 513))},
+		"large payload": {Kind: "k", Payload: json.RawMessage(`"` + string(make([]byte, MaxPayloadBytes)) + `"`)},
+		"invalid json":  {Kind: "k", Payload: json.RawMessage(`{`)},
+	} {
+		err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+			err := Append(context.Background(), tx, c)
+			require.ErrorIs(t, err, ErrInvalid, name)
+			return Append(context.Background(), tx, Change{Kind: "k"})
+		})
+		require.NoError(t, err, name)
+	}
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT count(*) FROM switchyard.changes WHERE payload = '{}'").Scan(&n))
+	require.Equal(t, 6, n, "the valid appends committed, with an empty object for no payload")
+}
+
+func TestStartTwiceFailsAndStopIsIdempotent(t *testing.T) {
+	t.Parallel()
+	l := NewListener(dbtest.New(t), Config{})
+	require.Panics(t, func() { l.Subscribe(func([]Change) {}) }, "no cursor before Start")
+	l.Stop() // before Start: nothing to stop
+	require.NoError(t, l.Start(context.Background()))
+	require.ErrorIs(t, l.Start(context.Background()), ErrStarted)
+	l.Stop()
+	l.Stop()
+}
+
+// A listener without From starts after the newest change: history is not
+// replayed, what comes next is.
+func TestListenerStartsAtTheHead(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	appendCommitted(t, pool, "k", "old-1", "old-2")
+	// Other tests' transactions on the server hold the watermark back for
+	// a moment; the head is the newest settled change.
+	waitUntil(t, 10*time.Second, "the old changes to settle", func() bool {
+		var n int
+		require.NoError(t, pool.QueryRow(context.Background(),
+			"SELECT count(*) FROM switchyard.changes WHERE xid < pg_snapshot_xmin(pg_current_snapshot())").Scan(&n))
+		return n == 2
+	})
+	l := NewListener(pool, Config{})
+	start(t, l)
+	c := newCollector()
+	from, cancel := l.Subscribe(c.receive)
+	defer cancel()
+	require.NotZero(t, from, "the head is the newest existing change")
+	appendCommitted(t, pool, "k", "new")
+	require.NoError(t, Notify(context.Background(), pool))
+	require.Equal(t, []string{"new"}, subjects(c.waitFor(t, 1, 10*time.Second)))
+	require.Equal(t, -1, from.Compare(c.snapshot()[0].Cursor))
+}
+
+// Two transactions whose ids commit out of order: whichever order, both
+// are delivered, in cursor order, and none is skipped. In "lower id, higher
+// xid" a reader that tracked ids alone would have moved past id 1 when it
+// saw id 2 commit first.
+func TestOutOfOrderCommitsAreNeverSkipped(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// bFirstXID makes B take its xid before A, so A gets the lower
+		// id and the higher xid.
+		bFirstXID bool
+	}{{"lower id and lower xid commits last", false}, {"lower id but higher xid commits last", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := dbtest.New(t)
+			ctx := context.Background()
+			reads := make(chan bool, 100)
+			l := NewListener(pool, Config{From: &Cursor{}, PollInterval: time.Hour, SettleRetry: 10 * time.Millisecond})
+			l.onRead = func(held bool, err error) {
+				if err == nil {
+					select {
+					case reads <- held:
+					default:
+					}
+				}
+			}
+			c := newCollector()
+			start(t, l)
+			_, cancel := l.Subscribe(c.receive)
+			defer cancel()
+
+			txA, err := pool.Begin(ctx)
+			require.NoError(t, err)
+			defer txA.Rollback(ctx)
+			txB, err := pool.Begin(ctx)
+			require.NoError(t, err)
+			defer txB.Rollback(ctx)
+			if tc.bFirstXID {
+				_, err = txB.Exec(ctx, "SELECT pg_current_xact_id()")
+				require.NoError(t, err)
+			}
+			require.NoError(t, Append(ctx, txA, Change{Kind: "k", Subject: "A"}))
+			require.NoError(t, Append(ctx, txB, Change{Kind: "k", Subject: "B"}))
+			require.NoError(t, txB.Commit(ctx))
+			require.NoError(t, Notify(ctx, pool))
+
+			if tc.bFirstXID {
+				// B's xid is below A's: it is settled and delivered now.
+				require.Equal(t, []string{"B"}, subjects(c.waitFor(t, 1, 10*time.Second)))
+			} else {
+				// B waits behind A's xid: a read must see it held and
+				// deliver nothing.
+				waitHeld(t, reads)
+				require.Empty(t, c.snapshot(), "B must wait until A settles")
+			}
+			require.NoError(t, txA.Commit(ctx))
+			if tc.bFirstXID {
+				require.NoError(t, Notify(ctx, pool))
+			} // else no Notify: the settle retry alone must pick A and B up
+			got := c.waitFor(t, 2, 10*time.Second)
+			requireCursorOrder(t, got)
+			require.ElementsMatch(t, []string{"A", "B"}, subjects(got))
+			require.Len(t, got, 2)
+		})
+	}
+}
+
+func waitHeld(t *testing.T, reads <-chan bool) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case held := <-reads:
+			if held {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no read saw the committed change held behind the watermark")
+		}
+	}
+}
+
+// The LISTEN connection is killed; changes are committed and notified while
+// it is down (those notifications reach nobody). The reconnect alone (the
+// poll is an hour) must catch up, and exactly one LISTEN connection remains.
+func TestListenerReconnectsAndCatchesUpAfterTerminate(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	ctx := context.Background()
+	var connects atomic.Int32
+	reconnecting := make(chan struct{})
+	release := make(chan struct{})
+	cfg := Config{From: &Cursor{}, PollInterval: time.Hour, ReconnectMin: 10 * time.Millisecond}
+	cfg.Connect = func(ctx context.Context) (*pgx.Conn, error) {
+		if connects.Add(1) == 2 {
+			close(reconnecting)
+			select { // the test holds the reconnect until it has written
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	}
+	l := NewListener(pool, cfg)
+	start(t, l)
+	c := newCollector()
+	_, cancel := l.Subscribe(c.receive)
+	defer cancel()
+
+	appendCommitted(t, pool, "k", "before")
+	require.NoError(t, Notify(ctx, pool))
+	c.waitFor(t, 1, 10*time.Second)
+	pids := listenerPIDs(t, pool)
+	require.Len(t, pids, 1)
+
+	var ok bool
+	require.NoError(t, pool.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pids[0]).Scan(&ok))
+	require.True(t, ok)
+	select { // the listener noticed and is reconnecting
+	case <-reconnecting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener did not notice its connection was killed")
+	}
+	appendCommitted(t, pool, "k", "during-1", "during-2")
+	require.NoError(t, Notify(ctx, pool))
+	close(release)
+
+	got := c.waitFor(t, 3, 3*time.Second)
+	require.Equal(t, []string{"before", "during-1", "during-2"}, subjects(got))
+	requireCursorOrder(t, got)
+	waitUntil(t, 10*time.Second, "one new LISTEN connection", func() bool {
+		now := listenerPIDs(t, pool)
+		return len(now) == 1 && now[0] != pids[0]
+	})
+}
+
+func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// With no NOTIFY at all, the poll still delivers.
+func TestPollDeliversWithoutAnyNotification(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	firstRead := make(chan struct{})
+	l := NewListener(pool, Config{From: &Cursor{}, PollInterval: 100 * time.Millisecond})
+	var once sync.Once
+	l.onRead = func(bool, error) { once.Do(func() { close(firstRead) }) }
+	start(t, l)
+	c := newCollector()
+	_, cancel := l.Subscribe(c.receive)
+	defer cancel()
+	<-firstRead // the connect's catch-up is done: only a poll can deliver now
+	appendCommitted(t, pool, "k", "quiet")
+	require.Equal(t, []string{"quiet"}, subjects(c.waitFor(t, 1, 10*time.Second)))
+}
+
+// Many writers commit concurrently with random delays inside their
+// transactions: every change is delivered exactly once, in cursor order.
+func TestConcurrentWritersAreDeliveredOnceInCursorOrder(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	ctx := context.Background()
+	l := NewListener(pool, Config{From: &Cursor{}, BatchSize: 37})
+	start(t, l)
+	c := newCollector()
+	_, cancel := l.Subscribe(c.receive)
+	defer cancel()
+
+	const writers, each = 12, 25
+	begin := make(chan struct{})
+	errs := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			<-begin
+			errs <- write(ctx, pool, w, each)
+		}()
+	}
+	close(begin)
+	for range writers {
+		require.NoError(t, <-errs)
+	}
+	appendCommitted(t, pool, "k", "last")
+	require.NoError(t, Notify(ctx, pool))
+	got := c.waitFor(t, writers*each+1, 20*time.Second)
+	require.Len(t, got, writers*each+1, "nothing twice")
+	requireCursorOrder(t, got)
+	want := map[string]bool{"last": true}
+	for w := range writers {
+		for i := range each {
+			want[fmt.Sprintf("w%d-%d", w, i)] = true
+		}
+	}
+	seen := map[string]bool{}
+	for _, ch := range got {
+		require.True(t, want[ch.Subject], ch.Subject)
+		require.False(t, seen[ch.Subject], "delivered twice: %s", ch.Subject)
+		seen[ch.Subject] = true
+	}
+	require.Equal(t, "last", got[len(got)-1].Subject)
+}
+
+// write commits n changes, one transaction each, holding each transaction
+// open a random while so that ids commit out of order.
+func write(ctx context.Context, pool *pgxpool.Pool, w, n int) error {
+	for i := range n {
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if err := Append(ctx, tx, Change{Kind: "k", Subject: fmt.Sprintf("w%d-%d", w, i)}); err != nil {
+				return err
+			}
+			time.Sleep(time.Duration(rand.IntN(5)) * time.Millisecond) // a random commit delay, not a wait
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if i%5 == 0 { // most commits send no NOTIFY: the watermark and poll must cover
+			if err := Notify(ctx, pool); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

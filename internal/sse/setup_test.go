@@ -1,0 +1,218 @@
+package sse
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/changefeed"
+	"github.com/switchyard/switchyard/internal/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+type bundle struct {
+	pool     *pgxpool.Pool
+	listener *changefeed.Listener
+	hub      *Hub
+	srv      *httptest.Server
+}
+
+// setup starts a listener on a fresh database, a hub on it and an HTTP
+// server serving the hub, all stopped when the test ends.
+func setup(t *testing.T, cfg Config) bundle {
+	t.Helper()
+	pool := dbtest.New(t)
+	l := changefeed.NewListener(pool, changefeed.Config{PollInterval: 100 * time.Millisecond, SettleRetry: 5 * time.Millisecond})
+	require.NoError(t, l.Start(context.Background()))
+	t.Cleanup(l.Stop)
+	hub := New(l, cfg)
+	srv := httptest.NewServer(hub)
+	t.Cleanup(func() {
+		hub.Close() // streams end first, so Close of the server does not wait
+		srv.Close()
+	})
+	return bundle{pool: pool, listener: l, hub: hub, srv: srv}
+}
+
+// commit appends one change per subject of kind in one transaction and
+// notifies.
+func (b bundle) commit(t *testing.T, kind string, subjects ...string) {
+	t.Helper()
+	require.NoError(t, b.tryCommit(kind, subjects...))
+}
+
+// tryCommit is commit for goroutines other than the test's.
+func (b bundle) tryCommit(kind string, subjects ...string) error {
+	ctx := context.Background()
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		for _, s := range subjects {
+			if err := changefeed.Append(ctx, tx, changefeed.Change{Kind: kind, Subject: s}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return changefeed.Notify(ctx, b.pool)
+}
+
+// newest returns the cursor of the newest change in the table (test SQL).
+func (b bundle) newest(t *testing.T) changefeed.Cursor {
+	t.Helper()
+	var c changefeed.Cursor
+	require.NoError(t, b.pool.QueryRow(context.Background(),
+		"SELECT xid::text::bigint, id FROM switchyard.changes ORDER BY xid DESC, id DESC LIMIT 1").Scan(&c.XID, &c.ID))
+	return c
+}
+
+// waitCaughtUp waits until the hub has published the newest change.
+func (b bundle) waitCaughtUp(t *testing.T) {
+	t.Helper()
+	want := b.newest(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b.hub.mu.Lock()
+		c := b.hub.cursor
+		b.hub.mu.Unlock()
+		if c == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hub at %s, want %s", c, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// sseEvent is one parsed event, or a comment when comment is set.
+type sseEvent struct {
+	id, name, data string
+	comment        string
+}
+
+// tclient is a test SSE client reading into a channel.
+type tclient struct {
+	events chan sseEvent
+	resp   *http.Response
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// connect opens a stream; lastEventID "" sends none. The stream is closed
+// when the test ends. slow, if set, delays after each event read.
+func connect(t *testing.T, url, lastEventID string, slow time.Duration) *tclient {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	require.NoError(t, err)
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	c := &tclient{events: make(chan sseEvent, 10000), resp: resp, cancel: cancel, done: make(chan struct{})}
+	go c.read(slow)
+	t.Cleanup(c.close)
+	return c
+}
+
+func (c *tclient) close() {
+	c.cancel()
+	<-c.done
+	c.resp.Body.Close()
+}
+
+func (c *tclient) read(slow time.Duration) {
+	defer close(c.done)
+	defer close(c.events)
+	r := bufio.NewReader(c.resp.Body)
+	var ev sseEvent
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case line == "":
+			if ev != (sseEvent{}) {
+				c.events <- ev
+				if slow > 0 {
+					time.Sleep(slow) // a slow reader, on purpose
+				}
+			}
+			ev = sseEvent{}
+		case strings.HasPrefix(line, ":"):
+			c.events <- sseEvent{comment: strings.TrimSpace(line[1:])}
+		case strings.HasPrefix(line, "id: "):
+			ev.id = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			ev.name = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			ev.data = line[6:]
+		}
+	}
+}
+
+// next returns the next event that is not a comment (and not the retry
+// field's empty event), failing after limit.
+func (c *tclient) next(t *testing.T, limit time.Duration) sseEvent {
+	t.Helper()
+	deadline := time.After(limit)
+	for {
+		select {
+		case ev, ok := <-c.events:
+			if !ok {
+				t.Fatal("stream ended")
+			}
+			if ev.comment == "" && ev.name != "" {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("no event within %v", limit)
+		}
+	}
+}
+
+// until collects events until one named name with id arrives.
+func (c *tclient) until(t *testing.T, id string, limit time.Duration) []sseEvent {
+	t.Helper()
+	var got []sseEvent
+	deadline := time.Now().Add(limit)
+	for {
+		ev := c.next(t, time.Until(deadline))
+		got = append(got, ev)
+		if ev.id == id && ev.name != "ready" {
+			return got
+		}
+	}
+}
+
+func names(events []sseEvent) []string {
+	out := make([]string, len(events))
+	for i, e := range events {
+		out[i] = e.name
+	}
+	return out
+}
+
+func subjectsN(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return out
+}

@@ -1,0 +1,178 @@
+package sse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/switchyard/switchyard/internal/changefeed"
+)
+
+// ServeHTTP streams the feed to one client until it disconnects, the hub
+// closes, or a write times out. Query parameter kind (repeatable) limits
+// the stream to those kinds; control events always come.
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var kinds map[string]bool
+	if ks := r.URL.Query()["kind"]; len(ks) > 0 {
+		kinds = map[string]bool{}
+		for _, k := range ks {
+			kinds[k] = true
+		}
+	}
+	c := &client{queue: make(chan *event, h.cfg.QueueSize), kinds: kinds}
+	plan, ok := h.attach(c, r.Header.Get("Last-Event-ID"))
+	if !ok {
+		http.Error(w, "live updates are shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	defer h.detach(c)
+	if plan.fromFeed {
+		plan = h.resumeFromFeed(r.Context(), c, plan)
+	}
+
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-cache")
+	hdr.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	s := stream{w: w, rc: http.NewResponseController(w), timeout: h.cfg.WriteTimeout}
+	defer s.clearDeadline()
+
+	first := [][]byte{[]byte("retry: " + strconv.FormatInt(h.cfg.Retry.Milliseconds(), 10) + "\n\n")}
+	for _, ev := range plan.replay {
+		first = append(first, ev.wire)
+	}
+	first = append(first, encodeControl(plan.control, plan.cursor).wire)
+	if err := s.write(first...); err != nil {
+		h.dropped(r, err)
+		return
+	}
+	if err := h.pump(r.Context(), c, &s); err != nil {
+		h.dropped(r, err)
+	}
+}
+
+// pump writes queued events and heartbeats until the stream ends.
+func (h *Hub) pump(ctx context.Context, c *client, s *stream) error {
+	heartbeat := time.NewTicker(h.cfg.Heartbeat)
+	defer heartbeat.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-h.done:
+			return nil
+		case ev := <-c.queue:
+			if err := s.write(ev.wire); err != nil {
+				return err
+			}
+		case <-heartbeat.C:
+			if err := s.write([]byte(": heartbeat\n\n")); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (h *Hub) dropped(r *http.Request, err error) {
+	h.cfg.Logger.Info("live stream dropped", slog.String("remote_addr", r.RemoteAddr), slog.Any("error", err))
+}
+
+// plan is what a new client gets before live events.
+type plan struct {
+	replay   []*event
+	control  string // "ready" or "resync"
+	cursor   changefeed.Cursor
+	fromFeed bool // the replay must be read from the feed: after .. cursor
+	after    changefeed.Cursor
+}
+
+// attach registers c and decides, under the lock (so that no change
+// published meanwhile is lost or doubled), what it gets first. ok is false
+// once the hub is closed.
+func (h *Hub) attach(c *client, lastEventID string) (p plan, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return plan{}, false
+	}
+	h.clients[c] = struct{}{}
+	p = plan{control: "ready", cursor: h.cursor}
+	if lastEventID == "" {
+		return p, true
+	}
+	last, err := changefeed.ParseCursor(lastEventID)
+	switch {
+	case err != nil || last.Compare(h.cursor) > 0:
+		p.control = "resync"
+	case last.Compare(h.floor) >= 0:
+		for _, ev := range h.ring {
+			if ev.cursor.Compare(last) > 0 && c.wants(ev.kind) {
+				p.replay = append(p.replay, ev)
+			}
+		}
+		if len(p.replay) > h.cfg.QueueSize {
+			p.replay, p.control = nil, "resync"
+		}
+	default:
+		p.fromFeed, p.after = true, last
+	}
+	return p, true
+}
+
+// resumeFromFeed reads what a client older than the ring missed. Live
+// events after p.cursor queue meanwhile.
+func (h *Hub) resumeFromFeed(ctx context.Context, c *client, p plan) plan {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.ResumeTimeout)
+	defer cancel()
+	missed, err := h.feed.Since(ctx, p.after, p.cursor, h.cfg.QueueSize+1)
+	if err != nil || len(missed) > h.cfg.QueueSize {
+		if err != nil && !errors.Is(err, changefeed.ErrCursorExpired) {
+			h.cfg.Logger.Warn("resume live stream failed; resync", slog.Any("error", err))
+		}
+		p.control = "resync"
+		return p
+	}
+	for _, ch := range missed {
+		if c.wants(ch.Kind) {
+			p.replay = append(p.replay, encodeChange(ch))
+		}
+	}
+	return p
+}
+
+func (h *Hub) detach(c *client) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.clients, c)
+}
+
+// stream writes to one client, each write under its own deadline.
+type stream struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (s *stream) write(chunks ...[]byte) error {
+	// A writer without deadlines (ErrNotSupported: a wrapper that hides the
+	// connection) could block forever on a stuck client: refuse to stream.
+	if err := s.rc.SetWriteDeadline(time.Now().Add(s.timeout)); err != nil {
+		return fmt.Errorf("sse: set write deadline: %w", err)
+	}
+	for _, b := range chunks {
+		if _, err := s.w.Write(b); err != nil {
+			return err
+		}
+	}
+	return s.rc.Flush()
+}
+
+// clearDeadline leaves the connection as it found it, for keep-alive.
+func (s *stream) clearDeadline() {
+	_ = s.rc.SetWriteDeadline(time.Time{})
+}
