@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchyard/switchyard/internal/changefeed"
 	"github.com/switchyard/switchyard/internal/outbox"
 )
 
@@ -32,8 +33,15 @@ func dispatch(ctx context.Context, cfg config, logger *slog.Logger) error {
 func startDispatcher(ctx context.Context, db *database, cfg config, logger *slog.Logger, reg prometheus.Registerer) (stop func(), err error) {
 	owner := outbox.DefaultOwner()
 	metrics := outbox.NewMetrics(reg)
-	routes, closeRoutes, err := loadRoutes(ctx, db.pool, cfg, owner, metrics, logger)
+	// Dead letters and breaker changes go to the change feed; the notifier
+	// wakes the consoles' listeners after each such commit, coalesced.
+	notifier := changefeed.NewNotifier(db.pool, logger)
+	if err := notifier.Start(ctx); err != nil {
+		return nil, err
+	}
+	routes, closeRoutes, err := loadRoutes(ctx, db.pool, cfg, owner, metrics, logger, notifier.Poke)
 	if err != nil {
+		notifier.Stop()
 		return nil, err
 	}
 	if len(routes) == 0 {
@@ -43,16 +51,18 @@ func startDispatcher(ctx context.Context, db *database, cfg config, logger *slog
 	logger = logger.With(slog.String("component", "dispatcher"))
 	d := outbox.New(db.pool, outbox.Config{
 		Owner: owner, Workers: cfg.workers, LeaseDuration: cfg.lease, Routes: routes,
-		Logger: logger, Metrics: metrics,
+		Logger: logger, Metrics: metrics, Changed: notifier.Poke,
 	})
 	if err := d.Start(ctx); err != nil {
 		closeRoutes()
+		notifier.Stop()
 		return nil, err
 	}
 	logger.Info("dispatcher started", slog.Int("workers", cfg.workers), slog.Int("destinations", len(routes)))
 	return func() {
 		d.Stop()
 		closeRoutes()
+		notifier.Stop()
 		logger.Info("dispatcher stopped")
 	}, nil
 }

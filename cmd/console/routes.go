@@ -22,9 +22,10 @@ import (
 // unreachable NATS) still gets a route whose every attempt fails with the
 // reason: its messages go dead after their attempts, and nothing else is
 // slowed. Function destinations exist only in processes that embed the
-// dispatcher, so they get no route here. close releases connections.
-func loadRoutes(ctx context.Context, pool *pgxpool.Pool, cfg config, owner string, metrics *outbox.Metrics, logger *slog.Logger) (map[string]outbox.Route, func(), error) {
-	record := outbox.BreakerRecorder(pool, owner, logger)
+// dispatcher, so they get no route here. Breaker changes are recorded and
+// announced through changed. close releases connections.
+func loadRoutes(ctx context.Context, pool *pgxpool.Pool, cfg config, owner string, metrics *outbox.Metrics, logger *slog.Logger, changed func()) (map[string]outbox.Route, func(), error) {
+	record := outbox.BreakerRecorder(pool, owner, logger, changed)
 	rows, err := queries.New(pool).DestinationList(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load destinations: %w", err)

@@ -71,7 +71,7 @@ func TestMisconfiguredDestinationsFailOnlyTheirOwnMessages(t *testing.T) {
 	}}
 	logger := slog.New(slog.DiscardHandler)
 	metrics := outbox.NewMetrics(nil)
-	routes, closeRoutes, err := loadRoutes(ctx, pool, cfg, "routes-test", metrics, logger)
+	routes, closeRoutes, err := loadRoutes(ctx, pool, cfg, "routes-test", metrics, logger, nil)
 	require.NoError(t, err)
 	t.Cleanup(closeRoutes)
 	d := outbox.New(pool, outbox.Config{Routes: routes, Workers: 2, BatchSize: 20, IdlePoll: 10 * time.Millisecond, Metrics: metrics})

@@ -58,8 +58,10 @@ import (
 // Kinds of change. A kind names what changed, so that a view can refresh the
 // regions that show it; views subscribe by kind. New kinds are added here.
 const (
-	// KindDeadLetter: a message went dead. Subject: the message id.
-	// Payload: {"destination", "topic", "fingerprint"}.
+	// KindDeadLetter: messages went dead. Written by the dispatcher's
+	// finalize, one row per error fingerprint per finalize (a mass failure
+	// is a few rows, not one per message). Subject: the fingerprint.
+	// Payload: {"dead": how many, "destinations": [...]}.
 	KindDeadLetter = "dead_letter"
 	// KindBreaker: a destination's circuit breaker changed state.
 	// Subject: the destination. Payload: {"from", "to"}.

@@ -26,7 +26,8 @@ func TestBreakerHoldsAFailingDestinationAndSparesTheOthers(t *testing.T) {
 	var calls, callsWhileOpen atomic.Int64
 	states := make(chan guard.State, 4096)
 	var halfOpens atomic.Int64
-	record := BreakerRecorder(pool, "breaker-test", slog.New(slog.DiscardHandler))
+	var announced atomic.Int64
+	record := BreakerRecorder(pool, "breaker-test", slog.New(slog.DiscardHandler), func() { announced.Add(1) })
 	// One delivery at a time: with several in flight, one admitted while
 	// the breaker was closed could see it open (opened by the others'
 	// failures) and count as a call while open.
@@ -92,6 +93,14 @@ func TestBreakerHoldsAFailingDestinationAndSparesTheOthers(t *testing.T) {
 			WHERE destination = 'down' AND owner = 'breaker-test'`).Scan(&n))
 		return n == 3
 	})
+	// Each recorded change is on the change feed too, announced after its
+	// commit.
+	var events, feed int64
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT
+		(SELECT count(*) FROM switchyard.breaker_events WHERE destination = 'down'),
+		(SELECT count(*) FROM switchyard.changes WHERE kind = 'breaker' AND subject = 'down')`).Scan(&events, &feed))
+	require.Equal(t, events, feed)
+	waitUntil(t, 10*time.Second, "every change announced", func() bool { return announced.Load() == events })
 }
 
 func waitState(t *testing.T, states <-chan guard.State, want guard.State) {

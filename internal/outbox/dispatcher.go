@@ -74,6 +74,10 @@ type Config struct {
 	Clock func() time.Time
 	// Random draws backoff jitter in [0, 1). Default math/rand/v2.
 	Random func() float64
+	// Changed, when set, is called after a commit that appended to the
+	// change feed (switchyard.changes): messages went dead. It must not
+	// block; a coalescing notifier's Poke (internal/changefeed) fits.
+	Changed func()
 	// Logger receives stale finalizes and errors. Default: discard.
 	Logger  *slog.Logger
 	Metrics *Metrics
@@ -99,6 +103,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(nil)
+	}
+	if c.Changed == nil {
+		c.Changed = func() {}
 	}
 	return c
 }

@@ -273,11 +273,19 @@ func TestDeadLettersAreGroupedByFingerprint(t *testing.T) {
 		msgs = append(msgs, Message{Topic: "t", Destination: dest, Payload: fmt.Appendf(nil, `{"n":%d}`, i)})
 	}
 	enqueue(t, pool, msgs...)
-	startDispatcher(t, pool, Config{Workers: 2, BatchSize: 4, Routes: map[string]Route{
+	var announced atomic.Int64
+	d := startDispatcher(t, pool, Config{Workers: 2, BatchSize: 4, Changed: func() { announced.Add(1) }, Routes: map[string]Route{
 		"a": {Destination: fails("order %s rejected: 422 from 10.1.2.3")},
 		"b": {Destination: fails("no such customer %s")},
 	}})
 	waitUntil(t, time.Minute, "every message dead", func() bool { return countWhere(t, pool, "state = 'dead'") == 30 })
+	d.Stop() // every finalize has returned
+	var fed, rows int64
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT coalesce(sum((payload->>'dead')::int), 0), count(*) FROM switchyard.changes WHERE kind = 'dead_letter'`).Scan(&fed, &rows))
+	require.Equal(t, int64(30), fed, "the change feed says how many went dead")
+	require.LessOrEqual(t, rows, announced.Load()*2, "each finalize that fed the feed announced it (at most one row per group)")
+	require.Positive(t, announced.Load())
 	var groups int
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM switchyard.dead_letter_groups WHERE dead = 15`).Scan(&groups))
 	require.Equal(t, 2, groups, "one group per error, whatever the ids in its text")

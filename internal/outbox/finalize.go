@@ -45,11 +45,15 @@ func (d *Dispatcher) finalize(ctx context.Context, worker string, results []resu
 	if err != nil {
 		return fmt.Errorf("finalize %d messages: %w", len(results), err)
 	}
-	d.count(results, applied)
+	if d.count(results, applied) {
+		d.cfg.Changed()
+	}
 	return nil
 }
 
-func (d *Dispatcher) count(results []result, applied []int64) {
+// count updates the metrics and logs stale finalizes. It reports whether a
+// message went dead, which the finalize appended to the change feed.
+func (d *Dispatcher) count(results []result, applied []int64) (dead bool) {
 	ok := make(map[int64]bool, len(applied))
 	for _, id := range applied {
 		ok[id] = true
@@ -63,5 +67,7 @@ func (d *Dispatcher) count(results []result, applied []int64) {
 			continue
 		}
 		d.cfg.Metrics.outcomes.WithLabelValues(r.msg.Destination, r.outcome).Inc()
+		dead = dead || r.outcome == outcomeDead
 	}
+	return dead
 }

@@ -51,9 +51,10 @@ func (d *Dispatcher) markStopped() {
 }
 
 // BreakerRecorder returns a guard state-change callback that records each
-// change in switchyard.breaker_events for the console, as owner. It never
+// change in switchyard.breaker_events and the change feed for the console,
+// as owner, then calls changed (if not nil; see Config.Changed). It never
 // blocks the guard: the insert runs on its own goroutine with a timeout.
-func BreakerRecorder(pool *pgxpool.Pool, owner string, logger *slog.Logger) func(name string, from, to guard.State) {
+func BreakerRecorder(pool *pgxpool.Pool, owner string, logger *slog.Logger, changed func()) func(name string, from, to guard.State) {
 	return func(name string, from, to guard.State) {
 		at := time.Now()
 		go func() {
@@ -64,6 +65,10 @@ func BreakerRecorder(pool *pgxpool.Pool, owner string, logger *slog.Logger) func
 			})
 			if err != nil {
 				logger.Warn("record breaker change failed", slog.String("destination", name), slog.Any("error", err))
+				return
+			}
+			if changed != nil {
+				changed()
 			}
 		}()
 	}

@@ -13,8 +13,14 @@ import (
 )
 
 const breakerEventInsert = `-- name: BreakerEventInsert :exec
-INSERT INTO switchyard.breaker_events (destination, owner, from_state, to_state, changed_at)
-VALUES ($1, $2, $3, $4, $5)
+WITH event AS (
+    INSERT INTO switchyard.breaker_events (destination, owner, from_state, to_state, changed_at)
+    VALUES ($1, $2, $3, $4, $5)
+    RETURNING destination, owner, from_state, to_state
+)
+INSERT INTO switchyard.changes (kind, subject, payload)
+SELECT 'breaker', e.destination, jsonb_build_object('from', e.from_state, 'to', e.to_state, 'owner', e.owner)
+FROM event e
 `
 
 type BreakerEventInsertParams struct {
@@ -25,6 +31,8 @@ type BreakerEventInsertParams struct {
 	ChangedAt   time.Time
 }
 
+// BreakerEventInsert records a breaker's change of state and appends it to
+// the change feed in the same statement.
 func (q *Queries) BreakerEventInsert(ctx context.Context, arg BreakerEventInsertParams) error {
 	_, err := q.db.Exec(ctx, breakerEventInsert,
 		arg.Destination,
@@ -775,6 +783,13 @@ dead_groups AS (
         sample_error = EXCLUDED.sample_error,
         destinations = ARRAY(SELECT DISTINCT d FROM unnest(g.destinations || EXCLUDED.destinations) AS d ORDER BY d)
 ),
+dead_feed AS (
+    INSERT INTO switchyard.changes (kind, subject, payload)
+    SELECT 'dead_letter', left(a.error_fingerprint, 512),
+        jsonb_build_object('dead', count(*), 'destinations', array_agg(DISTINCT a.destination ORDER BY a.destination))
+    FROM applied a WHERE a.state = 'dead'
+    GROUP BY a.error_fingerprint
+),
 dead_hours AS (
     INSERT INTO switchyard.dead_letter_hours AS h (fingerprint, hour, dead)
     SELECT a.error_fingerprint, date_trunc('hour', now()), count(*)
@@ -835,6 +850,8 @@ type OutboxFinalizeParams struct {
 // The aggregates first (the claim's lock order), fenced by their lease
 // version: done up to the last finished message, due again now, after the
 // head's retry delay, or never while a dead head blocks it.
+// The change feed (migrations/00006_changefeed.sql): one row per group
+// per finalize; the dispatcher sends the wake-up NOTIFY after commit.
 func (q *Queries) OutboxFinalize(ctx context.Context, arg OutboxFinalizeParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, outboxFinalize,
 		arg.Ids,

@@ -247,6 +247,15 @@ dead_groups AS (
         sample_error = EXCLUDED.sample_error,
         destinations = ARRAY(SELECT DISTINCT d FROM unnest(g.destinations || EXCLUDED.destinations) AS d ORDER BY d)
 ),
+-- The change feed (migrations/00006_changefeed.sql): one row per group
+-- per finalize; the dispatcher sends the wake-up NOTIFY after commit.
+dead_feed AS (
+    INSERT INTO switchyard.changes (kind, subject, payload)
+    SELECT 'dead_letter', left(a.error_fingerprint, 512),
+        jsonb_build_object('dead', count(*), 'destinations', array_agg(DISTINCT a.destination ORDER BY a.destination))
+    FROM applied a WHERE a.state = 'dead'
+    GROUP BY a.error_fingerprint
+),
 dead_hours AS (
     INSERT INTO switchyard.dead_letter_hours AS h (fingerprint, hour, dead)
     SELECT a.error_fingerprint, date_trunc('hour', now()), count(*)
@@ -304,8 +313,16 @@ ORDER BY stopped_at NULLS FIRST, started_at DESC
 LIMIT @max_rows;
 
 -- name: BreakerEventInsert :exec
-INSERT INTO switchyard.breaker_events (destination, owner, from_state, to_state, changed_at)
-VALUES (@destination, @owner, @from_state, @to_state, @changed_at);
+-- BreakerEventInsert records a breaker's change of state and appends it to
+-- the change feed in the same statement.
+WITH event AS (
+    INSERT INTO switchyard.breaker_events (destination, owner, from_state, to_state, changed_at)
+    VALUES (@destination, @owner, @from_state, @to_state, @changed_at)
+    RETURNING destination, owner, from_state, to_state
+)
+INSERT INTO switchyard.changes (kind, subject, payload)
+SELECT 'breaker', e.destination, jsonb_build_object('from', e.from_state, 'to', e.to_state, 'owner', e.owner)
+FROM event e;
 
 -- name: OutboxPruneDelivered :execrows
 -- OutboxPruneDelivered deletes up to batch_size delivered messages finished
