@@ -117,7 +117,6 @@ type Dispatcher struct {
 	cfg          Config
 	pool         *pgxpool.Pool
 	destinations []string
-	held         map[string]*atomic.Int64 // per destination: deliveries claimed and not yet finished
 	wake         chan struct{}
 	inFlight     atomic.Int64 // messages claimed and not yet finalized
 	isStopping   atomic.Bool  // set when Stop begins
@@ -133,10 +132,8 @@ type Dispatcher struct {
 func New(pool *pgxpool.Pool, cfg Config) *Dispatcher {
 	cfg = cfg.withDefaults()
 	d := &Dispatcher{cfg: cfg, pool: pool, wake: make(chan struct{}, 1)}
-	d.held = map[string]*atomic.Int64{}
 	for name := range cfg.Routes {
 		d.destinations = append(d.destinations, name)
-		d.held[name] = new(atomic.Int64)
 	}
 	return d
 }
@@ -148,6 +145,9 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	if d.cancel != nil {
 		return errors.New("outbox: dispatcher already started")
 	}
+	// Registered before the first lease, so that the console never sees
+	// leases held by a dispatcher it does not know.
+	d.heartbeat(ctx)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	d.hardCtx, d.hardEnd = context.WithCancel(context.WithoutCancel(ctx))
 	d.cancel, d.done = cancel, make(chan struct{})
@@ -215,9 +215,10 @@ func (d *Dispatcher) now() *time.Time {
 }
 
 // claim leases up to limit deliveries: messages without an aggregate (at
-// least half of limit when that many are due) and aggregates for the rest.
-func (d *Dispatcher) claim(ctx context.Context, worker string, limit int) ([]group, error) {
-	destinations, caps := d.claimable(limit)
+// least half of limit when that many are due) and aggregates for the rest,
+// each destination within its share (see claimable).
+func (d *Dispatcher) claim(ctx context.Context, worker string, limit int, held map[string]int) ([]group, error) {
+	destinations, caps := d.claimable(limit, held)
 	if len(destinations) == 0 || limit <= 0 {
 		return nil, nil
 	}
@@ -276,15 +277,19 @@ func (d *Dispatcher) claim(ctx context.Context, worker string, limit int) ([]gro
 	return append(claimed, ordered...), nil
 }
 
-// claimable lists the destinations whose messages may be claimed now, in a
-// new random order each time (the claim serves them in that order), each
-// with how many deliveries it can take: none while its breaker is open,
-// else its free bulkhead slots, and with a rate limit no more than it may
-// start within about a second. Messages claimed beyond that would only wait
-// in the guard, holding window slots that other destinations could use.
-func (d *Dispatcher) claimable(limit int) (names []string, caps []int32) {
+// claimable lists the destinations whose messages a worker may claim now,
+// in a new random order each time (the claim serves them in that order),
+// each with how many deliveries it may add to the worker's window: none
+// while its breaker is open; else up to twice what the destination can run
+// at once (its bulkhead, and with a rate limit what it may start within
+// about a second), or half the window if that is more, minus what the
+// worker already holds of it. A destination that cannot keep up (slow,
+// hanging, rate-limited) thus never fills more than about half a window
+// with messages that only wait, and the claims of one that keeps up stay
+// large. held counts the worker's deliveries in flight per destination.
+func (d *Dispatcher) claimable(limit int, held map[string]int) (names []string, caps []int32) {
 	for _, name := range d.destinations {
-		if c := d.capacity(name, limit); c > 0 {
+		if c := min(d.share(name)-held[name], limit); c > 0 {
 			names, caps = append(names, name), append(caps, int32(c))
 		}
 	}
@@ -295,10 +300,11 @@ func (d *Dispatcher) claimable(limit int) (names []string, caps []int32) {
 	return names, caps
 }
 
-func (d *Dispatcher) capacity(name string, limit int) int {
+// share is the most deliveries of destination name one worker may hold.
+func (d *Dispatcher) share(name string) int {
 	g := d.cfg.Routes[name].Guard
 	if g == nil {
-		return limit
+		return d.cfg.BatchSize
 	}
 	if !g.Claimable() {
 		return 0
@@ -308,14 +314,7 @@ func (d *Dispatcher) capacity(name string, limit int) int {
 	if cfg.Rate > 0 {
 		most = min(most, int(math.Ceil(cfg.Rate))+cfg.Burst)
 	}
-	return min(most-int(d.held[name].Load()), limit)
-}
-
-// hold counts deliveries of destination claimed and not yet finished.
-func (d *Dispatcher) hold(destination string, n int64) {
-	if c, ok := d.held[destination]; ok {
-		c.Add(n)
-	}
+	return max(2*most, d.cfg.BatchSize/2)
 }
 
 // claimedMessage is a leased message as a claim returns it. An ordered one

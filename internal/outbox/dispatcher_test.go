@@ -48,7 +48,7 @@ func TestFencingStaleFinalizeChangesNothing(t *testing.T) {
 	})
 
 	a := claimOne(t, d, "A")
-	none, err := d.claim(ctx, "B", 10)
+	none, err := d.claim(ctx, "B", 10, nil)
 	require.NoError(t, err)
 	require.Empty(t, none, "a leased message is not claimable")
 
@@ -88,17 +88,17 @@ func TestFencingOfAnAggregateLease(t *testing.T) {
 		Routes:        map[string]Route{"alpha": {Destination: destination.Func(nil)}},
 	})
 
-	a, err := d.claim(ctx, "A", 10)
+	a, err := d.claim(ctx, "A", 10, nil)
 	require.NoError(t, err)
 	require.Len(t, a, 1, "one aggregate")
 	require.Len(t, a[0].msgs, 2, "its messages, together")
 	require.Less(t, a[0].msgs[0].AggregateSeq, a[0].msgs[1].AggregateSeq, "in order")
-	none, err := d.claim(ctx, "B", 10)
+	none, err := d.claim(ctx, "B", 10, nil)
 	require.NoError(t, err)
 	require.Empty(t, none, "a leased aggregate is not claimable")
 
 	clock.Add(int64(11 * time.Second))
-	b, err := d.claim(ctx, "B", 10)
+	b, err := d.claim(ctx, "B", 10, nil)
 	require.NoError(t, err)
 	require.Len(t, b, 1, "an expired aggregate lease is claimable again")
 	require.Equal(t, a[0].msgs[0].AggregateLeaseVersion+1, b[0].msgs[0].AggregateLeaseVersion)
@@ -126,7 +126,7 @@ func TestFencingOfAnAggregateLease(t *testing.T) {
 // claimOne claims as worker and expects exactly one unordered message.
 func claimOne(t *testing.T, d *Dispatcher, worker string) claimedMessage {
 	t.Helper()
-	groups, err := d.claim(context.Background(), worker, 10)
+	groups, err := d.claim(context.Background(), worker, 10, nil)
 	require.NoError(t, err)
 	require.Len(t, groups, 1)
 	require.Len(t, groups[0].msgs, 1)
@@ -351,7 +351,7 @@ func TestDeadHeadBlocksItsAggregateOnly(t *testing.T) {
 		return countWhere(t, pool, "aggregate_id = 'healthy' AND state = 'delivered'") == 3 &&
 			countWhere(t, pool, "aggregate_id = 'poisoned' AND state = 'dead'") == 1
 	})
-	probe, err := d.claim(ctx, "probe", 10)
+	probe, err := d.claim(ctx, "probe", 10, nil)
 	require.NoError(t, err)
 	require.Empty(t, probe, "nothing behind a dead head is claimable")
 	require.Equal(t, 2, countWhere(t, pool, "aggregate_id = 'poisoned' AND state = 'pending' AND attempts = 0"),
@@ -469,7 +469,7 @@ func TestRetentionPrunesIdleAggregatesOnly(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT aggregate_seq FROM switchyard.outbox WHERE aggregate_id = 'idle' AND state = 'pending'`).Scan(&seq))
 	require.Equal(t, int64(1), seq, "a pruned aggregate starts again")
 	d := New(pool, Config{Routes: map[string]Route{"r": {Destination: destination.Func(nil)}}})
-	groups, err := d.claim(ctx, "w", 10)
+	groups, err := d.claim(ctx, "w", 10, nil)
 	require.NoError(t, err)
 	var claimed []string
 	for _, g := range groups {
@@ -590,9 +590,9 @@ func TestHangingDestinationDoesNotSlowTheOthers(t *testing.T) {
 	require.Equal(t, 20, countWhere(t, pool, "destination = 'hangs' AND state = 'pending'"))
 }
 
-// A destination whose bulkhead is full gets no more claims than it has free
-// slots: its waiting messages must not fill the window while another
-// destination's messages are due. Here the saturated destination's messages
+// A destination that cannot keep up holds at most half a worker's window
+// (here twice its bulkhead of 2 is less than that): its waiting messages
+// must not fill the window while another destination's messages are due. Here the saturated destination's messages
 // are older and more numerous than the window, and its two slots hang.
 func TestSaturatedDestinationDoesNotHoldTheWindow(t *testing.T) {
 	t.Parallel()
@@ -631,8 +631,8 @@ func TestSaturatedDestinationDoesNotHoldTheWindow(t *testing.T) {
 		return countWhere(t, pool, "destination = 'flows' AND state = 'delivered'") == 60
 	})
 	require.Equal(t, int64(2), started.Load(), "the narrow destination ran only what its bulkhead allows")
-	require.LessOrEqual(t, countWhere(t, pool, "destination = 'narrow' AND lease_owner IS NOT NULL"), 2,
-		"and no more of its messages were claimed than it had slots")
+	require.LessOrEqual(t, countWhere(t, pool, "destination = 'narrow' AND lease_owner IS NOT NULL"), 5,
+		"and held no more than half the window")
 }
 
 // A delivery whose lease was taken over is cancelled at the next heartbeat,
@@ -665,7 +665,7 @@ func TestLostLeaseCancelsTheDelivery(t *testing.T) {
 			// An hour later by B's clock, A's lease has long expired.
 			b := New(pool, Config{Clock: func() time.Time { return base.Add(time.Hour) },
 				Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
-			groups, err := b.claim(ctx, "B", 10)
+			groups, err := b.claim(ctx, "B", 10, nil)
 			require.NoError(t, err)
 			require.Len(t, groups, 1, "B took the lease over")
 			waitFor(t, cancelled, "A's delivery cancelled at its next heartbeat")

@@ -13,21 +13,8 @@ import (
 )
 
 // heartbeatLoop keeps this dispatcher's row in switchyard.dispatchers fresh
-// (heartbeat_at, leases_held) until ctx ends.
+// (heartbeat_at, leases_held) until ctx ends. Start wrote it first.
 func (d *Dispatcher) heartbeatLoop(ctx context.Context) {
-	host, _ := os.Hostname()
-	beat := func() {
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		err := queries.New(d.pool).DispatcherHeartbeat(bctx, queries.DispatcherHeartbeatParams{
-			Owner: d.cfg.Owner, Host: host, Pid: int32(os.Getpid()),
-			Workers: int32(d.cfg.Workers), LeasesHeld: int32(d.inFlight.Load()),
-		})
-		if err != nil {
-			d.cfg.Logger.Warn("dispatcher heartbeat failed", slog.Any("error", err))
-		}
-	}
-	beat()
 	tick := time.NewTicker(d.cfg.HeartbeatInterval)
 	defer tick.Stop()
 	for {
@@ -35,8 +22,23 @@ func (d *Dispatcher) heartbeatLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			beat()
+			d.heartbeat(ctx)
 		}
+	}
+}
+
+// heartbeat registers the dispatcher or refreshes its row. A failure is
+// logged, not fatal: the row is for the console, leases do not depend on it.
+func (d *Dispatcher) heartbeat(ctx context.Context) {
+	host, _ := os.Hostname()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := queries.New(d.pool).DispatcherHeartbeat(ctx, queries.DispatcherHeartbeatParams{
+		Owner: d.cfg.Owner, Host: host, Pid: int32(os.Getpid()),
+		Workers: int32(d.cfg.Workers), LeasesHeld: int32(d.inFlight.Load()),
+	})
+	if err != nil {
+		d.cfg.Logger.Warn("dispatcher heartbeat failed", slog.Any("error", err))
 	}
 }
 

@@ -23,6 +23,7 @@ type worker struct {
 	name    string
 	results chan landed
 	flights map[uint64]*flight // deliveries in flight
+	held    map[string]int     // deliveries in flight per destination
 	nextID  uint64
 	done    []result
 	// nextClaim holds off claiming after a claim found nothing, until the
@@ -48,7 +49,7 @@ type landed struct {
 }
 
 func (d *Dispatcher) work(ctx context.Context, name string) {
-	w := &worker{d: d, name: name, results: make(chan landed, d.cfg.BatchSize), flights: map[uint64]*flight{}}
+	w := &worker{d: d, name: name, results: make(chan landed, d.cfg.BatchSize), flights: map[uint64]*flight{}, held: map[string]int{}}
 	d.mu.Lock()
 	hard := d.hardCtx
 	d.mu.Unlock()
@@ -93,7 +94,7 @@ func (w *worker) claimIfRoom(ctx, hard context.Context) {
 	// stopping worker claimed is released at once by deliverOne.
 	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.d.cfg.LeaseDuration/3)
 	claimedAt := time.Now()
-	claimed, err := w.d.claim(claimCtx, w.name, room)
+	claimed, err := w.d.claim(claimCtx, w.name, room, w.held)
 	cancel()
 	if err != nil {
 		// What was claimed before the error is still delivered below.
@@ -108,7 +109,7 @@ func (w *worker) claimIfRoom(ctx, hard context.Context) {
 		w.d.Wake()
 	}
 	for _, g := range claimed {
-		w.d.hold(g.msgs[0].Destination, 1)
+		w.held[g.msgs[0].Destination]++
 		w.d.inFlight.Add(int64(len(g.msgs)))
 		// Both contexts end when the lease is lost: before the delivery
 		// starts (it is released) or during it (it is cut short).
@@ -137,7 +138,7 @@ func (w *worker) finished(l landed) {
 		f.cancel()
 		delete(w.flights, l.id)
 	}
-	w.d.hold(l.results[0].msg.Destination, -1)
+	w.held[l.results[0].msg.Destination]--
 	w.done = append(w.done, l.results...)
 	if len(w.done) >= max(w.d.cfg.BatchSize/2, 1) || len(w.flights) == 0 {
 		w.finalize()
