@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchyard/switchyard/internal/inbox"
 	"github.com/switchyard/switchyard/web/static"
 	"github.com/switchyard/switchyard/web/templates"
 )
@@ -24,13 +25,19 @@ type Readiness interface {
 	Ready(ctx context.Context) error
 }
 
-// Deps are what the handlers need. All fields are required.
+// Deps are what the handlers need. All fields are required unless they
+// say otherwise.
 type Deps struct {
 	Logger    *slog.Logger
 	Assets    *static.Assets
 	Readiness Readiness
 	// Gatherer serves /metrics.
 	Gatherer prometheus.Gatherer
+	// Inbox receives POST /inbox/:source; its handler registry and
+	// sources are built by the caller. Nil: every source is unknown.
+	Inbox *inbox.Receiver
+	// InboxMaxBody caps an inbox request's body; 0: DefaultInboxMaxBody.
+	InboxMaxBody int64
 }
 
 // Handler serves the console's routes.

@@ -17,6 +17,9 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.GET(static.Prefix+"*", echo.WrapHandler(h.deps.Assets.Handler()))
 	e.HEAD(static.Prefix+"*", echo.WrapHandler(h.deps.Assets.Handler()))
 
+	// Signed webhooks from outside (docs/inbox.md).
+	e.POST("/inbox/:source", h.inboxReceive)
+
 	// Pages.
 	for _, s := range sections {
 		e.GET(s.path, h.sectionShow(s))
