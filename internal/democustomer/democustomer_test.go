@@ -2,11 +2,14 @@ package democustomer
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
@@ -17,19 +20,32 @@ import (
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
 // 50 concurrent "create if absent" calls for one customer, each in its own
-// transaction: exactly one inserts.
+// transaction, all begun before any is released: exactly one inserts.
+// (Without the lock, several of them find no row and insert.)
 func TestConcurrentCreateIfAbsentInsertsOnce(t *testing.T) {
 	t.Parallel()
-	pool := dbtest.New(t)
 	const n = 50
+	cfg, err := pgxpool.ParseConfig(dbtest.NewURL(t))
+	require.NoError(t, err)
+	cfg.MaxConns = n
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	ctx := context.Background()
 	start := make(chan struct{})
+	begun := make(chan error, n) // each transaction reports that it began (or could not)
 	var created atomic.Int64
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			<-start
-			err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
-				ok, err := Upsert(context.Background(), tx, Customer{ID: "cus_1", Name: "Ada", Email: string(rune('a'+i%26)) + "@example.com"}, 0)
+			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `SELECT 1`) // the transaction holds its connection
+				begun <- err
+				if err != nil {
+					return err
+				}
+				<-start
+				ok, err := Upsert(ctx, tx, Customer{ID: "cus_1", Name: "Ada", Email: fmt.Sprintf("ada%d@example.com", i)}, 30*time.Second)
 				if ok {
 					created.Add(1)
 				}
@@ -40,11 +56,21 @@ func TestConcurrentCreateIfAbsentInsertsOnce(t *testing.T) {
 			}
 		})
 	}
+	timeout := time.After(30 * time.Second)
+	for range n {
+		select {
+		case err := <-begun:
+			require.NoError(t, err)
+		case <-timeout:
+			close(start)
+			t.Fatal("not every transaction began within 30 s")
+		}
+	}
 	close(start)
 	wg.Wait()
 	require.Equal(t, int64(1), created.Load())
 	var rows int
-	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM switchyard.demo_customers WHERE external_id = 'cus_1'`).Scan(&rows))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM switchyard.demo_customers WHERE external_id = 'cus_1'`).Scan(&rows))
 	require.Equal(t, 1, rows)
 }
 
