@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/console"
 	"github.com/switchyard/switchyard/internal/httpserver"
+	"github.com/switchyard/switchyard/internal/inbox"
 	"github.com/switchyard/switchyard/internal/migrate"
 	"github.com/switchyard/switchyard/web/static"
 )
@@ -34,7 +35,11 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	defer migrator.Close()
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	e, err := newWeb(db, migrator, logger, registry)
+	receiver, err := newInboxReceiver(ctx, db.pool, cfg, registry, logger.With(slog.String("component", "inbox")))
+	if err != nil {
+		return err
+	}
+	e, err := newWeb(db, migrator, logger, registry, receiver, cfg.inboxMaxBody)
 	if err != nil {
 		return err
 	}
@@ -92,7 +97,7 @@ func openMigrated(ctx context.Context, cfg config, logger *slog.Logger) (*databa
 }
 
 // newWeb wires the console's handlers into a configured echo instance.
-func newWeb(db *database, migrator *migrate.Migrator, logger *slog.Logger, registry *prometheus.Registry) (*echo.Echo, error) {
+func newWeb(db *database, migrator *migrate.Migrator, logger *slog.Logger, registry *prometheus.Registry, receiver *inbox.Receiver, inboxMaxBody int64) (*echo.Echo, error) {
 	assets, err := static.New()
 	if err != nil {
 		return nil, fmt.Errorf("load static assets: %w", err)
@@ -102,6 +107,7 @@ func newWeb(db *database, migrator *migrate.Migrator, logger *slog.Logger, regis
 		Assets:    assets,
 		Readiness: console.DatabaseReadiness{Pool: db.pool, Migrations: migrator},
 		Gatherer:  registry,
+		Inbox:     receiver, InboxMaxBody: inboxMaxBody,
 	})
 	e, err := httpserver.New(httpserver.Config{
 		Logger: logger, Registerer: registry, RenderError: handler.RenderError,
