@@ -148,6 +148,7 @@ Usage:
   console migrate [up|down|status] [flags]
                                    apply, roll back one, or list migrations
   console bench dispatch [flags]   measure the dispatcher in a database of its own (see console bench dispatch -h)
+  console bench inbox [flags]      measure the signed webhook receiver in a database of its own (see console bench inbox -h)
   console help                     show this help
 
 Without DATABASE_URL the console runs its own PostgreSQL in --data.

@@ -28,13 +28,10 @@ func apply(ctx context.Context, tx pgx.Tx, ev Event, headers []byte, h Handler) 
 	q := queries.New(tx)
 	claim, err := q.InboxEventClaim(ctx, queries.InboxEventClaimParams{
 		Source: ev.Source, EventID: ev.ID, Headers: headers, Payload: ev.Payload,
-		EntityKey: ev.EntityKey, EntityVersion: entityVersion(ev),
+		EntityKey: ev.EntityKey, EntityVersion: entityVersion(ev), Slot: slot(ev.ID),
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		if err := q.InboxDuplicateCount(ctx, queries.InboxDuplicateCountParams{Source: ev.Source, Slot: slot(ev.ID)}); err != nil {
-			return Result{}, fmt.Errorf("count duplicate: %w", err)
-		}
-		return Result{Outcome: OutcomeDuplicate}, nil
+		return Result{Outcome: OutcomeDuplicate}, nil // counted by the claim
 	}
 	if err != nil {
 		return Result{}, fmt.Errorf("record event: %w", err)

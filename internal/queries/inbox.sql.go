@@ -9,23 +9,6 @@ import (
 	"context"
 )
 
-const inboxDuplicateCount = `-- name: InboxDuplicateCount :exec
-INSERT INTO switchyard.inbox_duplicates AS d (source, slot, count)
-VALUES ($1, $2, 1)
-ON CONFLICT (source, slot) DO UPDATE SET count = d.count + 1, updated_at = now()
-`
-
-type InboxDuplicateCountParams struct {
-	Source string
-	Slot   int16
-}
-
-// InboxDuplicateCount adds one duplicate delivery to a source's counter.
-func (q *Queries) InboxDuplicateCount(ctx context.Context, arg InboxDuplicateCountParams) error {
-	_, err := q.db.Exec(ctx, inboxDuplicateCount, arg.Source, arg.Slot)
-	return err
-}
-
 const inboxDuplicateTotal = `-- name: InboxDuplicateTotal :one
 SELECT coalesce(sum(count), 0)::bigint FROM switchyard.inbox_duplicates WHERE source = $1
 `
@@ -76,14 +59,21 @@ func (q *Queries) InboxEntityVersionSet(ctx context.Context, arg InboxEntityVers
 }
 
 const inboxEventClaim = `-- name: InboxEventClaim :one
-INSERT INTO switchyard.inbox_events (
-    source, event_id, headers, payload, entity_key, entity_version, status, processed_at
-) VALUES (
-    $1, $2, $3, $4, $5, $6, 'processed', now()
+WITH claimed AS (
+    INSERT INTO switchyard.inbox_events (
+        source, event_id, headers, payload, entity_key, entity_version, status, processed_at
+    ) VALUES (
+        $1, $2, $3, $4, $5, $6, 'processed', now()
+    )
+    ON CONFLICT (source, event_id) DO UPDATE SET status = 'processed', processed_at = now()
+        WHERE inbox_events.status = 'failed'
+    RETURNING id, attempts
+), duplicate AS (
+    INSERT INTO switchyard.inbox_duplicates AS d (source, slot, count)
+    SELECT $1, $7::smallint, 1 WHERE NOT EXISTS (SELECT 1 FROM claimed)
+    ON CONFLICT (source, slot) DO UPDATE SET count = d.count + 1, updated_at = now()
 )
-ON CONFLICT (source, event_id) DO UPDATE SET status = 'processed', processed_at = now()
-    WHERE inbox_events.status = 'failed'
-RETURNING id, attempts
+SELECT id, attempts FROM claimed
 `
 
 type InboxEventClaimParams struct {
@@ -93,6 +83,7 @@ type InboxEventClaimParams struct {
 	Payload       []byte
 	EntityKey     string
 	EntityVersion *int64
+	Slot          int16
 }
 
 type InboxEventClaimRow struct {
@@ -101,8 +92,10 @@ type InboxEventClaimRow struct {
 }
 
 // InboxEventClaim records an event as processed, in the transaction that
-// applies it. It returns no row for a duplicate: the event is already
-// recorded (processed, stale, held or parked), or another transaction is
+// applies it. It returns no row for a duplicate, and adds one to the
+// source's duplicate counter (same statement: one round trip less on the
+// duplicate path). An event is a duplicate when it is already recorded
+// (processed, stale, held or parked), or when another transaction is
 // applying it right now, in which case the statement waits for that one to
 // end first. A failed event is taken again: a redelivery retries it.
 func (q *Queries) InboxEventClaim(ctx context.Context, arg InboxEventClaimParams) (InboxEventClaimRow, error) {
@@ -113,6 +106,7 @@ func (q *Queries) InboxEventClaim(ctx context.Context, arg InboxEventClaimParams
 		arg.Payload,
 		arg.EntityKey,
 		arg.EntityVersion,
+		arg.Slot,
 	)
 	var i InboxEventClaimRow
 	err := row.Scan(&i.ID, &i.Attempts)

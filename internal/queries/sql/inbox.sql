@@ -17,18 +17,27 @@ SELECT * FROM switchyard.inbox_sources ORDER BY name;
 
 -- name: InboxEventClaim :one
 -- InboxEventClaim records an event as processed, in the transaction that
--- applies it. It returns no row for a duplicate: the event is already
--- recorded (processed, stale, held or parked), or another transaction is
+-- applies it. It returns no row for a duplicate, and adds one to the
+-- source's duplicate counter (same statement: one round trip less on the
+-- duplicate path). An event is a duplicate when it is already recorded
+-- (processed, stale, held or parked), or when another transaction is
 -- applying it right now, in which case the statement waits for that one to
 -- end first. A failed event is taken again: a redelivery retries it.
-INSERT INTO switchyard.inbox_events (
-    source, event_id, headers, payload, entity_key, entity_version, status, processed_at
-) VALUES (
-    @source, @event_id, @headers, @payload, @entity_key, sqlc.narg(entity_version), 'processed', now()
+WITH claimed AS (
+    INSERT INTO switchyard.inbox_events (
+        source, event_id, headers, payload, entity_key, entity_version, status, processed_at
+    ) VALUES (
+        @source, @event_id, @headers, @payload, @entity_key, sqlc.narg(entity_version), 'processed', now()
+    )
+    ON CONFLICT (source, event_id) DO UPDATE SET status = 'processed', processed_at = now()
+        WHERE inbox_events.status = 'failed'
+    RETURNING id, attempts
+), duplicate AS (
+    INSERT INTO switchyard.inbox_duplicates AS d (source, slot, count)
+    SELECT @source, @slot::smallint, 1 WHERE NOT EXISTS (SELECT 1 FROM claimed)
+    ON CONFLICT (source, slot) DO UPDATE SET count = d.count + 1, updated_at = now()
 )
-ON CONFLICT (source, event_id) DO UPDATE SET status = 'processed', processed_at = now()
-    WHERE inbox_events.status = 'failed'
-RETURNING id, attempts;
+SELECT id, attempts FROM claimed;
 
 -- name: InboxEventSettle :exec
 -- InboxEventSettle records a claimed event that was not applied: stale or
@@ -81,12 +90,6 @@ FOR UPDATE;
 
 -- name: InboxEventMarkProcessed :exec
 UPDATE switchyard.inbox_events SET status = 'processed', processed_at = now() WHERE id = @id;
-
--- name: InboxDuplicateCount :exec
--- InboxDuplicateCount adds one duplicate delivery to a source's counter.
-INSERT INTO switchyard.inbox_duplicates AS d (source, slot, count)
-VALUES (@source, @slot, 1)
-ON CONFLICT (source, slot) DO UPDATE SET count = d.count + 1, updated_at = now();
 
 -- name: InboxDuplicateTotal :one
 SELECT coalesce(sum(count), 0)::bigint FROM switchyard.inbox_duplicates WHERE source = @source;
