@@ -104,17 +104,17 @@ func Upsert(ctx context.Context, tx pgx.Tx, c Customer, lockTimeout time.Duratio
 		return false, fmt.Errorf("customer %s: %w", c.ID, err)
 	}
 	q := queries.New(tx)
-	id, err := q.DemoCustomerFind(ctx, c.ID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		if _, err := q.DemoCustomerInsert(ctx, queries.DemoCustomerInsertParams{ExternalID: c.ID, Name: c.Name, Email: c.Email}); err != nil {
-			return false, fmt.Errorf("create customer %s: %w", c.ID, err)
-		}
+	// The lock makes this check-then-insert atomic; the new statement's
+	// snapshot, taken after the lock was granted, sees the customer a
+	// previous holder created.
+	_, err := q.DemoCustomerInsertIfAbsent(ctx, queries.DemoCustomerInsertIfAbsentParams{ExternalID: c.ID, Name: c.Name, Email: c.Email})
+	if err == nil {
 		return true, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("find customer %s: %w", c.ID, err)
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return false, fmt.Errorf("create customer %s: %w", c.ID, err)
 	}
-	if err := q.DemoCustomerUpdate(ctx, queries.DemoCustomerUpdateParams{ID: id, Name: c.Name, Email: c.Email}); err != nil {
+	if err := q.DemoCustomerUpdate(ctx, queries.DemoCustomerUpdateParams{ExternalID: c.ID, Name: c.Name, Email: c.Email}); err != nil {
 		return false, fmt.Errorf("update customer %s: %w", c.ID, err)
 	}
 	return false, nil

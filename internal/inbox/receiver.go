@@ -1,6 +1,7 @@
 package inbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -125,12 +126,16 @@ func (r *Receiver) Accept(ctx context.Context, source string, headers http.Heade
 
 // parseEvent builds the event of a verified request.
 func parseEvent(src Source, reg Registration, id string, headers http.Header, body []byte) (Event, error) {
-	var object map[string]json.RawMessage
-	if err := json.Unmarshal(body, &object); err != nil {
-		return Event{}, fmt.Errorf("%w: body is not a JSON object: %v", ErrMalformed, err)
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(body) {
+		return Event{}, fmt.Errorf("%w: body is not a JSON object", ErrMalformed)
 	}
 	if id == "" { // Stripe: the event id is the payload's "id"
-		if err := json.Unmarshal(object["id"], &id); err != nil || id == "" {
+		var withID struct {
+			ID any `json:"id"`
+		}
+		_ = json.Unmarshal(body, &withID) // valid JSON: cannot fail
+		if id, _ = withID.ID.(string); id == "" {
 			return Event{}, fmt.Errorf("%w: no string \"id\" in the payload", ErrMalformed)
 		}
 	}

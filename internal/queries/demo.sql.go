@@ -9,48 +9,43 @@ import (
 	"context"
 )
 
-const demoCustomerFind = `-- name: DemoCustomerFind :one
+const demoCustomerInsertIfAbsent = `-- name: DemoCustomerInsertIfAbsent :one
 
-SELECT id FROM switchyard.demo_customers WHERE external_id = $1 ORDER BY id LIMIT 1
-`
-
-// The demo handler "customer-upsert" (internal/democustomer).
-func (q *Queries) DemoCustomerFind(ctx context.Context, externalID string) (int64, error) {
-	row := q.db.QueryRow(ctx, demoCustomerFind, externalID)
-	var id int64
-	err := row.Scan(&id)
-	return id, err
-}
-
-const demoCustomerInsert = `-- name: DemoCustomerInsert :one
-INSERT INTO switchyard.demo_customers (external_id, name, email) VALUES ($1, $2, $3)
+INSERT INTO switchyard.demo_customers (external_id, name, email)
+SELECT $1, $2, $3
+WHERE NOT EXISTS (SELECT 1 FROM switchyard.demo_customers WHERE external_id = $1)
 RETURNING id
 `
 
-type DemoCustomerInsertParams struct {
+type DemoCustomerInsertIfAbsentParams struct {
 	ExternalID string
 	Name       string
 	Email      string
 }
 
-func (q *Queries) DemoCustomerInsert(ctx context.Context, arg DemoCustomerInsertParams) (int64, error) {
-	row := q.db.QueryRow(ctx, demoCustomerInsert, arg.ExternalID, arg.Name, arg.Email)
+// The demo handler "customer-upsert" (internal/democustomer).
+// DemoCustomerInsertIfAbsent creates the customer unless one with its
+// external id exists; no row means it existed. Run it only under the
+// customer's advisory lock: the check and the insert are not atomic.
+func (q *Queries) DemoCustomerInsertIfAbsent(ctx context.Context, arg DemoCustomerInsertIfAbsentParams) (int64, error) {
+	row := q.db.QueryRow(ctx, demoCustomerInsertIfAbsent, arg.ExternalID, arg.Name, arg.Email)
 	var id int64
 	err := row.Scan(&id)
 	return id, err
 }
 
 const demoCustomerUpdate = `-- name: DemoCustomerUpdate :exec
-UPDATE switchyard.demo_customers SET name = $1, email = $2, updated_at = now() WHERE id = $3
+UPDATE switchyard.demo_customers SET name = $1, email = $2, updated_at = now()
+WHERE external_id = $3
 `
 
 type DemoCustomerUpdateParams struct {
-	Name  string
-	Email string
-	ID    int64
+	Name       string
+	Email      string
+	ExternalID string
 }
 
 func (q *Queries) DemoCustomerUpdate(ctx context.Context, arg DemoCustomerUpdateParams) error {
-	_, err := q.db.Exec(ctx, demoCustomerUpdate, arg.Name, arg.Email, arg.ID)
+	_, err := q.db.Exec(ctx, demoCustomerUpdate, arg.Name, arg.Email, arg.ExternalID)
 	return err
 }
