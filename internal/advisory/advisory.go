@@ -75,8 +75,19 @@ func Lock(ctx context.Context, tx pgx.Tx, key int64, timeout time.Duration) erro
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
+	q := queries.New(tx)
+	// Most locks are free: one plain statement takes them. Only a held
+	// lock pays for the bounded wait (a function call that sets and
+	// restores lock_timeout).
+	got, err := q.AdvisoryXactTryLock(ctx, key)
+	if err != nil {
+		return fmt.Errorf("advisory: lock key %d: %w", key, err)
+	}
+	if got {
+		return nil
+	}
 	ms := max(1, (timeout+time.Millisecond-1)/time.Millisecond)
-	err := queries.New(tx).AdvisoryXactLock(ctx, queries.AdvisoryXactLockParams{Key: key, TimeoutMs: int32(min(ms, 1<<31-1))})
+	err = q.AdvisoryXactLock(ctx, queries.AdvisoryXactLockParams{Key: key, TimeoutMs: int32(min(ms, 1<<31-1))})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == sqlstateLockNotAvailable {
 		return fmt.Errorf("%w: key %d after %v", ErrLockTimeout, key, timeout)

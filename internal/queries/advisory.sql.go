@@ -26,3 +26,16 @@ func (q *Queries) AdvisoryXactLock(ctx context.Context, arg AdvisoryXactLockPara
 	_, err := q.db.Exec(ctx, advisoryXactLock, arg.Key, arg.TimeoutMs)
 	return err
 }
+
+const advisoryXactTryLock = `-- name: AdvisoryXactTryLock :one
+SELECT pg_try_advisory_xact_lock($1::bigint)
+`
+
+// AdvisoryXactTryLock takes pg_advisory_xact_lock(key) if nobody holds it,
+// without waiting: the cheap path when there is no contention.
+func (q *Queries) AdvisoryXactTryLock(ctx context.Context, key int64) (bool, error) {
+	row := q.db.QueryRow(ctx, advisoryXactTryLock, key)
+	var pg_try_advisory_xact_lock bool
+	err := row.Scan(&pg_try_advisory_xact_lock)
+	return pg_try_advisory_xact_lock, err
+}
