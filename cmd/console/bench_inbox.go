@@ -28,6 +28,7 @@ type inboxBenchOptions struct {
 	duplicates  float64       // share of requests that repeat an earlier event
 	concurrency int           // concurrent senders
 	timeout     time.Duration // bounds the measured phase
+	cpuProfile  string        // where to write a CPU profile of the measured phase; "": none
 }
 
 func newInboxBenchFlags(o *inboxBenchOptions) *flag.FlagSet {
@@ -38,6 +39,7 @@ func newInboxBenchFlags(o *inboxBenchOptions) *flag.FlagSet {
 	fs.Float64Var(&o.duplicates, "duplicates", 0.1, "share of the requests that redeliver an earlier event (0 to 0.9)")
 	fs.IntVar(&o.concurrency, "concurrency", 32, "concurrent senders, each with its own keep-alive connection")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up when the measured phase takes longer")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the measured phase (senders and receiver) to this file (go tool pprof)")
 	return fs
 }
 

@@ -34,6 +34,11 @@ func (r *inboxBenchRun) measure(ctx context.Context) (inboxMeasurement, error) {
 	fail := func(err error) {
 		once.Do(func() { firstErr = err; cancel() })
 	}
+	stopProfile, err := startCPUProfile(r.opts.cpuProfile)
+	if err != nil {
+		return inboxMeasurement{}, err
+	}
+	defer stopProfile()
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range r.opts.concurrency {
@@ -54,6 +59,9 @@ func (r *inboxBenchRun) measure(ctx context.Context) (inboxMeasurement, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	if err := stopProfile(); err != nil {
+		return inboxMeasurement{}, err
+	}
 	if firstErr != nil {
 		return inboxMeasurement{}, firstErr
 	}
