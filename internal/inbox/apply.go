@@ -39,6 +39,13 @@ func apply(ctx context.Context, tx pgx.Tx, ev Event, headers []byte, h Handler) 
 	if ev.EntityKey == "" {
 		return Result{Outcome: OutcomeProcessed}, run(ctx, tx, ev, h)
 	}
+	return applyVersioned(ctx, tx, ev, claim.ID, h)
+}
+
+// applyVersioned applies a claimed event that names an entity version, or
+// settles it as stale or held: see the package documentation.
+func applyVersioned(ctx context.Context, tx pgx.Tx, ev Event, id int64, h Handler) (Result, error) {
+	q := queries.New(tx)
 	applied, err := q.InboxEntityVersionLock(ctx, queries.InboxEntityVersionLockParams{Source: ev.Source, EntityKey: ev.EntityKey})
 	if err != nil {
 		return Result{}, fmt.Errorf("lock entity %q: %w", ev.EntityKey, err)
@@ -51,7 +58,7 @@ func apply(ctx context.Context, tx pgx.Tx, ev Event, headers []byte, h Handler) 
 		settle = OutcomeHeld
 	}
 	if settle != "" {
-		if err := q.InboxEventSettle(ctx, queries.InboxEventSettleParams{Status: string(settle), ID: claim.ID}); err != nil {
+		if err := q.InboxEventSettle(ctx, queries.InboxEventSettleParams{Status: string(settle), ID: id}); err != nil {
 			return Result{}, fmt.Errorf("record event as %s: %w", settle, err)
 		}
 		return Result{Outcome: settle}, nil
