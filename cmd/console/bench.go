@@ -101,37 +101,71 @@ func parseBenchOptions(args []string) (benchOptions, error) {
 	return o, nil
 }
 
-// benchCommand runs `console bench <args>`; the only benchmark is
-// dispatch. Progress goes to logger; out receives one JSON object, the
-// result, as its last line.
+// benchCommand runs `console bench <args>`: dispatch or inbox. Progress
+// goes to logger; out receives one JSON object, the result, as its last
+// line.
 func benchCommand(ctx context.Context, cfg config, args []string, logger *slog.Logger, out io.Writer) error {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
 		printBenchUsage(out)
+		printInboxBenchUsage(out)
 		return nil
 	}
-	if len(args) == 0 || args[0] != "dispatch" {
-		return errors.New("bench: want `console bench dispatch [flags]` (see console bench dispatch -h)")
+	if len(args) == 0 || (args[0] != "dispatch" && args[0] != "inbox") {
+		return errors.New("bench: want `console bench dispatch [flags]` or `console bench inbox [flags]` (see console bench -h)")
 	}
-	opts, err := parseBenchOptions(args[1:])
+	var result any
+	var err error
+	if args[0] == "inbox" {
+		result, err = runInboxBench(ctx, cfg, args[1:], logger)
+	} else {
+		result, err = runDispatchBench(ctx, cfg, args[1:], logger)
+	}
 	if errors.Is(err, flag.ErrHelp) {
-		printBenchUsage(out)
+		if args[0] == "inbox" {
+			printInboxBenchUsage(out)
+		} else {
+			printBenchUsage(out)
+		}
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("bench dispatch: %w", err)
-	}
-	result, err := benchDispatch(ctx, cfg, opts, logger)
-	if err != nil {
-		return fmt.Errorf("bench dispatch: %w", err)
+		return err
 	}
 	line, err := json.Marshal(result)
 	if err != nil {
-		return fmt.Errorf("bench dispatch: encode the result: %w", err)
+		return fmt.Errorf("bench %s: encode the result: %w", args[0], err)
 	}
 	if _, err := fmt.Fprintf(out, "%s\n", line); err != nil {
-		return fmt.Errorf("bench dispatch: write the result: %w", err)
+		return fmt.Errorf("bench %s: write the result: %w", args[0], err)
 	}
 	return nil
+}
+
+// runDispatchBench parses the flags of `console bench dispatch` and runs
+// it; -h gives an error wrapping flag.ErrHelp.
+func runDispatchBench(ctx context.Context, cfg config, args []string, logger *slog.Logger) (any, error) {
+	opts, err := parseBenchOptions(args)
+	if err != nil {
+		return nil, fmt.Errorf("bench dispatch: %w", err)
+	}
+	result, err := benchDispatch(ctx, cfg, opts, logger)
+	if err != nil {
+		return nil, fmt.Errorf("bench dispatch: %w", err)
+	}
+	return result, nil
+}
+
+// runInboxBench is runDispatchBench for `console bench inbox`.
+func runInboxBench(ctx context.Context, cfg config, args []string, logger *slog.Logger) (any, error) {
+	opts, err := parseInboxBenchOptions(args)
+	if err != nil {
+		return nil, fmt.Errorf("bench inbox: %w", err)
+	}
+	result, err := benchInbox(ctx, cfg, opts, logger)
+	if err != nil {
+		return nil, fmt.Errorf("bench inbox: %w", err)
+	}
+	return result, nil
 }
 
 // benchResult is the JSON line `console bench dispatch` prints. Fields

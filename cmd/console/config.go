@@ -28,6 +28,10 @@ type config struct {
 	workers         int           // dispatcher workers; 0: serve runs none
 	lease           time.Duration // dispatcher lease duration
 	natsURL         string
+	inboxMaxBody    int64 // bytes; larger inbox requests get 413
+	// demoCustomerDestination receives the customer-upsert handler's
+	// outbox messages; "": none.
+	demoCustomerDestination string
 	// getenv reads the secrets that destinations name (secret_ref); the
 	// only environment access after start.
 	getenv func(string) string
@@ -47,6 +51,8 @@ var settings = []setting{
 	{"workers", "SWITCHYARD_WORKERS", "4", "dispatcher workers (console serve: 0 runs none)"},
 	{"lease", "SWITCHYARD_LEASE", "30s", "how long a dispatcher holds a claimed message before another may take it over"},
 	{"nats-url", "SWITCHYARD_NATS_URL", "nats://127.0.0.1:4222", "NATS server for JetStream destinations"},
+	{"inbox-max-body", "SWITCHYARD_INBOX_MAX_BODY", "1048576", "largest request body POST /inbox/{source} accepts, in bytes (larger: 413)"},
+	{"demo-customer-destination", "SWITCHYARD_DEMO_CUSTOMER_DESTINATION", "", "destination that receives the customer-upsert inbox handler's customer.created/updated messages (empty: none)"},
 	{"log-level", "SWITCHYARD_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"log-format", "SWITCHYARD_LOG_FORMAT", "text", "text or json"},
 	{"shutdown-timeout", "SWITCHYARD_SHUTDOWN_TIMEOUT", "10s", "how long requests in flight may take to finish at shutdown"},
@@ -105,6 +111,10 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 		return cfg, fmt.Errorf("invalid lease %q: want a duration of 1s or more", *values["lease"])
 	}
 	cfg.natsURL = *values["nats-url"]
+	if cfg.inboxMaxBody, err = strconv.ParseInt(*values["inbox-max-body"], 10, 64); err != nil || cfg.inboxMaxBody < 1 {
+		return cfg, fmt.Errorf("invalid inbox max body %q: want a number of bytes, 1 or more", *values["inbox-max-body"])
+	}
+	cfg.demoCustomerDestination = *values["demo-customer-destination"]
 	return cfg, nil
 }
 
@@ -138,6 +148,7 @@ Usage:
   console migrate [up|down|status] [flags]
                                    apply, roll back one, or list migrations
   console bench dispatch [flags]   measure the dispatcher in a database of its own (see console bench dispatch -h)
+  console bench inbox [flags]      measure the signed webhook receiver in a database of its own (see console bench inbox -h)
   console help                     show this help
 
 Without DATABASE_URL the console runs its own PostgreSQL in --data.

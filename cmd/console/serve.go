@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard/switchyard/internal/changefeed"
 	"github.com/switchyard/switchyard/internal/console"
 	"github.com/switchyard/switchyard/internal/httpserver"
+	"github.com/switchyard/switchyard/internal/inbox"
 	"github.com/switchyard/switchyard/internal/migrate"
 	"github.com/switchyard/switchyard/internal/sse"
 	"github.com/switchyard/switchyard/web/static"
@@ -42,7 +43,11 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	defer stopLive()
-	e, err := newWeb(db, migrator, hub, logger, registry)
+	receiver, err := newInboxReceiver(ctx, db.pool, cfg, registry, logger.With(slog.String("component", "inbox")))
+	if err != nil {
+		return err
+	}
+	e, err := newWeb(db, migrator, hub, logger, registry, receiver, cfg.inboxMaxBody)
 	if err != nil {
 		return err
 	}
@@ -118,7 +123,7 @@ func startLive(ctx context.Context, db *database, logger *slog.Logger) (*sse.Hub
 }
 
 // newWeb wires the console's handlers into a configured echo instance.
-func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logger *slog.Logger, registry *prometheus.Registry) (*echo.Echo, error) {
+func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logger *slog.Logger, registry *prometheus.Registry, receiver *inbox.Receiver, inboxMaxBody int64) (*echo.Echo, error) {
 	assets, err := static.New()
 	if err != nil {
 		return nil, fmt.Errorf("load static assets: %w", err)
@@ -129,6 +134,7 @@ func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logge
 		Readiness: console.DatabaseReadiness{Pool: db.pool, Migrations: migrator},
 		Gatherer:  registry,
 		Events:    events,
+		Inbox:     receiver, InboxMaxBody: inboxMaxBody,
 	})
 	e, err := httpserver.New(httpserver.Config{
 		Logger: logger, Registerer: registry, RenderError: handler.RenderError,

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchyard/switchyard/internal/inbox"
 	"github.com/switchyard/switchyard/web/static"
 	"github.com/switchyard/switchyard/web/templates"
 )
@@ -35,6 +36,11 @@ type Deps struct {
 	// Events serves GET /events, the live change stream: the process's
 	// one *sse.Hub. Optional: without it the route answers 503.
 	Events http.Handler
+	// Inbox receives POST /inbox/:source; its handler registry and
+	// sources are built by the caller. Nil: every source is unknown.
+	Inbox *inbox.Receiver
+	// InboxMaxBody caps an inbox request's body; 0: DefaultInboxMaxBody.
+	InboxMaxBody int64
 }
 
 // Handler serves the console's routes.

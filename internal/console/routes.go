@@ -20,6 +20,9 @@ func (h *Handler) Register(e *echo.Echo) {
 	// Live updates (Server-Sent Events).
 	e.GET("/events", h.eventsStream)
 
+	// Signed webhooks from outside (docs/inbox.md).
+	e.POST("/inbox/:source", h.inboxReceive)
+
 	// Pages.
 	for _, s := range sections {
 		e.GET(s.path, h.sectionShow(s))

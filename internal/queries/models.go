@@ -63,6 +63,15 @@ type SwitchyardDeliveryStat struct {
 	LatencyMsSum float64
 }
 
+type SwitchyardDemoCustomer struct {
+	ID         int64
+	ExternalID string
+	Name       string
+	Email      string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
 type SwitchyardDestination struct {
 	Name                string
 	Kind                string
@@ -91,6 +100,60 @@ type SwitchyardDispatcher struct {
 	StartedAt   time.Time
 	HeartbeatAt time.Time
 	StoppedAt   *time.Time
+}
+
+type SwitchyardIdempotencyKey struct {
+	Principal          string
+	Key                string
+	RequestFingerprint string
+	Status             string
+	ResponseStatus     *int32
+	ResponseHeaders    []byte
+	ResponseBody       []byte
+	CreatedAt          time.Time
+	ExpiresAt          time.Time
+}
+
+type SwitchyardInboxDuplicate struct {
+	Source    string
+	Slot      int16
+	Count     int64
+	UpdatedAt time.Time
+}
+
+type SwitchyardInboxEntityVersion struct {
+	Source    string
+	EntityKey string
+	Version   int64
+	UpdatedAt time.Time
+}
+
+type SwitchyardInboxEvent struct {
+	ID               int64
+	Source           string
+	EventID          string
+	ReceivedAt       time.Time
+	Headers          []byte
+	Payload          []byte
+	EntityKey        string
+	EntityVersion    *int64
+	Status           string
+	Attempts         int32
+	LastError        *string
+	ErrorFingerprint *string
+	ProcessedAt      *time.Time
+}
+
+type SwitchyardInboxSource struct {
+	Name             string
+	Scheme           string
+	SecretRefs       []string
+	ToleranceSeconds int32
+	OutOfOrder       string
+	Handler          string
+	MaxAttempts      int32
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
 }
 
 type SwitchyardOutbox struct {

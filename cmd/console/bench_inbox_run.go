@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// inboxMeasurement is what the measured phase saw.
+type inboxMeasurement struct {
+	elapsed time.Duration
+	latency durations
+}
+
+// measure sends every prepared request from --concurrency senders and
+// times it; any answer but 200 fails the run: only clean runs count.
+func (r *inboxBenchRun) measure(ctx context.Context) (inboxMeasurement, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.timeout)
+	defer cancel()
+	latencies := make([]time.Duration, len(r.requests))
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	fail := func(err error) {
+		once.Do(func() { firstErr = err; cancel() })
+	}
+	stopProfile, err := startCPUProfile(r.opts.cpuProfile)
+	if err != nil {
+		return inboxMeasurement{}, err
+	}
+	defer stopProfile()
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range r.opts.concurrency {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(r.requests) || ctx.Err() != nil {
+					return
+				}
+				began := time.Now()
+				if err := r.send(ctx, r.requests[i]); err != nil {
+					fail(err)
+					return
+				}
+				latencies[i] = time.Since(began)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := stopProfile(); err != nil {
+		return inboxMeasurement{}, err
+	}
+	if firstErr != nil {
+		return inboxMeasurement{}, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return inboxMeasurement{}, fmt.Errorf("measured phase: %w", err)
+	}
+	slices.Sort(latencies)
+	return inboxMeasurement{elapsed: elapsed, latency: latencies}, nil
+}
+
+func (r *inboxBenchRun) send(ctx context.Context, req benchRequest) error {
+	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url, bytes.NewReader(req.body))
+	if err != nil {
+		return err
+	}
+	httpReq.Header.Set("Content-Type", "application/json")
+	httpReq.Header.Set("webhook-id", req.id)
+	httpReq.Header.Set("webhook-timestamp", strconv.FormatInt(req.ts.Unix(), 10))
+	httpReq.Header.Set("webhook-signature", req.signature)
+	resp, err := r.client.Do(httpReq)
+	if err != nil {
+		return fmt.Errorf("send event %s: %w", req.id, err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return fmt.Errorf("read the answer to event %s: %w", req.id, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("event %s: status %d: %s", req.id, resp.StatusCode, bytes.TrimSpace(body))
+	}
+	return nil
+}
+
+// check confirms the effect: every unique event recorded and applied
+// once, every redelivery counted as a duplicate.
+func (r *inboxBenchRun) check(ctx context.Context) error {
+	source := r.target.inboxSource()
+	var events, customers, duplicates int
+	err := r.target.pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM switchyard.inbox_events WHERE source = $1 AND status = 'processed'),
+		(SELECT count(*) FROM switchyard.demo_customers WHERE external_id LIKE $1 || '-%'),
+		(SELECT coalesce(sum(count), 0) FROM switchyard.inbox_duplicates WHERE source = $1)`, source).
+		Scan(&events, &customers, &duplicates)
+	if err != nil {
+		return fmt.Errorf("check the inbox: %w", err)
+	}
+	if events != r.unique || customers != r.unique || duplicates != r.duplicates {
+		return fmt.Errorf("check the inbox: %d events processed, %d customers, %d duplicates counted; want %d, %d, %d",
+			events, customers, duplicates, r.unique, r.unique, r.duplicates)
+	}
+	return nil
+}
+
+// deleteInboxBenchRows removes, in place, what an inbox bench wrote.
+func deleteInboxBenchRows(ctx context.Context, t *benchTarget, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), benchCleanupTimeout)
+	defer cancel()
+	source := t.inboxSource()
+	err := pgx.BeginFunc(ctx, t.pool, func(tx pgx.Tx) error {
+		for _, stmt := range []string{
+			`DELETE FROM switchyard.inbox_events WHERE source = $1`,
+			`DELETE FROM switchyard.inbox_duplicates WHERE source = $1`,
+			`DELETE FROM switchyard.inbox_entity_versions WHERE source = $1`,
+			`DELETE FROM switchyard.demo_customers WHERE external_id LIKE $1 || '-%'`,
+		} {
+			if _, err := tx.Exec(ctx, stmt, source); err != nil {
+				return fmt.Errorf("%s: %w", stmt, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		logger.Error("remove the inbox bench's rows", slog.String("source", source), slog.Any("error", err))
+	}
+}

@@ -1,0 +1,81 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/switchyard/switchyard/internal/inbox"
+)
+
+// DefaultInboxMaxBody is the largest request body POST /inbox/:source
+// reads when Deps.InboxMaxBody is 0.
+const DefaultInboxMaxBody = 1 << 20
+
+// inboxReceive is POST /inbox/:source, the signed webhook receiver. Its
+// contract with senders is docs/inbox.md. Every answer is JSON: senders are
+// programs. Nothing is stored unless the answer is 2xx or a 500 for a
+// failed handler (the failure is recorded).
+func (h *Handler) inboxReceive(c echo.Context) error {
+	source := c.Param("source")
+	if h.deps.Inbox == nil {
+		return inboxAnswer(c, http.StatusNotFound, "error", "unknown source")
+	}
+	limit := h.deps.InboxMaxBody
+	if limit <= 0 {
+		limit = DefaultInboxMaxBody
+	}
+	req := c.Request()
+	if req.ContentLength > limit {
+		return inboxAnswer(c, http.StatusRequestEntityTooLarge, "error", fmt.Sprintf("body larger than %d bytes", limit))
+	}
+	body, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+	if err != nil {
+		return inboxAnswer(c, http.StatusBadRequest, "error", "could not read the body")
+	}
+	if int64(len(body)) > limit {
+		return inboxAnswer(c, http.StatusRequestEntityTooLarge, "error", fmt.Sprintf("body larger than %d bytes", limit))
+	}
+	res, err := h.deps.Inbox.Accept(req.Context(), source, req.Header, body)
+	if err == nil {
+		return inboxAnswer(c, http.StatusOK, "status", string(res.Outcome))
+	}
+	status, message := inboxStatus(res, err)
+	if status >= 500 || errors.Is(err, inbox.ErrHandler) {
+		h.deps.Logger.WarnContext(req.Context(), "inbox event not applied",
+			slog.String("source", source), slog.Int("status", status), slog.Any("error", err))
+	}
+	if status == http.StatusAccepted {
+		return inboxAnswer(c, status, "status", message)
+	}
+	return inboxAnswer(c, status, "error", message)
+}
+
+// inboxStatus maps Accept's error to the status and safe message of the
+// contract (docs/inbox.md).
+func inboxStatus(res inbox.Result, err error) (int, string) {
+	switch {
+	case errors.Is(err, inbox.ErrUnknownSource):
+		return http.StatusNotFound, "unknown source"
+	case errors.Is(err, inbox.ErrSignature):
+		return http.StatusUnauthorized, "missing or invalid signature, or timestamp outside the tolerance"
+	case errors.Is(err, inbox.ErrMalformed), errors.Is(err, inbox.ErrInvalid):
+		return http.StatusBadRequest, "malformed event: want a JSON object with what the source's scheme and handler need"
+	case errors.Is(err, inbox.ErrMisconfigured):
+		return http.StatusServiceUnavailable, "source misconfigured on our side; retry later"
+	case errors.Is(err, inbox.ErrHandler) && res.Outcome == inbox.OutcomeParked:
+		// Stored, and left for an operator: the sender need not retry.
+		return http.StatusAccepted, string(inbox.OutcomeParked)
+	case errors.Is(err, inbox.ErrHandler):
+		return http.StatusInternalServerError, "event not applied; retry later"
+	}
+	return http.StatusServiceUnavailable, "temporarily unavailable; retry later"
+}
+
+func inboxAnswer(c echo.Context, status int, key, value string) error {
+	return c.JSON(status, map[string]string{key: value})
+}

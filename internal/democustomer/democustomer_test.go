@@ -1,0 +1,110 @@
+package democustomer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/inbox"
+	"github.com/switchyard/switchyard/internal/queries"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// 50 concurrent "create if absent" calls for one customer, each in its own
+// transaction, all begun before any is released: exactly one inserts.
+// (Without the lock, several of them find no row and insert.)
+func TestConcurrentCreateIfAbsentInsertsOnce(t *testing.T) {
+	t.Parallel()
+	const n = 50
+	cfg, err := pgxpool.ParseConfig(dbtest.NewURL(t))
+	require.NoError(t, err)
+	cfg.MaxConns = n
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	ctx := context.Background()
+	start := make(chan struct{})
+	begun := make(chan error, n) // each transaction reports that it began (or could not)
+	var created atomic.Int64
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `SELECT 1`) // the transaction holds its connection
+				begun <- err
+				if err != nil {
+					return err
+				}
+				<-start
+				ok, err := Upsert(ctx, tx, Customer{ID: "cus_1", Name: "Ada", Email: fmt.Sprintf("ada%d@example.com", i)}, 30*time.Second)
+				if ok {
+					created.Add(1)
+				}
+				return err
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	timeout := time.After(30 * time.Second)
+	for range n {
+		select {
+		case err := <-begun:
+			require.NoError(t, err)
+		case <-timeout:
+			close(start)
+			t.Fatal("not every transaction began within 30 s")
+		}
+	}
+	close(start)
+	wg.Wait()
+	require.Equal(t, int64(1), created.Load())
+	var rows int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM switchyard.demo_customers WHERE external_id = 'cus_1'`).Scan(&rows))
+	require.Equal(t, 1, rows)
+}
+
+// Through the inbox: the handler creates, updates, and announces through
+// the outbox in the same transaction; the entity version orders events.
+func TestRegistrationThroughTheInbox(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	ctx := context.Background()
+	require.NoError(t, queries.New(pool).DestinationUpsert(ctx, queries.DestinationUpsertParams{
+		Name: "crm", Kind: "function", RetryBaseMs: 1000, RetryCapMs: 600000, MaxAttempts: 12,
+		TimeoutMs: 10000, Burst: 1, Concurrency: 16, BreakerFailureRatio: 0.5, BreakerMinRequests: 10, BreakerOpenMs: 30000,
+	}))
+	reg := Registration(Config{Destination: "crm"})
+	receive := func(id, body string) inbox.Outcome {
+		key, version, err := reg.Entity([]byte(body))
+		require.NoError(t, err)
+		res, err := inbox.Receive(ctx, pool, inbox.Event{Source: "crm-in", ID: id, Payload: []byte(body), EntityKey: key, EntityVersion: version}, reg.Handle)
+		require.NoError(t, err)
+		return res.Outcome
+	}
+	require.Equal(t, inbox.OutcomeProcessed, receive("e1", `{"customer":{"id":"cus_9","name":"Ada"},"version":1}`))
+	require.Equal(t, inbox.OutcomeProcessed, receive("e3", `{"customer":{"id":"cus_9","name":"Ada L."},"version":3}`))
+	require.Equal(t, inbox.OutcomeStale, receive("e2", `{"customer":{"id":"cus_9","name":"Old"},"version":2}`))
+	var name string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT name FROM switchyard.demo_customers WHERE external_id = 'cus_9'`).Scan(&name))
+	require.Equal(t, "Ada L.", name)
+	var topics []string
+	rows, err := pool.Query(ctx, `SELECT topic FROM switchyard.outbox ORDER BY id`)
+	require.NoError(t, err)
+	topics, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"customer.created", "customer.updated"}, topics)
+
+	_, _, err = reg.Entity([]byte(`{"customer":{}}`))
+	require.Error(t, err, "an event without a customer id is malformed")
+}

@@ -1,0 +1,195 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchyard/switchyard/internal/fingerprint"
+	"github.com/switchyard/switchyard/internal/queries"
+)
+
+// duplicateSlots is how many rows a source's duplicate counter is spread
+// over (switchyard.inbox_duplicates).
+const duplicateSlots = 8
+
+// handlerError marks an error as the handler's, as opposed to the
+// database's: only the handler's failures are recorded against the event.
+type handlerError struct{ err error }
+
+func (e *handlerError) Error() string { return e.err.Error() }
+func (e *handlerError) Unwrap() error { return e.err }
+
+// apply is Receive's transaction.
+func apply(ctx context.Context, tx pgx.Tx, ev Event, headers []byte, h Handler) (Result, error) {
+	q := queries.New(tx)
+	claim, err := q.InboxEventClaim(ctx, queries.InboxEventClaimParams{
+		Source: ev.Source, EventID: ev.ID, Headers: headers, Payload: ev.Payload,
+		EntityKey: ev.EntityKey, EntityVersion: entityVersion(ev), Slot: slot(ev.ID),
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Result{Outcome: OutcomeDuplicate}, nil // counted by the claim
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("record event: %w", err)
+	}
+	if ev.EntityKey == "" {
+		return Result{Outcome: OutcomeProcessed}, run(ctx, tx, ev, h)
+	}
+	return applyVersioned(ctx, tx, ev, claim.ID, h)
+}
+
+// applyVersioned applies a claimed event that names an entity version, or
+// settles it as stale or held: see the package documentation.
+func applyVersioned(ctx context.Context, tx pgx.Tx, ev Event, id int64, h Handler) (Result, error) {
+	q := queries.New(tx)
+	applied, err := q.InboxEntityVersionLock(ctx, queries.InboxEntityVersionLockParams{Source: ev.Source, EntityKey: ev.EntityKey})
+	if err != nil {
+		return Result{}, fmt.Errorf("lock entity %q: %w", ev.EntityKey, err)
+	}
+	var settle Outcome
+	switch {
+	case ev.EntityVersion <= applied:
+		settle = OutcomeStale
+	case ev.EntityVersion > applied+1 && ev.Policy.OutOfOrder == OutOfOrderHold:
+		settle = OutcomeHeld
+	}
+	if settle != "" {
+		if err := q.InboxEventSettle(ctx, queries.InboxEventSettleParams{Status: string(settle), ID: id}); err != nil {
+			return Result{}, fmt.Errorf("record event as %s: %w", settle, err)
+		}
+		return Result{Outcome: settle}, nil
+	}
+	if err := run(ctx, tx, ev, h); err != nil {
+		return Result{}, err
+	}
+	if err := setVersion(ctx, q, ev.Source, ev.EntityKey, ev.EntityVersion); err != nil {
+		return Result{}, err
+	}
+	res := Result{Outcome: OutcomeProcessed}
+	if ev.Policy.OutOfOrder == OutOfOrderHold {
+		res.Released, err = releaseHeld(ctx, tx, ev, h)
+	}
+	return res, err
+}
+
+// run calls the handler, turning its error or panic into a handlerError.
+func run(ctx context.Context, tx pgx.Tx, ev Event, h Handler) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &handlerError{fmt.Errorf("handler panicked: %v", r)}
+		}
+	}()
+	if err := h(ctx, tx, ev); err != nil {
+		return &handlerError{err}
+	}
+	return nil
+}
+
+func setVersion(ctx context.Context, q *queries.Queries, source, key string, version int64) error {
+	err := q.InboxEntityVersionSet(ctx, queries.InboxEntityVersionSetParams{Version: version, Source: source, EntityKey: key})
+	if err != nil {
+		return fmt.Errorf("set entity %q to version %d: %w", key, version, err)
+	}
+	return nil
+}
+
+// releaseHeld applies, in order, the held events that follow ev's version
+// without a gap, each under a savepoint: a successor whose handler fails is
+// rolled back alone and recorded as failed (a redelivery retries it), and
+// the chain stops there. It returns how many it applied.
+func releaseHeld(ctx context.Context, tx pgx.Tx, ev Event, h Handler) (int, error) {
+	q := queries.New(tx)
+	released := 0
+	for version := ev.EntityVersion + 1; ; version++ {
+		row, err := q.InboxEventHeldNext(ctx, queries.InboxEventHeldNextParams{Source: ev.Source, EntityKey: ev.EntityKey, Version: version})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return released, nil
+		}
+		if err != nil {
+			return released, fmt.Errorf("find held successor %d of %q: %w", version, ev.EntityKey, err)
+		}
+		next := ev
+		next.ID, next.Payload, next.EntityVersion = row.EventID, row.Payload, version
+		next.Headers = nil
+		ok, err := applyHeld(ctx, tx, next, row, h)
+		if err != nil || !ok {
+			return released, err
+		}
+		released++
+	}
+}
+
+// applyHeld applies one held event under a savepoint. ok is false when its
+// handler failed (and the failure was recorded).
+func applyHeld(ctx context.Context, tx pgx.Tx, ev Event, row queries.InboxEventHeldNextRow, h Handler) (bool, error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("savepoint for held event %s: %w", ev.ID, err)
+	}
+	if herr := run(ctx, sp, ev, h); herr != nil {
+		if err := sp.Rollback(ctx); err != nil {
+			return false, fmt.Errorf("roll back held event %s: %w", ev.ID, err)
+		}
+		_, err := queries.New(tx).InboxEventFail(ctx, failParams(ev, row.Headers, herr))
+		if err != nil {
+			return false, fmt.Errorf("record failure of held event %s: %w", ev.ID, err)
+		}
+		return false, nil
+	}
+	q := queries.New(sp)
+	if err := q.InboxEventMarkProcessed(ctx, row.ID); err != nil {
+		return false, fmt.Errorf("record held event %s as processed: %w", ev.ID, err)
+	}
+	if err := setVersion(ctx, q, ev.Source, ev.EntityKey, ev.EntityVersion); err != nil {
+		return false, err
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return false, fmt.Errorf("release savepoint of held event %s: %w", ev.ID, err)
+	}
+	return true, nil
+}
+
+// recordFailure records a failed attempt in a transaction of its own, after
+// the applying one rolled back.
+func recordFailure(ctx context.Context, pool queries.DBTX, ev Event, headers []byte, failed *handlerError) (Result, error) {
+	row, err := queries.New(pool).InboxEventFail(ctx, failParams(ev, headers, failed))
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Another delivery applied or settled the event meanwhile: its
+		// effect happened, once.
+		return Result{Outcome: OutcomeDuplicate}, nil
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("inbox: record failure of %s/%s (%v): %w", ev.Source, ev.ID, failed, err)
+	}
+	res := Result{Outcome: Outcome(row.Status), Attempts: int(row.Attempts)}
+	return res, fmt.Errorf("%w: %s/%s, attempt %d: %w", ErrHandler, ev.Source, ev.ID, row.Attempts, failed.err)
+}
+
+func failParams(ev Event, headers []byte, failed error) queries.InboxEventFailParams {
+	text := failed.Error()
+	fp := fingerprint.Of(text)
+	return queries.InboxEventFailParams{
+		Source: ev.Source, EventID: ev.ID, Headers: headers, Payload: ev.Payload,
+		EntityKey: ev.EntityKey, EntityVersion: entityVersion(ev),
+		MaxAttempts: ev.Policy.maxAttempts(), LastError: &text, ErrorFingerprint: &fp,
+	}
+}
+
+func entityVersion(ev Event) *int64 {
+	if ev.EntityKey == "" {
+		return nil
+	}
+	v := ev.EntityVersion
+	return &v
+}
+
+// slot picks the duplicate counter row for an event id.
+func slot(id string) int16 {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return int16(h.Sum32() % duplicateSlots)
+}

@@ -1,0 +1,170 @@
+package inbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Errors of Receiver.Accept, besides ErrSignature, ErrHandler and
+// ErrInvalid; test them with errors.Is. Nothing is stored when one of them
+// (or ErrSignature) is returned.
+var (
+	ErrUnknownSource = errors.New("inbox: unknown source")
+	// ErrMalformed: the signed body is not a JSON object, or lacks what the
+	// scheme or the handler needs (an event id, an entity version).
+	ErrMalformed = errors.New("inbox: malformed event")
+	// ErrMisconfigured: the source names a handler nobody registered, or a
+	// secret that is not set. The sender should retry; an operator must
+	// fix the configuration.
+	ErrMisconfigured = errors.New("inbox: source misconfigured")
+)
+
+// Registration is a Go handler that sources can name.
+type Registration struct {
+	Handle Handler
+	// Entity returns the entity key and version an event's payload names,
+	// for out-of-order resolution; key "" means none. An error makes the
+	// event malformed. Nil: events of this handler are unordered.
+	Entity func(payload []byte) (key string, version int64, err error)
+}
+
+// Registry maps handler names (switchyard.inbox_sources.handler) to Go
+// handlers. It is built at start and only read afterwards.
+type Registry map[string]Registration
+
+// Source is one configured source, as Receiver uses it.
+type Source struct {
+	Name string
+	// Verifier checks its signatures; nil, with Problem set, when the
+	// source could not be set up.
+	Verifier Verifier
+	// Scheme is SchemeStandardWebhooks or SchemeStripe.
+	Scheme  string
+	Handler string
+	Policy  Policy
+	// Problem, when not nil, is why the source cannot receive: every
+	// request to it fails with ErrMisconfigured.
+	Problem error
+}
+
+// ReceiverConfig configures NewReceiver.
+type ReceiverConfig struct {
+	Pool     *pgxpool.Pool
+	Sources  []Source
+	Handlers Registry
+	// Metrics; nil: not recorded.
+	Metrics *Metrics
+	// Now is the clock for signature timestamps; nil: time.Now.
+	Now func() time.Time
+}
+
+// Receiver turns signed requests of configured sources into Receive calls.
+// It is safe for concurrent use.
+type Receiver struct {
+	cfg     ReceiverConfig
+	sources map[string]Source
+}
+
+// NewReceiver returns a Receiver for cfg's sources. A source naming an
+// unregistered handler gets a Problem.
+func NewReceiver(cfg ReceiverConfig) *Receiver {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	r := &Receiver{cfg: cfg, sources: make(map[string]Source, len(cfg.Sources))}
+	for _, s := range cfg.Sources {
+		if _, ok := cfg.Handlers[s.Handler]; !ok && s.Problem == nil {
+			s.Problem = fmt.Errorf("no handler named %q is registered", s.Handler)
+		}
+		if s.Verifier == nil && s.Problem == nil {
+			s.Problem = errors.New("no signature verifier")
+		}
+		r.sources[s.Name] = s
+		cfg.Metrics.init(s.Name)
+	}
+	return r
+}
+
+// Accept verifies a request to source on its raw body, parses it and
+// receives the event. headers are the request's; the ones worth keeping
+// are stored with the event.
+func (r *Receiver) Accept(ctx context.Context, source string, headers http.Header, body []byte) (Result, error) {
+	src, ok := r.sources[source]
+	if !ok {
+		return Result{}, fmt.Errorf("%w: %q", ErrUnknownSource, source)
+	}
+	if src.Problem != nil {
+		return Result{}, fmt.Errorf("%w: %s: %w", ErrMisconfigured, source, src.Problem)
+	}
+	id, err := src.Verifier.Verify(headers, body, r.cfg.Now())
+	if err != nil {
+		r.cfg.Metrics.signatureFailures.WithLabelValues(source).Inc()
+		return Result{}, err
+	}
+	reg := r.cfg.Handlers[src.Handler]
+	ev, err := parseEvent(src, reg, id, headers, body)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := Receive(ctx, r.cfg.Pool, ev, reg.Handle)
+	if err == nil || errors.Is(err, ErrHandler) {
+		r.cfg.Metrics.count(source, res)
+	}
+	return res, err
+}
+
+// parseEvent builds the event of a verified request.
+func parseEvent(src Source, reg Registration, id string, headers http.Header, body []byte) (Event, error) {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(body) {
+		return Event{}, fmt.Errorf("%w: body is not a JSON object", ErrMalformed)
+	}
+	if id == "" { // Stripe: the event id is the payload's "id"
+		var withID struct {
+			ID any `json:"id"`
+		}
+		_ = json.Unmarshal(body, &withID) // valid JSON: cannot fail
+		if id, _ = withID.ID.(string); id == "" {
+			return Event{}, fmt.Errorf("%w: no string \"id\" in the payload", ErrMalformed)
+		}
+	}
+	ev := Event{Source: src.Name, ID: id, Headers: keptHeaders(headers), Payload: body, Policy: src.Policy}
+	if reg.Entity != nil {
+		key, version, err := reg.Entity(body)
+		if err != nil {
+			return Event{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		if key != "" && version < 1 {
+			return Event{}, fmt.Errorf("%w: entity %q without a version of 1 or more", ErrMalformed, key)
+		}
+		ev.EntityKey, ev.EntityVersion = key, version
+	}
+	return ev, nil
+}
+
+// keptHeaders are the request headers stored with an event: the first
+// value of each, without credentials.
+func keptHeaders(headers http.Header) map[string]string {
+	kept := make(map[string]string, len(headers))
+	for name, values := range headers {
+		switch strings.ToLower(name) {
+		case "authorization", "cookie", "proxy-authorization":
+			continue
+		}
+		if len(values) > 0 {
+			kept[strings.ToLower(name)] = values[0]
+		}
+	}
+	return kept
+}

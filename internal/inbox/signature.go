@@ -1,0 +1,162 @@
+package inbox
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/internal/destination/webhook"
+)
+
+// DefaultTolerance is how far a signature's timestamp may lie from our
+// clock, either way, when a source does not say.
+const DefaultTolerance = 5 * time.Minute
+
+// ErrSignature wraps every reason a request's signature is refused: a
+// missing or malformed header, a timestamp outside the tolerance, or no
+// signature that any of the source's secrets produces.
+var ErrSignature = errors.New("inbox: bad signature")
+
+// The signature schemes a source may use (switchyard.inbox_sources.scheme).
+const (
+	SchemeStandardWebhooks = "standard-webhooks"
+	SchemeStripe           = "stripe"
+)
+
+// StripeHeader carries the Stripe scheme's timestamp and signatures.
+const StripeHeader = "Stripe-Signature"
+
+// Verifier checks a request's signature over the raw body, before anything
+// parses it. It returns the event id the signature covers, or "" when the
+// scheme signs none (the id then comes from the payload).
+type Verifier interface {
+	Verify(headers http.Header, body []byte, now time.Time) (eventID string, err error)
+}
+
+// NewVerifier returns the verifier of a scheme with the source's secrets
+// (several during a rotation: a signature by any of them is accepted) and
+// timestamp tolerance (<= 0: DefaultTolerance).
+func NewVerifier(scheme string, secrets []string, tolerance time.Duration) (Verifier, error) {
+	if len(secrets) == 0 {
+		return nil, errors.New("inbox: a source needs at least one secret")
+	}
+	for i, s := range secrets {
+		if s == "" {
+			return nil, fmt.Errorf("inbox: secret %d is empty", i+1)
+		}
+	}
+	if tolerance <= 0 {
+		tolerance = DefaultTolerance
+	}
+	switch scheme {
+	case SchemeStandardWebhooks:
+		for i, s := range secrets {
+			// Sign checks the secret's form once, here, rather than on
+			// every request.
+			if _, err := webhook.Sign(s, "check", time.Unix(0, 0), nil); err != nil {
+				return nil, fmt.Errorf("inbox: secret %d: %w", i+1, err)
+			}
+		}
+		return standardWebhooks{secrets: secrets, tolerance: tolerance}, nil
+	case SchemeStripe:
+		return stripe{secrets: secrets, tolerance: tolerance}, nil
+	}
+	return nil, fmt.Errorf("inbox: unknown signature scheme %q: want %s or %s", scheme, SchemeStandardWebhooks, SchemeStripe)
+}
+
+// standardWebhooks verifies with webhook.Verify, the same code that signs
+// our own deliveries: webhook-id, webhook-timestamp and webhook-signature
+// ("v1,<base64>" entries, space-separated) over "{id}.{timestamp}.{body}".
+type standardWebhooks struct {
+	secrets   []string
+	tolerance time.Duration
+}
+
+func (v standardWebhooks) Verify(headers http.Header, body []byte, now time.Time) (string, error) {
+	var err error
+	for _, secret := range v.secrets {
+		err = webhook.Verify(secret, headers, body, v.tolerance, now)
+		if err == nil {
+			return headers.Get(webhook.HeaderID), nil
+		}
+		if !errors.Is(err, webhook.ErrNoMatchingSignature) {
+			break // the headers themselves are wrong: no secret will do
+		}
+	}
+	return "", fmt.Errorf("%w: %w", ErrSignature, err)
+}
+
+// stripe verifies Stripe's scheme: Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>...],
+// where each v1 is the hex HMAC-SHA256 of "{t}.{body}" keyed with the
+// secret's bytes as given (whsec_... included). Other entries (v0, the
+// test-mode scheme) are ignored.
+type stripe struct {
+	secrets   []string
+	tolerance time.Duration
+}
+
+func (v stripe) Verify(headers http.Header, body []byte, now time.Time) (string, error) {
+	ts, sigs, err := parseStripeHeader(headers.Get(StripeHeader))
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrSignature, err)
+	}
+	if skew := now.Sub(time.Unix(ts, 0)); skew > v.tolerance || skew < -v.tolerance {
+		return "", fmt.Errorf("%w: timestamp %d is %s from now (tolerance %s)", ErrSignature, ts, skew.Round(time.Second), v.tolerance)
+	}
+	for _, secret := range v.secrets {
+		want := StripeSignature(secret, ts, body)
+		for _, got := range sigs {
+			if hmac.Equal(got, want) {
+				return "", nil
+			}
+		}
+	}
+	return "", fmt.Errorf("%w: no matching v1 signature", ErrSignature)
+}
+
+// StripeSignature returns the raw HMAC-SHA256 of "{t}.{body}" under secret:
+// hex-encoded, it is a v1 entry of the Stripe-Signature header.
+func StripeSignature(secret string, t int64, body []byte) []byte {
+	h := hmac.New(sha256.New, []byte(secret))
+	h.Write(strconv.AppendInt(nil, t, 10))
+	h.Write([]byte{'.'})
+	h.Write(body)
+	return h.Sum(nil)
+}
+
+// parseStripeHeader reads "t=...,v1=...,v1=...".
+func parseStripeHeader(header string) (int64, [][]byte, error) {
+	if header == "" {
+		return 0, nil, errors.New("missing " + StripeHeader + " header")
+	}
+	var ts int64 = -1
+	var sigs [][]byte
+	for item := range strings.SplitSeq(header, ",") {
+		key, value, _ := strings.Cut(strings.TrimSpace(item), "=")
+		switch key {
+		case "t":
+			n, err := strconv.ParseInt(value, 10, 64)
+			if err != nil || ts != -1 {
+				return 0, nil, fmt.Errorf("invalid timestamp in %s", StripeHeader)
+			}
+			ts = n
+		case "v1":
+			if sig, err := hex.DecodeString(value); err == nil {
+				sigs = append(sigs, sig)
+			}
+		}
+	}
+	switch {
+	case ts == -1:
+		return 0, nil, fmt.Errorf("no timestamp in %s", StripeHeader)
+	case len(sigs) == 0:
+		return 0, nil, fmt.Errorf("no v1 signature in %s", StripeHeader)
+	}
+	return ts, sigs, nil
+}
