@@ -27,8 +27,9 @@ func inboxHandlers(cfg config) inbox.Registry {
 // switchyard.inbox_sources, read once at start (like destinations). A
 // source that cannot be set up (a missing secret, a bad one) is logged and
 // answers 503 to its senders, who retry, until an operator fixes it and
-// restarts the console.
-func newInboxReceiver(ctx context.Context, pool *pgxpool.Pool, cfg config, reg prometheus.Registerer, logger *slog.Logger) (*inbox.Receiver, error) {
+// restarts the console. changed announces recorded failures (see
+// inbox.ReceiverConfig).
+func newInboxReceiver(ctx context.Context, pool *pgxpool.Pool, cfg config, reg prometheus.Registerer, logger *slog.Logger, changed func()) (*inbox.Receiver, error) {
 	rows, err := queries.New(pool).InboxSourceList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load inbox sources: %w", err)
@@ -42,7 +43,7 @@ func newInboxReceiver(ctx context.Context, pool *pgxpool.Pool, cfg config, reg p
 		sources = append(sources, src)
 	}
 	handlers := inboxHandlers(cfg)
-	r := inbox.NewReceiver(inbox.ReceiverConfig{Pool: pool, Sources: sources, Handlers: handlers, Metrics: inbox.NewMetrics(reg)})
+	r := inbox.NewReceiver(inbox.ReceiverConfig{Pool: pool, Sources: sources, Handlers: handlers, Metrics: inbox.NewMetrics(reg), Changed: changed})
 	for _, s := range sources {
 		if _, ok := handlers[s.Handler]; !ok {
 			logger.Error("inbox source names an unknown handler: its requests get 503", slog.String("source", s.Name), slog.String("handler", s.Handler))

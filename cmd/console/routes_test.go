@@ -37,7 +37,11 @@ func TestMisconfiguredDestinationsFailOnlyTheirOwnMessages(t *testing.T) {
 	refused := closedPort(t)
 	hanging := silentListener(t)
 
-	const timeoutMs = 1000
+	// Long enough that the healthy destination's few deliveries surely
+	// finish within the hanging one's first attempts, even on a busy
+	// machine; few enough misconfigured messages that their three attempts
+	// each still end soon.
+	const timeoutMs = 5000
 	for _, d := range []struct{ name, address, secretRef string }{
 		{"healthy", healthy.URL, "TEST_SECRET"},
 		{"bad-url", "http://[::1", "TEST_SECRET"},
@@ -50,12 +54,16 @@ func TestMisconfiguredDestinationsFailOnlyTheirOwnMessages(t *testing.T) {
 			VALUES ($1, 'webhook', $2, $3, 1, 5, 3, $4, 1000)`, d.name, d.address, d.secretRef, timeoutMs)
 		require.NoError(t, err)
 	}
-	const perDestination = 40
+	const healthyMessages, perDestination = 40, 8
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	var msgs []outbox.Message
 	for _, dest := range []string{"healthy", "bad-url", "no-secret", "refused", "hanging"} {
-		for i := range perDestination {
+		n := perDestination
+		if dest == "healthy" {
+			n = healthyMessages
+		}
+		for i := range n {
 			msgs = append(msgs, outbox.Message{Topic: "t", Destination: dest, Payload: fmt.Appendf(nil, `{"n":%d}`, i)})
 		}
 	}
@@ -79,11 +87,11 @@ func TestMisconfiguredDestinationsFailOnlyTheirOwnMessages(t *testing.T) {
 	t.Cleanup(d.Stop)
 
 	waitFor(t, 60*time.Second, "every healthy message delivered", func() bool {
-		return count(t, pool, `destination = 'healthy' AND state = 'delivered'`) == perDestination
+		return count(t, pool, `destination = 'healthy' AND state = 'delivered'`) == healthyMessages
 	})
 	require.Zero(t, count(t, pool, `destination = 'hanging' AND attempts > 1`),
 		"the healthy destination finished while the hanging one was still on its first attempts")
-	require.Equal(t, int64(perDestination), good.Load(), "one request per healthy message")
+	require.Equal(t, int64(healthyMessages), good.Load(), "one request per healthy message")
 
 	waitFor(t, 120*time.Second, "every misconfigured message dead", func() bool {
 		return count(t, pool, `destination <> 'healthy' AND state = 'dead'`) == 4*perDestination

@@ -43,7 +43,14 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	defer stopLive()
-	receiver, err := newInboxReceiver(ctx, db.pool, cfg, registry, logger.With(slog.String("component", "inbox")))
+	// Inbox failures go to the change feed; the notifier wakes every
+	// console's listener after each such commit, coalesced.
+	notifier := changefeed.NewNotifier(db.pool, logger)
+	if err := notifier.Start(ctx); err != nil {
+		return err
+	}
+	defer notifier.Stop()
+	receiver, err := newInboxReceiver(ctx, db.pool, cfg, registry, logger.With(slog.String("component", "inbox")), notifier.Poke)
 	if err != nil {
 		return err
 	}

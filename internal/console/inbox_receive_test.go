@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,9 +35,10 @@ const (
 )
 
 type inboxBundle struct {
-	e    *echo.Echo
-	pool *pgxpool.Pool
-	reg  *prometheus.Registry
+	e       *echo.Echo
+	pool    *pgxpool.Pool
+	reg     *prometheus.Registry
+	changed *atomic.Int64 // failures announced to the change feed's listeners
 }
 
 // setupInbox wires the console with two sources: "shop" (Standard
@@ -61,8 +63,9 @@ func setupInbox(t *testing.T) inboxBundle {
 	require.NoError(t, err)
 	pay, err := inbox.NewVerifier(inbox.SchemeStripe, []string{paySecret}, 0)
 	require.NoError(t, err)
+	changed := new(atomic.Int64)
 	receiver := inbox.NewReceiver(inbox.ReceiverConfig{
-		Pool: pool, Handlers: handlers, Metrics: inbox.NewMetrics(registry),
+		Pool: pool, Handlers: handlers, Metrics: inbox.NewMetrics(registry), Changed: func() { changed.Add(1) },
 		Sources: []inbox.Source{
 			{Name: "shop", Scheme: inbox.SchemeStandardWebhooks, Verifier: shop, Handler: "effect"},
 			{Name: "pay", Scheme: inbox.SchemeStripe, Verifier: pay, Handler: "effect"},
@@ -76,7 +79,7 @@ func setupInbox(t *testing.T) inboxBundle {
 	e, err := httpserver.New(httpserver.Config{Logger: logger, Registerer: registry, RenderError: h.RenderError})
 	require.NoError(t, err)
 	h.Register(e)
-	return inboxBundle{e: e, pool: pool, reg: registry}
+	return inboxBundle{e: e, pool: pool, reg: registry, changed: changed}
 }
 
 // shopHeaders signs body the Standard Webhooks way with the given secrets.
@@ -213,6 +216,11 @@ func TestInboxHandlerPanicIsRecordedAndServingGoesOn(t *testing.T) {
 		`SELECT status, last_error FROM switchyard.inbox_events WHERE event_id = 'boom'`).Scan(&status, &lastError))
 	require.Equal(t, "failed", status)
 	require.Contains(t, lastError, "test handler panics")
+	var feedState string
+	require.NoError(t, b.pool.QueryRow(context.Background(),
+		`SELECT payload->>'state' FROM switchyard.changes WHERE kind = 'inbox_failure' AND subject = 'shop/boom'`).Scan(&feedState))
+	require.Equal(t, "failed", feedState, "the failure is on the change feed")
+	require.Equal(t, int64(1), b.changed.Load(), "and announced after its commit")
 
 	good := []byte(`{"ok": true}`)
 	require.Equal(t, 200, b.post(t, "shop", shopHeaders(t, "fine", now, good, shopSecret), good).Code)

@@ -64,6 +64,10 @@ type ReceiverConfig struct {
 	Metrics *Metrics
 	// Now is the clock for signature timestamps; nil: time.Now.
 	Now func() time.Time
+	// Changed, when set, is called after a handler's failure was recorded,
+	// which appends to the change feed (switchyard.changes). It must not
+	// block; a coalescing notifier's Poke (internal/changefeed) fits.
+	Changed func()
 }
 
 // Receiver turns signed requests of configured sources into Receive calls.
@@ -81,6 +85,9 @@ func NewReceiver(cfg ReceiverConfig) *Receiver {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.Changed == nil {
+		cfg.Changed = func() {}
 	}
 	r := &Receiver{cfg: cfg, sources: make(map[string]Source, len(cfg.Sources))}
 	for _, s := range cfg.Sources {
@@ -120,6 +127,9 @@ func (r *Receiver) Accept(ctx context.Context, source string, headers http.Heade
 	res, err := Receive(ctx, r.cfg.Pool, ev, reg.Handle)
 	if err == nil || errors.Is(err, ErrHandler) {
 		r.cfg.Metrics.count(source, res)
+	}
+	if errors.Is(err, ErrHandler) {
+		r.cfg.Changed()
 	}
 	return res, err
 }

@@ -280,13 +280,13 @@ func (d *Dispatcher) claim(ctx context.Context, worker string, limit int, held m
 // claimable lists the destinations whose messages a worker may claim now,
 // in a new random order each time (the claim serves them in that order),
 // each with how many deliveries it may add to the worker's window: none
-// while its breaker is open; else up to twice what the destination can run
-// at once (its bulkhead, and with a rate limit what it may start within
-// about a second), or half the window if that is more, minus what the
-// worker already holds of it. A destination that cannot keep up (slow,
-// hanging, rate-limited) thus never fills more than about half a window
-// with messages that only wait, and the claims of one that keeps up stay
-// large. held counts the worker's deliveries in flight per destination.
+// while its breaker is open; else twice what the destination can run at
+// once (its bulkhead, and with a rate limit what it may start within about
+// a second), at most half the window, minus what the worker already holds
+// of it. A destination that cannot keep up (slow, hanging, rate-limited)
+// thus never fills more than half a window with messages that only wait,
+// and other destinations always find room. held counts the worker's
+// deliveries in flight per destination.
 func (d *Dispatcher) claimable(limit int, held map[string]int) (names []string, caps []int32) {
 	for _, name := range d.destinations {
 		if c := min(d.share(name)-held[name], limit); c > 0 {
@@ -314,7 +314,7 @@ func (d *Dispatcher) share(name string) int {
 	if cfg.Rate > 0 {
 		most = min(most, int(math.Ceil(cfg.Rate))+cfg.Burst)
 	}
-	return max(2*most, d.cfg.BatchSize/2)
+	return max(min(2*most, d.cfg.BatchSize/2), 1)
 }
 
 // claimedMessage is a leased message as a claim returns it. An ordered one

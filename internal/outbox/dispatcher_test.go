@@ -631,8 +631,8 @@ func TestSaturatedDestinationDoesNotHoldTheWindow(t *testing.T) {
 		return countWhere(t, pool, "destination = 'flows' AND state = 'delivered'") == 60
 	})
 	require.Equal(t, int64(2), started.Load(), "the narrow destination ran only what its bulkhead allows")
-	require.LessOrEqual(t, countWhere(t, pool, "destination = 'narrow' AND lease_owner IS NOT NULL"), 5,
-		"and held no more than half the window")
+	require.LessOrEqual(t, countWhere(t, pool, "destination = 'narrow' AND lease_owner IS NOT NULL"), 4,
+		"and held no more than twice its bulkhead")
 }
 
 // A delivery whose lease was taken over is cancelled at the next heartbeat,

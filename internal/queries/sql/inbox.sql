@@ -50,21 +50,30 @@ UPDATE switchyard.inbox_events SET status = @status, processed_at = now() WHERE 
 -- a held event whose handler failed when its predecessor was applied. The
 -- event is parked once it has failed max_attempts times. It changes
 -- nothing, and returns no row, if the event was meanwhile processed or
--- settled by another delivery.
-INSERT INTO switchyard.inbox_events (
-    source, event_id, headers, payload, entity_key, entity_version, status, attempts, last_error, error_fingerprint
-) VALUES (
-    @source, @event_id, @headers, @payload, @entity_key, sqlc.narg(entity_version),
-    CASE WHEN @max_attempts::integer <= 1 THEN 'parked' ELSE 'failed' END, 1, @last_error, @error_fingerprint
+-- settled by another delivery. The failure goes to the change feed
+-- (migrations/00006_changefeed.sql) in the same statement.
+WITH failed AS (
+    INSERT INTO switchyard.inbox_events (
+        source, event_id, headers, payload, entity_key, entity_version, status, attempts, last_error, error_fingerprint
+    ) VALUES (
+        @source, @event_id, @headers, @payload, @entity_key, sqlc.narg(entity_version),
+        CASE WHEN @max_attempts::integer <= 1 THEN 'parked' ELSE 'failed' END, 1, @last_error, @error_fingerprint
+    )
+    ON CONFLICT (source, event_id) DO UPDATE SET
+        attempts = inbox_events.attempts + 1,
+        last_error = EXCLUDED.last_error,
+        error_fingerprint = EXCLUDED.error_fingerprint,
+        status = CASE WHEN inbox_events.attempts + 1 >= @max_attempts::integer THEN 'parked' ELSE 'failed' END,
+        processed_at = NULL
+        WHERE inbox_events.status IN ('failed', 'held')
+    RETURNING source, event_id, status, attempts
+),
+feed AS (
+    INSERT INTO switchyard.changes (kind, subject, payload)
+    SELECT 'inbox_failure', left(f.source || '/' || f.event_id, 512), jsonb_build_object('source', f.source, 'state', f.status)
+    FROM failed f
 )
-ON CONFLICT (source, event_id) DO UPDATE SET
-    attempts = inbox_events.attempts + 1,
-    last_error = EXCLUDED.last_error,
-    error_fingerprint = EXCLUDED.error_fingerprint,
-    status = CASE WHEN inbox_events.attempts + 1 >= @max_attempts::integer THEN 'parked' ELSE 'failed' END,
-    processed_at = NULL
-    WHERE inbox_events.status IN ('failed', 'held')
-RETURNING status, attempts;
+SELECT status, attempts FROM failed;
 
 -- name: InboxEntityVersionLock :one
 -- InboxEntityVersionLock returns the entity's applied version (0: none
