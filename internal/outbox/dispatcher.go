@@ -289,8 +289,11 @@ func (d *Dispatcher) claim(ctx context.Context, worker string, limit int, held m
 // deliveries in flight per destination.
 func (d *Dispatcher) claimable(limit int, held map[string]int) (names []string, caps []int32) {
 	for _, name := range d.destinations {
-		if c := min(d.share(name)-held[name], limit); c > 0 {
-			names, caps = append(names, name), append(caps, int32(c))
+		share := d.share(name)
+		// Like the window itself, a destination is claimed for only once
+		// half its share is free, so that claims stay large.
+		if free := share - held[name]; free >= max(share/2, 1) {
+			names, caps = append(names, name), append(caps, int32(min(free, limit)))
 		}
 	}
 	rand.Shuffle(len(names), func(i, j int) {

@@ -109,20 +109,26 @@ func (w *worker) claimIfRoom(ctx, hard context.Context) {
 		w.d.Wake()
 	}
 	for _, g := range claimed {
-		w.held[g.msgs[0].Destination]++
-		w.d.inFlight.Add(int64(len(g.msgs)))
-		// Both contexts end when the lease is lost: before the delivery
-		// starts (it is released) or during it (it is cut short).
-		gctx, cancelWait := context.WithCancel(ctx)
-		ghard, cancelDelivery := context.WithCancel(hard)
-		id := w.nextID
-		w.nextID++
-		w.flights[id] = &flight{g: g, leasedUntil: claimedAt.Add(w.d.cfg.LeaseDuration), cancel: func() {
-			cancelWait()
-			cancelDelivery()
-		}}
-		go func() { w.results <- landed{id: id, results: w.d.deliverGroup(gctx, ghard, g)} }()
+		w.launch(ctx, hard, g, claimedAt.Add(w.d.cfg.LeaseDuration))
 	}
+}
+
+// launch delivers g on a goroutine of its own, as a flight whose lease runs
+// until leasedUntil unless the heartbeat extends it.
+func (w *worker) launch(ctx, hard context.Context, g group, leasedUntil time.Time) {
+	w.held[g.msgs[0].Destination]++
+	w.d.inFlight.Add(int64(len(g.msgs)))
+	// Both contexts end when the lease is lost: before the delivery starts
+	// (it is released) or during it (it is cut short).
+	gctx, cancelWait := context.WithCancel(ctx)
+	ghard, cancelDelivery := context.WithCancel(hard)
+	id := w.nextID
+	w.nextID++
+	w.flights[id] = &flight{g: g, leasedUntil: leasedUntil, cancel: func() {
+		cancelWait()
+		cancelDelivery()
+	}}
+	go func() { w.results <- landed{id: id, results: w.d.deliverGroup(gctx, ghard, g)} }()
 }
 
 // idle fires when the worker has nothing in flight and may claim again.
