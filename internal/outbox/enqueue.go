@@ -1,8 +1,12 @@
 // Package outbox is the transactional outbox: Enqueue writes messages in the
 // caller's transaction, and the Dispatcher delivers them with fenced leases,
-// retries and per-aggregate order. The schema is in
-// migrations/00002_outbox.sql; the claim and finalize statements are in
-// internal/queries/sql/outbox.sql.
+// retries and per-aggregate order. Messages without an aggregate are leased
+// one by one; an aggregate is leased as a whole (its first few pending
+// messages, delivered in order by one goroutine), which is what makes
+// ordered delivery as cheap as unordered. The schema is in
+// migrations/00002_outbox.sql and 00004_leased_aggregates.sql; the claim and
+// finalize statements are in internal/queries/sql/outbox.sql, their plans in
+// EXPLAIN.md.
 package outbox
 
 import (
