@@ -177,6 +177,14 @@ type SwitchyardOutbox struct {
 	CreatedAt        time.Time
 	FinishedAt       *time.Time
 	ReplayOf         *int64
+	DeliveryKey      pgtype.UUID
+	ReplayRequest    pgtype.UUID
+	ReplayMode       *string
+	ReplayActor      *string
+	ReplayReason     *string
+	ReplayedAt       *time.Time
+	Replays          int32
+	Generation       int32
 }
 
 type SwitchyardOutboxAggregate struct {

@@ -407,7 +407,7 @@ SET lease_owner = $1::text,
     attempts = o.attempts + 1
 FROM heads
 WHERE o.id = heads.id AND o.state = 'pending'
-RETURNING o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
+RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
     o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at,
     o.aggregate_seq::bigint AS aggregate_seq, heads.lease_version AS aggregate_lease_version
 `
@@ -512,7 +512,7 @@ SET lease_owner = $1::text,
     attempts = o.attempts + 1
 FROM due
 WHERE o.id = due.id
-RETURNING o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
+RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
     o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at
 `
 
