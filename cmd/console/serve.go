@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/switchyard/switchyard/internal/bulkreplay"
 	"github.com/switchyard/switchyard/internal/changefeed"
 	"github.com/switchyard/switchyard/internal/console"
 	"github.com/switchyard/switchyard/internal/httpserver"
@@ -43,13 +44,21 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	defer stopLive()
-	// Inbox failures go to the change feed; the notifier wakes every
-	// console's listener after each such commit, coalesced.
+	// Inbox failures and bulk replay progress go to the change feed; the
+	// notifier wakes every console's listener after each such commit,
+	// coalesced.
 	notifier := changefeed.NewNotifier(db.pool, logger)
 	if err := notifier.Start(ctx); err != nil {
 		return err
 	}
 	defer notifier.Stop()
+	replays := bulkreplay.NewRunner(db.pool, bulkreplay.Config{
+		Changed: notifier.Poke, Logger: logger.With(slog.String("component", "bulkreplay")),
+	})
+	if err := replays.Start(ctx); err != nil {
+		return err
+	}
+	defer replays.Stop()
 	receiver, err := newInboxReceiver(ctx, db.pool, cfg, registry, logger.With(slog.String("component", "inbox")), notifier.Poke)
 	if err != nil {
 		return err

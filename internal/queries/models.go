@@ -221,3 +221,25 @@ type SwitchyardOutboxBlockedAggregate struct {
 	DeadMessageID int64
 	BlockedAt     time.Time
 }
+
+type SwitchyardReplayJob struct {
+	ID             uuid.UUID
+	Filter         []byte
+	FilterKey      string
+	Mode           string
+	Actor          string
+	Reason         string
+	RatePerSec     int32
+	State          string
+	Estimate       int64
+	UpperID        int64
+	CursorID       int64
+	Replayed       int64
+	Skipped        int64
+	LeaseOwner     *string
+	LeaseVersion   int64
+	LeaseExpiresAt *time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	FinishedAt     *time.Time
+}

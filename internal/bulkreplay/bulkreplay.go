@@ -1,0 +1,165 @@
+// Package bulkreplay replays every dead message that matches a filter (a
+// dead-letter group, or any message filter) as a background job: estimate,
+// confirm (Start), progress, a rate limit, cancel, and resume after a
+// restart, with one running job per filter. Each message is replayed through
+// outbox.Replay, so every rule of a single replay holds (one replay in flight
+// per message, one row per request). Schema and the reasons for its shape:
+// migrations/00021_replay_jobs.sql.
+//
+// Any number of Runners may run against one database: a job is leased by one
+// at a time, and a Runner that dies leaves a lease that expires; the next
+// Runner resumes from the job's cursor. A batch that was replayed but whose
+// progress was not recorded is replayed again with the same request ids
+// (derived from the job and the message), which creates nothing twice.
+package bulkreplay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchyard/switchyard/internal/outbox"
+	"github.com/switchyard/switchyard/internal/queries"
+)
+
+// Filter selects dead messages. Empty fields match anything; a zero Filter
+// matches every dead message that was never replayed.
+type Filter struct {
+	Fingerprint   string    `json:"fingerprint,omitempty"`
+	Destination   string    `json:"destination,omitempty"`
+	Topic         string    `json:"topic,omitempty"`
+	AggregateType string    `json:"aggregate_type,omitempty"`
+	AggregateID   string    `json:"aggregate_id,omitempty"`
+	ErrorContains string    `json:"error_contains,omitempty"`
+	DeadFrom      time.Time `json:"dead_from,omitzero"`
+	DeadTo        time.Time `json:"dead_to,omitzero"`
+}
+
+// key is the filter's canonical text: one running job per key. The JSON
+// encoding of a struct is canonical (fields in declaration order), and
+// times are normalised to UTC.
+func (f Filter) key() (string, []byte) {
+	if !f.DeadFrom.IsZero() {
+		f.DeadFrom = f.DeadFrom.UTC()
+	}
+	if !f.DeadTo.IsZero() {
+		f.DeadTo = f.DeadTo.UTC()
+	}
+	b, _ := json.Marshal(f) // a struct of strings and times always marshals
+	return string(b), b
+}
+
+// MaxEstimate is where Estimate stops counting.
+const MaxEstimate = 100_000
+
+// Estimate counts the dead messages f matches, never replayed ones, up to
+// MaxEstimate (a result of MaxEstimate means "at least that many").
+func Estimate(ctx context.Context, db queries.DBTX, f Filter) (int64, error) {
+	n, err := queries.New(db).ReplayJobEstimate(ctx, queries.ReplayJobEstimateParams{
+		Fingerprint: opt(f.Fingerprint), Destination: opt(f.Destination), Topic: opt(f.Topic),
+		AggregateType: opt(f.AggregateType), AggregateID: opt(f.AggregateID), ErrorContains: opt(f.ErrorContains),
+		DeadFrom: optTime(f.DeadFrom), DeadTo: optTime(f.DeadTo), Cap: MaxEstimate,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("bulkreplay: estimate: %w", err)
+	}
+	return n, nil
+}
+
+// Spec describes a job to start.
+type Spec struct {
+	Filter Filter
+	Mode   outbox.ReplayMode
+	Actor  string
+	Reason string
+	// RatePerSecond bounds the replays per second. Default 50.
+	RatePerSecond int
+	// Estimate is what the operator confirmed, shown beside the progress.
+	Estimate int64
+}
+
+// Errors of Start.
+var (
+	ErrAlreadyRunning = errors.New("bulkreplay: a job for this filter is already running")
+	ErrReasonRequired = errors.New("bulkreplay: a replay with new idempotency keys needs a reason")
+)
+
+// Job is a bulk replay job as stored.
+type Job = queries.SwitchyardReplayJob
+
+// Start creates a running job in tx (the caller's audit row commits with
+// it). A job already running for the same filter is returned with
+// ErrAlreadyRunning.
+func Start(ctx context.Context, tx pgx.Tx, s Spec) (Job, error) {
+	if s.Mode != outbox.Redeliver && s.Mode != outbox.Reapply {
+		return Job{}, fmt.Errorf("bulkreplay: mode %q: want redeliver or reapply", s.Mode)
+	}
+	if s.Mode == outbox.Reapply && s.Reason == "" {
+		return Job{}, ErrReasonRequired
+	}
+	if s.RatePerSecond <= 0 {
+		s.RatePerSecond = 50
+	}
+	key, filter := s.Filter.key()
+	q := queries.New(tx)
+	job, err := q.ReplayJobCreate(ctx, queries.ReplayJobCreateParams{
+		Filter: filter, FilterKey: key, Mode: string(s.Mode), Actor: s.Actor, Reason: s.Reason,
+		RatePerSec: int32(s.RatePerSecond), Estimate: s.Estimate,
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		running, err := q.ReplayJobRunning(ctx, key)
+		if err != nil {
+			return Job{}, fmt.Errorf("bulkreplay: find the running job: %w", err)
+		}
+		return running, ErrAlreadyRunning
+	}
+	if err != nil {
+		return Job{}, fmt.Errorf("bulkreplay: start: %w", err)
+	}
+	return job, nil
+}
+
+// Cancel stops a running job in tx; what it replayed stays replayed. It
+// reports whether the job was running.
+func Cancel(ctx context.Context, tx pgx.Tx, id uuid.UUID) (bool, error) {
+	n, err := queries.New(tx).ReplayJobCancel(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("bulkreplay: cancel: %w", err)
+	}
+	return n > 0, nil
+}
+
+// Get returns a job.
+func Get(ctx context.Context, pool *pgxpool.Pool, id uuid.UUID) (Job, error) {
+	job, err := queries.New(pool).ReplayJobGet(ctx, id)
+	if err != nil {
+		return Job{}, fmt.Errorf("bulkreplay: get %s: %w", id, err)
+	}
+	return job, nil
+}
+
+// requestID is the replay request id of message id within job: the same on
+// every run of the batch, so a repeated batch creates nothing twice.
+func requestID(job uuid.UUID, message int64) uuid.UUID {
+	return uuid.NewSHA1(job, fmt.Appendf(nil, "%d", message))
+}
+
+func opt(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

@@ -1,0 +1,231 @@
+package bulkreplay
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchyard/switchyard/internal/outbox"
+	"github.com/switchyard/switchyard/internal/queries"
+)
+
+// Config configures a Runner. Zero fields take the documented defaults.
+type Config struct {
+	// Owner names this runner in job leases. Default: a random name.
+	Owner string
+	// LeaseDuration is how long a job stays with this runner without
+	// progress before another may resume it. Default 30 s.
+	LeaseDuration time.Duration
+	// Poll is how often an idle runner looks for a job, unless woken by
+	// Wake. Default 1 s.
+	Poll time.Duration
+	// BatchSize is the most messages replayed in one transaction (and never
+	// more than a job's rate per second). Default 100.
+	BatchSize int
+	// Changed, when set, is called after each committed batch, which put
+	// the job's progress on the change feed. It must not block.
+	Changed func()
+	// Logger receives failures. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Owner == "" {
+		c.Owner = "bulkreplay-" + crand.Text()[:8]
+	}
+	if c.LeaseDuration <= 0 {
+		c.LeaseDuration = 30 * time.Second
+	}
+	if c.Poll <= 0 {
+		c.Poll = time.Second
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 100
+	}
+	if c.Changed == nil {
+		c.Changed = func() {}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Runner runs bulk replay jobs, one at a time.
+type Runner struct {
+	cfg  Config
+	pool *pgxpool.Pool
+	wake chan struct{}
+
+	mu     sync.Mutex
+	cancel context.CancelFunc // guarded by mu; set while running
+	done   chan struct{}      // guarded by mu
+}
+
+// NewRunner returns a Runner; Start runs it.
+func NewRunner(pool *pgxpool.Pool, cfg Config) *Runner {
+	return &Runner{cfg: cfg.withDefaults(), pool: pool, wake: make(chan struct{}, 1)}
+}
+
+// Start runs the runner until Stop. It returns an error if already running.
+func (r *Runner) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancel != nil {
+		return errors.New("bulkreplay: runner already started")
+	}
+	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	r.done = make(chan struct{})
+	go func(done chan struct{}) {
+		defer close(done)
+		r.loop(ctx)
+	}(r.done)
+	return nil
+}
+
+// Stop ends the runner: a batch in progress is rolled back, and the job is
+// resumed by any runner once its lease expires. It is idempotent.
+func (r *Runner) Stop() {
+	r.mu.Lock()
+	cancel, done := r.cancel, r.done
+	r.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+// Wake makes an idle runner look for a job now: call it after Start.
+func (r *Runner) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Runner) loop(ctx context.Context) {
+	for ctx.Err() == nil {
+		job, err := queries.New(r.pool).ReplayJobClaim(ctx, queries.ReplayJobClaimParams{
+			Owner: r.cfg.Owner, LeaseSeconds: r.cfg.LeaseDuration.Seconds(),
+		})
+		switch {
+		case err == nil:
+			if err := r.run(ctx, job); err != nil && ctx.Err() == nil {
+				r.cfg.Logger.Error("bulk replay job failed; it resumes when its lease expires",
+					slog.String("job", job.ID.String()), slog.Any("error", err))
+			}
+			continue
+		case !errors.Is(err, pgx.ErrNoRows) && ctx.Err() == nil:
+			r.cfg.Logger.Warn("claim bulk replay job", slog.Any("error", err))
+		}
+		select {
+		case <-ctx.Done():
+		case <-r.wake:
+		case <-time.After(r.cfg.Poll):
+		}
+	}
+}
+
+// run works through job's batches until it is done, cancelled, or its lease
+// is lost, keeping to the job's rate.
+func (r *Runner) run(ctx context.Context, job Job) error {
+	var f Filter
+	if err := json.Unmarshal(job.Filter, &f); err != nil {
+		return fmt.Errorf("decode filter: %w", err)
+	}
+	batch := min(r.cfg.BatchSize, int(job.RatePerSec))
+	perMessage := time.Second / time.Duration(job.RatePerSec)
+	for {
+		started := time.Now()
+		n, state, err := r.batch(ctx, job, f, batch)
+		if err != nil {
+			return err
+		}
+		r.cfg.Changed()
+		if state != "running" {
+			return nil
+		}
+		job.CursorID = n.cursor
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Until(started.Add(time.Duration(n.seen) * perMessage))):
+		}
+	}
+}
+
+type progress struct {
+	seen, replayed, skipped int
+	cursor                  int64
+}
+
+// batch replays the next batch of job's messages and records its progress
+// in one transaction. state is the job's state after it, or "" when the
+// lease was lost or the job cancelled (then nothing of the batch stays).
+func (r *Runner) batch(ctx context.Context, job Job, f Filter, size int) (progress, string, error) {
+	var p progress
+	var state string
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		q := queries.New(tx)
+		ids, err := q.ReplayJobCandidates(ctx, queries.ReplayJobCandidatesParams{
+			AfterID: job.CursorID, UpperID: job.UpperID, BatchSize: int32(size),
+			Fingerprint: opt(f.Fingerprint), Destination: opt(f.Destination), Topic: opt(f.Topic),
+			AggregateType: opt(f.AggregateType), AggregateID: opt(f.AggregateID), ErrorContains: opt(f.ErrorContains),
+			DeadFrom: optTime(f.DeadFrom), DeadTo: optTime(f.DeadTo),
+		})
+		if err != nil {
+			return fmt.Errorf("next batch: %w", err)
+		}
+		p = progress{seen: len(ids), cursor: job.CursorID}
+		for _, id := range ids {
+			if err := r.replayOne(ctx, tx, job, id, &p); err != nil {
+				return err
+			}
+		}
+		state, err = q.ReplayJobAdvance(ctx, queries.ReplayJobAdvanceParams{
+			ID: job.ID, LeaseVersion: job.LeaseVersion, CursorID: p.cursor, Replayed: int64(p.replayed),
+			Skipped: int64(p.skipped), LeaseSeconds: r.cfg.LeaseDuration.Seconds(), Last: len(ids) < size,
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errStopped
+		}
+		return err
+	})
+	if errors.Is(err, errStopped) {
+		return p, "", nil
+	}
+	if err != nil {
+		return p, "", fmt.Errorf("job %s: %w", job.ID, err)
+	}
+	return p, state, nil
+}
+
+// errStopped rolls back a batch whose job was cancelled or taken over.
+var errStopped = errors.New("bulkreplay: job cancelled or lease lost")
+
+func (r *Runner) replayOne(ctx context.Context, tx pgx.Tx, job Job, id int64, p *progress) error {
+	_, err := outbox.Replay(ctx, tx, outbox.ReplayRequest{
+		MessageID: id, RequestID: requestID(job.ID, id), Mode: outbox.ReplayMode(job.Mode),
+		Actor: job.Actor, Reason: job.Reason,
+	})
+	p.cursor = id
+	switch {
+	case err == nil:
+		p.replayed++
+	case errors.Is(err, outbox.ErrReplayInFlight), errors.Is(err, outbox.ErrNotDead):
+		// Someone replayed or discarded it meanwhile: nothing to do.
+		p.skipped++
+	default:
+		return fmt.Errorf("replay message %d: %w", id, err)
+	}
+	return nil
+}

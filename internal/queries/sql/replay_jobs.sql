@@ -1,0 +1,107 @@
+-- Bulk replay jobs: see migrations/00021_replay_jobs.sql and
+-- internal/bulkreplay.
+
+-- name: ReplayJobCreate :one
+-- ReplayJobCreate starts a job, unless one is already running for the same
+-- filter (no row then).
+INSERT INTO switchyard.replay_jobs (filter, filter_key, mode, actor, reason, rate_per_sec, estimate, upper_id)
+VALUES (@filter, @filter_key, @mode, @actor, @reason, @rate_per_sec, @estimate,
+    (SELECT coalesce(max(id), 0) FROM switchyard.outbox))
+ON CONFLICT (filter_key) WHERE state = 'running' DO NOTHING
+RETURNING *;
+
+-- name: ReplayJobRunning :one
+SELECT * FROM switchyard.replay_jobs WHERE filter_key = @filter_key AND state = 'running';
+
+-- name: ReplayJobGet :one
+SELECT * FROM switchyard.replay_jobs WHERE id = @id;
+
+-- name: ReplayJobList :many
+SELECT * FROM switchyard.replay_jobs ORDER BY created_at DESC LIMIT @max_rows;
+
+-- name: ReplayJobClaim :one
+-- ReplayJobClaim leases one running job whose lease is free or expired.
+UPDATE switchyard.replay_jobs j
+SET lease_owner = @owner::text, lease_version = j.lease_version + 1,
+    lease_expires_at = now() + make_interval(secs => @lease_seconds::float8)
+WHERE j.id = (
+    SELECT id FROM switchyard.replay_jobs
+    WHERE state = 'running' AND (lease_expires_at IS NULL OR lease_expires_at < now())
+    ORDER BY created_at
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING *;
+
+-- name: ReplayJobCandidates :many
+-- ReplayJobCandidates lists the next dead messages of a job's filter after
+-- its cursor, never replayed, up to its upper bound, in id order. Each
+-- filter field is optional (NULL: any).
+SELECT o.id FROM switchyard.outbox o
+WHERE o.state = 'dead' AND o.replays = 0
+  AND o.id > @after_id AND o.id <= @upper_id
+  AND (sqlc.narg(fingerprint)::text IS NULL OR o.error_fingerprint = sqlc.narg(fingerprint)::text)
+  AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
+  AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
+  AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
+  AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
+  AND (sqlc.narg(error_contains)::text IS NULL OR strpos(o.last_error, sqlc.narg(error_contains)::text) > 0)
+  AND (sqlc.narg(dead_from)::timestamptz IS NULL OR o.finished_at >= sqlc.narg(dead_from)::timestamptz)
+  AND (sqlc.narg(dead_to)::timestamptz IS NULL OR o.finished_at < sqlc.narg(dead_to)::timestamptz)
+ORDER BY o.id
+LIMIT @batch_size;
+
+-- name: ReplayJobEstimate :one
+-- ReplayJobEstimate counts the dead messages a filter matches, up to a cap:
+-- an operator's one-off question before confirming, never a dashboard's.
+SELECT count(*) FROM (
+    SELECT 1 FROM switchyard.outbox o
+    WHERE o.state = 'dead' AND o.replays = 0
+      AND (sqlc.narg(fingerprint)::text IS NULL OR o.error_fingerprint = sqlc.narg(fingerprint)::text)
+      AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
+      AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
+      AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
+      AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
+      AND (sqlc.narg(error_contains)::text IS NULL OR strpos(o.last_error, sqlc.narg(error_contains)::text) > 0)
+      AND (sqlc.narg(dead_from)::timestamptz IS NULL OR o.finished_at >= sqlc.narg(dead_from)::timestamptz)
+      AND (sqlc.narg(dead_to)::timestamptz IS NULL OR o.finished_at < sqlc.narg(dead_to)::timestamptz)
+    LIMIT @cap
+) AS matching;
+
+-- name: ReplayJobAdvance :one
+-- ReplayJobAdvance records a batch's progress, fenced by the lease version,
+-- extends the lease, finishes the job when the batch was the last, and puts
+-- the progress on the change feed. No row: the lease was lost, or the job
+-- was cancelled meanwhile.
+WITH advanced AS (
+    UPDATE switchyard.replay_jobs j
+    SET cursor_id = greatest(j.cursor_id, @cursor_id::bigint),
+        replayed = j.replayed + @replayed::bigint,
+        skipped = j.skipped + @skipped::bigint,
+        lease_expires_at = now() + make_interval(secs => @lease_seconds::float8),
+        state = CASE WHEN @last::boolean THEN 'done' ELSE j.state END,
+        finished_at = CASE WHEN @last::boolean THEN now() END,
+        updated_at = now()
+    WHERE j.id = @id::uuid AND j.lease_version = @lease_version::bigint AND j.state = 'running'
+    RETURNING j.id, j.state, j.replayed, j.skipped, j.estimate
+),
+feed AS (
+    INSERT INTO switchyard.changes (kind, subject, payload)
+    SELECT 'replay_job', a.id::text, jsonb_build_object('state', a.state, 'replayed', a.replayed, 'skipped', a.skipped, 'estimate', a.estimate)
+    FROM advanced a
+)
+SELECT state FROM advanced;
+
+-- name: ReplayJobCancel :one
+-- ReplayJobCancel stops a running job; what it replayed stays replayed.
+WITH cancelled AS (
+    UPDATE switchyard.replay_jobs j SET state = 'cancelled', finished_at = now(), updated_at = now()
+    WHERE j.id = @id::uuid AND j.state = 'running'
+    RETURNING j.id, j.replayed, j.skipped, j.estimate
+),
+feed AS (
+    INSERT INTO switchyard.changes (kind, subject, payload)
+    SELECT 'replay_job', c.id::text, jsonb_build_object('state', 'cancelled', 'replayed', c.replayed, 'skipped', c.skipped, 'estimate', c.estimate)
+    FROM cancelled c
+)
+SELECT count(*) FROM cancelled;
