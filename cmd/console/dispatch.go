@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -39,7 +40,8 @@ func startDispatcher(ctx context.Context, db *database, cfg config, logger *slog
 	if err := notifier.Start(ctx); err != nil {
 		return nil, err
 	}
-	routes, closeRoutes, err := loadRoutes(ctx, db.pool, cfg, owner, metrics, logger, notifier.Poke)
+	routeSet := newRouteSet(db.pool, cfg, owner, metrics, logger, notifier.Poke)
+	routes, _, err := routeSet.sync(ctx)
 	if err != nil {
 		notifier.Stop()
 		return nil, err
@@ -54,15 +56,47 @@ func startDispatcher(ctx context.Context, db *database, cfg config, logger *slog
 		Logger: logger, Metrics: metrics, Changed: notifier.Poke,
 	})
 	if err := d.Start(ctx); err != nil {
-		closeRoutes()
+		routeSet.close()
 		notifier.Stop()
 		return nil, err
 	}
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	reloaded := make(chan struct{})
+	go func() {
+		defer close(reloaded)
+		reloadRoutes(reloadCtx, d, routeSet, logger)
+	}()
 	logger.Info("dispatcher started", slog.Int("workers", cfg.workers), slog.Int("destinations", len(routes)))
 	return func() {
+		stopReload()
+		<-reloaded
 		d.Stop()
-		closeRoutes()
+		routeSet.close()
 		notifier.Stop()
 		logger.Info("dispatcher stopped")
 	}, nil
+}
+
+// reloadRoutes keeps the dispatcher's routes in step with
+// switchyard.destinations until ctx ends.
+func reloadRoutes(ctx context.Context, d *outbox.Dispatcher, routes *routeSet, logger *slog.Logger) {
+	tick := time.NewTicker(routesReloadInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		next, changed, err := routes.sync(qctx)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			logger.Warn("reload destinations failed; keeping the current routes", slog.Any("error", err))
+		case err == nil && changed:
+			d.SetRoutes(next)
+			logger.Info("destinations reloaded", slog.Int("destinations", len(next)))
+		}
+	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -154,4 +156,44 @@ func silentListener(t *testing.T) string {
 		}
 	})
 	return l.Addr().String()
+}
+
+// A route set follows switchyard.destinations: an added destination gets a
+// route, a changed one a new route, a removed one loses it, and an
+// unchanged one keeps its route (and so its breaker's state).
+func TestRouteSetFollowsTheDestinationsTable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.New(t)
+	upsert := func(name, address string) {
+		_, err := pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address, secret_ref) VALUES ($1, 'webhook', $2, 'TEST_SECRET')
+			ON CONFLICT (name) DO UPDATE SET address = EXCLUDED.address, updated_at = now()`, name, address)
+		require.NoError(t, err)
+	}
+	upsert("kept", "http://127.0.0.1:1/kept")
+	upsert("changed", "http://127.0.0.1:1/before")
+	upsert("removed", "http://127.0.0.1:1/removed")
+	cfg := config{getenv: func(string) string { return testSecret }}
+	set := newRouteSet(pool, cfg, "routes-test", outbox.NewMetrics(nil), slog.New(slog.DiscardHandler), nil)
+	t.Cleanup(set.close)
+
+	first, changed, err := set.sync(ctx)
+	require.NoError(t, err)
+	require.True(t, changed)
+	require.Len(t, first, 3)
+	again, changed, err := set.sync(ctx)
+	require.NoError(t, err)
+	require.False(t, changed, "nothing changed")
+	require.Same(t, first["kept"].Guard, again["kept"].Guard)
+
+	upsert("changed", "http://127.0.0.1:1/after")
+	upsert("added", "http://127.0.0.1:1/added")
+	_, err = pool.Exec(ctx, `DELETE FROM switchyard.destinations WHERE name = 'removed'`)
+	require.NoError(t, err)
+	next, changed, err := set.sync(ctx)
+	require.NoError(t, err)
+	require.True(t, changed)
+	require.ElementsMatch(t, []string{"kept", "changed", "added"}, slices.Collect(maps.Keys(next)))
+	require.Same(t, first["kept"].Guard, next["kept"].Guard, "an unchanged destination keeps its breaker")
+	require.NotSame(t, first["changed"].Guard, next["changed"].Guard, "a changed one is rebuilt")
 }

@@ -48,7 +48,7 @@ func (d *Dispatcher) deliverOne(ctx, hard context.Context, m claimedMessage) res
 		r.outcome, r.finished = outcomeReleased, r.started
 		return r
 	}
-	route, ok := d.cfg.Routes[m.Destination]
+	route, ok := d.route(m.Destination)
 	if !ok {
 		// Only routed destinations are claimed; a route removed since
 		// counts as a failed attempt, retried with the default policy.

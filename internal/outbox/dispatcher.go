@@ -62,7 +62,8 @@ type Config struct {
 	// cancelling them. Default 10 s.
 	StopGrace time.Duration
 	// Routes maps destination names to how to reach them. Messages for a
-	// destination without a route are not claimed.
+	// destination without a route are not claimed. SetRoutes replaces them
+	// while the dispatcher runs.
 	Routes map[string]Route
 	// HeartbeatInterval is how often the dispatcher refreshes its row in
 	// switchyard.dispatchers. Default 5 s.
@@ -114,12 +115,12 @@ func (c Config) withDefaults() Config {
 // outside any transaction, and finalize each batch in one statement.
 // Any number of dispatchers may run against one database.
 type Dispatcher struct {
-	cfg          Config
-	pool         *pgxpool.Pool
-	destinations []string
-	wake         chan struct{}
-	inFlight     atomic.Int64 // messages claimed and not yet finalized
-	isStopping   atomic.Bool  // set when Stop begins
+	cfg        Config
+	pool       *pgxpool.Pool
+	routes     atomic.Pointer[routeTable]
+	wake       chan struct{}
+	inFlight   atomic.Int64 // messages claimed and not yet finalized
+	isStopping atomic.Bool  // set when Stop begins
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc // guarded by mu; set while running
@@ -132,9 +133,7 @@ type Dispatcher struct {
 func New(pool *pgxpool.Pool, cfg Config) *Dispatcher {
 	cfg = cfg.withDefaults()
 	d := &Dispatcher{cfg: cfg, pool: pool, wake: make(chan struct{}, 1)}
-	for name := range cfg.Routes {
-		d.destinations = append(d.destinations, name)
-	}
+	d.SetRoutes(cfg.Routes)
 	return d
 }
 
@@ -204,6 +203,31 @@ func (d *Dispatcher) Wake() {
 	case d.wake <- struct{}{}:
 	default: // a wake-up is already pending
 	}
+}
+
+// routeTable is the routes in use; it is replaced whole, never changed.
+type routeTable struct {
+	routes map[string]Route
+	names  []string
+}
+
+// SetRoutes replaces the routes: claims and deliveries that start from now
+// on use the new ones. A destination whose route is removed is no longer
+// claimed. Safe to call while the dispatcher runs.
+func (d *Dispatcher) SetRoutes(routes map[string]Route) {
+	t := &routeTable{routes: make(map[string]Route, len(routes))}
+	for name, r := range routes {
+		t.routes[name] = r
+		t.names = append(t.names, name)
+	}
+	slices.Sort(t.names)
+	d.routes.Store(t)
+}
+
+// route returns the current route to destination.
+func (d *Dispatcher) route(destination string) (Route, bool) {
+	r, ok := d.routes.Load().routes[destination]
+	return r, ok
 }
 
 func (d *Dispatcher) now() *time.Time {
@@ -288,8 +312,9 @@ func (d *Dispatcher) claim(ctx context.Context, worker string, limit int, held m
 // and other destinations always find room. held counts the worker's
 // deliveries in flight per destination.
 func (d *Dispatcher) claimable(limit int, held map[string]int) (names []string, caps []int32) {
-	for _, name := range d.destinations {
-		share := d.share(name)
+	table := d.routes.Load()
+	for _, name := range table.names {
+		share := d.share(table.routes[name])
 		// Like the window itself, a destination is claimed for only once
 		// half its share is free, so that claims stay large.
 		if free := share - held[name]; free >= max(share/2, 1) {
@@ -303,9 +328,9 @@ func (d *Dispatcher) claimable(limit int, held map[string]int) (names []string, 
 	return names, caps
 }
 
-// share is the most deliveries of destination name one worker may hold.
-func (d *Dispatcher) share(name string) int {
-	g := d.cfg.Routes[name].Guard
+// share is the most deliveries of route's destination one worker may hold.
+func (d *Dispatcher) share(route Route) int {
+	g := route.Guard
 	if g == nil {
 		return d.cfg.BatchSize
 	}

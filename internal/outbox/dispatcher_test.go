@@ -688,3 +688,23 @@ func waitFor(t *testing.T, signal <-chan struct{}, what string) {
 		t.Fatalf("timed out waiting for: %s", what)
 	}
 }
+
+// SetRoutes takes effect while the dispatcher runs: a destination that gets
+// a route is claimed, one that loses it is not.
+func TestSetRoutesWhileRunning(t *testing.T) {
+	t.Parallel()
+	pool := setup(t, "a", "b")
+	ok := destination.Func(func(context.Context, destination.Delivery) (destination.Outcome, error) {
+		return destination.Outcome{StatusCode: 200}, nil
+	})
+	enqueue(t, pool, Message{Topic: "t", Destination: "a", Payload: []byte(`{}`)}, Message{Topic: "t", Destination: "b", Payload: []byte(`{}`)})
+	d := startDispatcher(t, pool, Config{Workers: 1, IdlePoll: 10 * time.Millisecond, Routes: map[string]Route{"a": {Destination: ok}}})
+	waitUntil(t, time.Minute, "a delivered", func() bool { return countWhere(t, pool, "destination = 'a' AND state = 'delivered'") == 1 })
+	require.Equal(t, 1, countWhere(t, pool, "destination = 'b' AND state = 'pending' AND attempts = 0"), "b has no route yet")
+
+	d.SetRoutes(map[string]Route{"b": {Destination: ok}})
+	waitUntil(t, time.Minute, "b delivered once routed", func() bool { return countWhere(t, pool, "destination = 'b' AND state = 'delivered'") == 1 })
+	enqueue(t, pool, Message{Topic: "t", Destination: "a", Payload: []byte(`{}`)}, Message{Topic: "t", Destination: "b", Payload: []byte(`{}`)})
+	waitUntil(t, time.Minute, "the new b delivered", func() bool { return countWhere(t, pool, "destination = 'b' AND state = 'delivered'") == 2 })
+	require.Equal(t, 1, countWhere(t, pool, "destination = 'a' AND state = 'pending' AND attempts = 0"), "a lost its route")
+}
