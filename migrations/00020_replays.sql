@@ -37,6 +37,9 @@ CREATE UNIQUE INDEX outbox_replay_request ON switchyard.outbox (replay_request) 
 CREATE UNIQUE INDEX outbox_one_pending_replay ON switchyard.outbox (replay_of) WHERE replay_of IS NOT NULL AND state = 'pending';
 -- Deep links by idempotency key find redeliveries too.
 CREATE INDEX outbox_delivery_key ON switchyard.outbox (delivery_key) WHERE delivery_key IS NOT NULL;
+-- Replays and discards ask whether a message blocks its aggregate; retention's
+-- foreign-key check asks the same of every message it deletes.
+CREATE INDEX outbox_blocked_aggregates_dead_message ON switchyard.outbox_blocked_aggregates (dead_message_id);
 
 -- The per-aggregate sequence: a replay of an aggregate's dead head takes
 -- the head's place (its aggregate_seq), so it is delivered before the
@@ -80,6 +83,7 @@ BEGIN
 END;
 $$;
 -- +goose StatementEnd
+DROP INDEX switchyard.outbox_blocked_aggregates_dead_message;
 DROP INDEX switchyard.outbox_delivery_key;
 DROP INDEX switchyard.outbox_one_pending_replay;
 DROP INDEX switchyard.outbox_replay_request;

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -15,6 +16,9 @@ import (
 // DefaultInboxMaxBody is the largest request body POST /inbox/:source
 // reads when Deps.InboxMaxBody is 0.
 const DefaultInboxMaxBody = 1 << 20
+
+// inboxReadTimeout bounds how long reading one event's body may take.
+const inboxReadTimeout = 30 * time.Second
 
 // inboxReceive is POST /inbox/:source, the signed webhook receiver. Its
 // contract with senders is docs/inbox.md. Every answer is JSON: senders are
@@ -33,6 +37,10 @@ func (h *Handler) inboxReceive(c echo.Context) error {
 	if req.ContentLength > limit {
 		return inboxAnswer(c, http.StatusRequestEntityTooLarge, "error", fmt.Sprintf("body larger than %d bytes", limit))
 	}
+	// A sender that dribbles its body must not hold a connection forever.
+	// Where the writer cannot take a deadline (tests' recorders), the
+	// server's own timeouts are all there is.
+	_ = http.NewResponseController(c.Response().Writer).SetReadDeadline(time.Now().Add(inboxReadTimeout))
 	body, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
 	if err != nil {
 		return inboxAnswer(c, http.StatusBadRequest, "error", "could not read the body")
@@ -67,6 +75,8 @@ func inboxStatus(res inbox.Result, err error) (int, string) {
 		return http.StatusBadRequest, "malformed event: want a JSON object with what the source's scheme and handler need"
 	case errors.Is(err, inbox.ErrMisconfigured):
 		return http.StatusServiceUnavailable, "source misconfigured on our side; retry later"
+	case errors.Is(err, inbox.ErrTransient):
+		return http.StatusServiceUnavailable, "busy; retry later"
 	case errors.Is(err, inbox.ErrHandler) && res.Outcome == inbox.OutcomeParked:
 		// Stored, and left for an operator: the sender need not retry.
 		return http.StatusAccepted, string(inbox.OutcomeParked)

@@ -176,6 +176,20 @@ func (cfg Config) answerTaken(c echo.Context, principal, key, fp string) error {
 func (cfg Config) runAndStore(c echo.Context, next echo.HandlerFunc, principal, key string, claimed time.Time) error {
 	capture := &capturingWriter{ResponseWriter: c.Response().Writer}
 	c.Response().Writer = capture
+	defer func() {
+		if r := recover(); r != nil {
+			// A panicking handler answers 500 (the recover middleware):
+			// release the key, or every retry would get 409 until it
+			// expires. Then let the panic go on to that middleware.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), 10*time.Second)
+			defer cancel()
+			err := queries.New(cfg.Pool).IdempotencyKeyRelease(ctx, queries.IdempotencyKeyReleaseParams{Principal: principal, Key: key, CreatedAt: claimed})
+			if err != nil {
+				cfg.log(ctx, "release idempotency key after a panic", err)
+			}
+			panic(r)
+		}
+	}()
 	if err := next(c); err != nil {
 		// The error handler writes the response now, while it is
 		// captured: that response is the one to store or not.

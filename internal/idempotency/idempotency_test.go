@@ -8,11 +8,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
@@ -166,4 +168,30 @@ func TestValidationFailuresAndExpiry(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "the key was renewed, not expired")
 	require.Equal(t, http.StatusBadRequest, b.post(strings.Repeat("k", 256), `{}`).Code)
+}
+
+// A handler that panics does not leave its key in flight: the retry runs.
+func TestPanickingHandlerReleasesItsKey(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	e := echo.New()
+	e.Use(middleware.Recover())
+	var calls atomic.Int64
+	e.POST("/api/boom", func(c echo.Context) error {
+		if calls.Add(1) == 1 {
+			panic("handler bug")
+		}
+		return c.JSON(http.StatusCreated, map[string]string{"ok": "yes"})
+	}, Middleware(Config{Pool: pool}))
+	post := func() int {
+		req := httptest.NewRequest(http.MethodPost, "/api/boom", strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(Header, "k1")
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	require.Equal(t, http.StatusInternalServerError, post())
+	require.Equal(t, http.StatusCreated, post(), "the retry runs, not 409")
+	require.Equal(t, int64(2), calls.Load())
 }

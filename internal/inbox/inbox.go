@@ -57,7 +57,10 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchyard/switchyard/internal/advisory"
 )
 
 // DefaultMaxAttempts is how many failed attempts park an event when the
@@ -73,7 +76,28 @@ var (
 	// transaction was rolled back and the failure recorded (see
 	// Result.Outcome: OutcomeFailed or OutcomeParked).
 	ErrHandler = errors.New("inbox: handler failed")
+	// ErrTransient: the handler failed for a reason that says nothing about
+	// the event (a lock not granted in time, a serialization failure, a
+	// deadlock); its transaction was rolled back and nothing was recorded,
+	// so no attempt is used up: the sender should retry.
+	ErrTransient = errors.New("inbox: busy, retry")
 )
+
+// transient reports whether a handler's error is contention rather than a
+// verdict on the event.
+func transient(err error) bool {
+	if errors.Is(err, advisory.ErrLockTimeout) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "40001", "40P01", "55P03": // serialization_failure, deadlock_detected, lock_not_available
+			return true
+		}
+	}
+	return false
+}
 
 // OutOfOrder is a source's policy for an event that skips entity
 // versions; see the package documentation.
@@ -205,6 +229,9 @@ func Receive(ctx context.Context, pool *pgxpool.Pool, ev Event, h Handler) (Resu
 		// A cancelled request is no verdict on the event: nothing is
 		// recorded, and the sender's retry will find it as it was.
 		return Result{}, fmt.Errorf("inbox: receive %s/%s: %w", ev.Source, ev.ID, err)
+	}
+	if transient(failed.err) {
+		return Result{}, fmt.Errorf("%w: %s/%s: %w", ErrTransient, ev.Source, ev.ID, failed.err)
 	}
 	return recordFailure(ctx, pool, ev, headers, failed)
 }

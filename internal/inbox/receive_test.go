@@ -3,12 +3,16 @@ package inbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/advisory"
 )
 
 func TestReceiveAppliesOnceAndCountsDuplicates(t *testing.T) {
@@ -185,4 +189,35 @@ func TestInvalidEventsWriteNothing(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalid)
 	}
 	require.Equal(t, 0, count(t, pool, `SELECT count(*) FROM switchyard.inbox_events`))
+}
+
+// Contention is no verdict on the event: a handler whose lock was not
+// granted in time, or whose transaction hit a deadlock or serialization
+// failure, leaves nothing recorded and no attempt used, and the retry
+// applies it.
+func TestContentionIsRetriedWithoutUsingAnAttempt(t *testing.T) {
+	t.Parallel()
+	pool := setup(t)
+	ctx := context.Background()
+	for i, cause := range []error{
+		fmt.Errorf("create customer: %w", advisory.ErrLockTimeout),
+		&pgconn.PgError{Code: "40P01", Message: "deadlock detected"},
+		&pgconn.PgError{Code: "40001", Message: "could not serialize access"},
+	} {
+		ev := event(fmt.Sprint("busy-", i))
+		ev.Policy.MaxAttempts = 1 // one recorded failure would park it
+		_, err := Receive(ctx, pool, ev, func(ctx context.Context, tx pgx.Tx, ev Event) error {
+			if err := writeEffect(ctx, tx, ev); err != nil {
+				return err
+			}
+			return cause
+		})
+		require.ErrorIs(t, err, ErrTransient)
+		require.NotErrorIs(t, err, ErrHandler)
+		require.Zero(t, count(t, pool, `SELECT count(*) FROM switchyard.inbox_events WHERE event_id = $1`, ev.ID), "nothing recorded")
+		res, err := Receive(ctx, pool, ev, writeEffect)
+		require.NoError(t, err)
+		require.Equal(t, OutcomeProcessed, res.Outcome, "the retry applies it")
+	}
+	require.Equal(t, 3, count(t, pool, `SELECT count(*) FROM effects`), "once each")
 }

@@ -266,7 +266,7 @@ func (d *Dispatcher) claim(ctx context.Context, worker string, limit int, held m
 		}
 		groups := make([]group, len(rows))
 		for i, r := range rows {
-			groups[i] = group{msgs: []claimedMessage{{OutboxClaimUnorderedRow: r}}}
+			groups[i] = group{msgs: []claimedMessage{{OutboxClaimUnorderedRow: r, Counted: true}}}
 		}
 		spend(groups)
 		return groups, nil
@@ -351,6 +351,22 @@ type claimedMessage struct {
 	queries.OutboxClaimUnorderedRow
 	AggregateSeq          int64
 	AggregateLeaseVersion int64
+	// Counted is true when the claim counted this delivery's attempt
+	// (Attempts includes it; a release gives it back). An ordered message
+	// behind its aggregate's first is counted at finalize, if tried:
+	// Attempts then already says which attempt it would be.
+	Counted bool
+}
+
+// attemptDelta is what a finalize adds to a message's attempt count.
+func (m claimedMessage) attemptDelta(outcome string) int32 {
+	switch {
+	case m.Counted && outcome == outcomeReleased:
+		return -1
+	case !m.Counted && outcome != outcomeReleased:
+		return 1
+	}
+	return 0
 }
 
 // DefaultOwner names a dispatcher by host name, pid and a random suffix,

@@ -59,10 +59,12 @@ func TestFencingStaleFinalizeChangesNothing(t *testing.T) {
 	require.Equal(t, a.MessageID, b.MessageID, "the same idempotency key")
 
 	now := time.Now()
-	require.NoError(t, d.finalize(ctx, "A", []result{{msg: a, outcome: outcomeDead, err: "A gave up", started: now, finished: now}}))
+	_, err = d.finalize(ctx, "A", []result{{msg: a, outcome: outcomeDead, err: "A gave up", started: now, finished: now}})
+	require.NoError(t, err)
 	require.Equal(t, 1, countWhere(t, pool, "state = 'pending' AND lease_version = $1", b.LeaseVersion), "A's stale finalize changed nothing")
 
-	require.NoError(t, d.finalize(ctx, "B", []result{{msg: b, outcome: outcomeDelivered, started: now, finished: now}}))
+	_, err = d.finalize(ctx, "B", []result{{msg: b, outcome: outcomeDelivered, started: now, finished: now}})
+	require.NoError(t, err)
 	require.Equal(t, 1, countWhere(t, pool, "state = 'delivered' AND last_error IS NULL"))
 	var applied, stale int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE applied), count(*) FILTER (WHERE NOT applied) FROM switchyard.outbox_attempts`).Scan(&applied, &stale))
@@ -111,13 +113,15 @@ func TestFencingOfAnAggregateLease(t *testing.T) {
 		}
 		return rs
 	}
-	require.NoError(t, d.finalize(ctx, "A", delivered(a[0])))
+	_, err = d.finalize(ctx, "A", delivered(a[0]))
+	require.NoError(t, err)
 	require.Equal(t, 2, countWhere(t, pool, "state = 'pending'"), "A's stale finalize changed no message")
 	var done int64
 	require.NoError(t, pool.QueryRow(ctx, `SELECT done_seq FROM switchyard.outbox_aggregates`).Scan(&done))
 	require.Zero(t, done, "nor the aggregate")
 
-	require.NoError(t, d.finalize(ctx, "B", delivered(b[0])))
+	_, err = d.finalize(ctx, "B", delivered(b[0]))
+	require.NoError(t, err)
 	require.Equal(t, 2, countWhere(t, pool, "state = 'delivered'"))
 	require.NoError(t, pool.QueryRow(ctx, `SELECT done_seq FROM switchyard.outbox_aggregates`).Scan(&done))
 	require.Equal(t, b[0].msgs[1].AggregateSeq, done, "B's finalize moved the aggregate on")
@@ -644,7 +648,9 @@ func TestSaturatedDestinationDoesNotHoldTheWindow(t *testing.T) {
 
 // A delivery whose lease was taken over is cancelled at the next heartbeat,
 // so that two workers never deliver one message at the same time: for an
-// unordered message's lease and for an aggregate's.
+// unordered message's lease and for an aggregate's. (The lease is long
+// enough that a claim, which may take a third of it, succeeds on a busy
+// machine.)
 func TestLostLeaseCancelsTheDelivery(t *testing.T) {
 	t.Parallel()
 	for _, aggregate := range []string{"", "order-1"} {
@@ -665,7 +671,7 @@ func TestLostLeaseCancelsTheDelivery(t *testing.T) {
 				close(cancelled)
 				return destination.Outcome{}, ctx.Err()
 			})
-			startDispatcher(t, pool, Config{Workers: 1, LeaseDuration: 300 * time.Millisecond,
+			startDispatcher(t, pool, Config{Workers: 1, LeaseDuration: 3 * time.Second,
 				Clock: func() time.Time { return base }, Routes: map[string]Route{"alpha": {Destination: holds, Timeout: time.Hour}}})
 			waitFor(t, started, "the delivery started")
 
@@ -707,4 +713,96 @@ func TestSetRoutesWhileRunning(t *testing.T) {
 	enqueue(t, pool, Message{Topic: "t", Destination: "a", Payload: []byte(`{}`)}, Message{Topic: "t", Destination: "b", Payload: []byte(`{}`)})
 	waitUntil(t, time.Minute, "the new b delivered", func() bool { return countWhere(t, pool, "destination = 'b' AND state = 'delivered'") == 2 })
 	require.Equal(t, 1, countWhere(t, pool, "destination = 'a' AND state = 'pending' AND attempts = 0"), "a lost its route")
+}
+
+// An enqueuing transaction holds its aggregate's row until it ends (the
+// trigger numbers its messages). The dispatcher never waits for it: while
+// it is open, the dispatcher finishes other aggregates, and the outcomes of
+// the held aggregate are applied once it commits, each message delivered
+// once and in order.
+func TestAnOpenEnqueueNeverHoldsTheDispatcher(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "d")
+	msg := func(aggregate string, n int) Message {
+		return Message{Topic: "t", Destination: "d", AggregateType: "a", AggregateID: aggregate, Payload: fmt.Appendf(nil, `{"n": %d}`, n)}
+	}
+	enqueue(t, pool, msg("held", 0), msg("held", 1))
+	release := make(chan struct{})
+	started := make(chan struct{}, 10)
+	var mu sync.Mutex
+	delivered := map[string][]int{}
+	dest := destination.Func(func(ctx context.Context, d destination.Delivery) (destination.Outcome, error) {
+		if d.AggregateID == "held" && payloadN(d.Payload) == 0 {
+			started <- struct{}{}
+			<-release
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		delivered[d.AggregateID] = append(delivered[d.AggregateID], payloadN(d.Payload))
+		return destination.Outcome{StatusCode: 200}, nil
+	})
+	startDispatcher(t, pool, Config{Workers: 1, IdlePoll: 10 * time.Millisecond, Routes: map[string]Route{"d": {Destination: dest}}})
+	waitFor(t, started, "the held aggregate's first delivery started")
+
+	producer, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = producer.Rollback(ctx) })
+	_, err = Enqueue(ctx, producer, msg("held", 2)) // holds the aggregate's row from now on
+	require.NoError(t, err)
+	close(release) // the held aggregate's deliveries finish; their finalize must not wait
+
+	enqueue(t, pool, msg("other", 0))
+	waitUntil(t, time.Minute, "another aggregate delivered while the enqueue is open", func() bool {
+		return countWhere(t, pool, "aggregate_id = 'other' AND state = 'delivered'") == 1
+	})
+	require.Equal(t, 2, countWhere(t, pool, "aggregate_id = 'held' AND state = 'pending'"), "the held outcomes wait for the enqueue")
+
+	require.NoError(t, producer.Commit(ctx))
+	waitUntil(t, time.Minute, "the held aggregate delivered", func() bool {
+		return countWhere(t, pool, "aggregate_id = 'held' AND state = 'delivered'") == 3
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []int{0, 1, 2}, delivered["held"], "once each, in order")
+	require.Zero(t, countWhere(t, pool, "aggregate_id = 'held' AND attempts <> 1"), "one attempt each")
+}
+
+// An ordered message claimed behind its aggregate's first counts its
+// attempt only when it is tried: a lost finalize or lease leaves the
+// untried ones as they were, so they never run out of attempts unsent.
+func TestUntriedOrderedMessagesKeepTheirAttempts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "d")
+	for n := range 3 {
+		enqueue(t, pool, Message{Topic: "t", Destination: "d", AggregateType: "a", AggregateID: "1", Payload: fmt.Appendf(nil, `{"n": %d}`, n)})
+	}
+	var clock atomic.Int64
+	clock.Store(time.Now().Add(time.Second).UnixNano())
+	d := New(pool, Config{LeaseDuration: 10 * time.Second, Clock: func() time.Time { return time.Unix(0, clock.Load()) },
+		Routes: map[string]Route{"d": {Destination: destination.Func(nil)}}})
+	for range 3 { // three leases lost without a finalize
+		groups, err := d.claim(ctx, "w", 10, nil)
+		require.NoError(t, err)
+		require.Len(t, groups, 1)
+		require.Len(t, groups[0].msgs, 3)
+		clock.Add(int64(11 * time.Second))
+	}
+	require.Equal(t, 1, countWhere(t, pool, "payload->>'n' = '0' AND attempts = 3"), "the first is counted at each claim")
+	require.Equal(t, 2, countWhere(t, pool, "payload->>'n' <> '0' AND attempts = 0"), "the untried are not")
+
+	groups, err := d.claim(ctx, "w", 10, nil)
+	require.NoError(t, err)
+	now := time.Now()
+	g := groups[0]
+	require.Equal(t, int32(1), g.msgs[1].Attempts, "its first attempt, if tried")
+	_, err = d.finalize(ctx, "w", []result{
+		{msg: g.msgs[0], outcome: outcomeDelivered, started: now, finished: now},
+		{msg: g.msgs[1], outcome: outcomeRetry, err: "HTTP 503", started: now, finished: now},
+		{msg: g.msgs[2], outcome: outcomeReleased, started: now, finished: now},
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, countWhere(t, pool, "payload->>'n' = '1' AND attempts = 1"), "tried: counted at finalize")
+	require.Equal(t, 1, countWhere(t, pool, "payload->>'n' = '2' AND attempts = 0"), "released: still untried")
 }

@@ -12,8 +12,10 @@ import (
 // finalize applies a batch's results, and moves on the aggregates they
 // belong to, in one statement. Results whose lease (or whose aggregate's
 // lease) was taken over meanwhile change nothing (fencing); they are
-// counted and logged as stale.
-func (d *Dispatcher) finalize(ctx context.Context, worker string, results []result) error {
+// counted and logged as stale. busy are the results it could not apply yet
+// because an enqueuing transaction holds their aggregate's row: finalize
+// them again later.
+func (d *Dispatcher) finalize(ctx context.Context, worker string, results []result) (busy []result, err error) {
 	p := queries.OutboxFinalizeParams{Worker: worker, Now: d.now()}
 	for _, r := range results {
 		p.Ids = append(p.Ids, r.msg.ID)
@@ -21,6 +23,7 @@ func (d *Dispatcher) finalize(ctx context.Context, worker string, results []resu
 		p.AttemptNumbers = append(p.AttemptNumbers, r.msg.Attempts)
 		p.Outcomes = append(p.Outcomes, r.outcome)
 		p.RetryDelaysMs = append(p.RetryDelaysMs, float64(r.retryDelay)/float64(time.Millisecond))
+		p.AttemptDeltas = append(p.AttemptDeltas, r.msg.attemptDelta(r.outcome))
 		p.Errors = append(p.Errors, r.err)
 		p.Fingerprints = append(p.Fingerprints, r.fingerprint)
 		p.StatusCodes = append(p.StatusCodes, int32(r.outcomeInfo.StatusCode))
@@ -41,25 +44,34 @@ func (d *Dispatcher) finalize(ctx context.Context, worker string, results []resu
 	// worker loop, is never held back long enough for a lease to expire.
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.LeaseDuration/3)
 	defer cancel()
-	applied, err := queries.New(d.pool).OutboxFinalize(ctx, p)
+	rows, err := queries.New(d.pool).OutboxFinalize(ctx, p)
 	if err != nil {
-		return fmt.Errorf("finalize %d messages: %w", len(results), err)
+		return nil, fmt.Errorf("finalize %d messages: %w", len(results), err)
 	}
-	if d.count(results, applied) {
+	status := make(map[int64]string, len(rows))
+	for _, row := range rows {
+		status[row.ID] = row.Status
+	}
+	for _, r := range results {
+		if status[r.msg.ID] == "busy" {
+			busy = append(busy, r)
+		}
+	}
+	if d.count(results, status) {
 		d.cfg.Changed()
 	}
-	return nil
+	return busy, nil
 }
 
 // count updates the metrics and logs stale finalizes. It reports whether a
 // message went dead, which the finalize appended to the change feed.
-func (d *Dispatcher) count(results []result, applied []int64) (dead bool) {
-	ok := make(map[int64]bool, len(applied))
-	for _, id := range applied {
-		ok[id] = true
-	}
+func (d *Dispatcher) count(results []result, status map[int64]string) (dead bool) {
 	for _, r := range results {
-		if !ok[r.msg.ID] {
+		switch status[r.msg.ID] {
+		case "busy":
+			continue
+		case "applied":
+		default:
 			d.cfg.Metrics.staleFinalizes.WithLabelValues(r.msg.Destination).Inc()
 			d.cfg.Logger.Warn("stale finalize: lease taken over, outcome not applied",
 				slog.Int64("message", r.msg.ID), slog.Int64("lease_version", r.msg.LeaseVersion),

@@ -42,7 +42,10 @@ func groupByAggregate(rows []queries.OutboxClaimOrderedRow) []group {
 				Headers: r.Headers, Attempts: r.Attempts, MaxAttempts: r.MaxAttempts,
 				LeaseVersion: r.LeaseVersion, CreatedAt: r.CreatedAt,
 			},
-			AggregateSeq: r.AggregateSeq, AggregateLeaseVersion: r.AggregateLeaseVersion,
+			AggregateSeq: r.AggregateSeq, AggregateLeaseVersion: r.AggregateLeaseVersion, Counted: r.Counted,
+		}
+		if !m.Counted {
+			m.Attempts++ // the attempt it would be: counted at finalize
 		}
 		if i == 0 || keyOf(m) != keyOf(groups[len(groups)-1].msgs[0]) {
 			groups = append(groups, group{})

@@ -74,7 +74,7 @@ func (d *Dispatcher) work(ctx context.Context, name string) {
 			w.finalize()
 		case <-beat.C:
 			w.extendLeases(hard)
-		case <-d.wake:
+		case <-w.wakeups():
 			w.nextClaim = time.Time{}
 		case <-w.idle():
 		case <-stop:
@@ -83,12 +83,12 @@ func (d *Dispatcher) work(ctx context.Context, name string) {
 	}
 }
 
-// claimIfRoom claims when at least half the worker's capacity is free.
+// claimIfRoom claims when the worker has room (see hasRoom).
 func (w *worker) claimIfRoom(ctx, hard context.Context) {
-	room := w.d.cfg.BatchSize - len(w.flights)
-	if room < max(w.d.cfg.BatchSize/2, 1) || time.Now().Before(w.nextClaim) {
+	if !w.hasRoom() || time.Now().Before(w.nextClaim) {
 		return
 	}
+	room := w.d.cfg.BatchSize - len(w.flights)
 	// The claim itself is not cancelled by a stop: a claim cancelled after
 	// the server ran it would leave leases nobody knows about. What a
 	// stopping worker claimed is released at once by deliverOne.
@@ -131,6 +131,22 @@ func (w *worker) launch(ctx, hard context.Context, g group, leasedUntil time.Tim
 	go func() { w.results <- landed{id: id, results: w.d.deliverGroup(gctx, ghard, g)} }()
 }
 
+// wakeups is the dispatcher's wake-up channel while this worker has room
+// to claim, else nil: a full worker must leave the one pending wake-up to
+// a worker that can act on it.
+func (w *worker) wakeups() <-chan struct{} {
+	if !w.hasRoom() {
+		return nil
+	}
+	return w.d.wake
+}
+
+// hasRoom reports whether at least half the worker's window is free: it
+// claims only then, so that claims stay large.
+func (w *worker) hasRoom() bool {
+	return w.d.cfg.BatchSize-len(w.flights) >= max(w.d.cfg.BatchSize/2, 1)
+}
+
 // idle fires when the worker has nothing in flight and may claim again.
 func (w *worker) idle() <-chan time.Time {
 	if len(w.flights) > 0 || w.nextClaim.IsZero() {
@@ -157,7 +173,8 @@ func (w *worker) finalize() {
 	if len(w.done) == 0 {
 		return
 	}
-	if err := w.d.finalize(context.Background(), w.name, w.done); err != nil {
+	busy, err := w.d.finalize(context.Background(), w.name, w.done)
+	if err != nil {
 		// The leases expire and the messages are claimed again: at least
 		// once, never lost.
 		w.d.cfg.Logger.Error("finalize failed", slog.String("worker", w.name), slog.Any("error", err))
@@ -166,8 +183,11 @@ func (w *worker) finalize() {
 		// no need to wait for the idle poll.
 		w.nextClaim = time.Time{}
 	}
-	w.d.inFlight.Add(-int64(len(w.done)))
-	w.done = w.done[:0]
+	w.d.inFlight.Add(-int64(len(w.done) - len(busy)))
+	// What an enqueuing transaction held back is tried again at the next
+	// flush (its aggregate's lease may run out meanwhile: the messages are
+	// then delivered again, at least once).
+	w.done = append(w.done[:0], busy...)
 }
 
 // extendLeases is the heartbeat of the deliveries in flight: of each
@@ -214,8 +234,8 @@ func (f *flight) key() flightKey {
 }
 
 // extend runs the heartbeat's statements. The result says, for each flight
-// the database answered about, whether its lease was extended; on an error
-// it is empty.
+// the database could answer about, whether its lease was extended; on an
+// error it is empty.
 func (w *worker) extend(ctx context.Context) (map[flightKey]bool, error) {
 	lease, now := w.d.cfg.LeaseDuration.Seconds(), w.d.now()
 	messages := queries.OutboxExtendLeasesParams{LeaseSeconds: lease, Now: now}
@@ -252,7 +272,15 @@ func (w *worker) extend(ctx context.Context) (map[flightKey]bool, error) {
 			return nil, err
 		}
 		for _, r := range rows {
-			asked[flightKey{aggregate: aggregateKey{r.Destination, r.AggregateType, r.AggregateID}}] = true
+			k := flightKey{aggregate: aggregateKey{r.Destination, r.AggregateType, r.AggregateID}}
+			switch r.Status {
+			case "extended":
+				asked[k] = true
+			case "busy":
+				// An enqueuing transaction holds the row: nothing is known,
+				// the lease runs on as it was.
+				delete(asked, k)
+			}
 		}
 	}
 	return asked, nil

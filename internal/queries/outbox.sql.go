@@ -391,10 +391,10 @@ leased AS (
     RETURNING a.destination, a.aggregate_type, a.aggregate_id, a.lease_version
 ),
 heads AS (
-    SELECT m.id, l.lease_version
+    SELECT m.id, l.lease_version, m.n = 1 AS head
     FROM leased l
     CROSS JOIN LATERAL (
-        SELECT o.id FROM switchyard.outbox o
+        SELECT o.id, row_number() OVER (ORDER BY o.aggregate_seq) AS n FROM switchyard.outbox o
         WHERE o.state = 'pending' AND o.aggregate_id <> ''
           AND o.destination = l.destination AND o.aggregate_type = l.aggregate_type AND o.aggregate_id = l.aggregate_id
         ORDER BY o.aggregate_seq
@@ -404,12 +404,12 @@ heads AS (
 UPDATE switchyard.outbox o
 SET lease_owner = $1::text,
     lease_version = o.lease_version + 1,
-    attempts = o.attempts + 1
+    attempts = o.attempts + CASE WHEN heads.head THEN 1 ELSE 0 END
 FROM heads
 WHERE o.id = heads.id AND o.state = 'pending'
 RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
     o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at,
-    o.aggregate_seq::bigint AS aggregate_seq, heads.lease_version AS aggregate_lease_version
+    o.aggregate_seq::bigint AS aggregate_seq, heads.lease_version AS aggregate_lease_version, heads.head::boolean AS counted
 `
 
 type OutboxClaimOrderedParams struct {
@@ -437,6 +437,7 @@ type OutboxClaimOrderedRow struct {
 	CreatedAt             time.Time
 	AggregateSeq          int64
 	AggregateLeaseVersion int64
+	Counted               bool
 }
 
 // OutboxClaimOrdered leases up to aggregates due aggregates (see
@@ -447,6 +448,10 @@ type OutboxClaimOrderedRow struct {
 // + 1) keeps every other worker off its later messages until the finalize.
 // Lock order, here and in OutboxFinalize: the aggregate row, then its
 // messages.
+// Only the first message of each aggregate counts its attempt here (so a
+// message that crashes its dispatcher still runs out of attempts); the
+// others count theirs at finalize, if they were tried: a lost finalize or
+// lease must not burn attempts of messages that were never sent.
 func (q *Queries) OutboxClaimOrdered(ctx context.Context, arg OutboxClaimOrderedParams) ([]OutboxClaimOrderedRow, error) {
 	rows, err := q.db.Query(ctx, outboxClaimOrdered,
 		arg.Owner,
@@ -479,6 +484,7 @@ func (q *Queries) OutboxClaimOrdered(ctx context.Context, arg OutboxClaimOrdered
 			&i.CreatedAt,
 			&i.AggregateSeq,
 			&i.AggregateLeaseVersion,
+			&i.Counted,
 		); err != nil {
 			return nil, err
 		}
@@ -586,46 +592,67 @@ func (q *Queries) OutboxClaimUnordered(ctx context.Context, arg OutboxClaimUnord
 }
 
 const outboxExtendAggregateLeases = `-- name: OutboxExtendAggregateLeases :many
-UPDATE switchyard.outbox_aggregates a
-SET due_at = coalesce($1::timestamptz, now()) + make_interval(secs => $2::float8)
-FROM (
-    SELECT ($3::text[])[n] AS destination,
-        ($4::text[])[n] AS aggregate_type,
-        ($5::text[])[n] AS aggregate_id,
-        ($6::bigint[])[n] AS lease_version
-    FROM generate_series(1, cardinality($3::text[])) AS n
-) AS l
-WHERE a.destination = l.destination AND a.aggregate_type = l.aggregate_type
-  AND a.aggregate_id = l.aggregate_id AND a.lease_version = l.lease_version
-RETURNING a.destination, a.aggregate_type, a.aggregate_id
+WITH input AS (
+    SELECT ($1::text[])[n] AS destination,
+        ($2::text[])[n] AS aggregate_type,
+        ($3::text[])[n] AS aggregate_id,
+        ($4::bigint[])[n] AS lease_version
+    FROM generate_series(1, cardinality($1::text[])) AS n
+),
+locked AS (
+    SELECT a.destination, a.aggregate_type, a.aggregate_id
+    FROM switchyard.outbox_aggregates a
+    JOIN input i ON a.destination = i.destination AND a.aggregate_type = i.aggregate_type AND a.aggregate_id = i.aggregate_id
+    FOR UPDATE OF a SKIP LOCKED
+),
+extended AS (
+    UPDATE switchyard.outbox_aggregates a
+    SET due_at = coalesce($5::timestamptz, now()) + make_interval(secs => $6::float8)
+    FROM input i
+    WHERE a.destination = i.destination AND a.aggregate_type = i.aggregate_type
+      AND a.aggregate_id = i.aggregate_id AND a.lease_version = i.lease_version
+      AND (a.destination, a.aggregate_type, a.aggregate_id) IN (SELECT destination, aggregate_type, aggregate_id FROM locked)
+    RETURNING a.destination, a.aggregate_type, a.aggregate_id
+)
+SELECT i.destination::text AS destination, i.aggregate_type::text AS aggregate_type, i.aggregate_id::text AS aggregate_id,
+    CASE WHEN e.destination IS NOT NULL THEN 'extended'
+         WHEN l.destination IS NULL THEN 'busy'
+         ELSE 'lost' END::text AS status
+FROM input i
+LEFT JOIN extended e ON e.destination = i.destination AND e.aggregate_type = i.aggregate_type AND e.aggregate_id = i.aggregate_id
+LEFT JOIN locked l ON l.destination = i.destination AND l.aggregate_type = i.aggregate_type AND l.aggregate_id = i.aggregate_id
 `
 
 type OutboxExtendAggregateLeasesParams struct {
-	Now            *time.Time
-	LeaseSeconds   float64
 	Destinations   []string
 	AggregateTypes []string
 	AggregateIds   []string
 	LeaseVersions  []int64
+	Now            *time.Time
+	LeaseSeconds   float64
 }
 
 type OutboxExtendAggregateLeasesRow struct {
 	Destination   string
 	AggregateType string
 	AggregateID   string
+	Status        string
 }
 
 // OutboxExtendAggregateLeases is the heartbeat of aggregates in flight (their
-// messages' leases are the aggregate's); it returns the aggregates it
-// extended.
+// messages' leases are the aggregate's). It never waits: an aggregate row
+// that an enqueuing transaction holds (its trigger numbers the messages) is
+// skipped and reported 'busy', one whose lease was taken over 'lost'.
+// Waiting there could hold the dispatcher for as long as any business
+// transaction, or deadlock with one.
 func (q *Queries) OutboxExtendAggregateLeases(ctx context.Context, arg OutboxExtendAggregateLeasesParams) ([]OutboxExtendAggregateLeasesRow, error) {
 	rows, err := q.db.Query(ctx, outboxExtendAggregateLeases,
-		arg.Now,
-		arg.LeaseSeconds,
 		arg.Destinations,
 		arg.AggregateTypes,
 		arg.AggregateIds,
 		arg.LeaseVersions,
+		arg.Now,
+		arg.LeaseSeconds,
 	)
 	if err != nil {
 		return nil, err
@@ -634,7 +661,12 @@ func (q *Queries) OutboxExtendAggregateLeases(ctx context.Context, arg OutboxExt
 	items := []OutboxExtendAggregateLeasesRow{}
 	for rows.Next() {
 		var i OutboxExtendAggregateLeasesRow
-		if err := rows.Scan(&i.Destination, &i.AggregateType, &i.AggregateID); err != nil {
+		if err := rows.Scan(
+			&i.Destination,
+			&i.AggregateType,
+			&i.AggregateID,
+			&i.Status,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -700,33 +732,48 @@ WITH input AS (
         ($3::int[])[n] AS attempt,
         ($4::text[])[n] AS outcome,
         ($5::float8[])[n] AS retry_delay_ms,
-        ($6::text[])[n] AS error,
-        ($7::text[])[n] AS fingerprint,
-        ($8::int[])[n] AS status_code,
-        ($9::text[])[n] AS response,
-        ($10::timestamptz[])[n] AS started_at,
-        ($11::timestamptz[])[n] AS finished_at
+        ($6::int[])[n] AS attempt_delta,
+        ($7::text[])[n] AS error,
+        ($8::text[])[n] AS fingerprint,
+        ($9::int[])[n] AS status_code,
+        ($10::text[])[n] AS response,
+        ($11::timestamptz[])[n] AS started_at,
+        ($12::timestamptz[])[n] AS finished_at
     FROM generate_series(1, cardinality($1::bigint[])) AS n
 ),
 aggregate_input AS (
-    SELECT ($12::text[])[n] AS destination,
-        ($13::text[])[n] AS aggregate_type,
-        ($14::text[])[n] AS aggregate_id,
-        ($15::bigint[])[n] AS lease_version,
-        ($16::bigint[])[n] AS done_seq,
-        ($17::float8[])[n] AS due_in_ms,
-        ($18::boolean[])[n] AS blocked
-    FROM generate_series(1, cardinality($12::text[])) AS n
+    SELECT ($13::text[])[n] AS destination,
+        ($14::text[])[n] AS aggregate_type,
+        ($15::text[])[n] AS aggregate_id,
+        ($16::bigint[])[n] AS lease_version,
+        ($17::bigint[])[n] AS done_seq,
+        ($18::float8[])[n] AS due_in_ms,
+        ($19::boolean[])[n] AS blocked
+    FROM generate_series(1, cardinality($13::text[])) AS n
+),
+locked_aggregates AS (
+    SELECT a.destination, a.aggregate_type, a.aggregate_id
+    FROM switchyard.outbox_aggregates a
+    JOIN aggregate_input ai ON a.destination = ai.destination AND a.aggregate_type = ai.aggregate_type AND a.aggregate_id = ai.aggregate_id
+    FOR UPDATE OF a SKIP LOCKED
+),
+busy AS (
+    SELECT i.id FROM input i
+    JOIN switchyard.outbox o ON o.id = i.id
+    WHERE o.aggregate_id <> '' AND NOT EXISTS (
+        SELECT 1 FROM locked_aggregates l
+        WHERE l.destination = o.destination AND l.aggregate_type = o.aggregate_type AND l.aggregate_id = o.aggregate_id)
 ),
 aggregates AS (
     UPDATE switchyard.outbox_aggregates a
     SET done_seq = greatest(a.done_seq, ai.done_seq),
         due_at = CASE WHEN ai.blocked THEN 'infinity'::timestamptz
-            ELSE coalesce($19::timestamptz, now()) + make_interval(secs => ai.due_in_ms / 1000) END,
+            ELSE coalesce($20::timestamptz, now()) + make_interval(secs => ai.due_in_ms / 1000) END,
         lease_owner = NULL
     FROM aggregate_input ai
     WHERE a.destination = ai.destination AND a.aggregate_type = ai.aggregate_type
       AND a.aggregate_id = ai.aggregate_id AND a.lease_version = ai.lease_version
+      AND (a.destination, a.aggregate_type, a.aggregate_id) IN (SELECT destination, aggregate_type, aggregate_id FROM locked_aggregates)
     RETURNING a.destination, a.aggregate_type, a.aggregate_id
 ),
 applied AS (
@@ -734,9 +781,9 @@ applied AS (
     SET state = CASE i.outcome WHEN 'delivered' THEN 'delivered' WHEN 'dead' THEN 'dead' ELSE 'pending' END,
         -- Retry times come from the database's clock, like every claim's.
         next_attempt_at = CASE WHEN i.outcome IN ('retry', 'released')
-            THEN coalesce($19::timestamptz, now()) + make_interval(secs => i.retry_delay_ms / 1000)
+            THEN coalesce($20::timestamptz, now()) + make_interval(secs => i.retry_delay_ms / 1000)
             ELSE o.next_attempt_at END,
-        attempts = CASE WHEN i.outcome = 'released' THEN o.attempts - 1 ELSE o.attempts END,
+        attempts = o.attempts + i.attempt_delta,
         lease_owner = NULL,
         last_error = CASE WHEN i.outcome = 'released' THEN o.last_error ELSE NULLIF(i.error, '') END,
         error_fingerprint = CASE WHEN i.outcome = 'released' THEN o.error_fingerprint ELSE NULLIF(i.fingerprint, '') END,
@@ -754,12 +801,12 @@ attempts AS (
     INSERT INTO switchyard.outbox_attempts (
         message_id, attempt, worker, lease_version, started_at, finished_at,
         outcome, applied, status_code, response, error, duration_ms)
-    SELECT i.id, i.attempt, $20::text, i.lease_version, i.started_at, i.finished_at,
+    SELECT i.id, i.attempt, $21::text, i.lease_version, i.started_at, i.finished_at,
         i.outcome, EXISTS (SELECT 1 FROM applied a WHERE a.id = i.id), NULLIF(i.status_code, 0),
         NULLIF(i.response, ''), NULLIF(i.error, ''),
         extract(epoch FROM i.finished_at - i.started_at) * 1000
     FROM input i
-    WHERE i.outcome <> 'released'
+    WHERE i.outcome <> 'released' AND i.id NOT IN (SELECT b.id FROM busy b)
 ),
 blocked AS (
     INSERT INTO switchyard.outbox_blocked_aggregates (destination, aggregate_type, aggregate_id, dead_message_id)
@@ -800,7 +847,7 @@ dead_hours AS (
 ),
 stats AS (
     INSERT INTO switchyard.delivery_stats AS s (second, destination, topic, worker, delivered, retried, dead, latency_ms_sum)
-    SELECT date_trunc('second', now()), a.destination, a.topic, $20::text,
+    SELECT date_trunc('second', now()), a.destination, a.topic, $21::text,
         count(*) FILTER (WHERE i.outcome = 'delivered'),
         count(*) FILTER (WHERE i.outcome = 'retry'),
         count(*) FILTER (WHERE i.outcome = 'dead'),
@@ -814,7 +861,9 @@ stats AS (
         dead = s.dead + EXCLUDED.dead,
         latency_ms_sum = s.latency_ms_sum + EXCLUDED.latency_ms_sum
 )
-SELECT applied.id FROM applied
+SELECT a.id, 'applied'::text AS status FROM applied a
+UNION ALL
+SELECT b.id, 'busy'::text FROM busy b
 `
 
 type OutboxFinalizeParams struct {
@@ -823,6 +872,7 @@ type OutboxFinalizeParams struct {
 	AttemptNumbers         []int32
 	Outcomes               []string
 	RetryDelaysMs          []float64
+	AttemptDeltas          []int32
 	Errors                 []string
 	Fingerprints           []string
 	StatusCodes            []int32
@@ -840,6 +890,11 @@ type OutboxFinalizeParams struct {
 	Worker                 string
 }
 
+type OutboxFinalizeRow struct {
+	ID     int64
+	Status string
+}
+
 // OutboxFinalize applies a batch of outcomes in one statement. Each row
 // applies only if its lease_version is still current (fencing): a stale one
 // changes nothing and is absent from the result. Every attempt is recorded,
@@ -847,18 +902,23 @@ type OutboxFinalizeParams struct {
 // outcome: delivered, retry (pending again after retry_delay_ms), dead, or
 // released (pending again after retry_delay_ms, the attempt given back: it
 // never started).
-// The aggregates first (the claim's lock order), fenced by their lease
-// version: done up to the last finished message, due again now, after the
-// head's retry delay, or never while a dead head blocks it.
+// The aggregates first (the claim's lock order), never waiting: a row that
+// an enqueuing transaction holds is skipped, and the outcomes of its
+// messages are left for a later finalize (reported 'busy' below), so that
+// no business transaction can hold up or deadlock the dispatcher.
+// Fenced by their lease version: done up to the last finished message, due
+// again now, after the head's retry delay, or never while a dead head
+// blocks it.
 // The change feed (migrations/00006_changefeed.sql): one row per group
 // per finalize; the dispatcher sends the wake-up NOTIFY after commit.
-func (q *Queries) OutboxFinalize(ctx context.Context, arg OutboxFinalizeParams) ([]int64, error) {
+func (q *Queries) OutboxFinalize(ctx context.Context, arg OutboxFinalizeParams) ([]OutboxFinalizeRow, error) {
 	rows, err := q.db.Query(ctx, outboxFinalize,
 		arg.Ids,
 		arg.LeaseVersions,
 		arg.AttemptNumbers,
 		arg.Outcomes,
 		arg.RetryDelaysMs,
+		arg.AttemptDeltas,
 		arg.Errors,
 		arg.Fingerprints,
 		arg.StatusCodes,
@@ -879,13 +939,13 @@ func (q *Queries) OutboxFinalize(ctx context.Context, arg OutboxFinalizeParams) 
 		return nil, err
 	}
 	defer rows.Close()
-	items := []int64{}
+	items := []OutboxFinalizeRow{}
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var i OutboxFinalizeRow
+		if err := rows.Scan(&i.ID, &i.Status); err != nil {
 			return nil, err
 		}
-		items = append(items, id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -95,25 +95,29 @@ leased AS (
     RETURNING a.destination, a.aggregate_type, a.aggregate_id, a.lease_version
 ),
 heads AS (
-    SELECT m.id, l.lease_version
+    SELECT m.id, l.lease_version, m.n = 1 AS head
     FROM leased l
     CROSS JOIN LATERAL (
-        SELECT o.id FROM switchyard.outbox o
+        SELECT o.id, row_number() OVER (ORDER BY o.aggregate_seq) AS n FROM switchyard.outbox o
         WHERE o.state = 'pending' AND o.aggregate_id <> ''
           AND o.destination = l.destination AND o.aggregate_type = l.aggregate_type AND o.aggregate_id = l.aggregate_id
         ORDER BY o.aggregate_seq
         LIMIT @per_aggregate
     ) m
 )
+-- Only the first message of each aggregate counts its attempt here (so a
+-- message that crashes its dispatcher still runs out of attempts); the
+-- others count theirs at finalize, if they were tried: a lost finalize or
+-- lease must not burn attempts of messages that were never sent.
 UPDATE switchyard.outbox o
 SET lease_owner = @owner::text,
     lease_version = o.lease_version + 1,
-    attempts = o.attempts + 1
+    attempts = o.attempts + CASE WHEN heads.head THEN 1 ELSE 0 END
 FROM heads
 WHERE o.id = heads.id AND o.state = 'pending'
 RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
     o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at,
-    o.aggregate_seq::bigint AS aggregate_seq, heads.lease_version AS aggregate_lease_version;
+    o.aggregate_seq::bigint AS aggregate_seq, heads.lease_version AS aggregate_lease_version, heads.head::boolean AS counted;
 
 -- name: OutboxExtendLeases :many
 -- OutboxExtendLeases is the heartbeat of deliveries in flight: it pushes the
@@ -130,20 +134,40 @@ RETURNING o.id;
 
 -- name: OutboxExtendAggregateLeases :many
 -- OutboxExtendAggregateLeases is the heartbeat of aggregates in flight (their
--- messages' leases are the aggregate's); it returns the aggregates it
--- extended.
-UPDATE switchyard.outbox_aggregates a
-SET due_at = coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8)
-FROM (
+-- messages' leases are the aggregate's). It never waits: an aggregate row
+-- that an enqueuing transaction holds (its trigger numbers the messages) is
+-- skipped and reported 'busy', one whose lease was taken over 'lost'.
+-- Waiting there could hold the dispatcher for as long as any business
+-- transaction, or deadlock with one.
+WITH input AS (
     SELECT (@destinations::text[])[n] AS destination,
         (@aggregate_types::text[])[n] AS aggregate_type,
         (@aggregate_ids::text[])[n] AS aggregate_id,
         (@lease_versions::bigint[])[n] AS lease_version
     FROM generate_series(1, cardinality(@destinations::text[])) AS n
-) AS l
-WHERE a.destination = l.destination AND a.aggregate_type = l.aggregate_type
-  AND a.aggregate_id = l.aggregate_id AND a.lease_version = l.lease_version
-RETURNING a.destination, a.aggregate_type, a.aggregate_id;
+),
+locked AS (
+    SELECT a.destination, a.aggregate_type, a.aggregate_id
+    FROM switchyard.outbox_aggregates a
+    JOIN input i ON a.destination = i.destination AND a.aggregate_type = i.aggregate_type AND a.aggregate_id = i.aggregate_id
+    FOR UPDATE OF a SKIP LOCKED
+),
+extended AS (
+    UPDATE switchyard.outbox_aggregates a
+    SET due_at = coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8)
+    FROM input i
+    WHERE a.destination = i.destination AND a.aggregate_type = i.aggregate_type
+      AND a.aggregate_id = i.aggregate_id AND a.lease_version = i.lease_version
+      AND (a.destination, a.aggregate_type, a.aggregate_id) IN (SELECT * FROM locked)
+    RETURNING a.destination, a.aggregate_type, a.aggregate_id
+)
+SELECT i.destination::text AS destination, i.aggregate_type::text AS aggregate_type, i.aggregate_id::text AS aggregate_id,
+    CASE WHEN e.destination IS NOT NULL THEN 'extended'
+         WHEN l.destination IS NULL THEN 'busy'
+         ELSE 'lost' END::text AS status
+FROM input i
+LEFT JOIN extended e ON e.destination = i.destination AND e.aggregate_type = i.aggregate_type AND e.aggregate_id = i.aggregate_id
+LEFT JOIN locked l ON l.destination = i.destination AND l.aggregate_type = i.aggregate_type AND l.aggregate_id = i.aggregate_id;
 
 -- name: OutboxFinalize :many
 -- OutboxFinalize applies a batch of outcomes in one statement. Each row
@@ -161,6 +185,7 @@ WITH input AS (
         (@attempt_numbers::int[])[n] AS attempt,
         (@outcomes::text[])[n] AS outcome,
         (@retry_delays_ms::float8[])[n] AS retry_delay_ms,
+        (@attempt_deltas::int[])[n] AS attempt_delta,
         (@errors::text[])[n] AS error,
         (@fingerprints::text[])[n] AS fingerprint,
         (@status_codes::int[])[n] AS status_code,
@@ -179,9 +204,26 @@ aggregate_input AS (
         (@aggregate_blocked::boolean[])[n] AS blocked
     FROM generate_series(1, cardinality(@aggregate_destinations::text[])) AS n
 ),
--- The aggregates first (the claim's lock order), fenced by their lease
--- version: done up to the last finished message, due again now, after the
--- head's retry delay, or never while a dead head blocks it.
+-- The aggregates first (the claim's lock order), never waiting: a row that
+-- an enqueuing transaction holds is skipped, and the outcomes of its
+-- messages are left for a later finalize (reported 'busy' below), so that
+-- no business transaction can hold up or deadlock the dispatcher.
+locked_aggregates AS (
+    SELECT a.destination, a.aggregate_type, a.aggregate_id
+    FROM switchyard.outbox_aggregates a
+    JOIN aggregate_input ai ON a.destination = ai.destination AND a.aggregate_type = ai.aggregate_type AND a.aggregate_id = ai.aggregate_id
+    FOR UPDATE OF a SKIP LOCKED
+),
+busy AS (
+    SELECT i.id FROM input i
+    JOIN switchyard.outbox o ON o.id = i.id
+    WHERE o.aggregate_id <> '' AND NOT EXISTS (
+        SELECT 1 FROM locked_aggregates l
+        WHERE l.destination = o.destination AND l.aggregate_type = o.aggregate_type AND l.aggregate_id = o.aggregate_id)
+),
+-- Fenced by their lease version: done up to the last finished message, due
+-- again now, after the head's retry delay, or never while a dead head
+-- blocks it.
 aggregates AS (
     UPDATE switchyard.outbox_aggregates a
     SET done_seq = greatest(a.done_seq, ai.done_seq),
@@ -191,6 +233,7 @@ aggregates AS (
     FROM aggregate_input ai
     WHERE a.destination = ai.destination AND a.aggregate_type = ai.aggregate_type
       AND a.aggregate_id = ai.aggregate_id AND a.lease_version = ai.lease_version
+      AND (a.destination, a.aggregate_type, a.aggregate_id) IN (SELECT * FROM locked_aggregates)
     RETURNING a.destination, a.aggregate_type, a.aggregate_id
 ),
 applied AS (
@@ -200,7 +243,7 @@ applied AS (
         next_attempt_at = CASE WHEN i.outcome IN ('retry', 'released')
             THEN coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => i.retry_delay_ms / 1000)
             ELSE o.next_attempt_at END,
-        attempts = CASE WHEN i.outcome = 'released' THEN o.attempts - 1 ELSE o.attempts END,
+        attempts = o.attempts + i.attempt_delta,
         lease_owner = NULL,
         last_error = CASE WHEN i.outcome = 'released' THEN o.last_error ELSE NULLIF(i.error, '') END,
         error_fingerprint = CASE WHEN i.outcome = 'released' THEN o.error_fingerprint ELSE NULLIF(i.fingerprint, '') END,
@@ -223,7 +266,7 @@ attempts AS (
         NULLIF(i.response, ''), NULLIF(i.error, ''),
         extract(epoch FROM i.finished_at - i.started_at) * 1000
     FROM input i
-    WHERE i.outcome <> 'released'
+    WHERE i.outcome <> 'released' AND i.id NOT IN (SELECT b.id FROM busy b)
 ),
 blocked AS (
     INSERT INTO switchyard.outbox_blocked_aggregates (destination, aggregate_type, aggregate_id, dead_message_id)
@@ -280,7 +323,9 @@ stats AS (
         dead = s.dead + EXCLUDED.dead,
         latency_ms_sum = s.latency_ms_sum + EXCLUDED.latency_ms_sum
 )
-SELECT applied.id FROM applied;
+SELECT a.id, 'applied'::text AS status FROM applied a
+UNION ALL
+SELECT b.id, 'busy'::text FROM busy b;
 
 -- name: OutboxBlockedAggregates :many
 SELECT b.destination, b.aggregate_type, b.aggregate_id, b.dead_message_id, b.blocked_at,
