@@ -62,6 +62,11 @@ func (s *Service) Login(ctx context.Context, name, password, addr string) (Sessi
 		if err := tq.LoginFailureClear(ctx, name); err != nil {
 			return err
 		}
+		// Ended sessions are kept a day (for the Sessions page and
+		// forensics), then dropped here: sign-ins are rare enough.
+		if _, err := tq.SessionPrune(ctx); err != nil {
+			return err
+		}
 		return record(ctx, tx, p, audit.ActionLogin, p.Name, audit.OK, addr)
 	})
 	if err != nil {

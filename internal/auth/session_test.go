@@ -181,3 +181,20 @@ func TestStreamGuardCancelsStreamsOfRevokedSessions(t *testing.T) {
 	stop()
 	require.Equal(t, 1, guard.Watched())
 }
+
+// Sessions that ended more than a day ago are dropped at the next sign-in.
+func TestSignInPrunesLongEndedSessions(t *testing.T) {
+	t.Parallel()
+	svc, pool := setup(t, Config{})
+	ctx := context.Background()
+	old, err := svc.Login(ctx, "alice", goodPassword, "")
+	require.NoError(t, err)
+	recent, err := svc.Login(ctx, "alice", goodPassword, "")
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE switchyard.sessions SET revoked_at = now() - interval '25 hours' WHERE id = $1`, old.Principal.SessionID)
+	require.NoError(t, err)
+	_, err = svc.Login(ctx, "bob", goodPassword, "")
+	require.NoError(t, err)
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM switchyard.sessions WHERE id = $1`, old.Principal.SessionID))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM switchyard.sessions WHERE id = $1`, recent.Principal.SessionID))
+}
