@@ -198,3 +198,21 @@ func TestSignInPrunesLongEndedSessions(t *testing.T) {
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM switchyard.sessions WHERE id = $1`, old.Principal.SessionID))
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM switchyard.sessions WHERE id = $1`, recent.Principal.SessionID))
 }
+
+// A hash made with weaker parameters than the configured ones is replaced
+// at the next successful sign-in.
+func TestSignInUpgradesWeakHashes(t *testing.T) {
+	t.Parallel()
+	svc, pool := setup(t, Config{})
+	ctx := context.Background()
+	weak := HashPassword(goodPassword, Params{Time: 1, MemoryKiB: 8 * 1024, Threads: 1, KeyLen: 32})
+	_, err := pool.Exec(ctx, `UPDATE switchyard.users SET password_hash = $1 WHERE name = 'alice'`, weak)
+	require.NoError(t, err)
+	_, err = svc.Login(ctx, "alice", goodPassword, "")
+	require.NoError(t, err)
+	var stored string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT password_hash FROM switchyard.users WHERE name = 'alice'`).Scan(&stored))
+	require.Contains(t, stored, "$m=19456,t=2,p=1$")
+	_, err = svc.Login(ctx, "alice", goodPassword, "")
+	require.NoError(t, err, "the upgraded hash verifies")
+}

@@ -2,6 +2,7 @@ package console
 
 import (
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -24,6 +25,7 @@ func (h *Handler) loginSubmit(c echo.Context) error {
 	var throttled *auth.ThrottledError
 	switch {
 	case errors.As(err, &throttled):
+		h.deps.Logger.WarnContext(ctx, "sign-in throttled", slog.String("remote_ip", c.RealIP()), slog.Duration("retry_after", throttled.RetryAfter))
 		secs := int(throttled.RetryAfter / time.Second)
 		c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
 		form.Error = "Too many failed attempts. Try again in " + throttled.RetryAfter.String() + "."
