@@ -105,6 +105,11 @@ func TestSignInAndSignOut(t *testing.T) {
 	require.NoError(t, expect.Locator(page.GetByTestId("nav-audit")).ToHaveCount(0), "Audit is for admins")
 	require.NoError(t, expect.Locator(page.GetByTestId("demo-banner")).ToHaveCount(0))
 
+	require.NoError(t, page.GetByTestId("user-account").Click())
+	require.NoError(t, expect.Page(page).ToHaveURL(console.URL+"/account"))
+	require.NoError(t, expect.Locator(page.GetByTestId("password-form")).ToBeVisible())
+	screenshot(t, page, "account")
+
 	require.NoError(t, page.GetByTestId("logout").Click())
 	require.NoError(t, expect.Page(page).ToHaveURL(console.URL+"/login"))
 	_, err = page.Goto("/")

@@ -103,3 +103,28 @@ func (s *Service) AccountsExist(ctx context.Context) (bool, error) {
 	}
 	return n > 0, nil
 }
+
+// ChangeOwnPassword is a signed-in account changing its own password: the
+// current one must be right (a wrong one counts as a failed sign-in, and
+// the throttle applies). Every session of the account ends, the caller's
+// included; sign in again with the new password.
+func (s *Service) ChangeOwnPassword(ctx context.Context, p Principal, current, next, addr string) error {
+	if err := CheckPassword(next); err != nil {
+		return err
+	}
+	if err := s.throttled(ctx, p.Name, addr); err != nil {
+		return err
+	}
+	user, err := queries.New(s.pool).UserGetByName(ctx, p.Name)
+	if err != nil {
+		return fmt.Errorf("auth: change password of %q: %w", p.Name, err)
+	}
+	ok, _, err := s.verify(ctx, user.PasswordHash, current)
+	if err != nil {
+		return fmt.Errorf("auth: change password of %q: %w", p.Name, err)
+	}
+	if !ok {
+		return s.failed(ctx, p.Name, addr)
+	}
+	return s.SetPassword(ctx, p, p.Name, next)
+}

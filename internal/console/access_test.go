@@ -407,3 +407,34 @@ func waitFor(t *testing.T, lines chan string, want string, limit time.Duration) 
 		}
 	}
 }
+
+// Changing one's password ends every session of the account, this
+// browser's gets a fresh one, and the old password stops working.
+func TestChangeOwnPassword(t *testing.T) {
+	t.Parallel()
+	b := setupAccess(t, false, nil, nil, nil)
+	mine, elsewhere := b.login(t, auth.Operator), b.login(t, auth.Operator)
+	form := func(current, next, again string) url.Values {
+		return url.Values{"current_password": {current}, "new_password": {next}, "new_password_again": {again}}
+	}
+	const next = "a brand new password"
+	require.Equal(t, http.StatusUnauthorized, b.request(http.MethodPost, "/account/password", mine, form("wrong password!", next, next)).Code)
+	require.Equal(t, http.StatusBadRequest, b.request(http.MethodPost, "/account/password", mine, form(password, next, next+"x")).Code)
+	require.Equal(t, http.StatusBadRequest, b.request(http.MethodPost, "/account/password", mine, form(password, "short", "short")).Code)
+
+	rec := b.request(http.MethodPost, "/account/password", mine, form(password, next, next))
+	require.Equal(t, http.StatusSeeOther, rec.Code)
+	require.Equal(t, "/account?changed=1", rec.Header().Get("Location"))
+	fresh := sessionCookieOf(t, rec, "switchyard_session")
+	for _, old := range []string{mine, elsewhere} {
+		_, err := b.svc.Authenticate(context.Background(), old)
+		require.ErrorIs(t, err, auth.ErrNoSession)
+	}
+	page := b.request(http.MethodGet, "/account?changed=1", fresh.Value, nil)
+	require.Equal(t, http.StatusOK, page.Code)
+	require.Contains(t, page.Body.String(), `data-testid="password-changed"`)
+	_, err := b.svc.Login(context.Background(), "operator", password, "192.0.2.12")
+	require.ErrorIs(t, err, auth.ErrInvalidCredentials)
+	_, err = b.svc.Login(context.Background(), "operator", next, "192.0.2.12")
+	require.NoError(t, err)
+}

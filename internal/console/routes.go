@@ -41,6 +41,8 @@ func (h *Handler) routes() []route {
 		{http.MethodPost, "/login", auth.Public, h.loginSubmit},
 		{http.MethodGet, "/login/status", auth.Public, h.loginStatus},
 		{http.MethodPost, "/logout", auth.Viewer, h.logoutSubmit},
+		{http.MethodGet, "/account", auth.Viewer, h.accountShow},
+		{http.MethodPost, "/account/password", auth.Viewer, h.accountPassword},
 
 		// Live updates (Server-Sent Events).
 		{http.MethodGet, "/events", auth.Viewer, h.eventsStream},
