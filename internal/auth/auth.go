@@ -122,6 +122,9 @@ type Principal struct {
 	Name      string
 	Role      Role
 	SessionID int64 // 0 for the demo admin
+	// ExpiresAt is the session's absolute end (zero for the demo admin):
+	// a live stream ends then, whatever it is doing.
+	ExpiresAt time.Time
 }
 
 // ActorID is the principal's account id for the audit trail; nil for the

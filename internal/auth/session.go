@@ -57,7 +57,7 @@ func (s *Service) Login(ctx context.Context, name, password, addr string) (Sessi
 		if err != nil {
 			return err
 		}
-		p.SessionID = row.ID
+		p.SessionID, p.ExpiresAt = row.ID, row.ExpiresAt
 		sess = Session{Token: token, Principal: p, ExpiresAt: row.ExpiresAt}
 		if err := tq.LoginFailureClear(ctx, name); err != nil {
 			return err
@@ -145,7 +145,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 	if err != nil {
 		return Principal{}, err
 	}
-	return Principal{UserID: row.UserID, Name: row.Name, Role: role, SessionID: row.SessionID}, nil
+	return Principal{UserID: row.UserID, Name: row.Name, Role: role, SessionID: row.SessionID, ExpiresAt: row.ExpiresAt}, nil
 }
 
 // Logout ends p's session, audited as p.

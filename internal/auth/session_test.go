@@ -163,9 +163,9 @@ func TestStreamGuardCancelsStreamsOfRevokedSessions(t *testing.T) {
 	require.NoError(t, err)
 	other, err := svc.Login(ctx, "bob", goodPassword, "")
 	require.NoError(t, err)
-	watched, stop := guard.Watch(ctx, mine.Principal.SessionID)
+	watched, stop := guard.Watch(ctx, mine.Principal.SessionID, mine.ExpiresAt)
 	defer stop()
-	untouched, stopOther := guard.Watch(ctx, other.Principal.SessionID)
+	untouched, stopOther := guard.Watch(ctx, other.Principal.SessionID, time.Time{})
 	defer stopOther()
 	require.Equal(t, 2, guard.Watched())
 
@@ -215,4 +215,20 @@ func TestSignInUpgradesWeakHashes(t *testing.T) {
 	require.Contains(t, stored, "$m=19456,t=2,p=1$")
 	_, err = svc.Login(ctx, "alice", goodPassword, "")
 	require.NoError(t, err, "the upgraded hash verifies")
+}
+
+// A watched stream ends at its session's absolute timeout.
+func TestStreamGuardEndsStreamsAtExpiry(t *testing.T) {
+	t.Parallel()
+	guard := NewStreamGuard()
+	watched, stop := guard.Watch(context.Background(), 7, time.Now().Add(50*time.Millisecond))
+	defer stop()
+	select {
+	case <-watched.Done():
+		require.ErrorIs(t, context.Cause(watched), ErrSessionExpired)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream outlived its session")
+	}
+	stop()
+	require.Zero(t, guard.Watched())
 }

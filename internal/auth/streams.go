@@ -5,13 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/switchyard/switchyard/internal/changefeed"
 )
 
 // ErrSessionRevoked is the cause of a watched context cancelled because its
-// session ended.
-var ErrSessionRevoked = errors.New("auth: session revoked")
+// session was revoked; ErrSessionExpired, because it reached its absolute
+// timeout.
+var (
+	ErrSessionRevoked = errors.New("auth: session revoked")
+	ErrSessionExpired = errors.New("auth: session expired")
+)
 
 // StreamGuard ends long-lived requests (live streams) of sessions that are
 // revoked, on every console instance: it follows the change feed's
@@ -30,10 +35,20 @@ func NewStreamGuard() *StreamGuard {
 }
 
 // Watch returns a context derived from ctx that is cancelled, with cause
-// ErrSessionRevoked, when session id is revoked. Call stop when the
-// request ends. A revocation that committed before Watch is not seen: the
-// caller checks the session again after Watch.
-func (g *StreamGuard) Watch(ctx context.Context, id int64) (context.Context, func()) {
+// ErrSessionRevoked, when session id is revoked, and with cause
+// ErrSessionExpired at expires (zero: never). Call stop when the request
+// ends. A revocation that committed before Watch is not seen: the caller
+// checks the session again after Watch.
+func (g *StreamGuard) Watch(ctx context.Context, id int64, expires time.Time) (context.Context, func()) {
+	if expires.IsZero() {
+		return g.watch(ctx, id)
+	}
+	ctx, stopTimer := context.WithDeadlineCause(ctx, expires, ErrSessionExpired)
+	wctx, stop := g.watch(ctx, id)
+	return wctx, func() { stop(); stopTimer() }
+}
+
+func (g *StreamGuard) watch(ctx context.Context, id int64) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	w := &watch{cancel: cancel}
 	g.mu.Lock()

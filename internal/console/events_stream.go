@@ -23,7 +23,9 @@ const sessionEnded = "event: session_ended\ndata: {}\n\n"
 // to stay open for hours.
 //
 // A stream lives no longer than its session: Deps.Streams cancels it when
-// the session is revoked on any console instance. The session is checked
+// the session is revoked on any console instance, and at the session's
+// absolute timeout. (An open stream is not activity: it does not hold off
+// the idle timeout, which the next page load meets.) The session is checked
 // again after the watch starts, so a revocation that committed between the
 // access check and the watch is not missed.
 func (h *Handler) eventsStream(c echo.Context) error {
@@ -32,7 +34,7 @@ func (h *Handler) eventsStream(c echo.Context) error {
 	}
 	req := c.Request()
 	if p := current(c); p.SessionID != 0 && h.deps.Streams != nil {
-		ctx, stop := h.deps.Streams.Watch(req.Context(), p.SessionID)
+		ctx, stop := h.deps.Streams.Watch(req.Context(), p.SessionID, p.ExpiresAt)
 		defer stop()
 		if _, err := h.principal(c); err != nil {
 			if errors.Is(err, auth.ErrNoSession) {
@@ -42,7 +44,7 @@ func (h *Handler) eventsStream(c echo.Context) error {
 		}
 		req = req.WithContext(ctx)
 		defer func() {
-			if errors.Is(context.Cause(ctx), auth.ErrSessionRevoked) {
+			if cause := context.Cause(ctx); errors.Is(cause, auth.ErrSessionRevoked) || errors.Is(cause, auth.ErrSessionExpired) {
 				rc := http.NewResponseController(c.Response())
 				if rc.SetWriteDeadline(time.Now().Add(2*time.Second)) == nil {
 					_, _ = c.Response().Write([]byte(sessionEnded))
