@@ -32,6 +32,18 @@ type config struct {
 	// demoCustomerDestination receives the customer-upsert handler's
 	// outbox messages; "": none.
 	demoCustomerDestination string
+	// demo signs every loopback visitor in as a demo admin, with a banner;
+	// refused on any address but loopback.
+	demo bool
+	// allowedHosts are the Host names the console answers to; nil: any
+	// (demo mode: loopback names only).
+	allowedHosts []string
+	// secureCookies: the console is reached over TLS (__Host- cookies).
+	secureCookies bool
+	// viewerPayloads shows message payloads to viewers.
+	viewerPayloads bool
+	// sessionIdle and sessionMax end sessions (idle and absolute).
+	sessionIdle, sessionMax time.Duration
 	// getenv reads the secrets that destinations name (secret_ref); the
 	// only environment access after start.
 	getenv func(string) string
@@ -41,6 +53,9 @@ type config struct {
 type setting struct {
 	flag, env, def, help string
 }
+
+// switches are the settings that are on or off: --flag alone turns one on.
+var switches = map[string]bool{"demo": true, "secure-cookies": true, "viewer-payloads": true}
 
 var settings = []setting{
 	{"listen", "SWITCHYARD_LISTEN", "127.0.0.1:8080", "address the console serves HTTP on"},
@@ -53,6 +68,12 @@ var settings = []setting{
 	{"nats-url", "SWITCHYARD_NATS_URL", "nats://127.0.0.1:4222", "NATS server for JetStream destinations"},
 	{"inbox-max-body", "SWITCHYARD_INBOX_MAX_BODY", "1048576", "largest request body POST /inbox/{source} accepts, in bytes (larger: 413)"},
 	{"demo-customer-destination", "SWITCHYARD_DEMO_CUSTOMER_DESTINATION", "", "destination that receives the customer-upsert inbox handler's customer.created/updated messages (empty: none)"},
+	{"demo", "SWITCHYARD_DEMO", "false", "demo mode: sign every visitor from this machine in as a demo admin (loopback --listen only; a banner says so)"},
+	{"allowed-hosts", "SWITCHYARD_ALLOWED_HOSTS", "", "comma-separated host names the console answers to (empty: any; demo mode: loopback names only)"},
+	{"secure-cookies", "SWITCHYARD_SECURE_COOKIES", "false", "the console is reached over HTTPS (directly or through a proxy): cookies are Secure with the __Host- prefix"},
+	{"viewer-payloads", "SWITCHYARD_VIEWER_PAYLOADS", "false", "show message payloads to viewers (by default only operators and admins see them)"},
+	{"session-idle", "SWITCHYARD_SESSION_IDLE", "30m", "a session unused this long ends"},
+	{"session-max", "SWITCHYARD_SESSION_MAX", "12h", "a session ends this long after sign-in, used or not"},
 	{"log-level", "SWITCHYARD_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"log-format", "SWITCHYARD_LOG_FORMAT", "text", "text or json"},
 	{"shutdown-timeout", "SWITCHYARD_SHUTDOWN_TIMEOUT", "10s", "how long requests in flight may take to finish at shutdown"},
@@ -70,17 +91,29 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 	fs := flag.NewFlagSet("console "+cfg.command, flag.ContinueOnError)
 	fs.SetOutput(usage)
 	values := map[string]*string{}
+	flags := map[string]*bool{}
 	for _, s := range settings {
 		def := s.def
 		if v := getenv(s.env); v != "" {
 			def = v
 		}
+		if switches[s.flag] {
+			on, err := strconv.ParseBool(def)
+			if err != nil {
+				return cfg, fmt.Errorf("invalid $%s %q: want true or false", s.env, def)
+			}
+			flags[s.flag] = fs.Bool(s.flag, on, s.help+" ($"+s.env+")")
+			continue
+		}
 		values[s.flag] = fs.String(s.flag, def, s.help+" ($"+s.env+")")
 	}
 	fs.Usage = func() { printUsage(usage, fs) }
 	parse := parseInterleaved
-	if cfg.command == "bench" {
+	switch cfg.command {
+	case "bench":
 		parse = parseBenchArgs // the bench's own flags pass through to it
+	case "user":
+		parse = parseUserArgs // so do `console user`'s (--role)
 	}
 	positional, err := parse(fs, args)
 	if err != nil {
@@ -115,7 +148,27 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 		return cfg, fmt.Errorf("invalid inbox max body %q: want a number of bytes, 1 or more", *values["inbox-max-body"])
 	}
 	cfg.demoCustomerDestination = *values["demo-customer-destination"]
-	return cfg, nil
+	return cfg, parseAccess(&cfg, values, flags)
+}
+
+// parseAccess reads the sign-in and session settings.
+func parseAccess(cfg *config, values map[string]*string, flags map[string]*bool) error {
+	cfg.demo = *flags["demo"]
+	cfg.secureCookies = *flags["secure-cookies"]
+	cfg.viewerPayloads = *flags["viewer-payloads"]
+	for _, h := range strings.Split(*values["allowed-hosts"], ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			cfg.allowedHosts = append(cfg.allowedHosts, h)
+		}
+	}
+	var err error
+	if cfg.sessionIdle, err = time.ParseDuration(*values["session-idle"]); err != nil || cfg.sessionIdle < time.Minute {
+		return fmt.Errorf("invalid session idle timeout %q: want a duration of 1m or more", *values["session-idle"])
+	}
+	if cfg.sessionMax, err = time.ParseDuration(*values["session-max"]); err != nil || cfg.sessionMax < cfg.sessionIdle {
+		return fmt.Errorf("invalid session lifetime %q: want a duration at least the idle timeout", *values["session-max"])
+	}
+	return nil
 }
 
 // parseInterleaved parses flags wherever they stand among the positional
@@ -149,6 +202,11 @@ Usage:
                                    apply, roll back one, or list migrations
   console bench dispatch [flags]   measure the dispatcher in a database of its own (see console bench dispatch -h)
   console bench inbox [flags]      measure the signed webhook receiver in a database of its own (see console bench inbox -h)
+  console user add --role viewer|operator|admin NAME
+                                   create an account (the password is read from stdin or asked for)
+  console user passwd NAME         set an account's password; ends its sessions
+  console user disable NAME        stop an account from signing in; ends its sessions
+  console audit verify             check the audit trail's hash chain
   console help                     show this help
 
 Without DATABASE_URL the console runs its own PostgreSQL in --data.

@@ -74,14 +74,14 @@ func TestParseConfig(t *testing.T) {
 func TestHelpListsEverySetting(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
-	code := run([]string{"help"}, func(string) string { return "" }, &out, &errOut)
+	code := run([]string{"help"}, func(string) string { return "" }, nil, &out, &errOut)
 	require.Equal(t, 0, code)
 	for _, s := range settings {
 		require.Contains(t, out.String(), "-"+s.flag)
 		require.Contains(t, out.String(), "$"+s.env)
 	}
-	require.Equal(t, 2, run([]string{"--log-level", "loud"}, func(string) string { return "" }, &out, &errOut))
-	require.Equal(t, 1, run([]string{"frobnicate"}, func(string) string { return "" }, &out, &errOut))
+	require.Equal(t, 2, run([]string{"--log-level", "loud"}, func(string) string { return "" }, nil, &out, &errOut))
+	require.Equal(t, 1, run([]string{"frobnicate"}, func(string) string { return "" }, nil, &out, &errOut))
 	require.Contains(t, errOut.String(), `unknown command "frobnicate"`)
 }
 

@@ -16,12 +16,12 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
 }
 
 // run executes one command and returns the process exit code. Errors are
 // printed as one line on stderr.
-func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func run(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg, err := parseConfig(args, getenv, stderr)
 	if errors.Is(err, errHelp) {
 		return 0
@@ -48,6 +48,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		err = benchCommand(ctx, cfg, cfg.args, logger, stdout)
 	case "migrate":
 		err = migrateCommand(ctx, cfg, logger, stdout)
+	case "user":
+		err = userCommand(ctx, cfg, logger, stdin, stdout)
+	case "audit":
+		err = auditCommand(ctx, cfg, logger, stdout)
 	case "help":
 		_, _ = parseConfig([]string{"-h"}, getenv, stdout)
 		return 0

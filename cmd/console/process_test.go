@@ -43,9 +43,11 @@ func startConsole(t *testing.T, env []string, args ...string) *consoletest.Proce
 	return consoletest.Start(t, consoleBinary, env, args...)
 }
 
+// serveConsole serves in demo mode: these tests open pages and streams
+// without signing in (user_test.go tests sign-in).
 func serveConsole(t *testing.T, env []string, args ...string) *consoletest.Process {
 	t.Helper()
-	return consoletest.Serve(t, consoleBinary, env, args...)
+	return consoletest.Serve(t, consoleBinary, append(env, "SWITCHYARD_DEMO=true"), args...)
 }
 
 // dataParent returns a directory the postgres account can traverse when the

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/switchyard/switchyard/internal/audit"
+	"github.com/switchyard/switchyard/internal/auth"
 	"github.com/switchyard/switchyard/internal/bulkreplay"
 	"github.com/switchyard/switchyard/internal/changefeed"
 	"github.com/switchyard/switchyard/internal/console"
@@ -26,7 +28,7 @@ import (
 func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	// Listen first: a busy port or a refused address should fail before a
 	// database starts.
-	ln, err := listen(cfg.listen)
+	ln, loopback, err := listen(cfg.listen, cfg.demo)
 	if err != nil {
 		return err
 	}
@@ -39,19 +41,27 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	defer migrator.Close()
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	hub, stopLive, err := startLive(ctx, db, logger)
+	guard := auth.NewStreamGuard()
+	hub, stopLive, err := startLive(ctx, db, guard, logger)
 	if err != nil {
 		return err
 	}
 	defer stopLive()
-	// Inbox failures and bulk replay progress go to the change feed; the
-	// notifier wakes every console's listener after each such commit,
-	// coalesced.
+	// Inbox failures, audit rows, revoked sessions and bulk replay progress
+	// go to the change feed; the notifier wakes every console's listener
+	// after each such commit, coalesced.
 	notifier := changefeed.NewNotifier(db.pool, logger)
 	if err := notifier.Start(ctx); err != nil {
 		return err
 	}
 	defer notifier.Stop()
+	accounts := auth.New(db.pool, auth.Config{
+		IdleTimeout: cfg.sessionIdle, AbsoluteTimeout: cfg.sessionMax,
+		Notify: notifier.Poke, Logger: logger.With(slog.String("component", "auth")),
+	})
+	if err := checkAccess(ctx, cfg, loopback, accounts, logger); err != nil {
+		return err
+	}
 	replays := bulkreplay.NewRunner(db.pool, bulkreplay.Config{
 		Changed: notifier.Poke, Logger: logger.With(slog.String("component", "bulkreplay")),
 	})
@@ -63,7 +73,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	e, err := newWeb(db, migrator, hub, logger, registry, receiver, cfg.inboxMaxBody)
+	e, err := newWeb(db, migrator, hub, logger, registry, receiver, cfg, access{accounts: accounts, guard: guard})
 	if err != nil {
 		return err
 	}
@@ -80,22 +90,48 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	return err
 }
 
-// listen opens the console's address. It refuses anything but loopback:
-// the console has no sign-in yet, so on any other address anyone who can
-// reach the port could use it.
-func listen(addr string) (net.Listener, error) {
+// listen opens the console's address and reports whether it is loopback.
+// Demo mode, which signs visitors in without a password, serves only on
+// loopback; any other address needs accounts (checkAccess, once the
+// database is open).
+func listen(addr string, demo bool) (net.Listener, bool, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("invalid listen address %q: %w", addr, err)
+		return nil, false, fmt.Errorf("invalid listen address %q: %w", addr, err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("refusing to listen on %s: the console has no sign-in yet, so it serves only on a loopback address such as 127.0.0.1:8080", addr)
+	ip := net.ParseIP(host)
+	loopback := host == "localhost" || (ip != nil && ip.IsLoopback())
+	if demo && !loopback {
+		return nil, false, fmt.Errorf("refusing to listen on %s in demo mode: demo mode signs everyone in as an administrator, so it serves only on a loopback address such as 127.0.0.1:8080", addr)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+		return nil, false, fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	return ln, nil
+	return ln, loopback, nil
+}
+
+// checkAccess refuses a non-loopback address while no account exists
+// (nobody could sign in, and the first visitor should not be the one to
+// decide), and tells the operator how to create the first admin.
+func checkAccess(ctx context.Context, cfg config, loopback bool, accounts *auth.Service, logger *slog.Logger) error {
+	exist, err := accounts.AccountsExist(ctx)
+	if err != nil {
+		return err
+	}
+	if exist {
+		return nil
+	}
+	const hint = "create the first admin with: console user add --role admin NAME (the password is read from stdin or asked for)"
+	if !loopback && !cfg.demo {
+		return fmt.Errorf("refusing to serve on %s: no account exists yet; %s", cfg.listen, hint)
+	}
+	if cfg.demo {
+		logger.Info("demo mode: visitors from this machine are signed in as a demo admin; to use accounts, " + hint)
+		return nil
+	}
+	logger.Warn("no account exists yet: nobody can sign in; " + hint)
+	return nil
 }
 
 // openMigrated opens the database and applies every pending migration.
@@ -124,22 +160,33 @@ func openMigrated(ctx context.Context, cfg config, logger *slog.Logger) (*databa
 // connection) and the one SSE hub that fans it out to every browser. The
 // hub closes as soon as ctx ends, so open streams end before the HTTP
 // server waits for requests in flight; stop stops the rest.
-func startLive(ctx context.Context, db *database, logger *slog.Logger) (*sse.Hub, func(), error) {
+//
+// guard follows the same listener, so that revoked sessions' streams close
+// on this instance whichever instance revoked them.
+func startLive(ctx context.Context, db *database, guard *auth.StreamGuard, logger *slog.Logger) (*sse.Hub, func(), error) {
 	listener := changefeed.NewListener(db.pool, changefeed.Config{Logger: logger.With(slog.String("component", "changefeed"))})
 	if err := listener.Start(ctx); err != nil {
 		return nil, nil, err
 	}
+	_, unwatch := listener.Subscribe(guard.Observe)
 	hub := sse.New(listener, sse.Config{Logger: logger.With(slog.String("component", "sse"))})
 	stopHub := context.AfterFunc(ctx, hub.Close)
 	return hub, func() {
 		stopHub()
 		hub.Close()
+		unwatch()
 		listener.Stop()
 	}, nil
 }
 
+// access is what the console needs to sign people in.
+type access struct {
+	accounts *auth.Service
+	guard    *auth.StreamGuard
+}
+
 // newWeb wires the console's handlers into a configured echo instance.
-func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logger *slog.Logger, registry *prometheus.Registry, receiver *inbox.Receiver, inboxMaxBody int64) (*echo.Echo, error) {
+func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logger *slog.Logger, registry *prometheus.Registry, receiver *inbox.Receiver, cfg config, acc access) (*echo.Echo, error) {
 	assets, err := static.New()
 	if err != nil {
 		return nil, fmt.Errorf("load static assets: %w", err)
@@ -150,11 +197,20 @@ func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logge
 		Readiness: console.DatabaseReadiness{Pool: db.pool, Migrations: migrator},
 		Gatherer:  registry,
 		Events:    events,
-		Inbox:     receiver, InboxMaxBody: inboxMaxBody,
+		Inbox:     receiver, InboxMaxBody: cfg.inboxMaxBody,
+		Auth: acc.accounts, Streams: acc.guard, AuditLog: audit.Log{DB: db.pool},
+		Demo: cfg.demo, SecureCookies: cfg.secureCookies, ViewerPayloads: cfg.viewerPayloads,
 	})
+	hosts := cfg.allowedHosts
+	if cfg.demo {
+		// Demo mode signs in without a cookie: a DNS-rebinding page
+		// would be signed in too, so only loopback names are answered.
+		hosts = httpserver.LoopbackHosts
+	}
 	e, err := httpserver.New(httpserver.Config{
 		Logger: logger, Registerer: registry, RenderError: handler.RenderError,
-		AllowedHosts: httpserver.LoopbackHosts,
+		AllowedHosts: hosts,
+		CSRF:         &httpserver.CSRFConfig{Secure: cfg.secureCookies, Exempt: console.CSRFExempt},
 	})
 	if err != nil {
 		return nil, err

@@ -69,6 +69,14 @@ const (
 	// KindInboxFailure: an inbound event failed or was parked. Subject:
 	// "source/event id". Payload: {"source", "state"}.
 	KindInboxFailure = "inbox_failure"
+	// KindAudit: an audit row was recorded (internal/audit). Subject: its
+	// id. Payload: {} (streams reach viewers; the trail is for admins).
+	KindAudit = "audit"
+	// KindSessionRevoked: console sessions ended before their time
+	// (logout, password change, disable, admin revoke); every console
+	// instance closes their open streams. Subject: "sessions" (no account
+	// name: streams reach every viewer). Payload: {"sessions": [ids]}.
+	KindSessionRevoked = "session_revoked"
 )
 
 // MaxPayloadBytes bounds a change's payload: the feed says what changed,

@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/internal/audit"
+	"github.com/switchyard/switchyard/internal/auth"
 	"github.com/switchyard/switchyard/internal/console"
 	"github.com/switchyard/switchyard/internal/dbtest"
 	"github.com/switchyard/switchyard/internal/httpserver"
@@ -41,9 +43,12 @@ func setup(t *testing.T) bundle {
 	assets, err := static.New()
 	require.NoError(t, err)
 	registry := prometheus.NewRegistry()
+	// Demo mode: these tests are about pages, not sign-in (access_test.go
+	// is), and a loopback request is the demo admin.
 	h := console.New(console.Deps{
 		Logger: logger, Assets: assets, Gatherer: registry,
 		Readiness: console.DatabaseReadiness{Pool: pool, Migrations: m},
+		Auth:      auth.New(pool, auth.Config{}), AuditLog: audit.Log{DB: pool}, Demo: true,
 	})
 	e, err := httpserver.New(httpserver.Config{Logger: logger, Registerer: registry, RenderError: h.RenderError})
 	require.NoError(t, err)
@@ -54,7 +59,9 @@ func setup(t *testing.T) bundle {
 func (b bundle) do(t *testing.T, method, path string) *httptest.ResponseRecorder {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	b.e.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+	req := httptest.NewRequest(method, path, nil)
+	req.RemoteAddr = "127.0.0.1:41000"
+	b.e.ServeHTTP(rec, req)
 	return rec
 }
 

@@ -87,6 +87,7 @@ func setupLiveWith(t *testing.T, feedCfg changefeed.Config, hubCfg sse.Config, w
 	h := console.New(console.Deps{
 		Logger: logger, Assets: assets, Gatherer: registry, Events: hub,
 		Readiness: console.DatabaseReadiness{Pool: pool},
+		Demo:      true, // streams to a loopback peer without a session: no query per stream
 	})
 	e, err := httpserver.New(httpserver.Config{Logger: logger, Registerer: registry, RenderError: h.RenderError})
 	require.NoError(t, err)

@@ -14,6 +14,8 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchyard/switchyard/internal/audit"
+	"github.com/switchyard/switchyard/internal/auth"
 	"github.com/switchyard/switchyard/internal/inbox"
 	"github.com/switchyard/switchyard/web/static"
 	"github.com/switchyard/switchyard/web/templates"
@@ -41,6 +43,28 @@ type Deps struct {
 	Inbox *inbox.Receiver
 	// InboxMaxBody caps an inbox request's body; 0: DefaultInboxMaxBody.
 	InboxMaxBody int64
+
+	// Auth signs people in and checks sessions. Required.
+	Auth *auth.Service
+	// Streams closes the live streams of revoked sessions. Optional: nil
+	// streams last until the browser reconnects.
+	Streams *auth.StreamGuard
+	// AuditLog is read by the Audit page. Required.
+	AuditLog AuditLog
+	// Demo signs every request from a loopback peer in as auth.DemoAdmin
+	// when it carries no session. The caller allows it only on loopback.
+	Demo bool
+	// SecureCookies marks cookies Secure and gives them the __Host-
+	// prefix: the console is reached over TLS (directly or via a proxy).
+	SecureCookies bool
+	// ViewerPayloads shows message payloads to viewers; by default only
+	// operators and admins see them.
+	ViewerPayloads bool
+}
+
+// AuditLog reads the audit trail (an audit.Log).
+type AuditLog interface {
+	List(ctx context.Context, f audit.Filter) ([]audit.Row, int64, error)
 }
 
 // Handler serves the console's routes.

@@ -1,30 +1,92 @@
 package console
 
 import (
+	"net/http"
+
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/switchyard/switchyard/internal/auth"
 	"github.com/switchyard/switchyard/web/static"
 )
 
-// Register installs every route of the console on e. This is the one list of
-// routes: a route added anywhere else is a bug.
-func (h *Handler) Register(e *echo.Echo) {
-	// Machine endpoints.
-	e.GET("/healthz", h.healthShow)
-	e.GET("/readyz", h.readinessShow)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(h.deps.Gatherer, promhttp.HandlerOpts{})))
-	e.GET(static.Prefix+"*", echo.WrapHandler(h.deps.Assets.Handler()))
-	e.HEAD(static.Prefix+"*", echo.WrapHandler(h.deps.Assets.Handler()))
+// route is one entry of the route table: the least role that may use it is
+// part of the route, so that no route exists without one (TestRouteTable
+// walks every registered route for every role).
+type route struct {
+	method, path string
+	role         auth.Role // auth.Public: no session needed
+	handler      echo.HandlerFunc
+}
 
-	// Live updates (Server-Sent Events).
-	e.GET("/events", h.eventsStream)
+// routes is the one list of routes: a route added anywhere else is a bug.
+func (h *Handler) routes() []route {
+	assets := echo.WrapHandler(h.deps.Assets.Handler())
+	rs := []route{
+		// Machine endpoints: public. /metrics holds counts labelled by
+		// route template and destination name, no payloads; scrapers
+		// cannot sign in. Block it at the proxy if that is too much.
+		{http.MethodGet, "/healthz", auth.Public, h.healthShow},
+		{http.MethodGet, "/readyz", auth.Public, h.readinessShow},
+		{http.MethodGet, "/metrics", auth.Public, echo.WrapHandler(promhttp.HandlerFor(h.deps.Gatherer, promhttp.HandlerOpts{}))},
+		{http.MethodGet, static.Prefix + "*", auth.Public, assets},
+		{http.MethodHead, static.Prefix + "*", auth.Public, assets},
 
-	// Signed webhooks from outside (docs/inbox.md).
-	e.POST("/inbox/:source", h.inboxReceive)
+		// Signed webhooks from outside (docs/inbox.md): their signature is
+		// their authentication, and they are exempt from CSRF.
+		{http.MethodPost, "/inbox/:source", auth.Public, h.inboxReceive},
 
+		// Sign-in.
+		{http.MethodGet, "/login", auth.Public, h.loginShow},
+		{http.MethodPost, "/login", auth.Public, h.loginSubmit},
+		{http.MethodGet, "/login/status", auth.Public, h.loginStatus},
+		{http.MethodPost, "/logout", auth.Viewer, h.logoutSubmit},
+		{http.MethodGet, "/account", auth.Viewer, h.accountShow},
+		{http.MethodPost, "/account/password", auth.Viewer, h.accountPassword},
+
+		// Live updates (Server-Sent Events).
+		{http.MethodGet, "/events", auth.Viewer, h.eventsStream},
+
+		// Administration.
+		{http.MethodGet, "/audit", auth.Admin, h.auditList},
+		{http.MethodGet, "/sessions", auth.Admin, h.sessionList},
+		{http.MethodPost, "/sessions/:id/revoke", auth.Admin, h.sessionRevoke},
+	}
 	// Pages.
 	for _, s := range sections {
-		e.GET(s.path, h.sectionShow(s))
+		rs = append(rs, route{http.MethodGet, s.path, auth.Viewer, h.sectionShow(s)})
 	}
+	return rs
+}
+
+// Register installs every route of the console on e, each behind the
+// check of its role.
+func (h *Handler) Register(e *echo.Echo) {
+	for _, r := range h.routes() {
+		e.Add(r.method, r.path, h.require(r.role, r.handler))
+	}
+}
+
+// RouteRoles returns the least role of every route, keyed "METHOD path"
+// as echo's Routes() reports them.
+func (h *Handler) RouteRoles() map[string]auth.Role {
+	roles := map[string]auth.Role{}
+	for _, r := range h.routes() {
+		roles[r.method+" "+r.path] = r.role
+	}
+	return roles
+}
+
+// CSRFExempt reports whether a request skips the CSRF middleware: the
+// signature-authenticated webhook receiver, and the safe requests of
+// machine endpoints and assets, which need no token and must not carry a
+// token cookie (a shared cache could hand one to everybody).
+func CSRFExempt(c echo.Context) bool {
+	switch c.Path() {
+	case "/inbox/:source":
+		return c.Request().Method == http.MethodPost
+	case "/healthz", "/readyz", "/metrics", static.Prefix + "*":
+		return c.Request().Method == http.MethodGet || c.Request().Method == http.MethodHead
+	}
+	return false
 }

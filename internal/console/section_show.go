@@ -34,9 +34,6 @@ var sections = []section{
 	{"/reconciliation", templates.SectionReconciliation, "Reconciliation",
 		"Where our data and external systems disagree.",
 		templates.EmptyState{Heading: "No findings", Text: "Reconciliation runs will list drift between our rows and external systems here."}},
-	{"/audit", templates.SectionAudit, "Audit",
-		"Who did what, when and why: every operator action and sign-in.",
-		templates.EmptyState{Heading: "No recorded actions", Text: "Replays, repairs and sign-ins will be recorded here, append-only."}},
 }
 
 func (h *Handler) sectionShow(s section) echo.HandlerFunc {

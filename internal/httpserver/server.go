@@ -25,8 +25,12 @@ type Config struct {
 	// Registerer receives the HTTP metrics.
 	Registerer prometheus.Registerer
 	// AllowedHosts are the host names requests may address (the Host
-	// header); others get 421. Empty: any.
+	// header); others get 421. Empty: any. A console that signs requests
+	// in without a session (demo mode) must set it, against DNS
+	// rebinding; with sessions, a rebinding page gets no cookie.
 	AllowedHosts []string
+	// CSRF, when set, checks every unsafe method (see CSRFConfig).
+	CSRF *CSRFConfig
 	// RenderError writes the HTML body for a failed request; see
 	// ErrorHandler. Nil: JSON bodies only.
 	RenderError ErrorRenderer
@@ -54,6 +58,9 @@ func New(cfg Config) (*echo.Echo, error) {
 	)
 	if len(cfg.AllowedHosts) > 0 {
 		e.Use(allowHosts(cfg.AllowedHosts))
+	}
+	if cfg.CSRF != nil {
+		e.Use(csrf(*cfg.CSRF))
 	}
 	return e, nil
 }

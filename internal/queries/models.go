@@ -11,6 +11,22 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type SwitchyardAuditLog struct {
+	ID         int64
+	At         time.Time
+	Actor      string
+	ActorID    *int64
+	Action     string
+	Target     string
+	Reason     string
+	Outcome    string
+	RequestID  string
+	RemoteAddr string
+	Detail     []byte
+	PrevHash   []byte
+	Hash       []byte
+}
+
 type SwitchyardBreakerEvent struct {
 	ID          int64
 	Destination string
@@ -156,6 +172,13 @@ type SwitchyardInboxSource struct {
 	UpdatedAt        time.Time
 }
 
+type SwitchyardLoginFailure struct {
+	ID      int64
+	Account string
+	Address string
+	At      time.Time
+}
+
 type SwitchyardOutbox struct {
 	ID               int64
 	MessageID        uuid.UUID
@@ -242,4 +265,25 @@ type SwitchyardReplayJob struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	FinishedAt     *time.Time
+}
+
+type SwitchyardSession struct {
+	ID         int64
+	TokenHash  []byte
+	UserID     int64
+	CreatedAt  time.Time
+	LastSeenAt time.Time
+	ExpiresAt  time.Time
+	RevokedAt  *time.Time
+	RemoteAddr string
+}
+
+type SwitchyardUser struct {
+	ID                int64
+	Name              string
+	Role              string
+	PasswordHash      string
+	DisabledAt        *time.Time
+	CreatedAt         time.Time
+	PasswordChangedAt time.Time
 }

@@ -1,0 +1,230 @@
+// Package auth holds the console's local accounts, their server-side
+// sessions and the roles that routes require.
+//
+// Passwords are hashed with argon2id (password.go). A session is a random
+// 256-bit token in an HttpOnly cookie; the database keeps only its SHA-256,
+// so a copy of the sessions table signs nobody in. A session ends at its
+// absolute timeout, after its idle timeout, when its account is disabled,
+// or when revoked (logout, password change, admin revoke): every
+// revocation appends a changefeed.KindSessionRevoked change in its
+// transaction, so that every console instance closes the streams of those
+// sessions (StreamGuard). Sign-ins are throttled per account and per
+// address in the database, so the limits hold across instances, and a
+// wrong name costs the same argon2id work as a wrong password. Every
+// sign-in, sign-out, failure and account change is recorded in the audit
+// trail in the same transaction.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchyard/switchyard/internal/audit"
+	"github.com/switchyard/switchyard/internal/changefeed"
+)
+
+// Errors callers map to responses.
+var (
+	// ErrInvalidCredentials: a wrong name or password, or a disabled
+	// account (one message for all three: none is revealed).
+	ErrInvalidCredentials = errors.New("auth: wrong name or password")
+	// ErrNoSession: no live session for that token.
+	ErrNoSession = errors.New("auth: no session")
+	// ErrUserExists and ErrNoUser: account management.
+	ErrUserExists = errors.New("auth: account exists")
+	ErrNoUser     = errors.New("auth: no such account")
+)
+
+// ThrottledError means too many recent failures: try again after
+// RetryAfter.
+type ThrottledError struct{ RetryAfter time.Duration }
+
+func (e *ThrottledError) Error() string {
+	return fmt.Sprintf("auth: too many failed sign-ins; retry after %v", e.RetryAfter.Round(time.Second))
+}
+
+// Config configures a Service. Zero fields take the documented defaults.
+type Config struct {
+	// Params hash new passwords. Default DefaultParams.
+	Params Params
+	// IdleTimeout ends a session unused this long. Default 30m.
+	IdleTimeout time.Duration
+	// AbsoluteTimeout ends a session this long after sign-in. Default 12h.
+	AbsoluteTimeout time.Duration
+	// TouchInterval: a session's last use is written at most this often.
+	// Default 1m (so the idle timeout is exact to within it).
+	TouchInterval time.Duration
+	// ThrottleWindow, MaxAccountFailures, MaxAddressFailures: more than
+	// that many failed sign-ins within the window for one account name,
+	// or from one address, refuse further attempts until the oldest leaves
+	// the window. Defaults 15m, 5 and 50.
+	ThrottleWindow     time.Duration
+	MaxAccountFailures int
+	MaxAddressFailures int
+	// MaxConcurrentHashes bounds the argon2id computations running at once
+	// (each takes MemoryKiB): a burst of sign-ins queues instead of
+	// exhausting memory. Default 4.
+	MaxConcurrentHashes int
+	// Notify is called after a commit that appended to the change feed
+	// (revocations, audit rows). Optional.
+	Notify func()
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Params == (Params{}) {
+		c.Params = DefaultParams
+	}
+	c.IdleTimeout = orDefault(c.IdleTimeout, 30*time.Minute)
+	c.AbsoluteTimeout = orDefault(c.AbsoluteTimeout, 12*time.Hour)
+	c.TouchInterval = orDefault(c.TouchInterval, time.Minute)
+	c.ThrottleWindow = orDefault(c.ThrottleWindow, 15*time.Minute)
+	if c.MaxAccountFailures <= 0 {
+		c.MaxAccountFailures = 5
+	}
+	if c.MaxAddressFailures <= 0 {
+		c.MaxAddressFailures = 50
+	}
+	if c.MaxConcurrentHashes <= 0 {
+		c.MaxConcurrentHashes = 4
+	}
+	if c.Notify == nil {
+		c.Notify = func() {}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Principal is who a request acts as.
+type Principal struct {
+	UserID    int64 // 0 for the demo admin, who is no account
+	Name      string
+	Role      Role
+	SessionID int64 // 0 for the demo admin
+	// ExpiresAt is the session's absolute end (zero for the demo admin):
+	// a live stream ends then, whatever it is doing.
+	ExpiresAt time.Time
+}
+
+// ActorID is the principal's account id for the audit trail; nil for the
+// demo admin.
+func (p Principal) ActorID() *int64 {
+	if p.UserID == 0 {
+		return nil
+	}
+	id := p.UserID
+	return &id
+}
+
+// DemoAdmin is the principal of demo mode's automatic sign-in.
+var DemoAdmin = Principal{Name: "demo", Role: Admin}
+
+// Service manages accounts and sessions. It is safe for concurrent use.
+type Service struct {
+	pool  *pgxpool.Pool
+	cfg   Config
+	dummy string        // a hash to verify against when the account is unknown
+	slots chan struct{} // bounds concurrent argon2id work
+	// verified counts argon2id verifications, so that a test can check a
+	// wrong name costs the same work as a wrong password.
+	verified atomic.Int64
+}
+
+// New returns a Service on pool.
+func New(pool *pgxpool.Pool, cfg Config) *Service {
+	cfg = cfg.withDefaults()
+	return &Service{
+		pool: pool, cfg: cfg,
+		dummy: HashPassword("switchyard dummy password", cfg.Params),
+		slots: make(chan struct{}, cfg.MaxConcurrentHashes),
+	}
+}
+
+// Session is a new sign-in: Token goes into the cookie and nowhere else.
+type Session struct {
+	Token     string
+	Principal Principal
+	ExpiresAt time.Time
+}
+
+// NormalizeName is how account names are compared: trimmed, lower case.
+func NormalizeName(name string) string { return strings.ToLower(strings.TrimSpace(name)) }
+
+func hashToken(token string) []byte {
+	sum := sha256.Sum256([]byte(token))
+	return sum[:]
+}
+
+func newToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // never fails (Go 1.24+ panics instead)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// verify runs argon2id under a slot, so that at most MaxConcurrentHashes
+// run at once.
+func (s *Service) verify(ctx context.Context, encoded, password string) (bool, Params, error) {
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return false, Params{}, ctx.Err()
+	}
+	defer func() { <-s.slots }()
+	s.verified.Add(1)
+	return VerifyPassword(encoded, password)
+}
+
+// inTx runs fn in one transaction and calls Notify after it committed.
+func (s *Service) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	if err := pgx.BeginFunc(ctx, s.pool, fn); err != nil {
+		return err
+	}
+	s.cfg.Notify()
+	return nil
+}
+
+// revoked appends the change that closes the streams of sessions ids, in
+// chunks small enough for the feed's payload bound.
+func revoked(ctx context.Context, tx pgx.Tx, ids []int64) error {
+	for len(ids) > 0 {
+		n := min(len(ids), 100)
+		payload, err := json.Marshal(map[string][]int64{"sessions": ids[:n]})
+		if err != nil {
+			return err
+		}
+		if err := changefeed.Append(ctx, tx, changefeed.Change{Kind: changefeed.KindSessionRevoked, Subject: "sessions", Payload: payload}); err != nil {
+			return err
+		}
+		ids = ids[n:]
+	}
+	return nil
+}
+
+// record is audit.Record for the principal p.
+func record(ctx context.Context, tx pgx.Tx, p Principal, action, target string, outcome audit.Outcome, addr string) error {
+	_, err := audit.Record(ctx, tx, audit.Entry{
+		Actor: p.Name, ActorID: p.ActorID(), Action: action, Target: target, Outcome: outcome, RemoteAddr: addr,
+	})
+	return err
+}

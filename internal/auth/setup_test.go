@@ -1,0 +1,34 @@
+package auth
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+const goodPassword = "correct horse battery"
+
+// setup returns a service on a fresh database with accounts alice (admin)
+// and bob (viewer), both with goodPassword.
+func setup(t *testing.T, cfg Config) (*Service, *pgxpool.Pool) {
+	t.Helper()
+	pool := dbtest.New(t)
+	svc := New(pool, cfg)
+	ctx := context.Background()
+	require.NoError(t, svc.AddUser(ctx, CLI, "alice", Admin, goodPassword))
+	require.NoError(t, svc.AddUser(ctx, CLI, "bob", Viewer, goodPassword))
+	return svc, pool
+}
+
+func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}

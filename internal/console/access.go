@@ -1,0 +1,121 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/switchyard/switchyard/internal/auth"
+	"github.com/switchyard/switchyard/internal/httpserver"
+	"github.com/switchyard/switchyard/web/templates"
+)
+
+// principalKey is the echo context key of the request's auth.Principal.
+const principalKey = "principal"
+
+// Session cookie names: with Secure cookies, the __Host- prefix makes the
+// browser refuse the cookie unless it is Secure, host-only and Path=/.
+const (
+	sessionCookie       = "switchyard_session"
+	secureSessionCookie = "__Host-switchyard_session"
+)
+
+func (h *Handler) cookieName() string {
+	if h.deps.SecureCookies {
+		return secureSessionCookie
+	}
+	return sessionCookie
+}
+
+// require wraps a route's handler with the check of its least role. A
+// request without a session is sent to the sign-in page (pages) or gets
+// 401 (streams, htmx and JSON requests); one whose role is too low gets
+// 403.
+func (h *Handler) require(need auth.Role, next echo.HandlerFunc) echo.HandlerFunc {
+	if need == auth.Public {
+		return next
+	}
+	return func(c echo.Context) error {
+		p, err := h.principal(c)
+		if errors.Is(err, auth.ErrNoSession) {
+			return h.unauthenticated(c)
+		}
+		if err != nil {
+			return err
+		}
+		if !p.Role.Allows(need) {
+			return echo.NewHTTPError(http.StatusForbidden,
+				fmt.Sprintf("Your role (%s) may not use this; it needs %s.", p.Role, need))
+		}
+		c.Set(principalKey, p)
+		req := c.Request()
+		v := templates.Viewer{Name: p.Name, Role: p.Role.String(), Admin: p.Role.Allows(auth.Admin),
+			Demo: p.SessionID == 0, CSRFToken: httpserver.CSRFToken(c)}
+		c.SetRequest(req.WithContext(templates.WithViewer(req.Context(), v)))
+		return next(c)
+	}
+}
+
+// principal resolves the request's session. In demo mode a loopback peer
+// without a session is the demo admin.
+func (h *Handler) principal(c echo.Context) (auth.Principal, error) {
+	if cookie, err := c.Cookie(h.cookieName()); err == nil {
+		p, err := h.deps.Auth.Authenticate(c.Request().Context(), cookie.Value)
+		if !errors.Is(err, auth.ErrNoSession) {
+			return p, err
+		}
+	}
+	if h.deps.Demo && isLoopback(c.RealIP()) {
+		return auth.DemoAdmin, nil
+	}
+	return auth.Principal{}, auth.ErrNoSession
+}
+
+// current returns the principal require put in c.
+func current(c echo.Context) auth.Principal {
+	p, _ := c.Get(principalKey).(auth.Principal)
+	return p
+}
+
+func (h *Handler) unauthenticated(c echo.Context) error {
+	req := c.Request()
+	page := req.Method == http.MethodGet && req.Header.Get("HX-Request") == "" && c.Path() != "/events" &&
+		!strings.HasPrefix(req.URL.Path, "/api/") && !strings.Contains(req.Header.Get("Accept"), "application/json")
+	if page {
+		return c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(req.URL.RequestURI()))
+	}
+	// htmx follows HX-Redirect whatever the status: a live region whose
+	// session ended takes the whole page to the sign-in form.
+	c.Response().Header().Set("HX-Redirect", "/login")
+	return echo.NewHTTPError(http.StatusUnauthorized, "Sign in first.")
+}
+
+func isLoopback(ip string) bool {
+	parsed := net.ParseIP(ip)
+	return parsed != nil && parsed.IsLoopback()
+}
+
+// safeNext returns next if it is a path on this site, else "/": the
+// sign-in form must not become an open redirect.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") || strings.HasPrefix(next, "/login") {
+		return "/"
+	}
+	return next
+}
+
+// PayloadVisible reports whether the request's principal may see message
+// payloads: operators and admins always, viewers only when the console is
+// configured so (--viewer-payloads). Page handlers call it and show
+// RedactedPayload otherwise.
+func (h *Handler) PayloadVisible(c echo.Context) bool {
+	return h.deps.ViewerPayloads || current(c).Role.Allows(auth.Operator)
+}
+
+// RedactedPayload is shown in place of a payload the viewer may not see.
+const RedactedPayload = "(payload hidden: viewers see payloads only when the console runs with --viewer-payloads)"

@@ -1,0 +1,100 @@
+-- Accounts, sessions and sign-in throttling. See internal/auth.
+
+-- name: UserCreate :one
+INSERT INTO switchyard.users (name, role, password_hash)
+VALUES (@name, @role, @password_hash)
+RETURNING *;
+
+-- name: UserGetByName :one
+SELECT * FROM switchyard.users WHERE name = @name;
+
+-- name: UserSetPassword :one
+UPDATE switchyard.users SET password_hash = @password_hash, password_changed_at = now()
+WHERE name = @name
+RETURNING *;
+
+-- name: UserDisable :one
+UPDATE switchyard.users SET disabled_at = coalesce(disabled_at, now())
+WHERE name = @name
+RETURNING *;
+
+-- name: UserCountActive :one
+-- UserCountActive counts accounts that can sign in: serving on a
+-- non-loopback address needs at least one.
+SELECT count(*) FROM switchyard.users WHERE disabled_at IS NULL;
+
+-- name: SessionCreate :one
+INSERT INTO switchyard.sessions (token_hash, user_id, expires_at, remote_addr)
+VALUES (@token_hash, @user_id, now() + make_interval(secs => @lifetime_seconds::float8), @remote_addr)
+RETURNING id, created_at, expires_at;
+
+-- name: SessionTouch :one
+-- SessionTouch finds a live session by its token's hash and marks it seen.
+-- A session is live while not revoked, before its absolute expiry, within
+-- the idle timeout since it was last seen, and while its account is
+-- enabled. last_seen_at is written at most once per touch interval, so
+-- page loads do not each write a row.
+WITH live AS (
+    SELECT s.id, s.user_id, s.created_at, s.last_seen_at, s.expires_at
+    FROM switchyard.sessions s
+    JOIN switchyard.users u ON u.id = s.user_id
+    WHERE s.token_hash = @token_hash
+      AND s.revoked_at IS NULL
+      AND s.expires_at > now()
+      AND s.last_seen_at > now() - make_interval(secs => @idle_seconds::float8)
+      AND u.disabled_at IS NULL
+), touched AS (
+    UPDATE switchyard.sessions s SET last_seen_at = now()
+    FROM live
+    WHERE s.id = live.id AND live.last_seen_at < now() - make_interval(secs => @touch_seconds::float8)
+    RETURNING s.id
+)
+SELECT live.id AS session_id, live.expires_at, u.id AS user_id, u.name, u.role
+FROM live JOIN switchyard.users u ON u.id = live.user_id;
+
+-- name: SessionRevoke :one
+-- SessionRevoke ends one session; it returns its id, or no row when it was
+-- already over.
+UPDATE switchyard.sessions SET revoked_at = now()
+WHERE id = @id AND revoked_at IS NULL
+RETURNING id, user_id;
+
+-- name: SessionRevokeUser :many
+-- SessionRevokeUser ends every session of an account.
+UPDATE switchyard.sessions s SET revoked_at = now()
+FROM switchyard.users u
+WHERE u.name = @name AND s.user_id = u.id AND s.revoked_at IS NULL
+RETURNING s.id;
+
+-- name: SessionListLive :many
+SELECT s.id, s.created_at, s.last_seen_at, s.expires_at, s.remote_addr, u.name, u.role
+FROM switchyard.sessions s JOIN switchyard.users u ON u.id = s.user_id
+WHERE s.revoked_at IS NULL AND s.expires_at > now()
+ORDER BY s.id DESC
+LIMIT @max_rows;
+
+-- name: SessionPrune :execrows
+DELETE FROM switchyard.sessions
+WHERE expires_at < now() - interval '1 day' OR revoked_at < now() - interval '1 day';
+
+-- name: LoginFailureRecord :exec
+INSERT INTO switchyard.login_failures (account, address) VALUES (@account, @address);
+
+-- name: LoginFailureClear :exec
+DELETE FROM switchyard.login_failures WHERE account = @account;
+
+-- name: LoginFailurePrune :execrows
+DELETE FROM switchyard.login_failures WHERE at < now() - make_interval(secs => @window_seconds::float8);
+
+-- name: LoginThrottle :one
+-- LoginThrottle counts the recent failures of an account and of an
+-- address, and says when the oldest of each leaves the window.
+SELECT
+    (SELECT count(*) FROM switchyard.login_failures f
+      WHERE f.account = @account AND f.at > now() - make_interval(secs => @window_seconds::float8))::int AS account_failures,
+    (SELECT count(*) FROM switchyard.login_failures f
+      WHERE f.address = @address AND f.at > now() - make_interval(secs => @window_seconds::float8))::int AS address_failures,
+    coalesce(extract(epoch FROM (
+      SELECT min(f.at) FROM switchyard.login_failures f
+      WHERE (f.account = @account OR f.address = @address) AND f.at > now() - make_interval(secs => @window_seconds::float8)
+    ) + make_interval(secs => @window_seconds::float8) - now()), 0)::float8 AS retry_after_seconds;
