@@ -142,6 +142,7 @@ func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logge
 		Gatherer:  registry,
 		Events:    events,
 		Inbox:     receiver, InboxMaxBody: inboxMaxBody,
+		DB: db.pool,
 	})
 	e, err := httpserver.New(httpserver.Config{
 		Logger: logger, Registerer: registry, RenderError: handler.RenderError,

@@ -27,4 +27,17 @@ func (h *Handler) Register(e *echo.Echo) {
 	for _, s := range sections {
 		e.GET(s.path, h.sectionShow(s))
 	}
+
+	// The message browser. One group, so that a session and role check
+	// can be added in one place.
+	browse := e.Group("")
+	browse.GET("/messages", h.messagesList)
+	browse.GET("/messages/new", h.messagesNewCount)
+	browse.GET("/messages/:id", h.messageShow)
+	browse.GET("/messages/:id/payload", h.messagePayloadDownload)
+	browse.GET("/m/:key", h.messageFind)
+	browse.GET("/dead-letters", h.deadLettersList)
+	browse.GET("/dead-letters/groups", h.deadLettersRegion)
+	browse.GET("/dead-letters/:fingerprint", h.deadLetterGroupShow)
+	browse.GET("/aggregates/blocked", h.aggregatesBlockedList)
 }
