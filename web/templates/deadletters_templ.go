@@ -184,7 +184,7 @@ func DeadLetterGroups(d DeadLettersPage) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "<table class=\"data\" data-testid=\"dead-letter-groups\"><thead><tr><th>Error</th><th class=\"num\">Dead</th><th>Trend (24 h)</th><th>Destinations</th><th>First seen (UTC)</th><th>Last seen (UTC)</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "<table class=\"data\" data-testid=\"dead-letter-groups\"><thead><tr><th>Error</th><th class=\"num\">Dead</th><th class=\"nowrap\">Trend (24 h)</th><th>Destinations</th><th>First seen (UTC)</th><th>Last seen (UTC)</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -79,7 +79,7 @@ func MessagesList(p Page, m MessagesPage) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "\" hx-trigger=\"sse:ready, sse:resync, sse:dead_letter, sse:breaker, visibilitychange from:document\" hx-sync=\"this:replace\"></div></div>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "\" hx-trigger=\"sse:ready, sse:resync, sse:dead_letter, sse:breaker, visibilitychange from:document\" hx-sync=\"this:queue last\"></div></div>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
