@@ -15,7 +15,8 @@ const pagesBenchDestinations = 4
 
 // seedPages fills the bench database with INSERT ... SELECT: row i is
 // message id i, created 100 ms after row i-1 (so a million rows span about
-// 28 hours), topic one of ten, destination one of four, in one of rows/10
+// 28 hours), topic one of ten (and a rare eleventh, order.audited, on
+// every 10,007th row), destination one of four, in one of rows/10
 // aggregates (ten messages each). Every (rows/dead)th row is dead, its
 // error in one of --fingerprints groups, with three attempts; the newest
 // 1 % of the others are pending, the rest delivered. The dead-letter
@@ -76,7 +77,8 @@ func seedPages(ctx context.Context, pool *pgxpool.Pool, opts pagesBenchOptions, 
 const seedMessagesSQL = `
 INSERT INTO switchyard.outbox (topic, destination, aggregate_type, aggregate_id, aggregate_seq,
     payload, headers, state, attempts, next_attempt_at, last_error, error_fingerprint, created_at, finished_at)
-SELECT 'order.' || (ARRAY['created', 'paid', 'shipped', 'cancelled', 'refunded', 'updated', 'noted', 'packed', 'returned', 'closed'])[i % 10 + 1],
+SELECT CASE WHEN i % 10007 = 0 THEN 'order.audited'
+        ELSE 'order.' || (ARRAY['created', 'paid', 'shipped', 'cancelled', 'refunded', 'updated', 'noted', 'packed', 'returned', 'closed'])[i % 10 + 1] END,
     'bench-' || (i % $5::int), 'order', (i % $3::int)::text, (i - 1) / $3::int + 1,
     jsonb_build_object('order_id', i, 'amount_cents', i % 100000, 'currency', 'EUR',
         'lines', jsonb_build_array(jsonb_build_object('sku', 'SKU-' || (i % 977), 'qty', i % 5 + 1))),

@@ -57,6 +57,11 @@ func (h *Handler) messagePage(ctx context.Context, q *queries.Queries, f message
 	p.MaxRows = pageSize + 1
 	if after > 0 {
 		p.Cursor = after
+		if unindexedFilter(p) {
+			// Bounded as the older pages are (scanWindow); a short page
+			// shows the first page, which is bounded too.
+			p.Ceiling = min(p.Ceiling, after+searchWindow)
+		}
 		rows, err := messagesNewer(ctx, q, p)
 		if err != nil {
 			return nil, templates.Pager{}, err
@@ -76,19 +81,58 @@ func (h *Handler) messagePage(ctx context.Context, q *queries.Queries, f message
 	if before == 0 {
 		p.Cursor = 1<<63 - 1
 	}
+	windowed, err := scanWindow(ctx, q, &p)
+	if err != nil {
+		return nil, templates.Pager{}, err
+	}
 	rows, err := messagesOlder(ctx, q, p)
 	if err != nil {
 		return nil, templates.Pager{}, err
 	}
 	var pager templates.Pager
-	if len(rows) > pageSize {
+	switch {
+	case len(rows) > pageSize:
 		rows = rows[:pageSize]
 		pager.OlderURL = "/messages" + f.query("before", strconv.FormatInt(rows[len(rows)-1].ID, 10))
+	case windowed:
+		// The window ended before the page filled: the next page
+		// searches the ids below it.
+		pager.OlderURL = "/messages" + f.query("before", strconv.FormatInt(p.Floor, 10))
+		pager.Searched = fmt.Sprintf("Searched messages %d to %d; older ones are searched on the next page.", p.Floor, p.Cursor-1)
 	}
 	if before > 0 && len(rows) > 0 {
 		pager.NewerURL = "/messages" + f.query("after", strconv.FormatInt(rows[0].ID, 10))
 	}
 	return rows, pager, nil
+}
+
+// searchWindow is how many ids one page of a list with a filter that no
+// index serves (error text; an aggregate id or type alone) searches at
+// most. Such a filter may match almost nothing, and a page must not walk
+// the whole table to find out: it searches this many ids below its cursor
+// and links to the next window.
+const searchWindow = 50000
+
+// scanWindow narrows p's ids to one window below its cursor when its
+// filters need it, and reports whether it did.
+func scanWindow(ctx context.Context, q *queries.Queries, p *queries.ConsoleMessagesOlderParams) (bool, error) {
+	if !unindexedFilter(*p) {
+		return false, nil
+	}
+	top := p.Cursor
+	if top == 1<<63-1 {
+		b, err := q.ConsoleMessageIDBounds(ctx)
+		if err != nil {
+			return false, fmt.Errorf("read the id bounds: %w", err)
+		}
+		top = min(b.High+1, p.Ceiling+1)
+		p.Cursor = top
+	}
+	if low := top - searchWindow; low > p.Floor {
+		p.Floor = low
+		return true, nil
+	}
+	return false, nil
 }
 
 // messageByID is the list when the id filter names one message: that
@@ -142,4 +186,9 @@ func notFound(err error, what string) error {
 		return errNotFound(what)
 	}
 	return fmt.Errorf("read %s: %w", what, err)
+}
+
+// unindexedFilter reports whether p has a filter that no index serves.
+func unindexedFilter(p queries.ConsoleMessagesOlderParams) bool {
+	return p.ErrorText != nil || (p.AggregateID == nil) != (p.AggregateType == nil)
 }

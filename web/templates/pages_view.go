@@ -22,6 +22,9 @@ type MessageRow struct {
 type Pager struct {
 	NewerURL string
 	OlderURL string
+	// Searched says which ids a page searched when a filter that no
+	// index serves limited it to a window; "" otherwise.
+	Searched string
 }
 
 // MessageFilter is the message list's filter form, as the user typed it.
