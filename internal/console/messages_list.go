@@ -125,7 +125,10 @@ func scanWindow(ctx context.Context, q *queries.Queries, p *queries.ConsoleMessa
 		if err != nil {
 			return false, fmt.Errorf("read the id bounds: %w", err)
 		}
-		top = min(b.High+1, p.Ceiling+1)
+		top = b.High + 1
+		if p.Ceiling <= b.High {
+			top = p.Ceiling + 1
+		}
 		p.Cursor = top
 	}
 	if low := top - searchWindow; low > p.Floor {

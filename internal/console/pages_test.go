@@ -115,3 +115,32 @@ func TestMessagesNewCount(t *testing.T) {
 	require.Equal(t, http.StatusOK, rec.Code)
 	require.NotContains(t, rec.Body.String(), "new")
 }
+
+// An error search walks one window of ids per page, says so, and its next
+// page searches the window below.
+func TestMessagesErrorSearchWindows(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	_, err := b.pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind) VALUES ('shop', 'function')`)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload, state, last_error)
+		SELECT 'order.paid', 'shop', '{}', 'pending', CASE WHEN i % 1000 = 0 THEN 'boom ' || i END
+		FROM generate_series(1, 60000) AS i`)
+	require.NoError(t, err)
+
+	first := b.do(t, http.MethodGet, "/messages?error=boom")
+	ids := rowIDs(t, first.Body.String())
+	require.Len(t, ids, 50)
+	require.Equal(t, "60000", ids[0])
+	require.Equal(t, "11000", ids[49])
+	doc, err := goquery.NewDocumentFromReader(first.Body)
+	require.NoError(t, err)
+	require.Contains(t, doc.Find("[data-testid=search-window]").Text(), "Searched messages 10001 to 60000")
+	next, ok := doc.Find("[data-testid=page-older]").Attr("href")
+	require.True(t, ok)
+	require.Equal(t, "/messages?before=10001&error=boom", next)
+	rest := rowIDs(t, b.do(t, http.MethodGet, next).Body.String())
+	require.Len(t, rest, 10)
+	require.Equal(t, "10000", rest[0])
+}
