@@ -145,7 +145,9 @@ func messageByID(ctx context.Context, q *queries.Queries, f messageFilter) ([]qu
 		return nil, nil
 	}
 	p := f.params
-	p.Cursor, p.MaxRows = f.id+1, 1
+	// One id: its range is the message itself, whatever index the other
+	// filters pick.
+	p.Cursor, p.MaxRows, p.Floor = f.id+1, 1, max(p.Floor, f.id)
 	rows, err := messagesOlder(ctx, q, p)
 	if err != nil || len(rows) == 0 || rows[0].ID != f.id {
 		return nil, err
