@@ -108,22 +108,29 @@ func benchCommand(ctx context.Context, cfg config, args []string, logger *slog.L
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
 		printBenchUsage(out)
 		printInboxBenchUsage(out)
+		printPagesBenchUsage(out)
 		return nil
 	}
-	if len(args) == 0 || (args[0] != "dispatch" && args[0] != "inbox") {
-		return errors.New("bench: want `console bench dispatch [flags]` or `console bench inbox [flags]` (see console bench -h)")
+	if len(args) == 0 || (args[0] != "dispatch" && args[0] != "inbox" && args[0] != "pages") {
+		return errors.New("bench: want `console bench dispatch|inbox|pages [flags]` (see console bench -h)")
 	}
 	var result any
 	var err error
-	if args[0] == "inbox" {
+	switch args[0] {
+	case "inbox":
 		result, err = runInboxBench(ctx, cfg, args[1:], logger)
-	} else {
+	case "pages":
+		result, err = runPagesBench(ctx, cfg, args[1:], logger)
+	default:
 		result, err = runDispatchBench(ctx, cfg, args[1:], logger)
 	}
 	if errors.Is(err, flag.ErrHelp) {
-		if args[0] == "inbox" {
+		switch args[0] {
+		case "inbox":
 			printInboxBenchUsage(out)
-		} else {
+		case "pages":
+			printPagesBenchUsage(out)
+		default:
 			printBenchUsage(out)
 		}
 		return nil

@@ -200,6 +200,7 @@ func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logge
 		Inbox:     receiver, InboxMaxBody: cfg.inboxMaxBody,
 		Auth: acc.accounts, Streams: acc.guard, AuditLog: audit.Log{DB: db.pool},
 		Demo: cfg.demo, SecureCookies: cfg.secureCookies, ViewerPayloads: cfg.viewerPayloads,
+		DB: db.pool,
 	})
 	hosts := cfg.allowedHosts
 	if cfg.demo {

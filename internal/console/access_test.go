@@ -3,6 +3,7 @@ package console_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -57,6 +58,7 @@ func setupAccess(t *testing.T, secure bool, events http.Handler, guard *auth.Str
 		Logger: logger, Assets: assets, Gatherer: registry, Events: events,
 		Readiness: console.DatabaseReadiness{Pool: pool},
 		Auth:      svc, Streams: guard, AuditLog: audit.Log{DB: pool}, SecureCookies: secure,
+		DB: pool,
 	})
 	e, err := httpserver.New(httpserver.Config{
 		Logger: logger, Registerer: registry, RenderError: h.RenderError,
@@ -437,4 +439,28 @@ func TestChangeOwnPassword(t *testing.T) {
 	require.ErrorIs(t, err, auth.ErrInvalidCredentials)
 	_, err = b.svc.Login(context.Background(), "operator", next, "192.0.2.12")
 	require.NoError(t, err)
+}
+
+// Viewers see no payloads unless the console allows it: the detail page
+// shows a notice instead, and the raw download is refused.
+func TestViewersSeePayloadsRedacted(t *testing.T) {
+	t.Parallel()
+	b := setupAccess(t, false, nil, nil, nil)
+	var id int64
+	require.NoError(t, b.pool.QueryRow(context.Background(), `
+		WITH d AS (INSERT INTO switchyard.destinations (name, kind) VALUES ('d', 'function'))
+		INSERT INTO switchyard.outbox (topic, destination, payload) VALUES ('t', 'd', '{"card": "4111-secret"}') RETURNING id`).Scan(&id))
+	page := fmt.Sprintf("/messages/%d", id)
+	viewer, operator := b.login(t, auth.Viewer), b.login(t, auth.Operator)
+
+	rec := b.request(http.MethodGet, page, viewer, nil)
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.NotContains(t, rec.Body.String(), "4111-secret")
+	require.Contains(t, rec.Body.String(), "payload hidden")
+	require.Equal(t, http.StatusForbidden, b.request(http.MethodGet, page+"/payload", viewer, nil).Code)
+
+	rec = b.request(http.MethodGet, page, operator, nil)
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Contains(t, rec.Body.String(), "4111-secret")
+	require.Equal(t, http.StatusOK, b.request(http.MethodGet, page+"/payload", operator, nil).Code)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/PuerkitoBio/goquery"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -29,6 +30,7 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 type bundle struct {
 	e        *echo.Echo
 	migrator *migrate.Migrator
+	pool     *pgxpool.Pool
 }
 
 // setup wires the console as cmd/console does, on a real database of the
@@ -49,11 +51,12 @@ func setup(t *testing.T) bundle {
 		Logger: logger, Assets: assets, Gatherer: registry,
 		Readiness: console.DatabaseReadiness{Pool: pool, Migrations: m},
 		Auth:      auth.New(pool, auth.Config{}), AuditLog: audit.Log{DB: pool}, Demo: true,
+		DB: pool,
 	})
 	e, err := httpserver.New(httpserver.Config{Logger: logger, Registerer: registry, RenderError: h.RenderError})
 	require.NoError(t, err)
 	h.Register(e)
-	return bundle{e: e, migrator: m}
+	return bundle{e: e, migrator: m, pool: pool}
 }
 
 func (b bundle) do(t *testing.T, method, path string) *httptest.ResponseRecorder {

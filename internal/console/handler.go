@@ -11,6 +11,7 @@ import (
 	"net/http"
 
 	"github.com/a-h/templ"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -43,6 +44,8 @@ type Deps struct {
 	Inbox *inbox.Receiver
 	// InboxMaxBody caps an inbox request's body; 0: DefaultInboxMaxBody.
 	InboxMaxBody int64
+	// DB is the database the message browser pages read.
+	DB *pgxpool.Pool
 
 	// Auth signs people in and checks sessions. Required.
 	Auth *auth.Service

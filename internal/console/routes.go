@@ -47,6 +47,19 @@ func (h *Handler) routes() []route {
 		// Live updates (Server-Sent Events).
 		{http.MethodGet, "/events", auth.Viewer, h.eventsStream},
 
+		// The message browser.
+		{http.MethodGet, "/messages", auth.Viewer, h.messagesList},
+		{http.MethodGet, "/messages/new", auth.Viewer, h.messagesNewCount},
+		{http.MethodGet, "/messages/:id", auth.Viewer, h.messageShow},
+		// The raw payload, unredacted: operators (the page shows viewers a
+		// redacted one unless --viewer-payloads).
+		{http.MethodGet, "/messages/:id/payload", auth.Operator, h.messagePayloadDownload},
+		{http.MethodGet, "/m/:key", auth.Viewer, h.messageFind},
+		{http.MethodGet, "/dead-letters", auth.Viewer, h.deadLettersList},
+		{http.MethodGet, "/dead-letters/groups", auth.Viewer, h.deadLettersRegion},
+		{http.MethodGet, "/dead-letters/:fingerprint", auth.Viewer, h.deadLetterGroupShow},
+		{http.MethodGet, "/aggregates/blocked", auth.Viewer, h.aggregatesBlockedList},
+
 		// Administration.
 		{http.MethodGet, "/audit", auth.Admin, h.auditList},
 		{http.MethodGet, "/sessions", auth.Admin, h.sessionList},

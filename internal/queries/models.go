@@ -52,6 +52,23 @@ type SwitchyardChangesPruned struct {
 	PrunedAt  *time.Time
 }
 
+type SwitchyardConsoleMessage struct {
+	ID               int64
+	MessageID        uuid.UUID
+	Topic            string
+	Destination      string
+	AggregateType    string
+	AggregateID      string
+	AggregateSeq     *int64
+	State            string
+	Attempts         int32
+	LastError        *string
+	ErrorFingerprint *string
+	CreatedAt        time.Time
+	FinishedAt       *time.Time
+	ReplayOf         *int64
+}
+
 type SwitchyardDeadLetterGroup struct {
 	Fingerprint  string
 	Dead         int32

@@ -1,0 +1,203 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
+	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/web/templates"
+)
+
+// pageSize is how many rows a list page shows.
+const pageSize = 50
+
+// datetimeLocal is the value format of <input type="datetime-local">; the
+// console reads and shows it as UTC.
+const datetimeLocal = "2006-01-02T15:04"
+
+// messageFilter is the message list's filters as read from the URL, both as
+// typed (form) and as query parameters (params, NULL meaning any).
+type messageFilter struct {
+	form   templates.MessageFilter
+	params queries.ConsoleMessagesOlderParams
+	// id is set when the id filter names one message: the list is that
+	// message, if it passes the other filters; 0 with idGiven means it
+	// names none.
+	id      int64
+	idGiven bool
+}
+
+// parseMessageFilter reads the filters from the query string. A value it
+// cannot read is a 400 that says which.
+func parseMessageFilter(ctx context.Context, q *queries.Queries, v url.Values) (messageFilter, error) {
+	f := messageFilter{form: templates.MessageFilter{
+		State: v.Get("state"), Topic: trimmed(v, "topic"), Destination: trimmed(v, "destination"),
+		AggregateType: trimmed(v, "aggregate_type"), AggregateID: trimmed(v, "aggregate_id"),
+		ID: trimmed(v, "id"), Error: trimmed(v, "error"), From: trimmed(v, "from"), To: trimmed(v, "to"),
+	}}
+	switch f.form.State {
+	case "", "pending", "delivered", "dead":
+	default:
+		return f, echo.NewHTTPError(http.StatusBadRequest, "Unknown state: choose pending, delivered or dead.")
+	}
+	p := &f.params
+	p.State, p.Topic, p.Destination = optional(f.form.State), optional(f.form.Topic), optional(f.form.Destination)
+	p.AggregateType, p.AggregateID = optional(f.form.AggregateType), optional(f.form.AggregateID)
+	if f.form.Error != "" {
+		p.ErrorText = optional(escapeLike(f.form.Error))
+	}
+	var err error
+	if p.CreatedFrom, err = parseLocalTime(f.form.From, "From"); err != nil {
+		return f, err
+	}
+	if p.CreatedTo, err = parseLocalTime(f.form.To, "To"); err != nil {
+		return f, err
+	}
+	if p.Floor, p.Ceiling, err = idRange(ctx, q, p.CreatedFrom, p.CreatedTo); err != nil {
+		return f, err
+	}
+	if f.form.ID != "" {
+		f.idGiven = true
+		if f.id, err = resolveMessageID(ctx, q, f.form.ID); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+// filtered reports whether any filter is set.
+func (f messageFilter) filtered() bool {
+	return f.form != templates.MessageFilter{}
+}
+
+// query returns the filters as URL parameters, plus extra (cursor)
+// parameters: the URL of a page keeps every filter.
+func (f messageFilter) query(extra ...string) string {
+	v := url.Values{}
+	for _, kv := range [][2]string{
+		{"state", f.form.State}, {"topic", f.form.Topic}, {"destination", f.form.Destination},
+		{"aggregate_type", f.form.AggregateType}, {"aggregate_id", f.form.AggregateID},
+		{"id", f.form.ID}, {"error", f.form.Error}, {"from", f.form.From}, {"to", f.form.To},
+	} {
+		if kv[1] != "" {
+			v.Set(kv[0], kv[1])
+		}
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		v.Set(extra[i], extra[i+1])
+	}
+	if len(v) == 0 {
+		return ""
+	}
+	return "?" + v.Encode()
+}
+
+// resolveMessageID reads a message id (uuid, the idempotency key) or a row
+// id. A well-formed id of no message resolves to 0.
+func resolveMessageID(ctx context.Context, q *queries.Queries, s string) (int64, error) {
+	if id, err := strconv.ParseInt(s, 10, 64); err == nil && id > 0 {
+		return id, nil
+	}
+	u, err := uuid.Parse(s)
+	if err != nil {
+		return 0, echo.NewHTTPError(http.StatusBadRequest, "The id filter takes a message id (uuid, the idempotency key) or a numeric id.")
+	}
+	id, err := q.ConsoleMessageIDByMessageID(ctx, u)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("look up message %s: %w", u, err)
+	}
+	return id, nil
+}
+
+func trimmed(v url.Values, key string) string { return strings.TrimSpace(v.Get(key)) }
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// escapeLike makes s match itself in an ILIKE pattern.
+func escapeLike(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+func parseLocalTime(s, field string) (*time.Time, error) {
+	if s == "" {
+		return nil, nil
+	}
+	t, err := time.ParseInLocation(datetimeLocal, s, time.UTC)
+	if err != nil {
+		if t, err = time.Parse(time.RFC3339, s); err != nil {
+			return nil, echo.NewHTTPError(http.StatusBadRequest, field+" must be a date and time such as 2026-11-29T14:30 (UTC).")
+		}
+	}
+	return &t, nil
+}
+
+// commitSkew is how far created_at (the enqueuing transaction's start) may
+// lag behind id order: a transaction that stays open this long before it
+// inserts could fall outside the id range of its time.
+const commitSkew = 5 * time.Minute
+
+// idRange maps a time range to bounds on id, so that a list under a time
+// filter walks only the ids of that range; the exact created_at filter
+// still applies inside it. Without a bound: 0 and the largest id.
+func idRange(ctx context.Context, q *queries.Queries, from, to *time.Time) (floor, ceiling int64, err error) {
+	floor, ceiling = 0, 1<<63-1
+	if from == nil && to == nil {
+		return floor, ceiling, nil
+	}
+	b, err := q.ConsoleMessageIDBounds(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read the id bounds: %w", err)
+	}
+	if from != nil {
+		if floor, err = firstIDAt(ctx, q, b.Low, b.High, from.Add(-commitSkew)); err != nil {
+			return 0, 0, err
+		}
+	}
+	if to != nil {
+		if ceiling, err = firstIDAt(ctx, q, b.Low, b.High+1, to.Add(commitSkew)); err != nil {
+			return 0, 0, err
+		}
+	}
+	return floor, ceiling, nil
+}
+
+// firstIDAt finds, by binary search over the primary key (about 20 probes
+// for a million rows), the first id in [low, high] whose message was
+// created at or after t; high when none is.
+func firstIDAt(ctx context.Context, q *queries.Queries, low, high int64, t time.Time) (int64, error) {
+	for low < high {
+		mid := low + (high-low)/2
+		row, err := q.ConsoleMessageAtOrAfter(ctx, mid)
+		if errors.Is(err, pgx.ErrNoRows) { // no message at or above mid
+			high = mid
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("map a time to an id: %w", err)
+		}
+		if row.CreatedAt.Before(t) {
+			low = row.ID + 1
+		} else {
+			high = mid
+		}
+	}
+	return low, nil
+}

@@ -1,0 +1,199 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
+	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/web/templates"
+)
+
+// messagesList serves GET /messages: a keyset page of messages, newest
+// first, under the filters in the URL. ?before=ID shows the page below a
+// row, ?after=ID the page above one.
+func (h *Handler) messagesList(c echo.Context) error {
+	ctx := c.Request().Context()
+	q := queries.New(h.deps.DB)
+	f, err := parseMessageFilter(ctx, q, c.QueryParams())
+	if err != nil {
+		return err
+	}
+	before, after, err := cursorParams(c)
+	if err != nil {
+		return err
+	}
+	rows, pager, err := h.messagePage(ctx, q, f, before, after)
+	if err != nil {
+		return err
+	}
+	page := templates.MessagesPage{Filter: f.form, Filtered: f.filtered(), Pager: pager, FirstURL: "/messages" + f.query()}
+	for _, r := range rows {
+		page.Rows = append(page.Rows, messageRow(r))
+	}
+	if before == 0 && after == 0 && !f.idGiven {
+		top := int64(0)
+		if len(rows) > 0 {
+			top = rows[0].ID
+		}
+		page.NewURL = "/messages/new" + f.query("above", strconv.FormatInt(top, 10))
+	}
+	return render(c, http.StatusOK, templates.MessagesList(h.page("Messages", templates.SectionMessages), page))
+}
+
+// messagePage reads one page and links its neighbours.
+func (h *Handler) messagePage(ctx context.Context, q *queries.Queries, f messageFilter, before, after int64) ([]queries.SwitchyardConsoleMessage, templates.Pager, error) {
+	if f.idGiven {
+		rows, err := messageByID(ctx, q, f)
+		return rows, templates.Pager{}, err
+	}
+	p := f.params
+	p.MaxRows = pageSize + 1
+	if after > 0 {
+		p.Cursor = after
+		if unindexedFilter(p) {
+			// Bounded as the older pages are (scanWindow); a short page
+			// shows the first page, which is bounded too.
+			p.Ceiling = min(p.Ceiling, after+searchWindow)
+		}
+		rows, err := messagesNewer(ctx, q, p)
+		if err != nil {
+			return nil, templates.Pager{}, err
+		}
+		if len(rows) <= pageSize {
+			// Back at the top: show the first page, which is complete.
+			return h.messagePage(ctx, q, f, 0, 0)
+		}
+		rows = rows[:pageSize]
+		slices.Reverse(rows)
+		return rows, templates.Pager{
+			NewerURL: "/messages" + f.query("after", strconv.FormatInt(rows[0].ID, 10)),
+			OlderURL: "/messages" + f.query("before", strconv.FormatInt(rows[len(rows)-1].ID, 10)),
+		}, nil
+	}
+	p.Cursor = before
+	if before == 0 {
+		p.Cursor = 1<<63 - 1
+	}
+	windowed, err := scanWindow(ctx, q, &p)
+	if err != nil {
+		return nil, templates.Pager{}, err
+	}
+	rows, err := messagesOlder(ctx, q, p)
+	if err != nil {
+		return nil, templates.Pager{}, err
+	}
+	var pager templates.Pager
+	switch {
+	case len(rows) > pageSize:
+		rows = rows[:pageSize]
+		pager.OlderURL = "/messages" + f.query("before", strconv.FormatInt(rows[len(rows)-1].ID, 10))
+	case windowed:
+		// The window ended before the page filled: the next page
+		// searches the ids below it.
+		pager.OlderURL = "/messages" + f.query("before", strconv.FormatInt(p.Floor, 10))
+		pager.Searched = fmt.Sprintf("Searched messages %d to %d; older ones are searched on the next page.", p.Floor, p.Cursor-1)
+	}
+	if before > 0 && len(rows) > 0 {
+		pager.NewerURL = "/messages" + f.query("after", strconv.FormatInt(rows[0].ID, 10))
+	}
+	return rows, pager, nil
+}
+
+// searchWindow is how many ids one page of a list with a filter that no
+// index serves (error text; an aggregate id or type alone) searches at
+// most. Such a filter may match almost nothing, and a page must not walk
+// the whole table to find out: it searches this many ids below its cursor
+// and links to the next window.
+const searchWindow = 50000
+
+// scanWindow narrows p's ids to one window below its cursor when its
+// filters need it, and reports whether it did.
+func scanWindow(ctx context.Context, q *queries.Queries, p *queries.ConsoleMessagesOlderParams) (bool, error) {
+	if !unindexedFilter(*p) {
+		return false, nil
+	}
+	top := p.Cursor
+	if top == 1<<63-1 {
+		b, err := q.ConsoleMessageIDBounds(ctx)
+		if err != nil {
+			return false, fmt.Errorf("read the id bounds: %w", err)
+		}
+		top = b.High + 1
+		if p.Ceiling <= b.High {
+			top = p.Ceiling + 1
+		}
+		p.Cursor = top
+	}
+	if low := top - searchWindow; low > p.Floor {
+		p.Floor = low
+		return true, nil
+	}
+	return false, nil
+}
+
+// messageByID is the list when the id filter names one message: that
+// message if the other filters let it through.
+func messageByID(ctx context.Context, q *queries.Queries, f messageFilter) ([]queries.SwitchyardConsoleMessage, error) {
+	if f.id == 0 {
+		return nil, nil
+	}
+	p := f.params
+	// One id: its range is the message itself, whatever index the other
+	// filters pick.
+	p.Cursor, p.MaxRows, p.Floor = f.id+1, 1, max(p.Floor, f.id)
+	rows, err := messagesOlder(ctx, q, p)
+	if err != nil || len(rows) == 0 || rows[0].ID != f.id {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// cursorParams reads ?before= and ?after=, row ids; at most one is set.
+func cursorParams(c echo.Context) (before, after int64, err error) {
+	read := func(name string) (int64, error) {
+		s := c.QueryParam(name)
+		if s == "" {
+			return 0, nil
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n <= 0 {
+			return 0, echo.NewHTTPError(http.StatusBadRequest, "The page cursor "+name+" must be a positive id.")
+		}
+		return n, nil
+	}
+	if before, err = read("before"); err != nil {
+		return 0, 0, err
+	}
+	if after, err = read("after"); err != nil {
+		return 0, 0, err
+	}
+	if before > 0 && after > 0 {
+		return 0, 0, echo.NewHTTPError(http.StatusBadRequest, "A page has one cursor: before or after, not both.")
+	}
+	return before, after, nil
+}
+
+// errNotFound is the 404 of a page whose subject does not exist.
+func errNotFound(what string) error {
+	return echo.NewHTTPError(http.StatusNotFound, what+" not found.")
+}
+
+// notFound maps pgx.ErrNoRows to a 404 and wraps anything else.
+func notFound(err error, what string) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return errNotFound(what)
+	}
+	return fmt.Errorf("read %s: %w", what, err)
+}
+
+// unindexedFilter reports whether p has a filter that no index serves.
+func unindexedFilter(p queries.ConsoleMessagesOlderParams) bool {
+	return p.ErrorText != nil || (p.AggregateID == nil) != (p.AggregateType == nil)
+}

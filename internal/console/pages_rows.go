@@ -1,0 +1,46 @@
+package console
+
+import (
+	"unicode/utf8"
+
+	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/web/templates"
+)
+
+// cellErrorLen is how much of an error a table cell shows.
+const cellErrorLen = 200
+
+// messageRow maps a list row to its view.
+func messageRow(r queries.SwitchyardConsoleMessage) templates.MessageRow {
+	row := templates.MessageRow{
+		ID: r.ID, MessageID: r.MessageID.String(), Topic: r.Topic, Destination: r.Destination,
+		AggregateType: r.AggregateType, AggregateID: r.AggregateID, State: r.State,
+		Attempts: r.Attempts, CreatedAt: r.CreatedAt,
+	}
+	if r.LastError != nil {
+		row.Error = shorten(*r.LastError, cellErrorLen)
+	}
+	if r.ReplayOf != nil {
+		row.ReplayOf = *r.ReplayOf
+	}
+	return row
+}
+
+func messageRows(rs []queries.SwitchyardConsoleMessage) []templates.MessageRow {
+	out := make([]templates.MessageRow, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, messageRow(r))
+	}
+	return out
+}
+
+// shorten cuts s to at most n bytes at a rune boundary, marking the cut.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

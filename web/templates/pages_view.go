@@ -1,0 +1,154 @@
+package templates
+
+import "time"
+
+// MessageRow is one message in a list.
+type MessageRow struct {
+	ID            int64
+	MessageID     string
+	Topic         string
+	Destination   string
+	AggregateType string
+	AggregateID   string
+	State         string
+	Attempts      int32
+	Error         string // the last error, shortened for a table cell
+	CreatedAt     time.Time
+	ReplayOf      int64 // 0: not a replay
+}
+
+// Pager links a keyset page to its neighbours; an empty URL means there is
+// no page that way.
+type Pager struct {
+	NewerURL string
+	OlderURL string
+	// Searched says which ids a page searched when a filter that no
+	// index serves limited it to a window; "" otherwise.
+	Searched string
+}
+
+// MessageFilter is the message list's filter form, as the user typed it.
+type MessageFilter struct {
+	State         string
+	Topic         string
+	Destination   string
+	AggregateType string
+	AggregateID   string
+	ID            string // message id (uuid, the idempotency key) or row id
+	Error         string
+	From          string // datetime-local, UTC
+	To            string
+}
+
+// MessagesPage is the message browser.
+type MessagesPage struct {
+	Filter   MessageFilter
+	Filtered bool // some filter is set: the empty state says so
+	Rows     []MessageRow
+	Pager    Pager
+	// NewURL polls for messages above the first row; "" when the page is
+	// not the first (new rows would not show on it anyway).
+	NewURL string
+	// FirstURL shows the newest matching messages (the "N new" link).
+	FirstURL string
+}
+
+// NewMessages is the "N new" control's content.
+type NewMessages struct {
+	Count    int64
+	More     bool // at least Count; there may be more
+	FirstURL string
+}
+
+// MessageDetail is one message with its history.
+type MessageDetail struct {
+	Row             MessageRow
+	AggregateSeq    int64
+	MaxAttempts     string
+	NextAttemptAt   time.Time
+	FinishedAt      *time.Time
+	LeaseOwner      string
+	LeaseVersion    int64
+	LastError       string
+	Fingerprint     string
+	Payload         string // pretty-printed JSON, possibly truncated
+	PayloadBytes    int
+	PayloadTruncate bool
+	// PayloadHidden: the reader may not see payloads (a viewer, unless the
+	// console allows it); Payload then says so.
+	PayloadHidden bool
+	// CanDownload: the reader may download the raw payload (operators).
+	CanDownload  bool
+	Headers      []Header
+	Attempts     []Attempt
+	Replays      []MessageRow
+	Siblings     []MessageRow // other messages of its aggregate, newest first
+	AggregateURL string       // the message list filtered to its aggregate; "" without one
+	InboxURL     string       // inbox events with the aggregate's key; "" without one
+}
+
+// Header is one message header; Value is its JSON text.
+type Header struct {
+	Name  string
+	Value string
+}
+
+// Attempt is one delivery attempt.
+type Attempt struct {
+	Number       int32
+	Worker       string
+	LeaseVersion int64
+	StartedAt    time.Time
+	Outcome      string
+	Applied      bool // false: the finalize was fenced off by a newer lease
+	StatusCode   string
+	Error        string
+	Response     string
+	DurationMs   float64
+}
+
+// DeadLetterGroup is one group of dead letters sharing an error
+// fingerprint.
+type DeadLetterGroup struct {
+	Fingerprint  string
+	Dead         int32
+	FirstDeadAt  time.Time
+	LastDeadAt   time.Time
+	SampleID     int64
+	SampleError  string
+	Destinations []string
+	// Trend is dead letters per hour, oldest first, over the last day.
+	Trend []int32
+}
+
+// DeadLettersPage lists the groups.
+type DeadLettersPage struct {
+	Groups []DeadLetterGroup
+	Pager  Pager
+	// RegionURL refreshes the list region (the live update).
+	RegionURL string
+}
+
+// DeadLetterGroupPage is one group and its messages.
+type DeadLetterGroupPage struct {
+	Group DeadLetterGroup
+	Rows  []MessageRow
+	Pager Pager
+}
+
+// BlockedAggregate is an aggregate whose head is dead.
+type BlockedAggregate struct {
+	Destination   string
+	AggregateType string
+	AggregateID   string
+	DeadMessageID int64
+	BlockedAt     time.Time
+	Waiting       int64 // pending messages behind the head, up to 1,000
+	MessagesURL   string
+}
+
+// BlockedAggregatesPage lists the blocked aggregates.
+type BlockedAggregatesPage struct {
+	Rows  []BlockedAggregate
+	Pager Pager
+}
