@@ -107,7 +107,8 @@ func (h *Handler) messagePage(ctx context.Context, q *queries.Queries, f message
 }
 
 // searchWindow is how many ids one page of a list with a filter that no
-// index serves (error text; an aggregate id or type alone) searches at
+// index serves (error text; an aggregate id or type alone; a topic or
+// destination among delivered messages) searches at
 // most. Such a filter may match almost nothing, and a page must not walk
 // the whole table to find out: it searches this many ids below its cursor
 // and links to the next window.
@@ -195,5 +196,6 @@ func notFound(err error, what string) error {
 
 // unindexedFilter reports whether p has a filter that no index serves.
 func unindexedFilter(p queries.ConsoleMessagesOlderParams) bool {
-	return p.ErrorText != nil || (p.AggregateID == nil) != (p.AggregateType == nil)
+	return p.ErrorText != nil || (p.AggregateID == nil) != (p.AggregateType == nil) ||
+		((p.Topic != nil || p.Destination != nil) && !undelivered(p.State))
 }

@@ -11,7 +11,8 @@ import (
 // filters (see internal/queries/sql/console_messages.sql); they differ in
 // the index they walk, so the handler picks the one whose index fits the
 // most selective filter: an aggregate, then pending or dead (small partial
-// indexes), then topic, destination and error text; else the primary key.
+// indexes), then topic or destination among messages not delivered, and
+// error text; else the primary key.
 // Their parameter structs are identical, hence the conversions.
 
 type messagePath int
@@ -32,9 +33,9 @@ func choosePath(p queries.ConsoleMessagesOlderParams) messagePath {
 		return pathAggregate
 	case p.State != nil && *p.State == "pending":
 		return pathPending
-	case p.Topic != nil:
+	case p.Topic != nil && undelivered(p.State):
 		return pathTopic
-	case p.Destination != nil:
+	case p.Destination != nil && undelivered(p.State):
 		return pathDestination
 	case p.State != nil && *p.State == "dead":
 		return pathDead
@@ -94,4 +95,10 @@ func messagesNewer(ctx context.Context, q *queries.Queries, p queries.ConsoleMes
 		return nil, fmt.Errorf("list messages: %w", err)
 	}
 	return rows, nil
+}
+
+// undelivered reports whether a state filter keeps to messages that are not
+// delivered, the only ones the topic and destination indexes hold.
+func undelivered(state *string) bool {
+	return state != nil && *state != "delivered"
 }

@@ -384,6 +384,7 @@ WHERE
     AND o.id >= $9::bigint AND o.id <= $10::bigint
     AND o.id > $11::bigint
     AND o.destination = $3::text
+    AND o.state <> 'delivered' -- the partial index's predicate
 ORDER BY o.id ASC
 LIMIT $12
 `
@@ -465,6 +466,7 @@ WHERE
     AND o.id >= $9::bigint AND o.id <= $10::bigint
     AND o.id < $11::bigint
     AND o.destination = $3::text
+    AND o.state <> 'delivered' -- the partial index's predicate
 ORDER BY o.id DESC
 LIMIT $12
 `
@@ -484,7 +486,8 @@ type ConsoleMessagesDestinationOlderParams struct {
 	MaxRows       int32
 }
 
-// ConsoleMessagesDestinationOlder walks outbox_destination_id.
+// ConsoleMessagesDestinationOlder walks outbox_destination_id (messages not
+// delivered).
 func (q *Queries) ConsoleMessagesDestinationOlder(ctx context.Context, arg ConsoleMessagesDestinationOlderParams) ([]SwitchyardConsoleMessage, error) {
 	rows, err := q.db.Query(ctx, consoleMessagesDestinationOlder,
 		arg.State,
@@ -1099,6 +1102,7 @@ WHERE
     AND o.id >= $9::bigint AND o.id <= $10::bigint
     AND o.id > $11::bigint
     AND o.topic = $2::text
+    AND o.state <> 'delivered' -- the partial index's predicate
 ORDER BY o.id ASC
 LIMIT $12
 `
@@ -1180,6 +1184,7 @@ WHERE
     AND o.id >= $9::bigint AND o.id <= $10::bigint
     AND o.id < $11::bigint
     AND o.topic = $2::text
+    AND o.state <> 'delivered' -- the partial index's predicate
 ORDER BY o.id DESC
 LIMIT $12
 `
@@ -1199,7 +1204,7 @@ type ConsoleMessagesTopicOlderParams struct {
 	MaxRows       int32
 }
 
-// ConsoleMessagesTopicOlder walks outbox_topic_id.
+// ConsoleMessagesTopicOlder walks outbox_topic_id (messages not delivered).
 func (q *Queries) ConsoleMessagesTopicOlder(ctx context.Context, arg ConsoleMessagesTopicOlderParams) ([]SwitchyardConsoleMessage, error) {
 	rows, err := q.db.Query(ctx, consoleMessagesTopicOlder,
 		arg.State,

@@ -147,7 +147,7 @@ ORDER BY o.id ASC
 LIMIT @max_rows;
 
 -- name: ConsoleMessagesTopicOlder :many
--- ConsoleMessagesTopicOlder walks outbox_topic_id.
+-- ConsoleMessagesTopicOlder walks outbox_topic_id (messages not delivered).
 SELECT o.* FROM switchyard.console_messages o
 WHERE
     (sqlc.narg(state)::text IS NULL OR o.state = sqlc.narg(state)::text)
@@ -161,6 +161,7 @@ WHERE
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id < @cursor::bigint
     AND o.topic = sqlc.narg(topic)::text
+    AND o.state <> 'delivered' -- the partial index's predicate
 ORDER BY o.id DESC
 LIMIT @max_rows;
 
@@ -178,11 +179,13 @@ WHERE
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id > @cursor::bigint
     AND o.topic = sqlc.narg(topic)::text
+    AND o.state <> 'delivered' -- the partial index's predicate
 ORDER BY o.id ASC
 LIMIT @max_rows;
 
 -- name: ConsoleMessagesDestinationOlder :many
--- ConsoleMessagesDestinationOlder walks outbox_destination_id.
+-- ConsoleMessagesDestinationOlder walks outbox_destination_id (messages not
+-- delivered).
 SELECT o.* FROM switchyard.console_messages o
 WHERE
     (sqlc.narg(state)::text IS NULL OR o.state = sqlc.narg(state)::text)
@@ -196,6 +199,7 @@ WHERE
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id < @cursor::bigint
     AND o.destination = sqlc.narg(destination)::text
+    AND o.state <> 'delivered' -- the partial index's predicate
 ORDER BY o.id DESC
 LIMIT @max_rows;
 
@@ -213,6 +217,7 @@ WHERE
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id > @cursor::bigint
     AND o.destination = sqlc.narg(destination)::text
+    AND o.state <> 'delivered' -- the partial index's predicate
 ORDER BY o.id ASC
 LIMIT @max_rows;
 
