@@ -72,6 +72,13 @@ type SwitchyardDemoCustomer struct {
 	UpdatedAt  time.Time
 }
 
+type SwitchyardDemoOrder struct {
+	ID          int64
+	Customer    string
+	AmountCents int64
+	CreatedAt   time.Time
+}
+
 type SwitchyardDestination struct {
 	Name                string
 	Kind                string
@@ -212,4 +219,12 @@ type SwitchyardOutboxBlockedAggregate struct {
 	AggregateID   string
 	DeadMessageID int64
 	BlockedAt     time.Time
+}
+
+type SwitchyardStatsSnapshot struct {
+	Singleton  bool
+	Version    int64
+	ComputedAt time.Time
+	Leader     string
+	Snapshot   []byte
 }
