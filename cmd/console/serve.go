@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -16,13 +17,30 @@ import (
 	"github.com/switchyard/switchyard/internal/httpserver"
 	"github.com/switchyard/switchyard/internal/inbox"
 	"github.com/switchyard/switchyard/internal/migrate"
+	"github.com/switchyard/switchyard/internal/outbox"
 	"github.com/switchyard/switchyard/internal/sse"
+	"github.com/switchyard/switchyard/internal/stats"
 	"github.com/switchyard/switchyard/web/static"
 )
 
 // serve runs the web console until ctx is cancelled (SIGINT or SIGTERM),
 // then drains HTTP, closes the pool and stops the embedded server.
 func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
+	return serveWith(ctx, cfg, logger, nil)
+}
+
+// serveExtras is what `console demo` adds to serve (demo.go).
+type serveExtras interface {
+	// prepare runs after the migrations, before the inbox receiver and the
+	// dispatcher read their configuration; it may change cfg.
+	prepare(ctx context.Context, pool *pgxpool.Pool, cfg *config) error
+	// start runs once everything is wired; baseURL is the console's.
+	start(ctx context.Context, pool *pgxpool.Pool, baseURL string)
+	demoControl() console.DemoControl
+}
+
+// serveWith is serve with extras (nil: none).
+func serveWith(ctx context.Context, cfg config, logger *slog.Logger, extras serveExtras) error {
 	// Listen first: a busy port or a refused address should fail before a
 	// database starts.
 	ln, err := listen(cfg.listen)
@@ -36,6 +54,13 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	defer db.Close()
 	defer migrator.Close()
+	var demoControl console.DemoControl
+	if extras != nil {
+		if err := extras.prepare(ctx, db.pool, &cfg); err != nil {
+			return err
+		}
+		demoControl = extras.demoControl()
+	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	hub, stopLive, err := startLive(ctx, db, logger)
@@ -54,7 +79,14 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	e, err := newWeb(db, migrator, hub, logger, registry, receiver, cfg.inboxMaxBody)
+	// The dashboard's statistics: one leader per cluster computes them;
+	// every viewer reads the stored snapshot (internal/stats).
+	statsService := stats.New(db.pool, stats.Config{Owner: outbox.DefaultOwner(), Logger: logger.With(slog.String("component", "stats"))})
+	if err := statsService.Start(ctx); err != nil {
+		return err
+	}
+	defer statsService.Stop()
+	e, err := newWeb(db, migrator, hub, logger, registry, receiver, cfg.inboxMaxBody, demoControl)
 	if err != nil {
 		return err
 	}
@@ -64,6 +96,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 			return err
 		}
 		defer stopDispatcher()
+	}
+	if extras != nil {
+		extras.start(ctx, db.pool, "http://"+ln.Addr().String())
 	}
 	logger.Info("console listening", slog.String("url", "http://"+ln.Addr().String()))
 	err = httpserver.Run(ctx, e, ln, cfg.shutdownTimeout, logger)
@@ -130,7 +165,7 @@ func startLive(ctx context.Context, db *database, logger *slog.Logger) (*sse.Hub
 }
 
 // newWeb wires the console's handlers into a configured echo instance.
-func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logger *slog.Logger, registry *prometheus.Registry, receiver *inbox.Receiver, inboxMaxBody int64) (*echo.Echo, error) {
+func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logger *slog.Logger, registry *prometheus.Registry, receiver *inbox.Receiver, inboxMaxBody int64, demo console.DemoControl) (*echo.Echo, error) {
 	assets, err := static.New()
 	if err != nil {
 		return nil, fmt.Errorf("load static assets: %w", err)
@@ -142,6 +177,9 @@ func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logge
 		Gatherer:  registry,
 		Events:    events,
 		Inbox:     receiver, InboxMaxBody: inboxMaxBody,
+		DB:    db.pool,
+		Stats: stats.NewReader(db.pool, 0),
+		Demo:  demo,
 	})
 	e, err := httpserver.New(httpserver.Config{
 		Logger: logger, Registerer: registry, RenderError: handler.RenderError,

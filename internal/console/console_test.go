@@ -19,6 +19,7 @@ import (
 	"github.com/switchyard/switchyard/internal/dbtest"
 	"github.com/switchyard/switchyard/internal/httpserver"
 	"github.com/switchyard/switchyard/internal/migrate"
+	"github.com/switchyard/switchyard/internal/stats"
 	"github.com/switchyard/switchyard/web/static"
 )
 
@@ -44,6 +45,7 @@ func setup(t *testing.T) bundle {
 	h := console.New(console.Deps{
 		Logger: logger, Assets: assets, Gatherer: registry,
 		Readiness: console.DatabaseReadiness{Pool: pool, Migrations: m},
+		DB:        pool, Stats: stats.NewReader(pool, 0),
 	})
 	e, err := httpserver.New(httpserver.Config{Logger: logger, Registerer: registry, RenderError: h.RenderError})
 	require.NoError(t, err)

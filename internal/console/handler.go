@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/internal/inbox"
+	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/web/static"
 	"github.com/switchyard/switchyard/web/templates"
 )
@@ -41,6 +42,14 @@ type Deps struct {
 	Inbox *inbox.Receiver
 	// InboxMaxBody caps an inbox request's body; 0: DefaultInboxMaxBody.
 	InboxMaxBody int64
+	// DB is what the pages read through (the pool). Required by the
+	// inbox pages.
+	DB queries.DBTX
+	// Stats serves the dashboard's statistics (a *stats.Reader).
+	// Optional: without it the dashboard shows no figures.
+	Stats StatsSource
+	// Demo is the running `console demo`; nil otherwise (no demo panel).
+	Demo DemoControl
 }
 
 // Handler serves the console's routes.

@@ -24,6 +24,14 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.POST("/inbox/:source", h.inboxReceive)
 
 	// Pages.
+	e.GET("/", h.dashboardShow)
+	e.GET("/dashboard/live", h.dashboardLive)
+	e.GET("/inbox", h.inboxList)
+	e.GET("/inbox/events/:id", h.inboxEventShow)
+	if h.deps.Demo != nil { // console demo only
+		e.GET("/demo", h.demoShow)
+		e.POST("/demo", h.demoUpdate)
+	}
 	for _, s := range sections {
 		e.GET(s.path, h.sectionShow(s))
 	}

@@ -19,18 +19,12 @@ type section struct {
 }
 
 var sections = []section{
-	{"/", templates.SectionDashboard, "Dashboard",
-		"Delivery throughput, failures, lag and the health of every destination, live.",
-		templates.EmptyState{Heading: "No traffic yet", Text: "Once services enqueue messages, their flow and failures appear here as they happen."}},
 	{"/messages", templates.SectionMessages, "Messages",
 		"Every outbox message, filterable by state, topic, destination and aggregate.",
 		templates.EmptyState{Heading: "No messages", Text: "Messages appear here as soon as a service writes one to the outbox."}},
 	{"/dead-letters", templates.SectionDeadLetters, "Dead letters",
 		"Messages that could not be delivered, grouped by error.",
 		templates.EmptyState{Heading: "No dead letters", Text: "Nothing has failed for good. Failed messages will be grouped here by their error."}},
-	{"/inbox", templates.SectionInbox, "Inbox",
-		"Events received from outside, applied exactly once.",
-		templates.EmptyState{Heading: "No inbound events", Text: "Events posted to /inbox/{source} will be listed here with duplicates and failures."}},
 	{"/reconciliation", templates.SectionReconciliation, "Reconciliation",
 		"Where our data and external systems disagree.",
 		templates.EmptyState{Heading: "No findings", Text: "Reconciliation runs will list drift between our rows and external systems here."}},

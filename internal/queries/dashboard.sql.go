@@ -323,6 +323,19 @@ func (q *Queries) StatsInboxDuplicates(ctx context.Context) ([]StatsInboxDuplica
 	return items, nil
 }
 
+const statsInboxHead = `-- name: StatsInboxHead :one
+SELECT coalesce(max(e.id), 0)::bigint FROM switchyard.inbox_events e
+`
+
+// StatsInboxHead is the newest inbound event's id (one probe of the
+// primary key): the leader recounts received events only when it moved.
+func (q *Queries) StatsInboxHead(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, statsInboxHead)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const statsInboxReceived = `-- name: StatsInboxReceived :many
 SELECT r.source, count(*)::bigint AS events
 FROM (

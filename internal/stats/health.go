@@ -50,7 +50,8 @@ func (c *computer) health(ctx context.Context, s *Snapshot) error {
 }
 
 // inbox counts inbound events per source: those needing attention every
-// tick, all received every ReceivedEvery ticks.
+// tick, all received when new events arrived, at most every ReceivedEvery
+// ticks.
 func (c *computer) inbox(ctx context.Context, s *Snapshot) error {
 	by := map[string]*Inbox{}
 	get := func(src string) *Inbox {
@@ -61,7 +62,12 @@ func (c *computer) inbox(ctx context.Context, s *Snapshot) error {
 		}
 		return in
 	}
-	if c.received == nil || c.ticks%c.cfg.ReceivedEvery == 0 {
+	head, err := c.q.StatsInboxHead(ctx)
+	if err != nil {
+		return fmt.Errorf("stats: read the newest inbox event: %w", err)
+	}
+	if c.received == nil || (head != c.receivedHead && c.ticks-c.receivedTick >= c.cfg.ReceivedEvery) {
+		c.receivedHead, c.receivedTick = head, c.ticks
 		rows, err := c.q.StatsInboxReceived(ctx, c.cfg.MaxRows)
 		if err != nil {
 			return fmt.Errorf("stats: count inbox events: %w", err)

@@ -39,8 +39,9 @@ type Config struct {
 	// MaxRows bounds every count the leader reads from an index. Default
 	// 100,000.
 	MaxRows int32
-	// ReceivedEvery is how many ticks pass between two counts of inbox
-	// events received (the costliest read). Default 10.
+	// ReceivedEvery is the fewest ticks between two counts of inbox
+	// events received (the costliest read, done only when new events
+	// arrived). Default 4.
 	ReceivedEvery int
 }
 
@@ -61,7 +62,7 @@ func (c Config) withDefaults() Config {
 		c.MaxRows = 100_000
 	}
 	if c.ReceivedEvery <= 0 {
-		c.ReceivedEvery = 10
+		c.ReceivedEvery = 4
 	}
 	return c
 }

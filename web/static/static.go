@@ -43,7 +43,7 @@ const cacheControl = "public, max-age=31536000, immutable"
 // files holds the assets. SHA256SUMS and VERSIONS stay out of it so that
 // they are not served.
 //
-//go:embed app.css vendor/*.js vendor/*.css
+//go:embed *.css *.js vendor/*.js vendor/*.css
 var files embed.FS
 
 // Assets serves a fixed set of files under content-hash URLs. It is

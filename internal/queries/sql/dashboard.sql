@@ -145,3 +145,8 @@ SELECT s.version FROM saved s;
 -- cache): one row by primary key.
 SELECT version, computed_at, leader, snapshot, now()::timestamptz AS read_at
 FROM switchyard.stats_snapshot;
+
+-- name: StatsInboxHead :one
+-- StatsInboxHead is the newest inbound event's id (one probe of the
+-- primary key): the leader recounts received events only when it moved.
+SELECT coalesce(max(e.id), 0)::bigint FROM switchyard.inbox_events e;
