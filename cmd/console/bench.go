@@ -110,15 +110,24 @@ func benchCommand(ctx context.Context, cfg config, args []string, logger *slog.L
 		printInboxBenchUsage(out)
 		return nil
 	}
-	if len(args) == 0 || (args[0] != "dispatch" && args[0] != "inbox") {
-		return errors.New("bench: want `console bench dispatch [flags]` or `console bench inbox [flags]` (see console bench -h)")
+	if len(args) == 0 {
+		args = []string{""}
 	}
 	var result any
 	var err error
-	if args[0] == "inbox" {
+	switch args[0] {
+	case "inbox":
 		result, err = runInboxBench(ctx, cfg, args[1:], logger)
-	} else {
+	case "dispatch":
 		result, err = runDispatchBench(ctx, cfg, args[1:], logger)
+	case "sse":
+		result, err = runSSEBench(ctx, cfg, args[1:], logger)
+	case "sse-clients": // the child process of bench sse
+		return runSSEClients(ctx, args[1:], out)
+	case "viewers":
+		result, err = runViewersBench(ctx, cfg, args[1:], logger)
+	default:
+		return errors.New("bench: want `console bench dispatch|inbox|sse|viewers [flags]` (see console bench -h)")
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		if args[0] == "inbox" {

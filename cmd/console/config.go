@@ -144,11 +144,15 @@ func printUsage(w io.Writer, fs *flag.FlagSet) {
 
 Usage:
   console [serve] [flags]          run the web console (the default)
+  console demo [flags]             the console with demo traffic, a flaky destination and a panel at /demo
   console dispatch [flags]         run dispatcher workers only
   console migrate [up|down|status] [flags]
                                    apply, roll back one, or list migrations
   console bench dispatch [flags]   measure the dispatcher in a database of its own (see console bench dispatch -h)
   console bench inbox [flags]      measure the signed webhook receiver in a database of its own (see console bench inbox -h)
+  console bench sse --clients N    measure the live stream: commit to receipt, memory per client
+  console bench viewers --viewers N
+                                   measure the dispatcher with N live dashboards open against none
   console help                     show this help
 
 Without DATABASE_URL the console runs its own PostgreSQL in --data.

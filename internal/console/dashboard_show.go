@@ -1,11 +1,13 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -35,14 +37,52 @@ func (h *Handler) dashboardShow(c echo.Context) error {
 	return render(c, http.StatusOK, templates.DashboardPage(h.page("Dashboard", templates.SectionDashboard), d))
 }
 
-// dashboardLive renders the live region alone, for htmx refreshes.
+// dashboardLive renders the live region alone, for htmx refreshes. Every
+// open dashboard asks for it on every statistics change, so the rendered
+// bytes are shared: rendered once per snapshot version and second (ages
+// are shown in whole seconds), whatever the number of viewers.
 func (h *Handler) dashboardLive(c echo.Context) error {
-	live, err := h.dashboardLiveView(c.Request().Context())
+	ctx := c.Request().Context()
+	body, err := h.live.get(ctx, h.deps.Stats, func(s stats.Stored) ([]byte, error) {
+		var buf bytes.Buffer
+		err := templates.DashboardLiveRegion(dashboardView(s)).Render(ctx, &buf)
+		return buf.Bytes(), err
+	})
 	if err != nil {
 		return err
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
-	return render(c, http.StatusOK, templates.DashboardLiveRegion(live))
+	return c.HTMLBlob(http.StatusOK, body)
+}
+
+// liveCache holds the last rendered live region and what it was rendered
+// from. Safe for concurrent use.
+type liveCache struct {
+	mu      sync.Mutex
+	version int64  // guarded by mu
+	second  int64  // guarded by mu; ReadAt's unix second
+	body    []byte // guarded by mu; nil: nothing cached
+}
+
+func (l *liveCache) get(ctx context.Context, src StatsSource, render func(stats.Stored) ([]byte, error)) ([]byte, error) {
+	s := stats.Stored{}
+	if src != nil {
+		var err error
+		if s, err = src.Get(ctx); err != nil {
+			return nil, err
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.body != nil && l.version == s.Version && l.second == s.ReadAt.Unix() {
+		return l.body, nil
+	}
+	body, err := render(s)
+	if err != nil {
+		return nil, err
+	}
+	l.version, l.second, l.body = s.Version, s.ReadAt.Unix(), body
+	return body, nil
 }
 
 func (h *Handler) dashboardLiveView(ctx context.Context) (templates.DashboardLive, error) {

@@ -55,11 +55,12 @@ type Deps struct {
 // Handler serves the console's routes.
 type Handler struct {
 	deps Deps
+	live *liveCache // the dashboard's rendered live region (dashboard_show.go)
 }
 
 // New returns the console's handler set.
 func New(deps Deps) *Handler {
-	return &Handler{deps: deps}
+	return &Handler{deps: deps, live: &liveCache{}}
 }
 
 func (h *Handler) page(title string, section templates.Section) templates.Page {
