@@ -19,6 +19,9 @@ import (
 // StatsSource serves the stored dashboard statistics: a *stats.Reader.
 type StatsSource interface {
 	Get(ctx context.Context) (stats.Stored, error)
+	// GetAtLeast returns version minVersion or later; fresh: read after
+	// the call began.
+	GetAtLeast(ctx context.Context, minVersion int64, fresh bool) (stats.Stored, error)
 }
 
 // staleAfter: a snapshot older than this has no leader computing it.
@@ -43,7 +46,10 @@ func (h *Handler) dashboardShow(c echo.Context) error {
 // are shown in whole seconds), whatever the number of viewers.
 func (h *Handler) dashboardLive(c echo.Context) error {
 	ctx := c.Request().Context()
-	body, err := h.live.get(ctx, h.deps.Stats, func(s stats.Stored) ([]byte, error) {
+	// dashboard.js sends the version the stats event announced (v) and
+	// asks for a fresh read after the stream (re)connected (fresh=1).
+	v, _ := strconv.ParseInt(c.QueryParam("v"), 10, 64)
+	body, err := h.live.get(ctx, h.deps.Stats, v, c.QueryParam("fresh") == "1", func(s stats.Stored) ([]byte, error) {
 		var buf bytes.Buffer
 		err := templates.DashboardLiveRegion(dashboardView(s)).Render(ctx, &buf)
 		return buf.Bytes(), err
@@ -64,11 +70,11 @@ type liveCache struct {
 	body    []byte // guarded by mu; nil: nothing cached
 }
 
-func (l *liveCache) get(ctx context.Context, src StatsSource, render func(stats.Stored) ([]byte, error)) ([]byte, error) {
+func (l *liveCache) get(ctx context.Context, src StatsSource, minVersion int64, fresh bool, render func(stats.Stored) ([]byte, error)) ([]byte, error) {
 	s := stats.Stored{}
 	if src != nil {
 		var err error
-		if s, err = src.Get(ctx); err != nil {
+		if s, err = src.GetAtLeast(ctx, minVersion, fresh); err != nil {
 			return nil, err
 		}
 	}

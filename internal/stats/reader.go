@@ -40,9 +40,25 @@ func NewReader(db queries.DBTX, ttl time.Duration) *Reader {
 // advanced by the local time elapsed since the read, so ages keep moving
 // between reads.
 func (r *Reader) Get(ctx context.Context) (Stored, error) {
+	return r.get(ctx, 0, false)
+}
+
+// GetAtLeast is Get for a viewer that was told of snapshot version
+// minVersion (the change feed's stats event carries it): a cached copy
+// older than that is read again. fresh asks for a row read after the call
+// began (a viewer that reconnected and may have missed anything);
+// concurrent callers still share one read.
+func (r *Reader) GetAtLeast(ctx context.Context, minVersion int64, fresh bool) (Stored, error) {
+	return r.get(ctx, minVersion, fresh)
+}
+
+func (r *Reader) get(ctx context.Context, minVersion int64, fresh bool) (Stored, error) {
+	asked := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.fetched.IsZero() && time.Since(r.fetched) < r.ttl {
+	usable := !r.fetched.IsZero() && r.cached.Version >= minVersion &&
+		time.Since(r.fetched) < r.ttl && (!fresh || r.fetched.After(asked))
+	if usable {
 		s := r.cached
 		s.ReadAt = s.ReadAt.Add(time.Since(r.fetched))
 		return s, nil

@@ -193,3 +193,27 @@ func TestReaderSharesOneReadAmongViewers(t *testing.T) {
 	require.Equal(t, 100, n)
 	require.EqualValues(t, 1, db.rows.Load())
 }
+
+// TestReaderRereadsForANewerVersionOrAFreshRead: a viewer told of version
+// N never gets an older cached copy.
+func TestReaderRereadsForANewerVersionOrAFreshRead(t *testing.T) {
+	t.Parallel()
+	db := &countingDB{Pool: setup(t)}
+	ctx := context.Background()
+	r := NewReader(db, time.Hour)
+	first, err := r.Get(ctx)
+	require.NoError(t, err)
+	_, err = db.Exec(ctx, `UPDATE switchyard.stats_snapshot SET version = version + 1, snapshot = '{"blocked_aggregates": 7}'`)
+	require.NoError(t, err)
+	cached, err := r.Get(ctx)
+	require.NoError(t, err)
+	require.Equal(t, first.Version, cached.Version, "within the TTL the cached copy serves")
+	newer, err := r.GetAtLeast(ctx, first.Version+1, false)
+	require.NoError(t, err)
+	require.Equal(t, first.Version+1, newer.Version)
+	require.EqualValues(t, 7, newer.Blocked)
+	require.EqualValues(t, 2, db.rows.Load())
+	_, err = r.GetAtLeast(ctx, 0, true)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, db.rows.Load(), "fresh reads again")
+}

@@ -57,6 +57,25 @@ function draw() {
   }, [xs, rate]);
 }
 
+// A refresh caused by a stats event asks for at least the version the
+// event announced, so that no cache serves an older one; one caused by the
+// stream (re)connecting or a resync asks for a fresh read.
+document.body.addEventListener("htmx:configRequest", (e) => {
+  const trigger = e.detail.triggeringEvent;
+  if (!e.detail.elt || e.detail.elt.id !== "dash-live" || !trigger) return;
+  if (trigger.type === "sse:ready" || trigger.type === "sse:resync" || trigger.type === "dashboard:refresh") {
+    e.detail.parameters.fresh = "1";
+    return;
+  }
+  if (trigger.type !== "sse:stats" || !trigger.detail || !trigger.detail.data) return;
+  try {
+    const v = JSON.parse(trigger.detail.data).payload.version;
+    if (Number.isInteger(v)) e.detail.parameters.v = String(v);
+  } catch {
+    // an event without a version: the cached snapshot will do
+  }
+});
+
 document.body.addEventListener("htmx:afterSettle", (e) => {
   if (e.target && e.target.id === "dash-live") draw();
 });
