@@ -29,10 +29,9 @@ type Config struct {
 	Owner string
 	// Logger receives leadership changes and failed ticks. Default: discard.
 	Logger *slog.Logger
-	// Interval between the starts of two snapshots while leading.
-	// Default 500ms, so a dashboard shows an enqueue within a second. A
-	// tick that took d waits at least d before the next, so the leader
-	// spends at most half its time computing.
+	// Interval between two snapshots while leading. Default 500ms, so a
+	// dashboard shows an enqueue within a second. A tick that took d waits
+	// at least 4*d before the next, so a slow database is not hammered.
 	Interval time.Duration
 	// RetryInterval is how often a follower tries to become the leader.
 	// Default 2s.
@@ -170,10 +169,9 @@ func (s *Service) lead(ctx context.Context, conn *pgx.Conn) error {
 			}
 			cancel()
 		}
-		// A tick starts every Interval, but the leader spends at most
-		// half its time computing: a slow database is not hammered.
-		took := time.Since(began)
-		wait := max(s.cfg.Interval-took, took)
+		// A slow tick (a busy database) spaces the next ones out: the
+		// leader spends at most a fifth of its time computing.
+		wait := max(s.cfg.Interval, 4*time.Since(began))
 		if !sleep(ctx, wait) {
 			return nil
 		}
