@@ -24,8 +24,9 @@ type StatsSource interface {
 	GetAtLeast(ctx context.Context, minVersion int64, fresh bool) (stats.Stored, error)
 }
 
-// staleAfter: a snapshot older than this has no leader computing it.
-const staleAfter = 10 * time.Second
+// staleAfter: a snapshot older than this has no leader computing it (a
+// leader records that it is alive every 5 s, see internal/stats).
+const staleAfter = 15 * time.Second
 
 // dashboardShow renders the dashboard page with its live region in place.
 func (h *Handler) dashboardShow(c echo.Context) error {

@@ -513,3 +513,15 @@ func (q *Queries) StatsSnapshotSave(ctx context.Context, arg StatsSnapshotSavePa
 	err := row.Scan(&version)
 	return version, err
 }
+
+const statsSnapshotTouch = `-- name: StatsSnapshotTouch :exec
+UPDATE switchyard.stats_snapshot SET computed_at = now(), leader = $1
+`
+
+// StatsSnapshotTouch records that the leader is alive and the snapshot
+// still current (nothing changed), without a change-feed row: viewers tell
+// a stopped leader by an old computed_at.
+func (q *Queries) StatsSnapshotTouch(ctx context.Context, leader string) error {
+	_, err := q.db.Exec(ctx, statsSnapshotTouch, leader)
+	return err
+}

@@ -20,6 +20,11 @@ import (
 // LeaderLockKey is the session advisory lock the leader holds: "swstats".
 const LeaderLockKey int64 = 0x73777374617473
 
+// touchEvery is how often a leader with nothing new records that it is
+// alive (stats_snapshot.computed_at); the console calls a snapshot older
+// than three times this stale.
+const touchEvery = 5 * time.Second
+
 // ErrStarted: Start was called twice.
 var ErrStarted = errors.New("stats: service already started")
 
@@ -154,14 +159,24 @@ func (s *Service) tryLead(ctx context.Context) error {
 func (s *Service) lead(ctx context.Context, conn *pgx.Conn) error {
 	c := newComputer(queries.New(conn), s.cfg)
 	var last []byte
+	var written time.Time
 	for {
 		began := time.Now()
 		saved, doc, err := s.tick(ctx, c, last)
 		if err != nil {
 			return err
 		}
+		if !saved && time.Since(written) > touchEvery {
+			tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := c.q.StatsSnapshotTouch(tctx, s.cfg.Owner)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("stats: touch snapshot: %w", err)
+			}
+			written = time.Now()
+		}
 		if saved {
-			last = doc
+			last, written = doc, time.Now()
 			nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			if err := changefeed.Notify(nctx, s.pool); err != nil && ctx.Err() == nil {
 				// Listeners poll: a lost wake-up delays, never loses.
@@ -178,7 +193,8 @@ func (s *Service) lead(ctx context.Context, conn *pgx.Conn) error {
 	}
 }
 
-// tick computes one snapshot and stores it if it differs from last.
+// tick computes one snapshot and stores it if it differs from the last
+// one; it returns the comparison key of what is stored.
 func (s *Service) tick(ctx context.Context, c *computer, last []byte) (bool, []byte, error) {
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -186,17 +202,27 @@ func (s *Service) tick(ctx context.Context, c *computer, last []byte) (bool, []b
 	if err != nil {
 		return false, nil, err
 	}
+	// An empty window does not change by sliding: compare without its
+	// start, so an idle cluster announces nothing.
+	same := snap
+	if same.Series.empty() {
+		same.Series.Start = 0
+	}
+	key, err := json.Marshal(same)
+	if err != nil {
+		return false, nil, fmt.Errorf("stats: encode snapshot: %w", err)
+	}
+	if bytes.Equal(key, last) {
+		return false, last, nil
+	}
 	doc, err := json.Marshal(snap)
 	if err != nil {
 		return false, nil, fmt.Errorf("stats: encode snapshot: %w", err)
 	}
-	if bytes.Equal(doc, last) {
-		return false, last, nil
-	}
 	if _, err := c.q.StatsSnapshotSave(tctx, queries.StatsSnapshotSaveParams{Leader: s.cfg.Owner, Snapshot: doc}); err != nil {
 		return false, nil, fmt.Errorf("stats: save snapshot: %w", err)
 	}
-	return true, doc, nil
+	return true, key, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -99,6 +99,15 @@ type Series struct {
 	Dead      []int64 `json:"dead"`
 }
 
+func (s Series) empty() bool {
+	for i := range s.Delivered {
+		if s.Delivered[i] != 0 || s.Retried[i] != 0 || s.Dead[i] != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Breaker is the latest reported state of a destination's circuit
 // breaker. State is closed, open or half-open; "" when none was reported.
 type Breaker struct {

@@ -217,3 +217,17 @@ func TestReaderRereadsForANewerVersionOrAFreshRead(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 3, db.rows.Load(), "fresh reads again")
 }
+
+// TestIdleLeaderTouchesTheSnapshot: with nothing new, the leader still
+// records that it is alive, without a new version or a change-feed row.
+func TestIdleLeaderTouchesTheSnapshot(t *testing.T) {
+	t.Parallel()
+	pool := setup(t)
+	start(t, pool, "a")
+	first := waitFor(t, pool, func(s Stored) bool { return s.Version > 0 })
+	touched := waitFor(t, pool, func(s Stored) bool { return s.ComputedAt.After(first.ComputedAt) })
+	require.Equal(t, first.Version, touched.Version)
+	var feed int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM switchyard.changes WHERE kind = 'stats'`).Scan(&feed))
+	require.Equal(t, 1, feed)
+}

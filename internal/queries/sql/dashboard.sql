@@ -150,3 +150,9 @@ FROM switchyard.stats_snapshot;
 -- StatsInboxHead is the newest inbound event's id (one probe of the
 -- primary key): the leader recounts received events only when it moved.
 SELECT coalesce(max(e.id), 0)::bigint FROM switchyard.inbox_events e;
+
+-- name: StatsSnapshotTouch :exec
+-- StatsSnapshotTouch records that the leader is alive and the snapshot
+-- still current (nothing changed), without a change-feed row: viewers tell
+-- a stopped leader by an old computed_at.
+UPDATE switchyard.stats_snapshot SET computed_at = now(), leader = @leader;
