@@ -101,7 +101,8 @@ func parseBenchOptions(args []string) (benchOptions, error) {
 	return o, nil
 }
 
-// benchCommand runs `console bench <args>`: dispatch or inbox. Progress
+// benchCommand runs `console bench <args>`: dispatch, inbox, pages, sse or
+// viewers. Progress
 // goes to logger; out receives one JSON object, the result, as its last
 // line.
 func benchCommand(ctx context.Context, cfg config, args []string, logger *slog.Logger, out io.Writer) error {
@@ -111,8 +112,8 @@ func benchCommand(ctx context.Context, cfg config, args []string, logger *slog.L
 		printPagesBenchUsage(out)
 		return nil
 	}
-	if len(args) == 0 || (args[0] != "dispatch" && args[0] != "inbox" && args[0] != "pages") {
-		return errors.New("bench: want `console bench dispatch|inbox|pages [flags]` (see console bench -h)")
+	if len(args) == 0 {
+		args = []string{""}
 	}
 	var result any
 	var err error
@@ -121,8 +122,16 @@ func benchCommand(ctx context.Context, cfg config, args []string, logger *slog.L
 		result, err = runInboxBench(ctx, cfg, args[1:], logger)
 	case "pages":
 		result, err = runPagesBench(ctx, cfg, args[1:], logger)
-	default:
+	case "dispatch":
 		result, err = runDispatchBench(ctx, cfg, args[1:], logger)
+	case "sse":
+		result, err = runSSEBench(ctx, cfg, args[1:], logger)
+	case "sse-clients": // the child process of bench sse
+		return runSSEClients(ctx, args[1:], out)
+	case "viewers":
+		result, err = runViewersBench(ctx, cfg, args[1:], logger)
+	default:
+		return errors.New("bench: want `console bench dispatch|inbox|pages|sse|viewers [flags]` (see console bench -h)")
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		switch args[0] {

@@ -197,6 +197,7 @@ func printUsage(w io.Writer, fs *flag.FlagSet) {
 
 Usage:
   console [serve] [flags]          run the web console (the default)
+  console demo [flags]             the console with demo traffic, a flaky destination and a panel at /demo
   console dispatch [flags]         run dispatcher workers only
   console migrate [up|down|status] [flags]
                                    apply, roll back one, or list migrations
@@ -207,6 +208,9 @@ Usage:
   console user passwd NAME         set an account's password; ends its sessions
   console user disable NAME        stop an account from signing in; ends its sessions
   console audit verify             check the audit trail's hash chain
+  console bench sse --clients N    measure the live stream: commit to receipt, memory per client
+  console bench viewers --viewers N
+                                   measure the dispatcher with N live dashboards open against none
   console help                     show this help
 
 Without DATABASE_URL the console runs its own PostgreSQL in --data.

@@ -42,6 +42,8 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 	switch cfg.command {
 	case "serve":
 		err = serve(ctx, cfg, logger)
+	case "demo":
+		err = demo(ctx, cfg, logger)
 	case "dispatch":
 		err = dispatch(ctx, cfg, logger)
 	case "bench":

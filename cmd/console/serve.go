@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -19,13 +20,30 @@ import (
 	"github.com/switchyard/switchyard/internal/httpserver"
 	"github.com/switchyard/switchyard/internal/inbox"
 	"github.com/switchyard/switchyard/internal/migrate"
+	"github.com/switchyard/switchyard/internal/outbox"
 	"github.com/switchyard/switchyard/internal/sse"
+	"github.com/switchyard/switchyard/internal/stats"
 	"github.com/switchyard/switchyard/web/static"
 )
 
 // serve runs the web console until ctx is cancelled (SIGINT or SIGTERM),
 // then drains HTTP, closes the pool and stops the embedded server.
 func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
+	return serveWith(ctx, cfg, logger, nil)
+}
+
+// serveExtras is what `console demo` adds to serve (demo.go).
+type serveExtras interface {
+	// prepare runs after the migrations, before the inbox receiver and the
+	// dispatcher read their configuration; it may change cfg.
+	prepare(ctx context.Context, pool *pgxpool.Pool, cfg *config) error
+	// start runs once everything is wired; baseURL is the console's.
+	start(ctx context.Context, pool *pgxpool.Pool, baseURL string)
+	demoControl() console.DemoControl
+}
+
+// serveWith is serve with extras (nil: none).
+func serveWith(ctx context.Context, cfg config, logger *slog.Logger, extras serveExtras) error {
 	// Listen first: a busy port or a refused address should fail before a
 	// database starts.
 	ln, loopback, err := listen(cfg.listen, cfg.demo)
@@ -39,6 +57,13 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	defer db.Close()
 	defer migrator.Close()
+	var demoControl console.DemoControl
+	if extras != nil {
+		if err := extras.prepare(ctx, db.pool, &cfg); err != nil {
+			return err
+		}
+		demoControl = extras.demoControl()
+	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	guard := auth.NewStreamGuard()
@@ -73,7 +98,14 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	e, err := newWeb(db, migrator, hub, logger, registry, receiver, cfg, access{accounts: accounts, guard: guard})
+	// The dashboard's statistics: one leader per cluster computes them;
+	// every viewer reads the stored snapshot (internal/stats).
+	statsService := stats.New(db.pool, stats.Config{Owner: outbox.DefaultOwner(), Logger: logger.With(slog.String("component", "stats"))})
+	if err := statsService.Start(ctx); err != nil {
+		return err
+	}
+	defer statsService.Stop()
+	e, err := newWeb(db, migrator, hub, logger, registry, receiver, cfg, access{accounts: accounts, guard: guard}, demoControl)
 	if err != nil {
 		return err
 	}
@@ -83,6 +115,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 			return err
 		}
 		defer stopDispatcher()
+	}
+	if extras != nil {
+		extras.start(ctx, db.pool, "http://"+ln.Addr().String())
 	}
 	logger.Info("console listening", slog.String("url", "http://"+ln.Addr().String()))
 	err = httpserver.Run(ctx, e, ln, cfg.shutdownTimeout, logger)
@@ -186,7 +221,7 @@ type access struct {
 }
 
 // newWeb wires the console's handlers into a configured echo instance.
-func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logger *slog.Logger, registry *prometheus.Registry, receiver *inbox.Receiver, cfg config, acc access) (*echo.Echo, error) {
+func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logger *slog.Logger, registry *prometheus.Registry, receiver *inbox.Receiver, cfg config, acc access, demo console.DemoControl) (*echo.Echo, error) {
 	assets, err := static.New()
 	if err != nil {
 		return nil, fmt.Errorf("load static assets: %w", err)
@@ -200,7 +235,9 @@ func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logge
 		Inbox:     receiver, InboxMaxBody: cfg.inboxMaxBody,
 		Auth: acc.accounts, Streams: acc.guard, AuditLog: audit.Log{DB: db.pool},
 		Demo: cfg.demo, SecureCookies: cfg.secureCookies, ViewerPayloads: cfg.viewerPayloads,
-		DB: db.pool,
+		DB:        db.pool,
+		Stats:     stats.NewReader(db.pool, 0),
+		DemoPanel: demo,
 	})
 	hosts := cfg.allowedHosts
 	if cfg.demo {

@@ -22,6 +22,7 @@ import (
 	"github.com/switchyard/switchyard/internal/dbtest"
 	"github.com/switchyard/switchyard/internal/httpserver"
 	"github.com/switchyard/switchyard/internal/migrate"
+	"github.com/switchyard/switchyard/internal/stats"
 	"github.com/switchyard/switchyard/web/static"
 )
 
@@ -51,7 +52,8 @@ func setup(t *testing.T) bundle {
 		Logger: logger, Assets: assets, Gatherer: registry,
 		Readiness: console.DatabaseReadiness{Pool: pool, Migrations: m},
 		Auth:      auth.New(pool, auth.Config{}), AuditLog: audit.Log{DB: pool}, Demo: true,
-		DB: pool,
+		DB:    pool,
+		Stats: stats.NewReader(pool, 0),
 	})
 	e, err := httpserver.New(httpserver.Config{Logger: logger, Registerer: registry, RenderError: h.RenderError})
 	require.NoError(t, err)

@@ -44,7 +44,7 @@ type Deps struct {
 	Inbox *inbox.Receiver
 	// InboxMaxBody caps an inbox request's body; 0: DefaultInboxMaxBody.
 	InboxMaxBody int64
-	// DB is the database the message browser pages read.
+	// DB is the database the pages read.
 	DB *pgxpool.Pool
 
 	// Auth signs people in and checks sessions. Required.
@@ -63,6 +63,12 @@ type Deps struct {
 	// ViewerPayloads shows message payloads to viewers; by default only
 	// operators and admins see them.
 	ViewerPayloads bool
+	// Stats serves the dashboard's statistics (a *stats.Reader).
+	// Optional: without it the dashboard shows no figures.
+	Stats StatsSource
+	// DemoPanel is the running `console demo`; nil otherwise (no demo
+	// panel).
+	DemoPanel DemoControl
 }
 
 // AuditLog reads the audit trail (an audit.Log).
@@ -73,11 +79,12 @@ type AuditLog interface {
 // Handler serves the console's routes.
 type Handler struct {
 	deps Deps
+	live *liveCache // the dashboard's rendered live region (dashboard_show.go)
 }
 
 // New returns the console's handler set.
 func New(deps Deps) *Handler {
-	return &Handler{deps: deps}
+	return &Handler{deps: deps, live: &liveCache{}}
 }
 
 func (h *Handler) page(title string, section templates.Section) templates.Page {

@@ -65,7 +65,20 @@ func (h *Handler) routes() []route {
 		{http.MethodGet, "/sessions", auth.Admin, h.sessionList},
 		{http.MethodPost, "/sessions/:id/revoke", auth.Admin, h.sessionRevoke},
 	}
-	// Pages.
+	// The dashboard and the inbox.
+	rs = append(rs,
+		route{http.MethodGet, "/", auth.Viewer, h.dashboardShow},
+		route{http.MethodGet, "/dashboard/live", auth.Viewer, h.dashboardLive},
+		route{http.MethodGet, "/inbox", auth.Viewer, h.inboxList},
+		route{http.MethodGet, "/inbox/events/:id", auth.Viewer, h.inboxEventShow},
+	)
+	if h.deps.DemoPanel != nil { // console demo only: its traffic generator's panel
+		rs = append(rs,
+			route{http.MethodGet, "/demo", auth.Operator, h.demoShow},
+			route{http.MethodPost, "/demo", auth.Operator, h.demoUpdate},
+		)
+	}
+	// Sections without a page of their own yet.
 	for _, s := range sections {
 		rs = append(rs, route{http.MethodGet, s.path, auth.Viewer, h.sectionShow(s)})
 	}

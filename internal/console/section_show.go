@@ -19,12 +19,6 @@ type section struct {
 }
 
 var sections = []section{
-	{"/", templates.SectionDashboard, "Dashboard",
-		"Delivery throughput, failures, lag and the health of every destination, live.",
-		templates.EmptyState{Heading: "No traffic yet", Text: "Once services enqueue messages, their flow and failures appear here as they happen."}},
-	{"/inbox", templates.SectionInbox, "Inbox",
-		"Events received from outside, applied exactly once.",
-		templates.EmptyState{Heading: "No inbound events", Text: "Events posted to /inbox/{source} will be listed here with duplicates and failures."}},
 	{"/reconciliation", templates.SectionReconciliation, "Reconciliation",
 		"Where our data and external systems disagree.",
 		templates.EmptyState{Heading: "No findings", Text: "Reconciliation runs will list drift between our rows and external systems here."}},

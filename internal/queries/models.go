@@ -105,6 +105,13 @@ type SwitchyardDemoCustomer struct {
 	UpdatedAt  time.Time
 }
 
+type SwitchyardDemoOrder struct {
+	ID          int64
+	Customer    string
+	AmountCents int64
+	CreatedAt   time.Time
+}
+
 type SwitchyardDestination struct {
 	Name                string
 	Kind                string
@@ -293,6 +300,14 @@ type SwitchyardSession struct {
 	ExpiresAt  time.Time
 	RevokedAt  *time.Time
 	RemoteAddr string
+}
+
+type SwitchyardStatsSnapshot struct {
+	Singleton  bool
+	Version    int64
+	ComputedAt time.Time
+	Leader     string
+	Snapshot   []byte
 }
 
 type SwitchyardUser struct {

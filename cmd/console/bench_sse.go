@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchyard/switchyard/internal/changefeed"
+	"github.com/switchyard/switchyard/internal/sse"
+)
+
+// sseBenchKind is the change-feed kind the SSE bench writes and listens to.
+const sseBenchKind = "bench_sse"
+
+// sseBenchOptions are the flags of `console bench sse`.
+type sseBenchOptions struct {
+	clients  int
+	events   int
+	interval time.Duration
+	timeout  time.Duration
+}
+
+// sseBenchResult is the JSON line `console bench sse` prints.
+type sseBenchResult struct {
+	Clients           int     `json:"clients"`
+	Events            int     `json:"events"`
+	Received          int64   `json:"received"` // events received over all clients (clients * events when none was lost)
+	Resyncs           int64   `json:"resyncs"`
+	P50Ms             float64 `json:"p50_ms"` // commit to receipt by a client
+	P99Ms             float64 `json:"p99_ms"`
+	MaxMs             float64 `json:"max_ms"`
+	RSSBytesPerClient int64   `json:"rss_bytes_per_client"` // the server process's RSS growth per idle client
+	Method            string  `json:"method"`
+	CPUs              int     `json:"cpus"`
+	LoadAverage       string  `json:"load_average,omitempty"`
+}
+
+func parseSSEBenchOptions(args []string) (sseBenchOptions, error) {
+	var o sseBenchOptions
+	fs := flag.NewFlagSet("console bench sse", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.IntVar(&o.clients, "clients", 2000, "concurrent SSE clients (run in a child process, so the server's memory is measured alone)")
+	fs.IntVar(&o.events, "events", 50, "changes committed, one transaction each")
+	fs.DurationVar(&o.interval, "interval", 100*time.Millisecond, "time between two commits")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.clients < 1 || o.events < 1 || o.interval < 0 {
+		return o, errors.New("--clients and --events must be 1 or more")
+	}
+	return o, nil
+}
+
+// runSSEBench measures the live pipeline end to end: a change committed
+// to the feed, read by the process's one Listener, fanned out by the hub,
+// received by every client. The server (listener, hub, HTTP) runs in this
+// process; the clients run in a child process (`console bench
+// sse-clients`), so the RSS growth measured here is the server's own.
+func runSSEBench(ctx context.Context, cfg config, args []string, logger *slog.Logger) (any, error) {
+	opts, err := parseSSEBenchOptions(args)
+	if err != nil {
+		return nil, fmt.Errorf("bench sse: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.timeout)
+	defer cancel()
+	load := loadAverage()
+	db, err := openDatabase(ctx, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	target, err := openBenchTarget(ctx, db, benchOptions{enqueuers: 4}, logger)
+	if err != nil {
+		return nil, err
+	}
+	defer target.close(ctx, logger)
+	listener := changefeed.NewListener(target.pool, changefeed.Config{Logger: logger})
+	if err := listener.Start(ctx); err != nil {
+		return nil, err
+	}
+	defer listener.Stop()
+	hub := sse.New(listener, sse.Config{Logger: logger, QueueSize: 64})
+	defer hub.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: hub, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	r, err := sseBenchRun(ctx, target.pool, hub, "http://"+ln.Addr().String()+"/?kind="+sseBenchKind, opts, logger)
+	if err != nil {
+		return nil, fmt.Errorf("bench sse: %w", err)
+	}
+	r.LoadAverage = load
+	return r, nil
+}
+
+// sseBenchRun starts the clients, waits until all are connected and idle,
+// measures the RSS growth, commits the events and collects the child's
+// latencies.
+func sseBenchRun(ctx context.Context, pool *pgxpool.Pool, hub *sse.Hub, url string, opts sseBenchOptions, logger *slog.Logger) (sseBenchResult, error) {
+	res := sseBenchResult{Clients: opts.clients, Events: opts.events, CPUs: runtimeCPUs(),
+		Method: "clients in a child process; latency = receipt time minus the time just before COMMIT (one clock); rss = VmRSS growth of the server process from before the clients connected to after all were connected and idle (GC run first), divided by clients"}
+	before := rss()
+	exe, err := os.Executable()
+	if err != nil {
+		return res, err
+	}
+	child := exec.CommandContext(ctx, exe, "bench", "sse-clients", "--url", url, "--clients", strconv.Itoa(opts.clients), "--events", strconv.Itoa(opts.events))
+	child.Stderr = os.Stderr
+	out, err := child.StdoutPipe()
+	if err != nil {
+		return res, err
+	}
+	if err := child.Start(); err != nil {
+		return res, err
+	}
+	defer func() { _ = child.Wait() }()
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || lines.Text() != "connected" {
+		return res, fmt.Errorf("the clients did not connect: %q", lines.Text())
+	}
+	idle := rss()
+	res.RSSBytesPerClient = (idle - before) / int64(opts.clients)
+	logger.Info("clients connected", slog.Int("clients", hub.Clients()), slog.Int64("rss_growth_bytes", idle-before))
+	for i := range opts.events {
+		if err := commitBenchChange(ctx, pool, i); err != nil {
+			return res, err
+		}
+		time.Sleep(opts.interval) // pacing the offered load, not waiting for a result
+	}
+	if !lines.Scan() {
+		return res, fmt.Errorf("the clients reported nothing: %v", lines.Err())
+	}
+	var got struct {
+		Received, Resyncs int64
+		P50, P99, Max     float64
+	}
+	if err := json.Unmarshal(lines.Bytes(), &got); err != nil {
+		return res, fmt.Errorf("the clients' report: %w", err)
+	}
+	res.Received, res.Resyncs = got.Received, got.Resyncs
+	res.P50Ms, res.P99Ms, res.MaxMs = got.P50, got.P99, got.Max
+	return res, nil
+}
+
+// commitBenchChange appends one change carrying the time just before its
+// commit, commits, and sends the wake-up after the commit.
+func commitBenchChange(ctx context.Context, pool *pgxpool.Pool, i int) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		payload, _ := json.Marshal(map[string]int64{"t": time.Now().UnixNano(), "i": int64(i)})
+		return changefeed.Append(ctx, tx, changefeed.Change{Kind: sseBenchKind, Subject: strconv.Itoa(i), Payload: payload})
+	})
+	if err != nil {
+		return fmt.Errorf("commit change %d: %w", i, err)
+	}
+	return changefeed.Notify(ctx, pool)
+}
+
+// rss is this process's resident set size after a GC, from /proc.
+func rss() int64 {
+	forceGC()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/switchyard/switchyard/internal/console"
+)
+
+// demoControl holds the demo's settings, read by the flaky destination and
+// the traffic generator on every request and tick; the demo panel changes
+// them (console.DemoControl).
+type demoControl struct {
+	mu sync.Mutex
+	s  console.DemoSettings // guarded by mu
+}
+
+func (d *demoControl) DemoSettings() console.DemoSettings {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.s
+}
+
+func (d *demoControl) SetDemoSettings(s console.DemoSettings) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.s = s
+}
+
+// demoErrors are the flaky destination's failures: a few distinct errors,
+// so that dead letters fall into a few groups.
+var demoErrors = []struct {
+	code int
+	body string
+}{
+	{http.StatusInternalServerError, "upstream database timeout after 5000 ms"},
+	{http.StatusBadGateway, "bad gateway: payment service unreachable"},
+	{http.StatusTooManyRequests, "rate limited: retry later"},
+}
+
+// serveFlaky runs the demo's local webhook destination on a loopback port
+// until ctx ends: it answers after the configured latency, fails the
+// configured share of requests, and answers 503 to all during an outage.
+// It returns the URL to deliver to.
+func serveFlaky(ctx context.Context, control *demoControl) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := control.DemoSettings()
+		if s.LatencyMs > 0 {
+			t := time.NewTimer(time.Duration(s.LatencyMs) * time.Millisecond)
+			select {
+			case <-r.Context().Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		if s.Outage {
+			http.Error(w, "service unavailable: planned outage", http.StatusServiceUnavailable)
+			return
+		}
+		if rand.IntN(100) < s.FailurePercent {
+			e := demoErrors[rand.IntN(len(demoErrors))]
+			http.Error(w, e.body, e.code)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	context.AfterFunc(ctx, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	})
+	return "http://" + ln.Addr().String() + "/hooks", nil
+}

@@ -1,0 +1,151 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/mxschmitt/playwright-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/consoletest"
+	"github.com/switchyard/switchyard/internal/dbtest"
+)
+
+// startConsoleDB is startConsole that also returns a pool on the console's
+// database, for tests that change data under a page.
+func startConsoleDB(t *testing.T, args ...string) (*consoletest.Process, *pgxpool.Pool) {
+	t.Helper()
+	dbURL := dbtest.NewURL(t)
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	p := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL}, args...)
+	t.Cleanup(func() { p.Stop(t) })
+	return p, pool
+}
+
+// enqueue writes n messages for destination through the public contract:
+// one INSERT into switchyard.outbox.
+func enqueue(t *testing.T, pool *pgxpool.Pool, destination string, n int) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `
+		INSERT INTO switchyard.outbox (topic, destination, payload)
+		SELECT 'order.created', $1, jsonb_build_object('n', g) FROM generate_series(1, $2) g`, destination, n)
+	require.NoError(t, err)
+}
+
+// TestDashboardCountsLiveAndConverges opens the dashboard, enqueues
+// messages and expects the pending counter to change within a second
+// without a reload; then it kills the console's LISTEN connection while
+// more messages are enqueued and expects the page to converge.
+func TestDashboardCountsLiveAndConverges(t *testing.T) {
+	t.Parallel()
+	console, pool := startConsoleDB(t)
+	ctx := context.Background()
+	// Created after the console started, so its dispatcher has no route
+	// for it and the messages stay pending: the count is exact.
+	_, err := pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address) VALUES ('e2e-hook', 'webhook', 'http://127.0.0.1:9/')`)
+	require.NoError(t, err)
+	page := newPage(t, console.URL)
+	expect := playwright.NewPlaywrightAssertions()
+
+	_, err = page.Goto("/")
+	require.NoError(t, err)
+	require.NoError(t, expect.Page(page).ToHaveTitle("Dashboard · Switchyard"))
+	require.NoError(t, expect.Locator(page.GetByTestId("dash-asof")).ToContainText("As of", playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(15000)}))
+	require.NoError(t, expect.Locator(page.GetByTestId("stat-pending-value")).ToHaveText("0"))
+	_, err = page.Evaluate(`() => { window.e2eNoReload = true; }`)
+	require.NoError(t, err)
+
+	enqueue(t, pool, "e2e-hook", 3)
+	require.NoError(t, expect.Locator(page.GetByTestId("stat-pending-value")).ToHaveText("3", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(1000)}),
+		"the pending counter did not change within 1 s of the enqueue")
+	require.NoError(t, expect.Locator(page.GetByTestId("flows")).ToContainText("e2e-hook"))
+
+	// Cut the live pipeline: the console's one LISTEN connection.
+	var killed int
+	err = pool.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int FROM pg_stat_activity
+		WHERE datname = current_database() AND query ILIKE 'LISTEN%' AND pid <> pg_backend_pid()`).Scan(&killed)
+	require.NoError(t, err)
+	require.Equal(t, 1, killed, "exactly one LISTEN connection per console")
+	for range 4 {
+		enqueue(t, pool, "e2e-hook", 1)
+	}
+	require.NoError(t, expect.Locator(page.GetByTestId("stat-pending-value")).ToHaveText("7", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(5000)}),
+		"the page did not converge after the LISTEN connection was killed")
+
+	// A hidden tab that becomes visible refreshes at once.
+	enqueue(t, pool, "e2e-hook", 1)
+	_, err = page.Evaluate(`() => document.dispatchEvent(new Event("visibilitychange"))`)
+	require.NoError(t, err)
+	require.NoError(t, expect.Locator(page.GetByTestId("stat-pending-value")).ToHaveText("8", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(5000)}))
+
+	kept, err := page.Evaluate(`() => window.e2eNoReload === true`)
+	require.NoError(t, err)
+	require.Equal(t, true, kept, "the page reloaded")
+	require.NoError(t, expect.Locator(page.Locator("#chart-throughput canvas")).ToHaveCount(1))
+	screenshot(t, page, "dashboard-live")
+}
+
+// TestDashboardShowsDeliveriesBreakersAndDispatchers lets the console's
+// dispatcher deliver to a destination that always fails and expects the
+// dashboard to show retries, dead letters, the open breaker and the
+// dispatcher.
+func TestDashboardShowsDeliveriesBreakersAndDispatchers(t *testing.T) {
+	t.Parallel()
+	dbURL := dbtest.NewURL(t)
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	ctx := context.Background()
+	_, err = pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address, retry_base_ms, retry_cap_ms, max_attempts, breaker_min_requests, breaker_open_ms)
+		VALUES ('refusing', 'webhook', 'http://127.0.0.1:9/', 100, 200, 2, 3, 1000)`)
+	require.NoError(t, err)
+	console := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL})
+	t.Cleanup(func() { console.Stop(t) })
+	enqueue(t, pool, "refusing", 5)
+
+	page := newPage(t, console.URL)
+	expect := playwright.NewPlaywrightAssertions()
+	_, err = page.Goto("/")
+	require.NoError(t, err)
+	long := playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(30000)}
+	require.NoError(t, expect.Locator(page.GetByTestId("dispatchers")).ToContainText("running", long))
+	// Two attempts each, then dead: all five, counted from the statistics.
+	require.NoError(t, expect.Locator(page.GetByTestId("stat-dead-value")).ToHaveText("5", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(30000)}))
+	require.NoError(t, expect.Locator(page.GetByTestId("flows")).ToContainText("refusing", long))
+	require.NoError(t, expect.Locator(page.GetByTestId("breakers")).ToContainText("refusing", long))
+	require.NoError(t, expect.Locator(page.GetByTestId("stat-delivered")).ToContainText("failure rate 100.0 %", long))
+	screenshot(t, page, "dashboard-failures")
+}
+
+// TestDemoRunsAndItsPanelChangesIt starts `console demo` and expects
+// deliveries on the dashboard within seconds, then uses the panel.
+func TestDemoRunsAndItsPanelChangesIt(t *testing.T) {
+	t.Parallel()
+	dbURL := dbtest.NewURL(t)
+	addr := consoletest.FreeAddr(t)
+	p := consoletest.Start(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL}, "demo", "--listen", addr)
+	p.Addr, p.URL = addr, "http://"+addr
+	p.WaitReady(t, time.Minute)
+	t.Cleanup(func() { p.Stop(t) })
+
+	page := newPage(t, p.URL)
+	expect := playwright.NewPlaywrightAssertions()
+	_, err := page.Goto("/")
+	require.NoError(t, err)
+	require.NoError(t, expect.Locator(page.GetByTestId("stat-delivered-value")).Not().ToHaveText("0", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(20000)}))
+	require.NoError(t, expect.Locator(page.GetByTestId("inbox-sources")).ToContainText("demo-shop", playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(20000)}))
+	screenshot(t, page, "demo-dashboard")
+
+	require.NoError(t, page.GetByTestId("demo-link").Click())
+	require.NoError(t, expect.Page(page).ToHaveURL(p.URL+"/demo"))
+	require.NoError(t, page.Locator(`input[name="outage"]`).Check())
+	require.NoError(t, page.GetByRole(*playwright.AriaRoleButton, playwright.PageGetByRoleOptions{Name: "Apply"}).Click())
+	require.NoError(t, expect.Locator(page.GetByTestId("demo-saved")).ToBeVisible())
+	require.NoError(t, expect.Locator(page.Locator(`input[name="outage"]`)).ToBeChecked())
+	screenshot(t, page, "demo-panel")
+}

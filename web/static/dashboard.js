@@ -1,0 +1,96 @@
+// dashboard.js: the dashboard's charts (uPlot) and its resync when a hidden
+// tab becomes visible again. Loaded as a module with the page's CSP nonce;
+// htmx and uPlot are loaded before it (deferred classic scripts run first).
+
+const charts = new Map();
+
+function series() {
+  const el = document.getElementById("dash-series");
+  if (!el || !el.dataset.series) return null;
+  try {
+    return JSON.parse(el.dataset.series);
+  } catch {
+    return null;
+  }
+}
+
+function width(el) {
+  return Math.max(280, Math.floor(el.clientWidth || el.parentElement.clientWidth || 600));
+}
+
+function chart(id, opts, data) {
+  const el = document.getElementById(id);
+  if (!el || typeof uPlot === "undefined") return;
+  let c = charts.get(id);
+  if (!c || !el.contains(c.root)) {
+    el.replaceChildren();
+    c = new uPlot({ ...opts, width: width(el), height: 200 }, data, el);
+    charts.set(id, c);
+  } else {
+    c.setData(data);
+  }
+}
+
+function draw() {
+  const s = series();
+  if (!s) return;
+  const n = s.delivered.length;
+  const xs = new Array(n);
+  const rate = new Array(n);
+  for (let i = 0; i < n; i++) {
+    xs[i] = s.start + i;
+    const attempts = s.delivered[i] + s.retried[i] + s.dead[i];
+    rate[i] = attempts > 0 ? (100 * (s.retried[i] + s.dead[i])) / attempts : null;
+  }
+  chart("chart-throughput", {
+    scales: { x: { time: true } },
+    series: [
+      {},
+      { label: "delivered/s", stroke: "#17652f", fill: "rgba(23,101,47,0.08)" },
+      { label: "retried/s", stroke: "#b7791f" },
+      { label: "dead/s", stroke: "#a3231b" },
+    ],
+  }, [xs, s.delivered, s.retried, s.dead]);
+  chart("chart-failures", {
+    scales: { x: { time: true }, y: { range: [0, 100] } },
+    series: [{}, { label: "failure %", stroke: "#a3231b", spanGaps: false }],
+  }, [xs, rate]);
+}
+
+// A refresh caused by a stats event asks for at least the version the
+// event announced, so that no cache serves an older one; one caused by the
+// stream (re)connecting or a resync asks for a fresh read.
+document.body.addEventListener("htmx:configRequest", (e) => {
+  const trigger = e.detail.triggeringEvent;
+  if (!e.detail.elt || e.detail.elt.id !== "dash-live" || !trigger) return;
+  if (trigger.type === "sse:ready" || trigger.type === "sse:resync" || trigger.type === "dashboard:refresh") {
+    e.detail.parameters.fresh = "1";
+    return;
+  }
+  if (trigger.type !== "sse:stats" || !trigger.detail || !trigger.detail.data) return;
+  try {
+    const v = JSON.parse(trigger.detail.data).payload.version;
+    if (Number.isInteger(v)) e.detail.parameters.v = String(v);
+  } catch {
+    // an event without a version: the cached snapshot will do
+  }
+});
+
+document.body.addEventListener("htmx:afterSettle", (e) => {
+  if (e.target && e.target.id === "dash-live") draw();
+});
+
+document.addEventListener("visibilitychange", () => {
+  if (document.visibilityState === "visible" && window.htmx) {
+    window.htmx.trigger(document.body, "dashboard:refresh");
+  }
+});
+
+window.addEventListener("resize", () => {
+  for (const [id, c] of charts) {
+    const el = document.getElementById(id);
+    if (el) c.setSize({ width: width(el), height: 200 });
+  }
+});
+
+draw();

@@ -1,0 +1,70 @@
+package templates
+
+// Dashboard is the dashboard page: its live region, rendered in place on
+// first load and fetched again on every statistics change.
+type Dashboard struct {
+	Live DashboardLive
+	// DemoHref links the demo panel when `console demo` runs; "" otherwise.
+	DemoHref string
+}
+
+// DashboardLive is everything the dashboard's live region shows; every
+// figure is formatted by the handler.
+type DashboardLive struct {
+	// AsOf says when the figures were computed ("12:00:01 UTC"); "" when
+	// no snapshot exists yet.
+	AsOf string
+	// Stale: the snapshot is older than a few seconds (no leader).
+	Stale bool
+	// NoTraffic: nothing has been enqueued or received yet.
+	NoTraffic   bool
+	Tiles       []Tile
+	Flows       []FlowRow
+	Capped      bool
+	Breakers    []BreakerRow
+	Dispatchers []DispatcherRow
+	Inbox       []InboxSourceRow
+	// SeriesJSON is the per-second series for the charts, as JSON:
+	// {"start": unix second, "delivered": [...], "retried": [...], "dead": [...]}.
+	SeriesJSON string
+}
+
+// Tile is one headline figure.
+type Tile struct {
+	TestID string // data-testid, e.g. "stat-pending"
+	Label  string
+	Value  string
+	Note   string
+	Tone   string // "", ok, warn, bad
+}
+
+// FlowRow is one destination and topic.
+type FlowRow struct {
+	Destination, Topic                                string
+	Queued, InFlight, Retrying, Dead, Delivered, Fail string
+}
+
+// BreakerRow is one destination's circuit breaker.
+type BreakerRow struct {
+	Destination string
+	State       string // closed, open, half-open, or "closed" when never reported
+	Tone        string
+	Since       string
+	Owner       string
+}
+
+// DispatcherRow is one dispatcher instance.
+type DispatcherRow struct {
+	Owner, Host  string
+	Workers      string
+	Leases       string
+	HeartbeatAge string
+	Status       string // running, late, stopped
+	Tone         string
+}
+
+// InboxSourceRow is one inbound source.
+type InboxSourceRow struct {
+	Source, Href                                      string
+	Received, Duplicates, Failed, Parked, Stale, Held string
+}
