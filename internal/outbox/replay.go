@@ -195,7 +195,10 @@ func lockForAction(ctx context.Context, q *queries.Queries, id int64) (locked, e
 	if err != nil {
 		return locked{}, fmt.Errorf("outbox: state of message %d: %w", id, err)
 	}
-	return locked{OutboxLockForActionRow: row, ReplayPending: state.ReplayPending, Blocking: state.Blocking}, nil
+	// A blocking head always has a sequence number; only data written by
+	// hand could lack one, and it is then treated as not blocking.
+	blocking := state.Blocking && row.AggregateSeq != nil
+	return locked{OutboxLockForActionRow: row, ReplayPending: state.ReplayPending, Blocking: blocking}, nil
 }
 
 func unblock(ctx context.Context, q *queries.Queries, m locked, doneAtMost int64) error {

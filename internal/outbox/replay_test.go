@@ -251,6 +251,17 @@ func TestReplayOrDiscardOfADeadHeadUnblocksItsAggregate(t *testing.T) {
 	}
 	require.NoError(t, restore())
 	require.ErrorIs(t, restore(), ErrNotDiscarded)
+	// A message whose dead-letter group is gone restores just the same.
+	require.NoError(t, pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error { return Discard(context.Background(), tx, discarded) }))
+	_, err = pool.Exec(context.Background(), `DELETE FROM switchyard.dead_letter_groups`)
+	require.NoError(t, err)
+	require.NoError(t, restore())
+	require.Equal(t, 1, countWhere(t, pool, "id = $1 AND state = 'dead'", discarded))
+	_, err = pool.Exec(context.Background(), `INSERT INTO switchyard.dead_letter_groups
+		(fingerprint, dead, first_dead_at, last_dead_at, sample_id, destinations)
+		SELECT error_fingerprint, count(*) FILTER (WHERE state = 'dead' AND replays = 0), min(finished_at), max(finished_at), max(id), array_agg(DISTINCT destination)
+		FROM switchyard.outbox WHERE state IN ('dead', 'discarded') GROUP BY error_fingerprint`)
+	require.NoError(t, err)
 	require.Equal(t, 1, countWhere(t, pool, "id = $1 AND state = 'dead'", discarded))
 	requireDeadLetterGroupsMatch(t, pool)
 }

@@ -200,25 +200,27 @@ func (q *Queries) OutboxReplayInsert(ctx context.Context, arg OutboxReplayInsert
 	return i, err
 }
 
-const outboxRestore = `-- name: OutboxRestore :execrows
+const outboxRestore = `-- name: OutboxRestore :one
 WITH restored AS (
     UPDATE switchyard.outbox SET state = 'dead'
     WHERE id = $1 AND state = 'discarded'
     RETURNING coalesce(error_fingerprint, '') AS fingerprint, replays
+),
+counted AS (
+    UPDATE switchyard.dead_letter_groups g SET dead = g.dead + 1
+    FROM restored r WHERE g.fingerprint = r.fingerprint AND r.replays = 0
 )
-UPDATE switchyard.dead_letter_groups g SET dead = g.dead + 1
-FROM restored r WHERE g.fingerprint = r.fingerprint AND r.replays = 0
+SELECT count(*) FROM restored
 `
 
-// OutboxRestore brings a discarded message back among the dead letters. It
-// does not block its aggregate again: the messages after it may have been
-// delivered meanwhile.
+// OutboxRestore brings a discarded message back among the dead letters and
+// says how many it restored (0 or 1). It does not block its aggregate
+// again: the messages after it may have been delivered meanwhile.
 func (q *Queries) OutboxRestore(ctx context.Context, id int64) (int64, error) {
-	result, err := q.db.Exec(ctx, outboxRestore, id)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	row := q.db.QueryRow(ctx, outboxRestore, id)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
 }
 
 const outboxUnblockAggregate = `-- name: OutboxUnblockAggregate :exec

@@ -75,14 +75,17 @@ WITH discarded AS (
 UPDATE switchyard.dead_letter_groups g SET dead = greatest(g.dead - 1, 0)
 FROM discarded d WHERE g.fingerprint = d.fingerprint AND d.replays = 0;
 
--- name: OutboxRestore :execrows
--- OutboxRestore brings a discarded message back among the dead letters. It
--- does not block its aggregate again: the messages after it may have been
--- delivered meanwhile.
+-- name: OutboxRestore :one
+-- OutboxRestore brings a discarded message back among the dead letters and
+-- says how many it restored (0 or 1). It does not block its aggregate
+-- again: the messages after it may have been delivered meanwhile.
 WITH restored AS (
     UPDATE switchyard.outbox SET state = 'dead'
     WHERE id = @id AND state = 'discarded'
     RETURNING coalesce(error_fingerprint, '') AS fingerprint, replays
+),
+counted AS (
+    UPDATE switchyard.dead_letter_groups g SET dead = g.dead + 1
+    FROM restored r WHERE g.fingerprint = r.fingerprint AND r.replays = 0
 )
-UPDATE switchyard.dead_letter_groups g SET dead = g.dead + 1
-FROM restored r WHERE g.fingerprint = r.fingerprint AND r.replays = 0;
+SELECT count(*) FROM restored;
