@@ -73,7 +73,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	e, err := newWeb(db, migrator, hub, logger, registry, receiver, cfg, access{accounts: accounts, guard: guard})
+	e, err := newWeb(db, migrator, hub, logger, registry, receiver, cfg, access{accounts: accounts, guard: guard, notify: notifier.Poke})
 	if err != nil {
 		return err
 	}
@@ -183,6 +183,7 @@ func startLive(ctx context.Context, db *database, guard *auth.StreamGuard, logge
 type access struct {
 	accounts *auth.Service
 	guard    *auth.StreamGuard
+	notify   func() // wakes the change feed after an operator action
 }
 
 // newWeb wires the console's handlers into a configured echo instance.
@@ -200,6 +201,7 @@ func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logge
 		Inbox:     receiver, InboxMaxBody: cfg.inboxMaxBody,
 		Auth: acc.accounts, Streams: acc.guard, AuditLog: audit.Log{DB: db.pool},
 		Demo: cfg.demo, SecureCookies: cfg.secureCookies, ViewerPayloads: cfg.viewerPayloads,
+		DB: db.pool, Notify: acc.notify,
 	})
 	hosts := cfg.allowedHosts
 	if cfg.demo {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 
 	"github.com/a-h/templ"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -60,6 +61,15 @@ type Deps struct {
 	// ViewerPayloads shows message payloads to viewers; by default only
 	// operators and admins see them.
 	ViewerPayloads bool
+
+	// DB is where operator actions (replay, discard, restore, bulk replay)
+	// commit with their audit rows, and what their panels read. Optional:
+	// without it the action routes answer 503.
+	DB *pgxpool.Pool
+	// Notify is called after an action commits, which appended changes to
+	// the feed (its audit row, at least): a changefeed.Notifier's Poke.
+	// Optional; it must not block.
+	Notify func()
 }
 
 // AuditLog reads the audit trail (an audit.Log).

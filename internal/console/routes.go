@@ -52,6 +52,7 @@ func (h *Handler) routes() []route {
 		{http.MethodGet, "/sessions", auth.Admin, h.sessionList},
 		{http.MethodPost, "/sessions/:id/revoke", auth.Admin, h.sessionRevoke},
 	}
+	rs = append(rs, h.actionRoutes()...)
 	// Pages.
 	for _, s := range sections {
 		rs = append(rs, route{http.MethodGet, s.path, auth.Viewer, h.sectionShow(s)})
