@@ -39,6 +39,8 @@ func actionsStatus(m MessageActions) string {
 	switch {
 	case m.ReplayPending:
 		return "A replay of this message is in flight: it cannot be replayed or discarded again until that replay is delivered or dead."
+	case m.State == "dead" && !m.CanOperate:
+		return "Dead."
 	case m.State == "dead" && m.Replays > 0:
 		return "Dead, replayed " + strconv.FormatInt(int64(m.Replays), 10) + " time(s) already."
 	case m.State == "dead":
