@@ -4,19 +4,26 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/PuerkitoBio/goquery"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/internal/audit"
 	"github.com/switchyard/switchyard/internal/auth"
 	"github.com/switchyard/switchyard/internal/console"
+	"github.com/switchyard/switchyard/internal/httpserver"
+	"github.com/switchyard/switchyard/web/static"
 )
 
 // deadMessage writes a dead message (as a dispatcher leaves one) and
@@ -153,18 +160,20 @@ func TestActionAPIRoles(t *testing.T) {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// A double click or a retry sends one request id many times at once: one
-// replay, one audit row; every answer is the stored response or 409 (in
-// flight). A later retry gets the stored response byte for byte.
+// A double click or a retry sends one request id many times at once, to
+// two console instances: one replay, one audit row; every answer is the
+// stored response or 409 (in flight). A later retry gets the stored
+// response byte for byte.
 func TestReplayWithOneRequestIDCreatesOneReplay(t *testing.T) {
 	t.Parallel()
 	b := setupAccess(t, false, nil, nil, nil)
+	instances := []accessBundle{b, b.anotherInstance(t)}
 	operator := b.login(t, auth.Operator)
 	id := deadMessage(t, b, `{"n":1}`)
 	rid := uuid.NewString()
 	body := replayBody("redeliver", "", nil, rid)
 
-	const n = 20
+	const n = 50
 	start := make(chan struct{})
 	codes := make([]int, n)
 	bodies := make([]string, n)
@@ -172,7 +181,7 @@ func TestReplayWithOneRequestIDCreatesOneReplay(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			rec := b.api(http.MethodPost, "/api/messages/"+itoa(id)+"/replay", operator, rid, body)
+			rec := instances[i%2].api(http.MethodPost, "/api/messages/"+itoa(id)+"/replay", operator, rid, body)
 			codes[i], bodies[i] = rec.Code, rec.Body.String()
 		})
 	}
@@ -199,12 +208,36 @@ func TestReplayWithOneRequestIDCreatesOneReplay(t *testing.T) {
 	require.Equal(t, 1, replaysOf(t, b, id))
 	require.Equal(t, 1, auditRows(t, b, rid))
 
-	rec := b.api(http.MethodPost, "/api/messages/"+itoa(id)+"/replay", operator, rid, body)
-	require.Equal(t, http.StatusCreated, rec.Code)
-	require.Equal(t, "true", rec.Header().Get("Idempotent-Replayed"))
-	require.Equal(t, first, rec.Body.String())
+	for _, instance := range instances {
+		rec := instance.api(http.MethodPost, "/api/messages/"+itoa(id)+"/replay", operator, rid, body)
+		require.Equal(t, http.StatusCreated, rec.Code)
+		require.Equal(t, "true", rec.Header().Get("Idempotent-Replayed"))
+		require.Equal(t, first, rec.Body.String())
+	}
 	require.Equal(t, 1, replaysOf(t, b, id))
 	require.Equal(t, 1, auditRows(t, b, rid))
+}
+
+// anotherInstance is a second console on b's database, as another process
+// would be: its own handler and echo, the same accounts.
+func (b accessBundle) anotherInstance(t *testing.T) accessBundle {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	assets, err := static.New()
+	require.NoError(t, err)
+	registry := prometheus.NewRegistry()
+	svc := auth.New(b.pool, auth.Config{})
+	h := console.New(console.Deps{
+		Logger: logger, Assets: assets, Gatherer: registry, Readiness: console.DatabaseReadiness{Pool: b.pool},
+		Auth: svc, AuditLog: audit.Log{DB: b.pool}, DB: b.pool,
+	})
+	e, err := httpserver.New(httpserver.Config{
+		Logger: logger, Registerer: registry, RenderError: h.RenderError,
+		CSRF: &httpserver.CSRFConfig{Exempt: console.CSRFExempt},
+	})
+	require.NoError(t, err)
+	h.Register(e)
+	return accessBundle{e: e, h: h, svc: svc, pool: b.pool}
 }
 
 // Two operators replay one message at once, each with a request id of
@@ -411,4 +444,41 @@ func TestMessageActionsPanel(t *testing.T) {
 	// flight.
 	require.NotContains(t, rec.Body.String(), `data-testid="replay-submit"`)
 	require.Contains(t, rec.Body.String(), "in flight")
+}
+
+// Edit and replay through the panel: invalid JSON is refused before any
+// diff; a valid edit shows the diff and creates nothing until confirmed.
+func TestEditPreviewValidatesAndCreatesNothing(t *testing.T) {
+	t.Parallel()
+	b := setupAccess(t, false, nil, nil, nil)
+	admin := b.login(t, auth.Admin)
+	id := deadMessage(t, b, `{"a":1,"b":2}`)
+	page := "/messages/" + itoa(id) + "/actions"
+	rid := uuid.NewString()
+
+	rec := b.request(http.MethodPost, page+"/edit-preview", admin, url.Values{"request_id": {rid}, "payload": {`{"a":1,`}, "mode": {"reapply"}, "reason": {"x"}})
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Contains(t, rec.Body.String(), "not valid JSON")
+
+	rec = b.request(http.MethodPost, page+"/edit-preview", admin, url.Values{"request_id": {rid}, "payload": {`{"a":1,"b":3}`}, "mode": {"reapply"}, "reason": {"fix b"}})
+	require.Equal(t, http.StatusOK, rec.Code)
+	doc, err := goquery.NewDocumentFromReader(rec.Body)
+	require.NoError(t, err)
+	require.Equal(t, `-   "b": 2`, strings.TrimSpace(doc.Find(`[data-testid="diff-removed"]`).Text()))
+	require.Equal(t, `+   "b": 3`, strings.TrimSpace(doc.Find(`[data-testid="diff-added"]`).Text()))
+	headers, _ := doc.Find(`[data-testid="edit-confirm-form"]`).Attr("hx-headers")
+	require.JSONEq(t, `{"Idempotency-Key":"`+rid+`"}`, headers, "the confirm carries the panel's request id")
+	require.Zero(t, replaysOf(t, b, id))
+
+	// An operator may not preview or confirm an edit.
+	operator := b.login(t, auth.Operator)
+	rec = b.request(http.MethodPost, page+"/edit-replay", operator, url.Values{"request_id": {rid}, "payload": {`{"a":1,"b":3}`}, "mode": {"reapply"}, "reason": {"fix b"}})
+	require.Equal(t, http.StatusForbidden, rec.Code)
+
+	rec = b.request(http.MethodPost, page+"/edit-replay", admin, url.Values{"request_id": {rid}, "payload": {`{"a":1,"b":3}`}, "mode": {"reapply"}, "reason": {"fix b"}})
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Contains(t, rec.Body.String(), "Replayed with the edited payload (reapply)")
+	require.Equal(t, 1, countRows(t, b, `SELECT count(*) FROM switchyard.outbox WHERE replay_of = $1 AND payload = '{"a":1,"b":3}'::jsonb`, id))
+	require.Equal(t, 1, countRows(t, b, `SELECT count(*) FROM switchyard.outbox WHERE id = $1 AND payload = '{"a":1,"b":2}'::jsonb`, id))
+	require.Equal(t, 1, auditRows(t, b, rid))
 }
