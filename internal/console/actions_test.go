@@ -482,3 +482,45 @@ func TestEditPreviewValidatesAndCreatesNothing(t *testing.T) {
 	require.Equal(t, 1, countRows(t, b, `SELECT count(*) FROM switchyard.outbox WHERE id = $1 AND payload = '{"a":1,"b":2}'::jsonb`, id))
 	require.Equal(t, 1, auditRows(t, b, rid))
 }
+
+// Unblocking an aggregate: its dead head's panel says it blocks, and
+// discarding it (or replaying it) through the API unblocks the aggregate.
+func TestDiscardingADeadHeadUnblocksItsAggregate(t *testing.T) {
+	t.Parallel()
+	b := setupAccess(t, false, nil, nil, nil)
+	ctx := context.Background()
+	operator := b.login(t, auth.Operator)
+	heads := map[string]int64{}
+	for _, agg := range []string{"o-1", "o-2"} {
+		deadMessage(t, b, `{"n":0}`) // makes the destination
+		var id int64
+		// The sequence trigger numbers it within its aggregate, as for
+		// any enqueued message.
+		require.NoError(t, b.pool.QueryRow(ctx, `INSERT INTO switchyard.outbox
+			(topic, destination, aggregate_type, aggregate_id, payload, state, attempts, last_error, error_fingerprint, finished_at)
+			VALUES ('orders.created', 'billing', 'order', $1, '{"n":7}', 'dead', 3, 'HTTP 422: rejected', 'fp-422', now())
+			RETURNING id`, agg).Scan(&id))
+		_, err := b.pool.Exec(ctx, `INSERT INTO switchyard.outbox_blocked_aggregates (destination, aggregate_type, aggregate_id, dead_message_id)
+			VALUES ('billing', 'order', $2, $1)`, id, agg)
+		require.NoError(t, err)
+		heads[agg] = id
+	}
+	blocked := func(agg string) int {
+		return countRows(t, b, `SELECT count(*) FROM switchyard.outbox_blocked_aggregates WHERE aggregate_id = $1`, agg)
+	}
+	rec := b.request(http.MethodGet, "/messages/"+itoa(heads["o-1"])+"/actions", operator, nil)
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Contains(t, rec.Body.String(), "This message blocks aggregate order/o-1")
+
+	rid := uuid.NewString()
+	rec = b.api(http.MethodPost, "/api/messages/"+itoa(heads["o-1"])+"/discard", operator, rid, map[string]string{"request_id": rid, "reason": "superseded"})
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.Zero(t, blocked("o-1"))
+
+	rid = uuid.NewString()
+	rec = b.api(http.MethodPost, "/api/messages/"+itoa(heads["o-2"])+"/replay", operator, rid, replayBody("redeliver", "", nil, rid))
+	require.Equal(t, http.StatusCreated, rec.Code, rec.Body.String())
+	require.Zero(t, blocked("o-2"))
+	rec = b.request(http.MethodGet, "/messages/"+itoa(heads["o-2"])+"/actions", operator, nil)
+	require.NotContains(t, rec.Body.String(), "blocks aggregate")
+}

@@ -16,6 +16,9 @@ type MessageActions struct {
 	Generation    int32
 	ReplayPending bool
 	LastReplayID  int64
+	// Blocking: it is the dead head its aggregate waits behind; a replay
+	// or a discard unblocks the aggregate.
+	Blocking bool
 
 	// CanOperate: replay, re-apply, discard, restore. CanEdit: edit and
 	// replay (admin).
