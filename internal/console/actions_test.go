@@ -454,20 +454,21 @@ func TestEditPreviewValidatesAndCreatesNothing(t *testing.T) {
 	admin := b.login(t, auth.Admin)
 	id := deadMessage(t, b, `{"a":1,"b":2}`)
 	page := "/messages/" + itoa(id) + "/actions"
-	rid := uuid.NewString()
 
-	rec := b.request(http.MethodPost, page+"/edit-preview", admin, url.Values{"request_id": {rid}, "payload": {`{"a":1,`}, "mode": {"reapply"}, "reason": {"x"}})
+	rec := b.request(http.MethodPost, page+"/edit-preview", admin, url.Values{"payload": {`{"a":1,`}, "mode": {"reapply"}, "reason": {"x"}})
 	require.Equal(t, http.StatusOK, rec.Code)
 	require.Contains(t, rec.Body.String(), "not valid JSON")
 
-	rec = b.request(http.MethodPost, page+"/edit-preview", admin, url.Values{"request_id": {rid}, "payload": {`{"a":1,"b":3}`}, "mode": {"reapply"}, "reason": {"fix b"}})
+	rec = b.request(http.MethodPost, page+"/edit-preview", admin, url.Values{"payload": {`{"a":1,"b":3}`}, "mode": {"reapply"}, "reason": {"fix b"}})
 	require.Equal(t, http.StatusOK, rec.Code)
 	doc, err := goquery.NewDocumentFromReader(rec.Body)
 	require.NoError(t, err)
 	require.Equal(t, `-   "b": 2`, strings.TrimSpace(doc.Find(`[data-testid="diff-removed"]`).Text()))
 	require.Equal(t, `+   "b": 3`, strings.TrimSpace(doc.Find(`[data-testid="diff-added"]`).Text()))
+	rid, ok := doc.Find(`[data-testid="edit-confirm-form"] input[name="request_id"]`).Attr("value")
+	require.True(t, ok)
 	headers, _ := doc.Find(`[data-testid="edit-confirm-form"]`).Attr("hx-headers")
-	require.JSONEq(t, `{"Idempotency-Key":"`+rid+`"}`, headers, "the confirm carries the panel's request id")
+	require.JSONEq(t, `{"Idempotency-Key":"`+rid+`"}`, headers, "the confirm sends its request id as the key")
 	require.Zero(t, replaysOf(t, b, id))
 
 	// An operator may not preview or confirm an edit.

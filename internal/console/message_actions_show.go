@@ -58,7 +58,7 @@ func (h *Handler) messageActions(c echo.Context) (templates.MessageActions, erro
 		Replays: row.Replays, Generation: row.Generation, ReplayPending: row.ReplayPending, LastReplayID: row.LastReplayID,
 		Blocking:   row.Blocking,
 		CanOperate: role.Allows(auth.Operator), CanEdit: role.Allows(auth.Admin),
-		ReplayRequestID: uuid.NewString(), DiscardRequestID: uuid.NewString(), EditRequestID: uuid.NewString(),
+		ReplayRequestID: uuid.NewString(), DiscardRequestID: uuid.NewString(),
 	}
 	if row.AggregateID != "" {
 		m.Aggregate = row.AggregateType + "/" + row.AggregateID
@@ -174,13 +174,11 @@ func (h *Handler) messageEditPreview(c echo.Context) error {
 	if mode == string(outbox.Reapply) && c.FormValue("reason") == "" {
 		return render(c, http.StatusOK, templates.ActionError("Re-applying needs a reason: say why the edited payload is replayed."))
 	}
-	rid, err := requestID(c, c.FormValue("request_id"))
-	if err != nil {
-		return err
-	}
+	// The confirm button's request id is made here, with the diff it
+	// confirms: a double click sends it twice, a new preview gets another.
 	diff, changed := lineDiff(m.Payload, prettyJSON(edited))
 	return render(c, http.StatusOK, templates.EditPreviewFragment(templates.EditPreview{
-		ID: m.ID, RequestID: rid.String(), Payload: string(compactJSON(edited)), Reason: c.FormValue("reason"),
+		ID: m.ID, RequestID: uuid.NewString(), Payload: string(compactJSON(edited)), Reason: c.FormValue("reason"),
 		Mode: mode, Diff: diff, Changed: changed,
 	}))
 }

@@ -59,10 +59,14 @@ func (h *Handler) replay(c echo.Context, in replayInput) (outbox.Replayed, error
 	err := h.act(c, audit.Entry{Action: action, Target: "message " + strconv.FormatInt(in.MessageID, 10),
 		Reason: in.Reason, RequestID: in.RequestID.String()},
 		func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (bool, error) {
-			before, err := originalPayload(ctx, tx, in)
-			if err != nil {
-				return false, err
+			var before json.RawMessage
+			if in.Payload != nil {
+				var err error
+				if before, err = originalPayload(ctx, tx, in.MessageID); err != nil {
+					return false, err
+				}
 			}
+			var err error
 			done, err = outbox.Replay(ctx, tx, outbox.ReplayRequest{
 				MessageID: in.MessageID, RequestID: in.RequestID, Mode: in.Mode,
 				Actor: current(c).Name, Reason: in.Reason, Payload: in.Payload,
@@ -87,19 +91,16 @@ type replayDetail struct {
 	Payload         json.RawMessage   `json:"payload,omitempty"`
 }
 
-// originalPayload reads the original's payload for an edit's audit row
-// (nil for a plain replay). A dead message's payload never changes, so
-// reading it before outbox.Replay locks the row is safe.
-func originalPayload(ctx context.Context, tx pgx.Tx, in replayInput) (json.RawMessage, error) {
-	if in.Payload == nil {
-		return nil, nil
-	}
-	m, err := queries.New(tx).ActionMessageGet(ctx, in.MessageID)
+// originalPayload reads the original's payload for an edit's audit row. A
+// dead message's payload never changes, so reading it before outbox.Replay
+// locks the row is safe.
+func originalPayload(ctx context.Context, tx pgx.Tx, id int64) (json.RawMessage, error) {
+	m, err := queries.New(tx).ActionMessageGet(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: %d", outbox.ErrNotFound, in.MessageID)
+		return nil, fmt.Errorf("%w: %d", outbox.ErrNotFound, id)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read message %d: %w", in.MessageID, err)
+		return nil, fmt.Errorf("read message %d: %w", id, err)
 	}
 	return m.Payload, nil
 }

@@ -26,7 +26,8 @@ type MessageActions struct {
 	CanEdit    bool
 	// Request ids, one per form, generated when the panel renders: a
 	// double click or a retry of one form sends the same one.
-	ReplayRequestID, DiscardRequestID, EditRequestID string
+	// (Edit and replay gets its own with the diff it confirms.)
+	ReplayRequestID, DiscardRequestID string
 	// Notice reports what the last action did; Error why it was refused.
 	Notice string
 	Error  string
