@@ -525,3 +525,67 @@ func TestDiscardingADeadHeadUnblocksItsAggregate(t *testing.T) {
 	rec = b.request(http.MethodGet, "/messages/"+itoa(heads["o-2"])+"/actions", operator, nil)
 	require.NotContains(t, rec.Body.String(), "blocks aggregate")
 }
+
+// A cross-site POST that carries a valid session cookie is refused before
+// any action runs.
+func TestCrossSiteActionIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setupAccess(t, false, nil, nil, nil)
+	operator := b.login(t, auth.Operator)
+	id := deadMessage(t, b, `{"n":8}`)
+	rid := uuid.NewString()
+	raw, err := json.Marshal(replayBody("redeliver", "", nil, rid))
+	require.NoError(t, err)
+	req := httptest.NewRequest(http.MethodPost, "/api/messages/"+itoa(id)+"/replay", bytes.NewReader(raw))
+	req.RemoteAddr = "192.0.2.10:41000"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	req.Header.Set("Idempotency-Key", rid)
+	req.AddCookie(&http.Cookie{Name: "switchyard_session", Value: operator})
+	rec := httptest.NewRecorder()
+	b.e.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusForbidden, rec.Code)
+	require.Zero(t, replaysOf(t, b, id))
+	require.Zero(t, auditRows(t, b, rid))
+}
+
+// The Replays page's forms: re-apply without a reason is refused at the
+// estimate; an estimate offers the confirm button with the form's request
+// id; confirming starts one job and tells the jobs table to reload.
+func TestBulkReplayForms(t *testing.T) {
+	t.Parallel()
+	b := setupAccess(t, false, nil, nil, nil)
+	operator := b.login(t, auth.Operator)
+	for range 2 {
+		deadMessage(t, b, `{"n":9}`)
+	}
+	rec := b.request(http.MethodGet, "/replays", b.login(t, auth.Viewer), nil)
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.NotContains(t, rec.Body.String(), `data-testid="bulk-form"`, "viewers get no form")
+
+	rid := uuid.NewString()
+	form := url.Values{"request_id": {rid}, "fingerprint": {"fp-422"}, "mode": {"reapply"}, "rate": {"10"}}
+	rec = b.request(http.MethodPost, "/replays/estimate", operator, form)
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Contains(t, rec.Body.String(), "needs a reason")
+
+	form.Set("reason", "validator fixed")
+	rec = b.request(http.MethodPost, "/replays/estimate", operator, form)
+	require.Equal(t, http.StatusOK, rec.Code)
+	doc, err := goquery.NewDocumentFromReader(rec.Body)
+	require.NoError(t, err)
+	require.Equal(t, "2 dead messages match.", strings.TrimSpace(doc.Find(`[data-testid="bulk-estimate-count"]`).Text()))
+	headers, _ := doc.Find(`[data-testid="bulk-start"]`).Attr("hx-headers")
+	require.JSONEq(t, `{"Idempotency-Key":"`+rid+`"}`, headers)
+
+	form.Set("estimate", "2")
+	rec = b.request(http.MethodPost, "/replays", operator, form)
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Equal(t, "replay-jobs-changed", rec.Header().Get("HX-Trigger"))
+	require.Equal(t, 1, countRows(t, b, `SELECT count(*) FROM switchyard.replay_jobs WHERE mode = 'reapply' AND estimate = 2 AND reason = 'validator fixed'`))
+	require.Equal(t, 1, auditRows(t, b, rid))
+
+	rec = b.request(http.MethodGet, "/replays/jobs", operator, nil)
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Contains(t, rec.Body.String(), `data-testid="job-cancel"`)
+}
