@@ -36,36 +36,12 @@ const maxDiffLines = 2000
 func lineDiff(a, b string) ([]templates.DiffLine, bool) {
 	x, y := strings.Split(a, "\n"), strings.Split(b, "\n")
 	if a == b {
-		out := make([]templates.DiffLine, len(x))
-		for i, l := range x {
-			out[i] = templates.DiffLine{Op: " ", Text: l}
-		}
-		return out, false
+		return lines(" ", x), false
 	}
 	if len(x) > maxDiffLines || len(y) > maxDiffLines {
-		var out []templates.DiffLine
-		for _, l := range x {
-			out = append(out, templates.DiffLine{Op: "-", Text: l})
-		}
-		for _, l := range y {
-			out = append(out, templates.DiffLine{Op: "+", Text: l})
-		}
-		return out, true
+		return append(lines("-", x), lines("+", y)...), true
 	}
-	// lcs[i][j]: length of the longest common subsequence of x[i:], y[j:].
-	lcs := make([][]int, len(x)+1)
-	for i := range lcs {
-		lcs[i] = make([]int, len(y)+1)
-	}
-	for i := len(x) - 1; i >= 0; i-- {
-		for j := len(y) - 1; j >= 0; j-- {
-			if x[i] == y[j] {
-				lcs[i][j] = lcs[i+1][j+1] + 1
-			} else {
-				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
-			}
-		}
-	}
+	lcs := lcsTable(x, y)
 	var out []templates.DiffLine
 	i, j := 0, 0
 	for i < len(x) && j < len(y) {
@@ -81,11 +57,32 @@ func lineDiff(a, b string) ([]templates.DiffLine, bool) {
 			j++
 		}
 	}
-	for ; i < len(x); i++ {
-		out = append(out, templates.DiffLine{Op: "-", Text: x[i]})
+	return append(append(out, lines("-", x[i:])...), lines("+", y[j:])...), true
+}
+
+// lcsTable holds at [i][j] the length of the longest common subsequence of
+// x[i:] and y[j:].
+func lcsTable(x, y []string) [][]int {
+	lcs := make([][]int, len(x)+1)
+	for i := range lcs {
+		lcs[i] = make([]int, len(y)+1)
 	}
-	for ; j < len(y); j++ {
-		out = append(out, templates.DiffLine{Op: "+", Text: y[j]})
+	for i := len(x) - 1; i >= 0; i-- {
+		for j := len(y) - 1; j >= 0; j-- {
+			if x[i] == y[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
 	}
-	return out, true
+	return lcs
+}
+
+func lines(op string, texts []string) []templates.DiffLine {
+	out := make([]templates.DiffLine, len(texts))
+	for i, t := range texts {
+		out[i] = templates.DiffLine{Op: op, Text: t}
+	}
+	return out
 }
