@@ -97,7 +97,9 @@ func TestOperatorsReplayADeadMessageOnce(t *testing.T) {
 	require.NoError(t, first.GetByTestId("replay-submit").Click())
 	require.NoError(t, expect.Locator(first.GetByTestId("action-error")).ToContainText("needs a reason"))
 	require.Zero(t, count(t, console.pool, `SELECT count(*) FROM switchyard.outbox WHERE replay_of = $1`, id))
+	require.NoError(t, expect.Locator(first.GetByTestId("mode-reapply")).ToBeChecked(), "the form keeps the operator's choice")
 	screenshot(t, first, "actions-refused")
+	require.NoError(t, first.GetByTestId("mode-redeliver").Check())
 
 	require.NoError(t, first.GetByTestId("replay-submit").Dblclick())
 	require.NoError(t, expect.Locator(first.GetByTestId("action-notice")).ToContainText("Replayed (redeliver) as message"))

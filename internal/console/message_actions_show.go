@@ -93,6 +93,11 @@ func (h *Handler) panelAfter(c echo.Context, notice string, actionErr error) err
 		return err
 	}
 	m.Notice, m.Error = notice, msg
+	if msg != "" {
+		// Refill the replay form, so the operator only adds what was
+		// missing (a fresh request id comes with it).
+		m.ReplayMode, m.ReplayReason = c.FormValue("mode"), c.FormValue("reason")
+	}
 	return render(c, http.StatusOK, templates.MessageActionsPanel(m))
 }
 

@@ -28,6 +28,8 @@ type MessageActions struct {
 	// double click or a retry of one form sends the same one.
 	// (Edit and replay gets its own with the diff it confirms.)
 	ReplayRequestID, DiscardRequestID string
+	// ReplayMode and ReplayReason refill the replay form after a refusal.
+	ReplayMode, ReplayReason string
 	// Notice reports what the last action did; Error why it was refused.
 	Notice string
 	Error  string
