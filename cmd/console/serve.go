@@ -105,7 +105,7 @@ func serveWith(ctx context.Context, cfg config, logger *slog.Logger, extras serv
 		return err
 	}
 	defer statsService.Stop()
-	e, err := newWeb(db, migrator, hub, logger, registry, receiver, cfg, access{accounts: accounts, guard: guard}, demoControl)
+	e, err := newWeb(db, migrator, hub, logger, registry, receiver, cfg, access{accounts: accounts, guard: guard, notify: notifier.Poke}, demoControl)
 	if err != nil {
 		return err
 	}
@@ -218,6 +218,7 @@ func startLive(ctx context.Context, db *database, guard *auth.StreamGuard, logge
 type access struct {
 	accounts *auth.Service
 	guard    *auth.StreamGuard
+	notify   func() // wakes the change feed after an operator action
 }
 
 // newWeb wires the console's handlers into a configured echo instance.
@@ -238,6 +239,7 @@ func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logge
 		DB:        db.pool,
 		Stats:     stats.NewReader(db.pool, 0),
 		DemoPanel: demo,
+		Notify:    acc.notify,
 	})
 	hosts := cfg.allowedHosts
 	if cfg.demo {

@@ -69,6 +69,10 @@ type Deps struct {
 	// DemoPanel is the running `console demo`; nil otherwise (no demo
 	// panel).
 	DemoPanel DemoControl
+	// Notify is called after an action commits, which appended changes to
+	// the feed (its audit row, at least): a changefeed.Notifier's Poke.
+	// Optional; it must not block.
+	Notify func()
 }
 
 // AuditLog reads the audit trail (an audit.Log).

@@ -78,6 +78,8 @@ func (h *Handler) routes() []route {
 			route{http.MethodPost, "/demo", auth.Operator, h.demoUpdate},
 		)
 	}
+	// Operator actions (action_routes.go).
+	rs = append(rs, h.actionRoutes()...)
 	// Sections without a page of their own yet.
 	for _, s := range sections {
 		rs = append(rs, route{http.MethodGet, s.path, auth.Viewer, h.sectionShow(s)})

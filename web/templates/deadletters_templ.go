@@ -362,7 +362,7 @@ func DeadLetterGroupShow(p Page, d DeadLetterGroupPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "</h1><div class=\"actions\"><a href=\"/dead-letters\">All groups</a></div><p class=\"subtitle mono\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "</h1><div class=\"actions\"><a href=\"/dead-letters\">All groups</a> · <a href=\"/replays\" data-testid=\"bulk-replay-link\">Bulk replay…</a></div><p class=\"subtitle mono\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/mxschmitt/playwright-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/auth"
+	"github.com/switchyard/switchyard/internal/changefeed"
+	"github.com/switchyard/switchyard/internal/consoletest"
+	"github.com/switchyard/switchyard/internal/dbtest"
+)
+
+// startConsoleForActions is startConsoleWithAccounts without dispatcher
+// workers, so that a replay stays in flight (pending) while the test looks
+// at it.
+func startConsoleForActions(t *testing.T) withAccounts {
+	t.Helper()
+	dbURL := dbtest.NewURL(t)
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	p := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL, "SWITCHYARD_WORKERS=0"})
+	t.Cleanup(func() { p.Stop(t) })
+	svc := auth.New(pool, auth.Config{Notify: func() { _ = changefeed.Notify(context.Background(), pool) }})
+	for _, r := range []auth.Role{auth.Viewer, auth.Operator, auth.Admin} {
+		require.NoError(t, svc.AddUser(context.Background(), auth.CLI, r.String(), r, e2ePassword))
+	}
+	return withAccounts{Process: p, svc: svc, pool: pool}
+}
+
+// deadMessages writes n dead messages of one dead-letter group (as a
+// dispatcher leaves them) and returns their ids.
+func deadMessages(t *testing.T, pool *pgxpool.Pool, n int, payload string) []int64 {
+	t.Helper()
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address)
+		VALUES ('billing', 'function', 'billing') ON CONFLICT DO NOTHING`)
+	require.NoError(t, err)
+	rows, err := pool.Query(ctx, `INSERT INTO switchyard.outbox
+		(topic, destination, payload, state, attempts, last_error, error_fingerprint, finished_at)
+		SELECT 'orders.created', 'billing', $1, 'dead', 3, 'HTTP 422: rejected', 'fp-422', now()
+		FROM generate_series(1, $2) RETURNING id`, payload, n)
+	require.NoError(t, err)
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		require.NoError(t, rows.Scan(&id))
+		ids = append(ids, id)
+	}
+	require.NoError(t, rows.Err())
+	_, err = pool.Exec(ctx, `INSERT INTO switchyard.dead_letter_groups (fingerprint, dead, first_dead_at, last_dead_at, sample_id)
+		VALUES ('fp-422', $1, now(), now(), $2) ON CONFLICT (fingerprint) DO UPDATE SET dead = dead_letter_groups.dead + $1`, n, ids[len(ids)-1])
+	require.NoError(t, err)
+	return ids
+}
+
+func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}
+
+func signedIn(t *testing.T, console withAccounts, role, path string) playwright.Page {
+	t.Helper()
+	page := newPage(t, console.URL)
+	_, err := page.Goto(path)
+	require.NoError(t, err)
+	signIn(t, page, role, e2ePassword)
+	require.NoError(t, playwright.NewPlaywrightAssertions().Page(page).ToHaveURL(console.URL+path))
+	return page
+}
+
+// An operator double-clicks Replay: one replay, one audit row; a second
+// operator clicking Replay on the same message in another browser is told
+// a replay is in flight; re-apply without a reason is refused.
+func TestOperatorsReplayADeadMessageOnce(t *testing.T) {
+	t.Parallel()
+	console := startConsoleForActions(t)
+	id := deadMessages(t, console.pool, 1, `{"order":7}`)[0]
+	path := fmt.Sprintf("/messages/%d/actions", id)
+	expect := playwright.NewPlaywrightAssertions()
+
+	first := signedIn(t, console, "operator", path)
+	second := signedIn(t, console, "admin", path)
+	require.NoError(t, expect.Locator(first.GetByTestId("replay-submit")).ToBeVisible())
+	screenshot(t, first, "actions-panel")
+
+	// Re-apply without a reason: refused, nothing created.
+	require.NoError(t, first.GetByTestId("mode-reapply").Check())
+	require.NoError(t, first.GetByTestId("replay-submit").Click())
+	require.NoError(t, expect.Locator(first.GetByTestId("action-error")).ToContainText("needs a reason"))
+	require.Zero(t, count(t, console.pool, `SELECT count(*) FROM switchyard.outbox WHERE replay_of = $1`, id))
+	require.NoError(t, expect.Locator(first.GetByTestId("mode-reapply")).ToBeChecked(), "the form keeps the operator's choice")
+	screenshot(t, first, "actions-refused")
+	require.NoError(t, first.GetByTestId("mode-redeliver").Check())
+
+	require.NoError(t, first.GetByTestId("replay-submit").Dblclick())
+	require.NoError(t, expect.Locator(first.GetByTestId("action-notice")).ToContainText("Replayed (redeliver) as message"))
+	require.NoError(t, expect.Locator(first.GetByTestId("actions-status")).ToContainText("in flight"))
+	require.NoError(t, expect.Locator(first.GetByTestId("replay-submit")).ToHaveCount(0))
+	screenshot(t, first, "actions-replayed")
+
+	// The second operator's page still offers Replay: it is refused.
+	require.NoError(t, second.GetByTestId("replay-submit").Click())
+	require.NoError(t, expect.Locator(second.GetByTestId("action-error")).ToContainText("still in flight"))
+	require.NoError(t, expect.Locator(second.GetByTestId("last-replay")).ToBeVisible())
+
+	require.Equal(t, 1, count(t, console.pool, `SELECT count(*) FROM switchyard.outbox WHERE replay_of = $1`, id))
+	require.Equal(t, 1, count(t, console.pool, `SELECT count(*) FROM switchyard.audit_log WHERE action = 'message.replay'`))
+}
+
+func TestViewerSeesNoActionControls(t *testing.T) {
+	t.Parallel()
+	console := startConsoleForActions(t)
+	id := deadMessages(t, console.pool, 1, `{"order":8}`)[0]
+	page := signedIn(t, console, "viewer", fmt.Sprintf("/messages/%d/actions", id))
+	expect := playwright.NewPlaywrightAssertions()
+	require.NoError(t, expect.Locator(page.GetByTestId("no-actions")).ToBeVisible())
+	for _, control := range []string{"replay-submit", "discard-submit", "edit-replay"} {
+		require.NoError(t, expect.Locator(page.GetByTestId(control)).ToHaveCount(0), control)
+	}
+	require.NoError(t, expect.Locator(page.GetByTestId("message-payload")).ToContainText("payload hidden"))
+	screenshot(t, page, "actions-viewer")
+}
+
+// Edit and replay shows the diff before anything is created; confirming
+// replays the edited payload and leaves the original as it was.
+func TestEditShowsTheDiffBeforeReplaying(t *testing.T) {
+	t.Parallel()
+	console := startConsoleForActions(t)
+	id := deadMessages(t, console.pool, 1, `{"order":9,"total":10}`)[0]
+	page := signedIn(t, console, "admin", fmt.Sprintf("/messages/%d/actions", id))
+	expect := playwright.NewPlaywrightAssertions()
+
+	require.NoError(t, page.GetByTestId("edit-replay").Locator("summary").Click())
+	require.NoError(t, page.GetByTestId("edit-payload").Fill("{\n  \"order\": 9,\n  \"total\": 12\n}"))
+	require.NoError(t, page.GetByTestId("edit-reason").Fill("total was wrong"))
+	require.NoError(t, page.GetByTestId("edit-preview-submit").Click())
+	require.NoError(t, expect.Locator(page.GetByTestId("diff-removed")).ToHaveText(`- "total": 10`))
+	require.NoError(t, expect.Locator(page.GetByTestId("diff-added")).ToHaveText(`+ "total": 12`))
+	require.Zero(t, count(t, console.pool, `SELECT count(*) FROM switchyard.outbox WHERE replay_of = $1`, id), "nothing before confirming")
+	screenshot(t, page, "actions-edit-diff")
+
+	require.NoError(t, page.GetByTestId("edit-confirm").Click())
+	require.NoError(t, expect.Locator(page.GetByTestId("action-notice")).ToContainText("Replayed with the edited payload (reapply)"))
+	require.Equal(t, 1, count(t, console.pool, `SELECT count(*) FROM switchyard.outbox WHERE replay_of = $1 AND payload = '{"order":9,"total":12}'::jsonb`, id))
+	require.Equal(t, 1, count(t, console.pool, `SELECT count(*) FROM switchyard.outbox WHERE id = $1 AND payload = '{"order":9,"total":10}'::jsonb`, id))
+}
+
+// A bulk replay: filter, estimate, confirm, live progress, cancel.
+func TestBulkReplayShowsLiveProgressAndCancels(t *testing.T) {
+	t.Parallel()
+	console := startConsoleForActions(t)
+	deadMessages(t, console.pool, 40, `{"bulk":true}`)
+	page := signedIn(t, console, "operator", "/replays")
+	expect := playwright.NewPlaywrightAssertions()
+	require.NoError(t, expect.Locator(page.GetByTestId("empty-state")).ToBeVisible())
+	screenshot(t, page, "replays-empty")
+
+	require.NoError(t, page.GetByTestId("bulk-fingerprint").Fill("fp-422"))
+	require.NoError(t, page.GetByTestId("bulk-rate").Fill("2"))
+	require.NoError(t, page.GetByTestId("bulk-estimate").Click())
+	require.NoError(t, expect.Locator(page.GetByTestId("bulk-estimate-count")).ToHaveText("40 dead messages match."))
+	screenshot(t, page, "replays-confirm")
+
+	require.NoError(t, page.GetByTestId("bulk-start").Click())
+	job := page.GetByTestId("replay-job")
+	require.NoError(t, expect.Locator(job).ToHaveCount(1))
+	require.NoError(t, expect.Locator(job.GetByTestId("job-state")).ToHaveText("running"))
+	// Progress arrives over the live stream, without a reload.
+	require.NoError(t, expect.Locator(job.GetByTestId("job-progress")).ToHaveText(regexp.MustCompile(`^[1-9]\d* replayed`)))
+	screenshot(t, page, "replays-running")
+
+	require.NoError(t, job.GetByTestId("job-cancel").Click())
+	require.NoError(t, expect.Locator(job.GetByTestId("job-state")).ToHaveText("cancelled"))
+	require.NoError(t, expect.Locator(job.GetByTestId("job-cancel")).ToHaveCount(0))
+	screenshot(t, page, "replays-cancelled")
+	replayed := count(t, console.pool, `SELECT count(*) FROM switchyard.outbox WHERE replay_of IS NOT NULL`)
+	require.Less(t, replayed, 40, "cancel stopped the job")
+	require.Equal(t, 1, count(t, console.pool, `SELECT count(*) FROM switchyard.audit_log WHERE action = 'replay_job.start' AND detail->'filter'->>'fingerprint' = 'fp-422'`))
+	require.Equal(t, 1, count(t, console.pool, `SELECT count(*) FROM switchyard.audit_log WHERE action = 'replay_job.cancel'`))
+}

@@ -1,0 +1,106 @@
+package templates
+
+// MessageActions is one message's actions panel: what it is, what state
+// it is in, and the actions the viewer may take on it.
+type MessageActions struct {
+	ID            int64
+	Topic         string
+	Destination   string
+	Aggregate     string // "type/id", or "" when unordered
+	State         string
+	Attempts      int32
+	LastError     string
+	Payload       string // pretty-printed, or the redaction notice
+	ReplayOf      int64  // 0: an original
+	Replays       int32
+	Generation    int32
+	ReplayPending bool
+	LastReplayID  int64
+	// Blocking: it is the dead head its aggregate waits behind; a replay
+	// or a discard unblocks the aggregate.
+	Blocking bool
+
+	// CanOperate: replay, re-apply, discard, restore. CanEdit: edit and
+	// replay (admin).
+	CanOperate bool
+	CanEdit    bool
+	// Request ids, one per form, generated when the panel renders: a
+	// double click or a retry of one form sends the same one.
+	// (Edit and replay gets its own with the diff it confirms.)
+	ReplayRequestID, DiscardRequestID string
+	// ReplayMode and ReplayReason refill the replay form after a refusal.
+	ReplayMode, ReplayReason string
+	// Notice reports what the last action did; Error why it was refused.
+	Notice string
+	Error  string
+}
+
+// Dead reports whether the message can be replayed or discarded now.
+func (m MessageActions) Dead() bool { return m.State == "dead" && !m.ReplayPending }
+
+// EditPreview is the confirmation step of edit and replay: the diff of
+// the edited payload against the original, before anything is created.
+type EditPreview struct {
+	ID        int64
+	RequestID string
+	Payload   string // the edited payload, as submitted (valid JSON)
+	Reason    string
+	Mode      string
+	Diff      []DiffLine
+	Changed   bool
+}
+
+// DiffLine is one line of a line diff: Op is "+", "-" or " ".
+type DiffLine struct {
+	Op   string
+	Text string
+}
+
+// ReplayJob is one bulk replay job as the Replays page shows it.
+type ReplayJob struct {
+	ID        string
+	State     string
+	Mode      string
+	Actor     string
+	Reason    string
+	Filter    string
+	Rate      int32
+	Estimate  int64
+	Replayed  int64
+	Skipped   int64
+	Created   string
+	CanCancel bool
+	// RequestID of the cancel button.
+	RequestID string
+}
+
+// Done is how many messages the job went through so far.
+func (j ReplayJob) Done() int64 { return j.Replayed + j.Skipped }
+
+// BulkForm is the new bulk replay form, and its confirmation once
+// estimated.
+type BulkForm struct {
+	Fingerprint   string
+	Destination   string
+	Topic         string
+	AggregateType string
+	AggregateID   string
+	ErrorContains string
+	Mode          string
+	Reason        string
+	Rate          int
+	// Estimated: the confirm step; Estimate is the count, AtLeast when
+	// counting stopped at the cap.
+	Estimated bool
+	Estimate  int64
+	AtLeast   bool
+	RequestID string
+	Error     string
+}
+
+// ReplaysView is the Replays page: the new job form and the newest jobs.
+type ReplaysView struct {
+	CanOperate bool
+	Form       BulkForm
+	Jobs       []ReplayJob
+}
