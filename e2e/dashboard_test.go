@@ -21,7 +21,7 @@ func startConsoleDB(t *testing.T, args ...string) (*consoletest.Process, *pgxpoo
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	p := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL}, args...)
+	p := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL, "SWITCHYARD_DEMO=true"}, args...)
 	t.Cleanup(func() { p.Stop(t) })
 	return p, pool
 }
@@ -104,7 +104,7 @@ func TestDashboardShowsDeliveriesBreakersAndDispatchers(t *testing.T) {
 	_, err = pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address, retry_base_ms, retry_cap_ms, max_attempts, breaker_min_requests, breaker_open_ms)
 		VALUES ('refusing', 'webhook', 'http://127.0.0.1:9/', 100, 200, 2, 3, 1000)`)
 	require.NoError(t, err)
-	console := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL})
+	console := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL, "SWITCHYARD_DEMO=true"})
 	t.Cleanup(func() { console.Stop(t) })
 	enqueue(t, pool, "refusing", 5)
 

@@ -40,7 +40,7 @@ func startPagesFixture(t *testing.T) pagesFixture {
 	ctx := context.Background()
 	dbURL := dbtest.NewURL(t)
 	// No dispatcher: the fixture's states must stay as written.
-	p := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL}, "--workers", "0")
+	p := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL, "SWITCHYARD_DEMO=true"}, "--workers", "0")
 	t.Cleanup(func() { p.Stop(t) })
 	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
