@@ -19,6 +19,11 @@ run: ## run the console on http://127.0.0.1:8080 with its own PostgreSQL in ./.s
 	@scripts/setup.sh --postgres
 	$(GO) run ./cmd/console
 
+.PHONY: demo
+demo: ## run the console with demo traffic on http://127.0.0.1:8080, signed in as a demo admin
+	@scripts/setup.sh --postgres
+	$(GO) run ./cmd/console demo
+
 .PHONY: test
 test: setup ## install what tests need, then run every test (unit, database, browser) with the race detector
 	@$(MAKE) --no-print-directory test-unprivileged
