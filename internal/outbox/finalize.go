@@ -17,7 +17,17 @@ import (
 // them again later.
 func (d *Dispatcher) finalize(ctx context.Context, worker string, results []result) (busy []result, err error) {
 	p := queries.OutboxFinalizeParams{Worker: worker, Now: d.now()}
+	aggregates := aggregateOutcomes(results)
+	position := make(map[aggregateKey]int32, len(aggregates))
+	for i, a := range aggregates {
+		position[a.key] = int32(i + 1)
+	}
 	for _, r := range results {
+		if r.msg.AggregateID == "" {
+			p.AggregateOf = append(p.AggregateOf, 0)
+		} else {
+			p.AggregateOf = append(p.AggregateOf, position[keyOf(r.msg)])
+		}
 		p.Ids = append(p.Ids, r.msg.ID)
 		p.LeaseVersions = append(p.LeaseVersions, r.msg.LeaseVersion)
 		p.AttemptNumbers = append(p.AttemptNumbers, r.msg.Attempts)
@@ -31,7 +41,7 @@ func (d *Dispatcher) finalize(ctx context.Context, worker string, results []resu
 		p.StartedAts = append(p.StartedAts, r.started)
 		p.FinishedAts = append(p.FinishedAts, r.finished)
 	}
-	for _, a := range aggregateOutcomes(results) {
+	for _, a := range aggregates {
 		p.AggregateDestinations = append(p.AggregateDestinations, a.key.destination)
 		p.AggregateTypes = append(p.AggregateTypes, a.key.aggregateType)
 		p.AggregateIds = append(p.AggregateIds, a.key.aggregateID)

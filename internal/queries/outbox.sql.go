@@ -729,27 +729,31 @@ WITH input AS (
     -- multi-argument unnest, so the rows are assembled by subscript.
     SELECT ($1::bigint[])[n] AS id,
         ($2::bigint[])[n] AS lease_version,
-        ($3::int[])[n] AS attempt,
-        ($4::text[])[n] AS outcome,
-        ($5::float8[])[n] AS retry_delay_ms,
-        ($6::int[])[n] AS attempt_delta,
-        ($7::text[])[n] AS error,
-        ($8::text[])[n] AS fingerprint,
-        ($9::int[])[n] AS status_code,
-        ($10::text[])[n] AS response,
-        ($11::timestamptz[])[n] AS started_at,
-        ($12::timestamptz[])[n] AS finished_at
+        -- The message's aggregate: its position in the aggregate_ arrays,
+        -- 0 for a message without one.
+        ($3::int[])[n] AS aggregate_of,
+        ($4::int[])[n] AS attempt,
+        ($5::text[])[n] AS outcome,
+        ($6::float8[])[n] AS retry_delay_ms,
+        ($7::int[])[n] AS attempt_delta,
+        ($8::text[])[n] AS error,
+        ($9::text[])[n] AS fingerprint,
+        ($10::int[])[n] AS status_code,
+        ($11::text[])[n] AS response,
+        ($12::timestamptz[])[n] AS started_at,
+        ($13::timestamptz[])[n] AS finished_at
     FROM generate_series(1, cardinality($1::bigint[])) AS n
 ),
 aggregate_input AS (
-    SELECT ($13::text[])[n] AS destination,
-        ($14::text[])[n] AS aggregate_type,
-        ($15::text[])[n] AS aggregate_id,
-        ($16::bigint[])[n] AS lease_version,
-        ($17::bigint[])[n] AS done_seq,
-        ($18::float8[])[n] AS due_in_ms,
-        ($19::boolean[])[n] AS blocked
-    FROM generate_series(1, cardinality($13::text[])) AS n
+    SELECT n AS position,
+        ($14::text[])[n] AS destination,
+        ($15::text[])[n] AS aggregate_type,
+        ($16::text[])[n] AS aggregate_id,
+        ($17::bigint[])[n] AS lease_version,
+        ($18::bigint[])[n] AS done_seq,
+        ($19::float8[])[n] AS due_in_ms,
+        ($20::boolean[])[n] AS blocked
+    FROM generate_series(1, cardinality($14::text[])) AS n
 ),
 locked_aggregates AS (
     SELECT a.destination, a.aggregate_type, a.aggregate_id
@@ -759,16 +763,16 @@ locked_aggregates AS (
 ),
 busy AS (
     SELECT i.id FROM input i
-    JOIN switchyard.outbox o ON o.id = i.id
-    WHERE o.aggregate_id <> '' AND NOT EXISTS (
+    JOIN aggregate_input ai ON ai.position = i.aggregate_of
+    WHERE NOT EXISTS (
         SELECT 1 FROM locked_aggregates l
-        WHERE l.destination = o.destination AND l.aggregate_type = o.aggregate_type AND l.aggregate_id = o.aggregate_id)
+        WHERE l.destination = ai.destination AND l.aggregate_type = ai.aggregate_type AND l.aggregate_id = ai.aggregate_id)
 ),
 aggregates AS (
     UPDATE switchyard.outbox_aggregates a
     SET done_seq = greatest(a.done_seq, ai.done_seq),
         due_at = CASE WHEN ai.blocked THEN 'infinity'::timestamptz
-            ELSE coalesce($20::timestamptz, now()) + make_interval(secs => ai.due_in_ms / 1000) END,
+            ELSE coalesce($21::timestamptz, now()) + make_interval(secs => ai.due_in_ms / 1000) END,
         lease_owner = NULL
     FROM aggregate_input ai
     WHERE a.destination = ai.destination AND a.aggregate_type = ai.aggregate_type
@@ -781,7 +785,7 @@ applied AS (
     SET state = CASE i.outcome WHEN 'delivered' THEN 'delivered' WHEN 'dead' THEN 'dead' ELSE 'pending' END,
         -- Retry times come from the database's clock, like every claim's.
         next_attempt_at = CASE WHEN i.outcome IN ('retry', 'released')
-            THEN coalesce($20::timestamptz, now()) + make_interval(secs => i.retry_delay_ms / 1000)
+            THEN coalesce($21::timestamptz, now()) + make_interval(secs => i.retry_delay_ms / 1000)
             ELSE o.next_attempt_at END,
         attempts = o.attempts + i.attempt_delta,
         lease_owner = NULL,
@@ -801,7 +805,7 @@ attempts AS (
     INSERT INTO switchyard.outbox_attempts (
         message_id, attempt, worker, lease_version, started_at, finished_at,
         outcome, applied, status_code, response, error, duration_ms)
-    SELECT i.id, i.attempt, $21::text, i.lease_version, i.started_at, i.finished_at,
+    SELECT i.id, i.attempt, $22::text, i.lease_version, i.started_at, i.finished_at,
         i.outcome, EXISTS (SELECT 1 FROM applied a WHERE a.id = i.id), NULLIF(i.status_code, 0),
         NULLIF(i.response, ''), NULLIF(i.error, ''),
         extract(epoch FROM i.finished_at - i.started_at) * 1000
@@ -847,7 +851,7 @@ dead_hours AS (
 ),
 stats AS (
     INSERT INTO switchyard.delivery_stats AS s (second, destination, topic, worker, delivered, retried, dead, latency_ms_sum)
-    SELECT date_trunc('second', now()), a.destination, a.topic, $21::text,
+    SELECT date_trunc('second', now()), a.destination, a.topic, $22::text,
         count(*) FILTER (WHERE i.outcome = 'delivered'),
         count(*) FILTER (WHERE i.outcome = 'retry'),
         count(*) FILTER (WHERE i.outcome = 'dead'),
@@ -869,6 +873,7 @@ SELECT b.id, 'busy'::text FROM busy b
 type OutboxFinalizeParams struct {
 	Ids                    []int64
 	LeaseVersions          []int64
+	AggregateOf            []int32
 	AttemptNumbers         []int32
 	Outcomes               []string
 	RetryDelaysMs          []float64
@@ -915,6 +920,7 @@ func (q *Queries) OutboxFinalize(ctx context.Context, arg OutboxFinalizeParams) 
 	rows, err := q.db.Query(ctx, outboxFinalize,
 		arg.Ids,
 		arg.LeaseVersions,
+		arg.AggregateOf,
 		arg.AttemptNumbers,
 		arg.Outcomes,
 		arg.RetryDelaysMs,

@@ -182,6 +182,9 @@ WITH input AS (
     -- multi-argument unnest, so the rows are assembled by subscript.
     SELECT (@ids::bigint[])[n] AS id,
         (@lease_versions::bigint[])[n] AS lease_version,
+        -- The message's aggregate: its position in the aggregate_ arrays,
+        -- 0 for a message without one.
+        (@aggregate_of::int[])[n] AS aggregate_of,
         (@attempt_numbers::int[])[n] AS attempt,
         (@outcomes::text[])[n] AS outcome,
         (@retry_delays_ms::float8[])[n] AS retry_delay_ms,
@@ -195,7 +198,8 @@ WITH input AS (
     FROM generate_series(1, cardinality(@ids::bigint[])) AS n
 ),
 aggregate_input AS (
-    SELECT (@aggregate_destinations::text[])[n] AS destination,
+    SELECT n AS position,
+        (@aggregate_destinations::text[])[n] AS destination,
         (@aggregate_types::text[])[n] AS aggregate_type,
         (@aggregate_ids::text[])[n] AS aggregate_id,
         (@aggregate_lease_versions::bigint[])[n] AS lease_version,
@@ -216,10 +220,10 @@ locked_aggregates AS (
 ),
 busy AS (
     SELECT i.id FROM input i
-    JOIN switchyard.outbox o ON o.id = i.id
-    WHERE o.aggregate_id <> '' AND NOT EXISTS (
+    JOIN aggregate_input ai ON ai.position = i.aggregate_of
+    WHERE NOT EXISTS (
         SELECT 1 FROM locked_aggregates l
-        WHERE l.destination = o.destination AND l.aggregate_type = o.aggregate_type AND l.aggregate_id = o.aggregate_id)
+        WHERE l.destination = ai.destination AND l.aggregate_type = ai.aggregate_type AND l.aggregate_id = ai.aggregate_id)
 ),
 -- Fenced by their lease version: done up to the last finished message, due
 -- again now, after the head's retry delay, or never while a dead head
