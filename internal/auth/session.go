@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/switchyard/switchyard/internal/advisory"
 	"github.com/switchyard/switchyard/internal/audit"
 	"github.com/switchyard/switchyard/internal/queries"
 )
@@ -22,7 +23,7 @@ import (
 // account's failures and is audited in the session's transaction.
 func (s *Service) Login(ctx context.Context, name, password, addr string) (Session, error) {
 	name = NormalizeName(name)
-	if err := s.throttled(ctx, name, addr); err != nil {
+	if err := s.admit(ctx, name, addr); err != nil {
 		return Session{}, err
 	}
 	q := queries.New(s.pool)
@@ -89,10 +90,10 @@ func (s *Service) rehash(ctx context.Context, name, password string) {
 	}
 }
 
-// throttled returns *ThrottledError when name or addr has too many recent
-// failures.
-func (s *Service) throttled(ctx context.Context, name, addr string) error {
-	t, err := queries.New(s.pool).LoginThrottle(ctx, queries.LoginThrottleParams{
+// checkThrottle refuses an attempt when the account or the address has
+// failed too often within the window.
+func (s *Service) checkThrottle(ctx context.Context, q *queries.Queries, name, addr string) error {
+	t, err := q.LoginThrottle(ctx, queries.LoginThrottleParams{
 		Account: name, Address: addr, WindowSeconds: s.cfg.ThrottleWindow.Seconds(),
 	})
 	if err != nil {
@@ -105,14 +106,34 @@ func (s *Service) throttled(ctx context.Context, name, addr string) error {
 	return &ThrottledError{RetryAfter: wait}
 }
 
-// failed counts and audits a failed sign-in and returns
+// admit counts a sign-in attempt as a failure before its password is
+// checked (a success clears the account's failures), under locks on the
+// account and the address: concurrent guesses count against each other,
+// so a burst of them gets no more tries than one after another.
+func (s *Service) admit(ctx context.Context, name, addr string) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := queries.New(tx)
+		for _, key := range []int64{advisory.Key("switchyard.login.account", name), advisory.Key("switchyard.login.address", addr)} {
+			if err := q.LoginAttemptLock(ctx, key); err != nil {
+				return fmt.Errorf("auth: lock sign-in attempts: %w", err)
+			}
+		}
+		if err := s.checkThrottle(ctx, q, name, addr); err != nil {
+			return err
+		}
+		if err := q.LoginFailureRecord(ctx, queries.LoginFailureRecordParams{Account: name, Address: addr}); err != nil {
+			return fmt.Errorf("auth: count sign-in attempt: %w", err)
+		}
+		return nil
+	})
+}
+
+// failed audits a failed sign-in (admit counted it) and returns
 // ErrInvalidCredentials.
 func (s *Service) failed(ctx context.Context, name, addr string) error {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		q := queries.New(tx)
-		if err := q.LoginFailureRecord(ctx, queries.LoginFailureRecordParams{Account: name, Address: addr}); err != nil {
-			return err
-		}
+		// The attempt was counted by admit already.
 		if _, err := q.LoginFailurePrune(ctx, s.cfg.ThrottleWindow.Seconds()); err != nil {
 			return err
 		}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,4 +234,35 @@ func TestStreamGuardEndsStreamsAtExpiry(t *testing.T) {
 	}
 	stop()
 	require.Zero(t, guard.Watched())
+}
+
+// A burst of concurrent guesses gets no more tries than the same guesses
+// one after another: each attempt is counted before its password is
+// checked.
+func TestConcurrentGuessesAreThrottledToo(t *testing.T) {
+	t.Parallel()
+	svc, _ := setup(t, Config{MaxAccountFailures: 3, MaxAddressFailures: 1000, ThrottleWindow: time.Hour})
+	const guesses = 30
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	var checked, throttled atomic.Int64
+	for i := range guesses {
+		wg.Go(func() {
+			<-start
+			_, err := svc.Login(context.Background(), "alice", "wrong password!", fmt.Sprintf("192.0.2.%d", i))
+			var th *ThrottledError
+			switch {
+			case errors.Is(err, ErrInvalidCredentials):
+				checked.Add(1)
+			case errors.As(err, &th):
+				throttled.Add(1)
+			default:
+				t.Errorf("unexpected: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	require.Equal(t, int64(3), checked.Load(), "only as many passwords checked as the limit allows")
+	require.Equal(t, int64(guesses-3), throttled.Load())
 }

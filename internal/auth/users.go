@@ -112,7 +112,7 @@ func (s *Service) ChangeOwnPassword(ctx context.Context, p Principal, current, n
 	if err := CheckPassword(next); err != nil {
 		return err
 	}
-	if err := s.throttled(ctx, p.Name, addr); err != nil {
+	if err := s.admit(ctx, p.Name, addr); err != nil {
 		return err
 	}
 	user, err := queries.New(s.pool).UserGetByName(ctx, p.Name)
@@ -126,5 +126,12 @@ func (s *Service) ChangeOwnPassword(ctx context.Context, p Principal, current, n
 	if !ok {
 		return s.failed(ctx, p.Name, addr)
 	}
-	return s.SetPassword(ctx, p, p.Name, next)
+	if err := s.SetPassword(ctx, p, p.Name, next); err != nil {
+		return err
+	}
+	// The attempt admit counted was not a failure.
+	if err := queries.New(s.pool).LoginFailureClear(ctx, p.Name); err != nil {
+		return fmt.Errorf("auth: clear sign-in failures of %q: %w", p.Name, err)
+	}
+	return nil
 }

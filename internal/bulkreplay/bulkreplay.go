@@ -78,7 +78,8 @@ type Spec struct {
 	Mode   outbox.ReplayMode
 	Actor  string
 	Reason string
-	// RatePerSecond bounds the replays per second. Default 50.
+	// RatePerSecond bounds the replays per second: 1 to MaxRatePerSecond,
+	// 0 for the default, 50.
 	RatePerSecond int
 	// Estimate is what the operator confirmed, shown beside the progress.
 	Estimate int64
@@ -88,7 +89,12 @@ type Spec struct {
 var (
 	ErrAlreadyRunning = errors.New("bulkreplay: a job for this filter is already running")
 	ErrReasonRequired = errors.New("bulkreplay: a replay with new idempotency keys needs a reason")
+	ErrInvalidRate    = fmt.Errorf("bulkreplay: the rate must be from 1 to %d replays per second", MaxRatePerSecond)
 )
+
+// MaxRatePerSecond bounds a job's rate: a rate limit that does not limit
+// would not protect the destinations.
+const MaxRatePerSecond = 10000
 
 // Job is a bulk replay job as stored.
 type Job = queries.SwitchyardReplayJob
@@ -103,8 +109,11 @@ func Start(ctx context.Context, tx pgx.Tx, s Spec) (Job, error) {
 	if s.Mode == outbox.Reapply && s.Reason == "" {
 		return Job{}, ErrReasonRequired
 	}
-	if s.RatePerSecond <= 0 {
+	switch {
+	case s.RatePerSecond == 0:
 		s.RatePerSecond = 50
+	case s.RatePerSecond < 0 || s.RatePerSecond > MaxRatePerSecond:
+		return Job{}, ErrInvalidRate
 	}
 	key, filter := s.Filter.key()
 	q := queries.New(tx)

@@ -119,6 +119,10 @@ func TestOneRunningJobPerFilter(t *testing.T) {
 	require.NoError(t, err)
 	_, err = start(t, pool, Spec{Filter: Filter{Topic: "t"}, Mode: outbox.Reapply, Actor: "bob"})
 	require.ErrorIs(t, err, ErrReasonRequired)
+	for _, rate := range []int{-1, MaxRatePerSecond + 1, 1 << 40} {
+		_, err = start(t, pool, Spec{Filter: Filter{Topic: "t"}, Mode: outbox.Redeliver, Actor: "bob", RatePerSecond: rate})
+		require.ErrorIs(t, err, ErrInvalidRate, "rate %d", rate)
+	}
 }
 
 // Cancel stops a job between batches: what it replayed stays, nothing more

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode"
 
 	"github.com/labstack/echo/v4"
 
@@ -103,7 +104,15 @@ func isLoopback(ip string) bool {
 // safeNext returns next if it is a path on this site, else "/": the
 // sign-in form must not become an open redirect.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") || strings.HasPrefix(next, "/login") {
+	// Browsers drop tabs and newlines from URLs and read a backslash as a
+	// slash, so "/\t/evil.example" would become "//evil.example": refuse
+	// any of them outright, then anything that is not a plain local path.
+	if strings.ContainsAny(next, "\\\t\r\n") || strings.ContainsFunc(next, unicode.IsControl) {
+		return "/"
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || !strings.HasPrefix(u.Path, "/") ||
+		strings.HasPrefix(next, "//") || strings.HasPrefix(u.Path, "/login") {
 		return "/"
 	}
 	return next

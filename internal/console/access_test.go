@@ -463,4 +463,16 @@ func TestViewersSeePayloadsRedacted(t *testing.T) {
 	require.Equal(t, http.StatusOK, rec.Code)
 	require.Contains(t, rec.Body.String(), "4111-secret")
 	require.Equal(t, http.StatusOK, b.request(http.MethodGet, page+"/payload", operator, nil).Code)
+
+	// Inbound events too: body and headers.
+	var event int64
+	require.NoError(t, b.pool.QueryRow(context.Background(), `INSERT INTO switchyard.inbox_events (source, event_id, payload, headers, status)
+		VALUES ('shop', 'e1', '{"card": "4111-inbound"}', '{"x-api-key": "key-inbound"}', 'processed') RETURNING id`).Scan(&event))
+	eventPage := fmt.Sprintf("/inbox/events/%d", event)
+	rec = b.request(http.MethodGet, eventPage, viewer, nil)
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.NotContains(t, rec.Body.String(), "4111-inbound")
+	require.NotContains(t, rec.Body.String(), "key-inbound")
+	rec = b.request(http.MethodGet, eventPage, operator, nil)
+	require.Contains(t, rec.Body.String(), "4111-inbound")
 }

@@ -129,7 +129,8 @@ func refusal(err error) error {
 			"A replay of this message is still in flight: wait until it is delivered or dead before replaying or discarding it again.")
 	case errors.Is(err, outbox.ErrNotDead), errors.Is(err, outbox.ErrNotDiscarded), errors.Is(err, bulkreplay.ErrAlreadyRunning):
 		status = http.StatusConflict
-	case errors.Is(err, outbox.ErrReasonRequired), errors.Is(err, bulkreplay.ErrReasonRequired):
+	case errors.Is(err, outbox.ErrReasonRequired), errors.Is(err, bulkreplay.ErrReasonRequired),
+		errors.Is(err, outbox.ErrRequestReused), errors.Is(err, bulkreplay.ErrInvalidRate):
 		status = http.StatusUnprocessableEntity
 	default:
 		return err

@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/switchyard/switchyard/internal/httpserver"
 	"github.com/switchyard/switchyard/web/templates"
 )
 
@@ -36,6 +37,7 @@ func (h *Handler) demoShow(c echo.Context) error {
 		LatencyMs:       strconv.Itoa(s.LatencyMs),
 		Outage:          s.Outage,
 		Saved:           c.QueryParam("saved") == "1",
+		CSRFToken:       httpserver.CSRFToken(c),
 	}
 	return render(c, http.StatusOK, templates.DemoPanelPage(h.page("Demo", templates.SectionDashboard), v))
 }

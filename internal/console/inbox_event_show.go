@@ -35,12 +35,18 @@ func (h *Handler) inboxEventShow(c echo.Context) error {
 		return err
 	}
 	headers := headerPairs(r.Headers)
+	payload := pretty(r.Payload)
+	shown := headers
+	if !h.PayloadVisible(c) {
+		// Inbound bodies and headers are as sensitive as outbound payloads.
+		payload, shown = RedactedPayload, nil
+	}
 	e := templates.InboxEvent{
 		ID: strconv.FormatInt(r.ID, 10), Source: r.Source, SourceHref: "/inbox?source=" + url.QueryEscape(r.Source),
 		EventID: r.EventID, ReceivedAt: stamp(&r.ReceivedAt), ProcessedAt: stamp(r.ProcessedAt),
 		Entity: entity(r.EntityKey, r.EntityVersion), Status: r.Status, Tone: inboxTone(r.Status),
 		Attempts: strconv.Itoa(int(r.Attempts)), Error: deref(r.LastError), Fingerprint: deref(r.ErrorFingerprint),
-		Signature: signature(headers), Headers: headers, Payload: pretty(r.Payload),
+		Signature: signature(headers), Headers: shown, Payload: payload,
 	}
 	return render(c, http.StatusOK, templates.InboxEventPage(h.page("Inbound event "+r.EventID, templates.SectionInbox), e))
 }

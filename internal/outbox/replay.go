@@ -40,6 +40,7 @@ var (
 	ErrReplayInFlight = errors.New("outbox: a replay of this message is still in flight")
 	ErrReasonRequired = errors.New("outbox: a replay with a new idempotency key needs a reason")
 	ErrNotDiscarded   = errors.New("outbox: only a discarded message can be restored")
+	ErrRequestReused  = errors.New("outbox: this request id already replayed another message; send a new one")
 )
 
 // ReplayRequest asks for one replay of a dead message.
@@ -90,6 +91,9 @@ func Replay(ctx context.Context, tx pgx.Tx, r ReplayRequest) (Replayed, error) {
 	// Checked under the original's lock, so a concurrent retry of the same
 	// request waits for the first and then finds its row.
 	if prev, err := q.OutboxReplayByRequest(ctx, pgtype.UUID{Bytes: r.RequestID, Valid: true}); err == nil {
+		if prev.ReplayOf == nil || *prev.ReplayOf != r.MessageID {
+			return Replayed{}, ErrRequestReused
+		}
 		return Replayed{ID: prev.ID, Key: prev.DeliveryKey, Existing: true}, nil
 	} else if !errors.Is(err, pgx.ErrNoRows) {
 		return Replayed{}, fmt.Errorf("outbox: find replay request: %w", err)

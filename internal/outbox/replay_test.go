@@ -156,6 +156,8 @@ func TestReplayRefusalsSayWhy(t *testing.T) {
 	require.True(t, again.Existing)
 	require.Equal(t, first.ID, again.ID)
 
+	_, err = replay(t, pool, ReplayRequest{MessageID: first.ID, RequestID: request, Mode: Redeliver, Actor: "op"})
+	require.ErrorIs(t, err, ErrRequestReused, "a request id answers for its own message only")
 	_, err = replay(t, pool, ReplayRequest{MessageID: first.ID, RequestID: uuid.New(), Mode: Redeliver, Actor: "op"})
 	require.ErrorIs(t, err, ErrNotDead, "a message still pending is not replayed")
 	require.ErrorContains(t, err, "it is pending")

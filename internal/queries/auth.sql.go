@@ -10,6 +10,18 @@ import (
 	"time"
 )
 
+const loginAttemptLock = `-- name: LoginAttemptLock :exec
+SELECT pg_advisory_xact_lock($1::bigint)
+`
+
+// LoginAttemptLock serialises the sign-in attempts of one key (an account,
+// then an address: always in that order) until the transaction ends, so
+// that concurrent guesses are counted against each other.
+func (q *Queries) LoginAttemptLock(ctx context.Context, key int64) error {
+	_, err := q.db.Exec(ctx, loginAttemptLock, key)
+	return err
+}
+
 const loginFailureClear = `-- name: LoginFailureClear :exec
 DELETE FROM switchyard.login_failures WHERE account = $1
 `

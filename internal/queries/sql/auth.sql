@@ -83,6 +83,12 @@ INSERT INTO switchyard.login_failures (account, address) VALUES (@account, @addr
 -- name: LoginFailureClear :exec
 DELETE FROM switchyard.login_failures WHERE account = @account;
 
+-- name: LoginAttemptLock :exec
+-- LoginAttemptLock serialises the sign-in attempts of one key (an account,
+-- then an address: always in that order) until the transaction ends, so
+-- that concurrent guesses are counted against each other.
+SELECT pg_advisory_xact_lock(@key::bigint);
+
 -- name: LoginFailurePrune :execrows
 DELETE FROM switchyard.login_failures WHERE at < now() - make_interval(secs => @window_seconds::float8);
 
