@@ -263,6 +263,9 @@ func TestCSRFRefusesCrossSiteRequests(t *testing.T) {
 		return rec.Code
 	}
 	require.Equal(t, http.StatusForbidden, post("cross-site", "", ""))
+	// A sibling subdomain can plant the token cookie when it is not
+	// __Host-: same-site requests are refused even with a matching token.
+	require.Equal(t, http.StatusForbidden, post("same-site", "planted", "planted"))
 	require.Equal(t, http.StatusForbidden, post("", "", ""))
 	require.Equal(t, http.StatusForbidden, post("", "a-token", "another-token"))
 	_, err := b.svc.Authenticate(context.Background(), token)

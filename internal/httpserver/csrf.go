@@ -25,7 +25,8 @@ const csrfKey = "csrf"
 const CSRFHeader = "X-CSRF-Token"
 
 // csrf is echo's CSRF middleware. Browsers that send Sec-Fetch-Site are
-// judged by it: same-origin passes, cross-site is refused with 403. Other
+// judged by it: same-origin passes, same-site and cross-site are refused
+// with 403. Other
 // clients must echo the token from the cookie in the X-CSRF-Token header or
 // the _csrf form field.
 func csrf(cfg CSRFConfig) echo.MiddlewareFunc {
@@ -37,18 +38,22 @@ func csrf(cfg CSRFConfig) echo.MiddlewareFunc {
 	if cfg.Exempt != nil {
 		skip = cfg.Exempt
 	}
+	refused := echo.NewHTTPError(http.StatusForbidden, "Refused: this request did not come from a page of this console. Reload the page and try again.")
 	return middleware.CSRFWithConfig(middleware.CSRFConfig{
-		Skipper:        skip,
-		TokenLookup:    "header:" + CSRFHeader + ",form:_csrf",
-		ContextKey:     csrfKey,
-		CookieName:     name,
-		CookiePath:     "/",
-		CookieHTTPOnly: true,
-		CookieSecure:   cfg.Secure,
-		CookieSameSite: http.SameSiteStrictMode,
-		ErrorHandler: func(error, echo.Context) error {
-			return echo.NewHTTPError(http.StatusForbidden, "Refused: this request did not come from a page of this console. Reload the page and try again.")
-		},
+		Skipper: skip,
+		// A state-changing request that the browser says came from
+		// another origin is refused, same-site ones too: echo would let a
+		// same-site request through on a token matching the cookie, and a
+		// sibling subdomain can plant that cookie unless it is __Host-.
+		AllowSecFetchSiteFunc: func(echo.Context) (bool, error) { return false, refused },
+		TokenLookup:           "header:" + CSRFHeader + ",form:_csrf",
+		ContextKey:            csrfKey,
+		CookieName:            name,
+		CookiePath:            "/",
+		CookieHTTPOnly:        true,
+		CookieSecure:          cfg.Secure,
+		CookieSameSite:        http.SameSiteStrictMode,
+		ErrorHandler:          func(error, echo.Context) error { return refused },
 	})
 }
 
