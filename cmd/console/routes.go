@@ -142,18 +142,6 @@ func sameDestination(a, b queries.SwitchyardDestination) bool {
 	return a == b
 }
 
-// loadRoutes builds the routes once: see routeSet. close releases
-// connections.
-func loadRoutes(ctx context.Context, pool *pgxpool.Pool, cfg config, owner string, metrics *outbox.Metrics, logger *slog.Logger, changed func()) (map[string]outbox.Route, func(), error) {
-	s := newRouteSet(pool, cfg, owner, metrics, logger, changed)
-	routes, _, err := s.sync(ctx)
-	if err != nil {
-		s.close()
-		return nil, nil, err
-	}
-	return routes, s.close, nil
-}
-
 func newDestination(ctx context.Context, row queries.SwitchyardDestination, cfg config) (destination.Destination, func(), error) {
 	switch row.Kind {
 	case "webhook":

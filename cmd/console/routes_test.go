@@ -81,9 +81,10 @@ func TestMisconfiguredDestinationsFailOnlyTheirOwnMessages(t *testing.T) {
 	}}
 	logger := slog.New(slog.DiscardHandler)
 	metrics := outbox.NewMetrics(nil)
-	routes, closeRoutes, err := loadRoutes(ctx, pool, cfg, "routes-test", metrics, logger, nil)
+	set := newRouteSet(pool, cfg, "routes-test", metrics, logger, nil)
+	t.Cleanup(set.close)
+	routes, _, err := set.sync(ctx)
 	require.NoError(t, err)
-	t.Cleanup(closeRoutes)
 	d := outbox.New(pool, outbox.Config{Routes: routes, Workers: 2, BatchSize: 20, IdlePoll: 10 * time.Millisecond, Metrics: metrics})
 	require.NoError(t, d.Start(ctx))
 	t.Cleanup(d.Stop)
