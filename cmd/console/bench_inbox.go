@@ -146,19 +146,17 @@ func benchInbox(ctx context.Context, cfg config, opts inboxBenchOptions, logger 
 type inboxBenchRun struct {
 	opts       inboxBenchOptions
 	target     *benchTarget
-	url        string
+	addr       string // the receiver's host:port
 	requests   []benchRequest
 	unique     int
 	duplicates int
 	server     *http.Server
 	served     chan struct{}
-	client     *http.Client
 }
 
 type benchRequest struct {
-	id, signature string
-	ts            time.Time
-	body          []byte
+	id   string
+	wire []byte // the whole HTTP request, as sent
 }
 
 func (t *benchTarget) inboxSource() string { return "bench-" + t.suffix }
@@ -169,10 +167,11 @@ func newInboxBenchRun(target *benchTarget, opts inboxBenchOptions, logger *slog.
 		return nil, err
 	}
 	r := &inboxBenchRun{opts: opts, target: target, served: make(chan struct{})}
-	if err := r.prepare(secret); err != nil {
+	if err := r.start(secret, logger); err != nil {
 		return nil, err
 	}
-	if err := r.start(secret, logger); err != nil {
+	if err := r.prepare(secret); err != nil {
+		r.close()
 		return nil, err
 	}
 	return r, nil
@@ -182,6 +181,7 @@ func newInboxBenchRun(target *benchTarget, opts inboxBenchOptions, logger *slog.
 // share that repeats an earlier event, picked at random.
 func (r *inboxBenchRun) prepare(secret string) error {
 	now := time.Now()
+	path := "/inbox/" + r.target.inboxSource()
 	r.requests = make([]benchRequest, r.opts.events)
 	for i := range r.requests {
 		if i > 0 && rand.Float64() < r.opts.duplicates {
@@ -195,10 +195,19 @@ func (r *inboxBenchRun) prepare(secret string) error {
 		if err != nil {
 			return err
 		}
-		r.requests[i] = benchRequest{id: id, signature: sig, ts: now, body: body}
+		r.requests[i] = benchRequest{id: id, wire: r.inboxRequest(path, id, now, sig, body)}
 		r.unique++
 	}
 	return nil
+}
+
+// inboxRequest is a signed Standard Webhooks request as it goes on the
+// wire, to host r.addr.
+func (r *inboxBenchRun) inboxRequest(path, id string, ts time.Time, signature string, body []byte) []byte {
+	b := fmt.Appendf(nil, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
+		"webhook-id: %s\r\nwebhook-timestamp: %d\r\nwebhook-signature: %s\r\nContent-Length: %d\r\n\r\n",
+		path, r.addr, id, ts.Unix(), signature, len(body))
+	return append(b, body...)
 }
 
 // start serves the console's routes, as console serve wires them, with the
@@ -229,13 +238,12 @@ func (r *inboxBenchRun) start(secret string, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	r.url = "http://" + ln.Addr().String() + "/inbox/" + r.target.inboxSource()
+	r.addr = ln.Addr().String()
 	r.server = &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(r.served)
 		_ = r.server.Serve(ln)
 	}()
-	r.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: r.opts.concurrency, MaxConnsPerHost: r.opts.concurrency}, Timeout: time.Minute}
 	return nil
 }
 
@@ -247,8 +255,5 @@ func (r *inboxBenchRun) close() {
 			_ = r.server.Close()
 		}
 		<-r.served
-	}
-	if r.client != nil {
-		r.client.CloseIdleConnections()
 	}
 }

@@ -72,9 +72,6 @@ func KeyUUID(namespace string, id uuid.UUID) int64 {
 // afterwards. When the lock is not granted in time it returns an error
 // wrapping ErrLockTimeout, and tx is aborted.
 func Lock(ctx context.Context, tx pgx.Tx, key int64, timeout time.Duration) error {
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
 	q := queries.New(tx)
 	// Most locks are free: one plain statement takes them. Only a held
 	// lock pays for the bounded wait (a function call that sets and
@@ -86,14 +83,32 @@ func Lock(ctx context.Context, tx pgx.Tx, key int64, timeout time.Duration) erro
 	if got {
 		return nil
 	}
-	ms := max(1, (timeout+time.Millisecond-1)/time.Millisecond)
-	err = q.AdvisoryXactLock(ctx, queries.AdvisoryXactLockParams{Key: key, TimeoutMs: int32(min(ms, 1<<31-1))})
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == sqlstateLockNotAvailable {
-		return fmt.Errorf("%w: key %d after %v", ErrLockTimeout, key, timeout)
+	err = q.AdvisoryXactLock(ctx, queries.AdvisoryXactLockParams{Key: key, TimeoutMs: TimeoutMillis(timeout)})
+	return Classify(err, key, timeout)
+}
+
+// TimeoutMillis is timeout as switchyard.advisory_xact_lock takes it:
+// <= 0 means DefaultTimeout; rounded up to whole milliseconds.
+func TimeoutMillis(timeout time.Duration) int32 {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
 	}
-	if err != nil {
+	ms := max(1, (timeout+time.Millisecond-1)/time.Millisecond)
+	return int32(min(ms, 1<<31-1))
+}
+
+// Classify turns the error of a statement that took key's lock through
+// switchyard.advisory_xact_lock (directly, or inside a function of its
+// own: one round trip for lock and work) into Lock's errors: nil stays
+// nil, a lock not granted within timeout wraps ErrLockTimeout.
+func Classify(err error, key int64, timeout time.Duration) error {
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &pgErr) && pgErr.Code == sqlstateLockNotAvailable:
+		return fmt.Errorf("%w: key %d after %v", ErrLockTimeout, key, time.Duration(TimeoutMillis(timeout))*time.Millisecond)
+	default:
 		return fmt.Errorf("advisory: lock key %d: %w", key, err)
 	}
-	return nil
 }

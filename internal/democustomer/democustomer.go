@@ -98,26 +98,20 @@ func Registration(cfg Config) inbox.Registration {
 
 // Upsert creates the customer if no customer has its external id, and
 // updates it otherwise, in tx. It reports whether it created one. Under
-// any number of concurrent callers for one id, exactly one creates.
+// any number of concurrent callers for one id, exactly one creates: the
+// check-then-insert runs under the advisory lock on the id (see the package
+// documentation), taken and used in one statement, so one round trip does
+// it all (migrations/00025_demo_customer_upsert.sql). A lock not granted
+// within lockTimeout returns an error wrapping advisory.ErrLockTimeout.
 func Upsert(ctx context.Context, tx pgx.Tx, c Customer, lockTimeout time.Duration) (bool, error) {
-	if err := advisory.Lock(ctx, tx, advisory.Key(lockNamespace, c.ID), lockTimeout); err != nil {
-		return false, fmt.Errorf("customer %s: %w", c.ID, err)
+	key := advisory.Key(lockNamespace, c.ID)
+	created, err := queries.New(tx).DemoCustomerUpsert(ctx, queries.DemoCustomerUpsertParams{
+		LockKey: key, TimeoutMs: advisory.TimeoutMillis(lockTimeout), ExternalID: c.ID, Name: c.Name, Email: c.Email,
+	})
+	if err := advisory.Classify(err, key, lockTimeout); err != nil {
+		return false, fmt.Errorf("create or update customer %s: %w", c.ID, err)
 	}
-	q := queries.New(tx)
-	// The lock makes this check-then-insert atomic; the new statement's
-	// snapshot, taken after the lock was granted, sees the customer a
-	// previous holder created.
-	_, err := q.DemoCustomerInsertIfAbsent(ctx, queries.DemoCustomerInsertIfAbsentParams{ExternalID: c.ID, Name: c.Name, Email: c.Email})
-	if err == nil {
-		return true, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return false, fmt.Errorf("create customer %s: %w", c.ID, err)
-	}
-	if err := q.DemoCustomerUpdate(ctx, queries.DemoCustomerUpdateParams{ExternalID: c.ID, Name: c.Name, Email: c.Email}); err != nil {
-		return false, fmt.Errorf("update customer %s: %w", c.ID, err)
-	}
-	return false, nil
+	return created, nil
 }
 
 func announce(ctx context.Context, tx pgx.Tx, destination string, c Customer, created bool) error {

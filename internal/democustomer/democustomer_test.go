@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/internal/advisory"
 	"github.com/switchyard/switchyard/internal/dbtest"
 	"github.com/switchyard/switchyard/internal/inbox"
 	"github.com/switchyard/switchyard/internal/queries"
@@ -107,4 +108,41 @@ func TestRegistrationThroughTheInbox(t *testing.T) {
 
 	_, _, err = reg.Entity([]byte(`{"customer":{}}`))
 	require.Error(t, err, "an event without a customer id is malformed")
+}
+
+// The lock is the advisory package's: a transaction holding the customer's
+// lock makes Upsert give up after its timeout with advisory.ErrLockTimeout
+// (retryable), having written nothing; once released, Upsert creates, and
+// a second Upsert updates.
+func TestUpsertWaitsForTheCustomersLock(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	ctx := context.Background()
+	holder, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	require.NoError(t, advisory.Lock(ctx, holder, advisory.Key(lockNamespace, "cus_7"), time.Second))
+
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := Upsert(ctx, tx, Customer{ID: "cus_7", Name: "Ada"}, 50*time.Millisecond)
+		return err
+	})
+	require.ErrorIs(t, err, advisory.ErrLockTimeout)
+	require.NoError(t, holder.Rollback(ctx))
+
+	upsert := func(name string) bool {
+		var created bool
+		require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			created, err = Upsert(ctx, tx, Customer{ID: "cus_7", Name: name, Email: "ada@example.com"}, time.Second)
+			return err
+		}))
+		return created
+	}
+	require.True(t, upsert("Ada"), "the first upsert creates")
+	require.False(t, upsert("Ada L."), "the second updates")
+	var name string
+	var rows int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT max(name), count(*) FROM switchyard.demo_customers WHERE external_id = 'cus_7'`).Scan(&name, &rows))
+	require.Equal(t, "Ada L.", name)
+	require.Equal(t, 1, rows)
 }

@@ -9,43 +9,34 @@ import (
 	"context"
 )
 
-const demoCustomerInsertIfAbsent = `-- name: DemoCustomerInsertIfAbsent :one
+const demoCustomerUpsert = `-- name: DemoCustomerUpsert :one
 
-INSERT INTO switchyard.demo_customers (external_id, name, email)
-SELECT $1, $2, $3
-WHERE NOT EXISTS (SELECT 1 FROM switchyard.demo_customers WHERE external_id = $1)
-RETURNING id
+SELECT switchyard.demo_customer_upsert($1::bigint, $2::integer, $3::text, $4::text, $5::text)::boolean AS created
 `
 
-type DemoCustomerInsertIfAbsentParams struct {
+type DemoCustomerUpsertParams struct {
+	LockKey    int64
+	TimeoutMs  int32
 	ExternalID string
 	Name       string
 	Email      string
 }
 
 // The demo handler "customer-upsert" (internal/democustomer).
-// DemoCustomerInsertIfAbsent creates the customer unless one with its
-// external id exists; no row means it existed. Run it only under the
-// customer's advisory lock: the check and the insert are not atomic.
-func (q *Queries) DemoCustomerInsertIfAbsent(ctx context.Context, arg DemoCustomerInsertIfAbsentParams) (int64, error) {
-	row := q.db.QueryRow(ctx, demoCustomerInsertIfAbsent, arg.ExternalID, arg.Name, arg.Email)
-	var id int64
-	err := row.Scan(&id)
-	return id, err
-}
-
-const demoCustomerUpdate = `-- name: DemoCustomerUpdate :exec
-UPDATE switchyard.demo_customers SET name = $1, email = $2, updated_at = now()
-WHERE external_id = $3
-`
-
-type DemoCustomerUpdateParams struct {
-	Name       string
-	Email      string
-	ExternalID string
-}
-
-func (q *Queries) DemoCustomerUpdate(ctx context.Context, arg DemoCustomerUpdateParams) error {
-	_, err := q.db.Exec(ctx, demoCustomerUpdate, arg.Name, arg.Email, arg.ExternalID)
-	return err
+// DemoCustomerUpsert creates the customer unless one with its external id
+// exists, and updates it otherwise, under the customer's advisory lock
+// (lock_key from advisory.Key; waits at most timeout_ms, then fails with
+// lock_not_available). It returns whether it created the customer. See
+// migrations/00025_demo_customer_upsert.sql.
+func (q *Queries) DemoCustomerUpsert(ctx context.Context, arg DemoCustomerUpsertParams) (bool, error) {
+	row := q.db.QueryRow(ctx, demoCustomerUpsert,
+		arg.LockKey,
+		arg.TimeoutMs,
+		arg.ExternalID,
+		arg.Name,
+		arg.Email,
+	)
+	var created bool
+	err := row.Scan(&created)
+	return created, err
 }

@@ -1,14 +1,10 @@
 -- The demo handler "customer-upsert" (internal/democustomer).
 
--- name: DemoCustomerInsertIfAbsent :one
--- DemoCustomerInsertIfAbsent creates the customer unless one with its
--- external id exists; no row means it existed. Run it only under the
--- customer's advisory lock: the check and the insert are not atomic.
-INSERT INTO switchyard.demo_customers (external_id, name, email)
-SELECT @external_id, @name, @email
-WHERE NOT EXISTS (SELECT 1 FROM switchyard.demo_customers WHERE external_id = @external_id)
-RETURNING id;
+-- name: DemoCustomerUpsert :one
+-- DemoCustomerUpsert creates the customer unless one with its external id
+-- exists, and updates it otherwise, under the customer's advisory lock
+-- (lock_key from advisory.Key; waits at most timeout_ms, then fails with
+-- lock_not_available). It returns whether it created the customer. See
+-- migrations/00025_demo_customer_upsert.sql.
+SELECT switchyard.demo_customer_upsert(@lock_key::bigint, @timeout_ms::integer, @external_id::text, @name::text, @email::text)::boolean AS created;
 
--- name: DemoCustomerUpdate :exec
-UPDATE switchyard.demo_customers SET name = @name, email = @email, updated_at = now()
-WHERE external_id = @external_id;
