@@ -23,6 +23,7 @@ import (
 	"github.com/switchyard/switchyard/internal/auth"
 	"github.com/switchyard/switchyard/internal/console"
 	"github.com/switchyard/switchyard/internal/httpserver"
+	"github.com/switchyard/switchyard/internal/stats"
 	"github.com/switchyard/switchyard/web/static"
 )
 
@@ -44,6 +45,11 @@ func pageURLs(ctx context.Context, pool *pgxpool.Pool, e *echo.Echo, opts pagesB
 		Scan(&deadID, &key, &fp, &mid)
 	if err != nil {
 		return nil, fmt.Errorf("pick the rows to show: %w", err)
+	}
+	var inboxID int64
+	err = pool.QueryRow(ctx, `SELECT id FROM switchyard.inbox_events WHERE status = 'parked' ORDER BY id DESC LIMIT 1`).Scan(&inboxID)
+	if err != nil {
+		return nil, fmt.Errorf("pick the inbound event to show: %w", err)
 	}
 	half := strconv.Itoa(opts.rows / 2)
 	local := func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04") }
@@ -70,8 +76,15 @@ func pageURLs(ctx context.Context, pool *pgxpool.Pool, e *echo.Echo, opts pagesB
 		"dead_letters_region":      "/dead-letters/groups",
 		"dead_letter_group":        "/dead-letters/" + fp,
 		"blocked_aggregates":       "/aggregates/blocked",
+		"dashboard":                "/",
+		"dashboard_live":           "/dashboard/live",
+		"inbox":                    "/inbox",
+		"inbox_failed":             "/inbox?status=failed",
+		"inbox_source":             "/inbox?source=bench-in-1",
+		"inbox_duplicates":         "/inbox?status=duplicates",
+		"inbox_event":              "/inbox/events/" + strconv.FormatInt(inboxID, 10),
 	}
-	for name, first := range map[string]string{"dead_letters_next": "/dead-letters", "blocked_aggregates_next": "/aggregates/blocked"} {
+	for name, first := range map[string]string{"dead_letters_next": "/dead-letters", "blocked_aggregates_next": "/aggregates/blocked", "inbox_next": "/inbox"} {
 		next, err := nextLink(e, first)
 		if err != nil {
 			return nil, err
@@ -81,7 +94,7 @@ func pageURLs(ctx context.Context, pool *pgxpool.Pool, e *echo.Echo, opts pagesB
 	return pages, nil
 }
 
-var nextLinkRe = regexp.MustCompile(`href="([^"]+)"[^>]*data-testid="page-older"`)
+var nextLinkRe = regexp.MustCompile(`href="([^"]+)"[^>]*data-testid="page-(?:older|next)"`)
 
 // nextLink returns the URL of the page after first, from first's own link.
 func nextLink(e *echo.Echo, first string) (string, error) {
@@ -152,6 +165,36 @@ func explainPages(ctx context.Context, pool *pgxpool.Pool, opts pagesBenchOption
 	return writeExplain(ctx, opts.explain, e, pages, rec, opts.rows)
 }
 
+// storeStatsSnapshot runs the statistics leader until it has stored a
+// snapshot of the seeded data, then stops it, so that the dashboard pages
+// are timed without a leader computing beside them. It returns how long
+// the first snapshot took.
+func storeStatsSnapshot(ctx context.Context, pool *pgxpool.Pool) (time.Duration, error) {
+	start := time.Now()
+	svc := stats.New(pool, stats.Config{Owner: "bench"})
+	if err := svc.Start(ctx); err != nil {
+		return 0, err
+	}
+	defer svc.Stop()
+	reader := stats.NewReader(pool, 0)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s, err := reader.GetAtLeast(ctx, 1, true)
+		if err != nil {
+			return 0, fmt.Errorf("read the statistics snapshot: %w", err)
+		}
+		if s.Version > 0 {
+			return time.Since(start), nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("wait for the statistics snapshot: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
 // pagesEcho serves the console's routes on pool, as console serve wires
 // them, without logs.
 func pagesEcho(pool *pgxpool.Pool) (*echo.Echo, error) {
@@ -164,7 +207,7 @@ func pagesEcho(pool *pgxpool.Pool) (*echo.Echo, error) {
 	// Demo mode: the bench's requests, from loopback, are the demo admin's,
 	// which costs no session lookup, as a signed-in page's check is small.
 	h := console.New(console.Deps{Logger: quiet, Assets: assets, Gatherer: registry, DB: pool,
-		Auth: auth.New(pool, auth.Config{}), AuditLog: audit.Log{DB: pool}, Demo: true})
+		Stats: stats.NewReader(pool, 0), Auth: auth.New(pool, auth.Config{}), AuditLog: audit.Log{DB: pool}, Demo: true})
 	e, err := httpserver.New(httpserver.Config{Logger: quiet, Registerer: registry, RenderError: h.RenderError, AllowedHosts: httpserver.LoopbackHosts})
 	if err != nil {
 		return nil, err

@@ -13,6 +13,10 @@ import (
 // to.
 const pagesBenchDestinations = 4
 
+// pagesBenchInboxSources is how many inbox sources the seeded inbound
+// events come from.
+const pagesBenchInboxSources = 3
+
 // seedPages fills the bench database with INSERT ... SELECT: row i is
 // message id i, created 100 ms after row i-1 (so a million rows span about
 // 28 hours), topic one of ten (and a rare eleventh, order.audited, on
@@ -59,8 +63,14 @@ func seedPages(ctx context.Context, pool *pgxpool.Pool, opts pagesBenchOptions, 
 			(destination, aggregate_type, aggregate_id, dead_message_id, blocked_at)
 			SELECT destination, aggregate_type, aggregate_id, min(id), min(finished_at)
 			FROM switchyard.outbox WHERE state = 'dead' GROUP BY 1, 2, 3`, nil},
+		{"inbox sources", `INSERT INTO switchyard.inbox_sources (name, scheme, secret_refs, handler)
+			SELECT 'bench-in-' || k, 'standard-webhooks', ARRAY['env:BENCH_SECRET'], 'customer-upsert'
+			FROM generate_series(0, $1 - 1) AS k`, []any{pagesBenchInboxSources}},
+		{"inbox events", seedInboxSQL, []any{max(opts.rows/10, 100), pagesBenchInboxSources}},
+		{"inbox duplicates", `INSERT INTO switchyard.inbox_duplicates (source, slot, count)
+			SELECT 'bench-in-' || k, 0, 1000 + k FROM generate_series(0, $1 - 1) AS k`, []any{pagesBenchInboxSources}},
 		{"vacuum", `VACUUM (ANALYZE) switchyard.outbox, switchyard.outbox_attempts, switchyard.dead_letter_groups,
-			switchyard.dead_letter_hours, switchyard.outbox_blocked_aggregates`, nil},
+			switchyard.dead_letter_hours, switchyard.outbox_blocked_aggregates, switchyard.inbox_events`, nil},
 	}
 	for _, s := range steps {
 		start := time.Now()
@@ -71,6 +81,26 @@ func seedPages(ctx context.Context, pool *pgxpool.Pool, opts pagesBenchOptions, 
 	}
 	return nil
 }
+
+// seedInboxSQL inserts $1 inbound events over $2 sources, one every
+// second of received_at: of every 100, one failed, one parked (both with an
+// error in one of 20 groups), one stale and one held; the rest processed.
+const seedInboxSQL = `
+INSERT INTO switchyard.inbox_events (source, event_id, headers, payload, entity_key, entity_version,
+    status, attempts, last_error, error_fingerprint, received_at, processed_at)
+SELECT 'bench-in-' || (i % $2::int), 'evt_' || i,
+    jsonb_build_object('content-type', 'application/json', 'webhook-id', 'evt_' || i),
+    jsonb_build_object('customer', jsonb_build_object('id', 'cus_' || (i % 5000), 'name', 'Customer ' || i), 'version', i),
+    'customer/cus_' || (i % 5000), i,
+    st, CASE WHEN st IN ('failed', 'parked') THEN 3 ELSE 0 END,
+    CASE WHEN st IN ('failed', 'parked') THEN 'handler: customer service unavailable, group ' || (i % 20) END,
+    CASE WHEN st IN ('failed', 'parked') THEN lpad(to_hex(i % 20), 16, '0') END,
+    t, CASE WHEN st NOT IN ('failed', 'parked', 'held') THEN t END
+FROM (
+    SELECT i, now() - ($1::int - i) * interval '1 s' AS t,
+        CASE i % 100 WHEN 11 THEN 'failed' WHEN 22 THEN 'parked' WHEN 33 THEN 'stale' WHEN 44 THEN 'held' ELSE 'processed' END AS st
+    FROM generate_series(1, $1::int) AS i
+) AS s`
 
 // seedMessagesSQL inserts the messages; see seedPages. $1 rows, $2 the
 // dead step, $3 aggregates, $4 fingerprints, $5 destinations.

@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -48,4 +51,31 @@ func TestBenchPagesRefusesInPlace(t *testing.T) {
 	require.NoError(t, err)
 	err = benchCommand(context.Background(), cfg, []string{"pages", "--rows", "1000"}, slog.New(slog.DiscardHandler), io.Discard)
 	require.ErrorContains(t, err, "CREATEDB")
+}
+
+// A small run through the embedded server (the bench needs a database of
+// its own): every page of the console is timed, the dashboard's from a
+// snapshot the statistics leader stored of the seeded data, and the inbox's
+// from seeded inbound events.
+func TestBenchPagesSmall(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts an embedded server")
+	}
+	cfg, err := parseConfig([]string{"bench", "--data", filepath.Join(dataParent(t), "data")}, func(string) string { return "" }, io.Discard)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	err = benchCommand(context.Background(), cfg, []string{"pages", "--rows", "20000", "--fingerprints", "120", "--requests", "2"}, slog.New(slog.NewTextHandler(t.Output(), nil)), &out)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var res pagesBenchResult
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &res), "the last line is one JSON object")
+	require.Equal(t, 20000, res.Rows)
+	for _, page := range []string{"messages", "message_detail", "dead_letters", "dead_letter_group", "blocked_aggregates",
+		"dashboard", "dashboard_live", "inbox", "inbox_failed", "inbox_next", "inbox_event"} {
+		require.Contains(t, res.Pages, page)
+		require.Positive(t, res.Pages[page].P95Ms, page)
+	}
+	require.Positive(t, res.StatsSnapshotMs)
+	require.Positive(t, res.MaxP95Ms)
 }
