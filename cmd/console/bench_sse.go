@@ -33,6 +33,9 @@ type sseBenchOptions struct {
 	events   int
 	interval time.Duration
 	timeout  time.Duration
+	// dispatchRate > 0 runs a dispatch load beside the pipeline: messages
+	// enqueued and delivered per second (sseDispatchLoad).
+	dispatchRate int
 }
 
 // sseBenchResult is the JSON line `console bench sse` prints.
@@ -48,6 +51,12 @@ type sseBenchResult struct {
 	Method            string  `json:"method"`
 	CPUs              int     `json:"cpus"`
 	LoadAverage       string  `json:"load_average,omitempty"`
+	// DispatchRate is the offered dispatch load (--dispatch-rate; 0:
+	// none) and DispatchPerSec the deliveries per second actually
+	// achieved while the events were committed and received.
+	DispatchRate   int     `json:"dispatch_rate"`
+	DispatchPerSec float64 `json:"dispatch_per_sec"`
+	DispatchMethod string  `json:"dispatch_method,omitempty"`
 }
 
 func parseSSEBenchOptions(args []string) (sseBenchOptions, error) {
@@ -58,11 +67,15 @@ func parseSSEBenchOptions(args []string) (sseBenchOptions, error) {
 	fs.IntVar(&o.events, "events", 50, "changes committed, one transaction each")
 	fs.DurationVar(&o.interval, "interval", 100*time.Millisecond, "time between two commits")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up after this long")
+	fs.IntVar(&o.dispatchRate, "dispatch-rate", 0, "while the changes are committed, enqueue this many messages per second and deliver them to a noop destination in this process (0: no dispatch load)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if o.clients < 1 || o.events < 1 || o.interval < 0 {
 		return o, errors.New("--clients and --events must be 1 or more")
+	}
+	if o.dispatchRate < 0 {
+		return o, errors.New("--dispatch-rate must be 0 or more")
 	}
 	return o, nil
 }
@@ -85,7 +98,13 @@ func runSSEBench(ctx context.Context, cfg config, args []string, logger *slog.Lo
 		return nil, err
 	}
 	defer db.Close()
-	target, err := openBenchTarget(ctx, db, benchOptions{enqueuers: 4}, logger)
+	var dispatch benchOptions
+	if opts.dispatchRate > 0 {
+		if dispatch, err = sseDispatchOptions(opts.dispatchRate, opts.events, opts.interval, opts.timeout); err != nil {
+			return nil, fmt.Errorf("bench sse: %w", err)
+		}
+	}
+	target, err := openBenchTarget(ctx, db, benchOptions{enqueuers: 4 + dispatch.enqueuers}, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +123,7 @@ func runSSEBench(ctx context.Context, cfg config, args []string, logger *slog.Lo
 	srv := &http.Server{Handler: hub, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
-	r, err := sseBenchRun(ctx, target.pool, hub, "http://"+ln.Addr().String()+"/?kind="+sseBenchKind, opts, logger)
+	r, err := sseBenchRun(ctx, target, hub, "http://"+ln.Addr().String()+"/?kind="+sseBenchKind, opts, dispatch, logger)
 	if err != nil {
 		return nil, fmt.Errorf("bench sse: %w", err)
 	}
@@ -115,8 +134,9 @@ func runSSEBench(ctx context.Context, cfg config, args []string, logger *slog.Lo
 // sseBenchRun starts the clients, waits until all are connected and idle,
 // measures the RSS growth, commits the events and collects the child's
 // latencies.
-func sseBenchRun(ctx context.Context, pool *pgxpool.Pool, hub *sse.Hub, url string, opts sseBenchOptions, logger *slog.Logger) (sseBenchResult, error) {
-	res := sseBenchResult{Clients: opts.clients, Events: opts.events, CPUs: runtimeCPUs(),
+func sseBenchRun(ctx context.Context, target *benchTarget, hub *sse.Hub, url string, opts sseBenchOptions, dispatch benchOptions, logger *slog.Logger) (sseBenchResult, error) {
+	pool := target.pool
+	res := sseBenchResult{Clients: opts.clients, Events: opts.events, CPUs: runtimeCPUs(), DispatchRate: opts.dispatchRate,
 		Method: "clients in a child process; latency = receipt time minus the time just before COMMIT (one clock); rss = VmRSS growth of the server process from before the clients connected to after all were connected and idle (GC run first), divided by clients"}
 	before := rss()
 	exe, err := os.Executable()
@@ -140,6 +160,21 @@ func sseBenchRun(ctx context.Context, pool *pgxpool.Pool, hub *sse.Hub, url stri
 	idle := rss()
 	res.RSSBytesPerClient = (idle - before) / int64(opts.clients)
 	logger.Info("clients connected", slog.Int("clients", hub.Clients()), slog.Int64("rss_growth_bytes", idle-before))
+	var load *sseDispatchLoad
+	if opts.dispatchRate > 0 {
+		res.DispatchMethod = "same process as the hub, as console serve runs it: bench dispatch's offered load (one transaction per enqueue, NOTIFY after commit, " +
+			"16 enqueuers, 4 workers, 1000 aggregates, noop destination) plus the statistics leader; dispatch_per_sec = deliveries accepted by the destination " +
+			"from the first commit of a change to the last change's receipt, divided by that time"
+		if load, err = startSSEDispatchLoad(ctx, target, dispatch, logger); err != nil {
+			return res, err
+		}
+		defer load.close()
+	}
+	var first time.Time
+	var deliveredBefore int64
+	if load != nil {
+		first, deliveredBefore = time.Now(), load.delivered()
+	}
 	for i := range opts.events {
 		if err := commitBenchChange(ctx, pool, i); err != nil {
 			return res, err
@@ -158,6 +193,12 @@ func sseBenchRun(ctx context.Context, pool *pgxpool.Pool, hub *sse.Hub, url stri
 	}
 	res.Received, res.Resyncs = got.Received, got.Resyncs
 	res.P50Ms, res.P99Ms, res.MaxMs = got.P50, got.P99, got.Max
+	if load != nil {
+		res.DispatchPerSec = benchRound(float64(load.delivered()-deliveredBefore)/time.Since(first).Seconds(), 0)
+		if err := load.wait(); err != nil {
+			return res, err
+		}
+	}
 	return res, nil
 }
 

@@ -20,6 +20,7 @@ func TestBenchLiveCommandsRejectBadArguments(t *testing.T) {
 		{"sse", "--clients", "0"},
 		{"sse", "--events", "0"},
 		{"sse", "--no-such-flag"},
+		{"sse", "--dispatch-rate", "-1"},
 		{"viewers", "--viewers", "0"},
 		{"viewers", "--rounds", "0"},
 		{"sse-clients"},

@@ -43,6 +43,7 @@ func (h *Handler) messagesList(c echo.Context) error {
 			top = rows[0].ID
 		}
 		page.NewURL = "/messages/new" + f.query("above", strconv.FormatInt(top, 10))
+		page.NewAbove = top
 	}
 	return render(c, http.StatusOK, templates.MessagesList(h.page("Messages", templates.SectionMessages), page))
 }

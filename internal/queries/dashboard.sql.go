@@ -400,6 +400,20 @@ func (q *Queries) StatsLeaderUnlock(ctx context.Context, key int64) error {
 	return err
 }
 
+const statsOutboxHead = `-- name: StatsOutboxHead :one
+SELECT coalesce(max(o.id), 0)::bigint FROM switchyard.outbox o
+`
+
+// StatsOutboxHead is the newest outbox message's id (one backward probe
+// of the primary key): enqueues are not on the change feed (invariant 9),
+// so the snapshot carries it to the message lists' "N new" control.
+func (q *Queries) StatsOutboxHead(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, statsOutboxHead)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const statsPendingFlows = `-- name: StatsPendingFlows :many
 SELECT p.destination, p.topic,
     count(*) FILTER (WHERE p.lease_owner IS NULL AND p.attempts = 0)::bigint AS queued,
@@ -495,20 +509,24 @@ WITH saved AS (
     RETURNING version
 ), feed AS (
     INSERT INTO switchyard.changes (kind, subject, payload)
-    SELECT 'stats', '', jsonb_build_object('version', s.version) FROM saved s
+    SELECT 'stats', '', jsonb_build_object('version', s.version, 'newest_outbox_id', $3::bigint) FROM saved s
 )
 SELECT s.version FROM saved s
 `
 
 type StatsSnapshotSaveParams struct {
-	Leader   string
-	Snapshot []byte
+	Leader         string
+	Snapshot       []byte
+	NewestOutboxID int64
 }
 
 // StatsSnapshotSave stores a new snapshot and appends its change-feed row
-// in one statement; the leader sends the wake-up NOTIFY after it.
+// in one statement; the leader sends the wake-up NOTIFY after it. The
+// row's payload carries the version (so that no cache serves an older
+// one) and the newest outbox id (so that an open message list knows,
+// without asking the database, whether anything arrived above it).
 func (q *Queries) StatsSnapshotSave(ctx context.Context, arg StatsSnapshotSaveParams) (int64, error) {
-	row := q.db.QueryRow(ctx, statsSnapshotSave, arg.Leader, arg.Snapshot)
+	row := q.db.QueryRow(ctx, statsSnapshotSave, arg.Leader, arg.Snapshot, arg.NewestOutboxID)
 	var version int64
 	err := row.Scan(&version)
 	return version, err

@@ -67,6 +67,9 @@ func (c *computer) compute(ctx context.Context) (Snapshot, error) {
 		}
 		return f
 	}
+	if s.NewestOutboxID, err = c.q.StatsOutboxHead(ctx); err != nil {
+		return s, fmt.Errorf("stats: read the newest outbox id: %w", err)
+	}
 	if err := c.pending(ctx, &s, flow); err != nil {
 		return s, err
 	}

@@ -23,7 +23,10 @@
 //   - breakers (the latest breaker_events row per destination), dispatchers
 //     and their heartbeats, blocked aggregates, inbox duplicates (all small
 //     maintained tables), inbox events needing attention (a partial index)
-//     and inbox events received (bounded, every few ticks).
+//     and inbox events received (bounded, every few ticks);
+//   - the newest outbox id (one backward probe of the primary key), which
+//     the stats event also carries: the message list's "N new" control
+//     asks the database only when it moved above the list's first row.
 //
 // It stores the Snapshot in switchyard.stats_snapshot and, when it differs
 // from the last one, appends a change-feed row of kind "stats" in the same
@@ -74,6 +77,11 @@ type Snapshot struct {
 	Inbox       []Inbox      `json:"inbox"`
 	// InboxCapped: the inbox counts were capped at MaxRows.
 	InboxCapped bool `json:"inbox_capped,omitempty"`
+	// NewestOutboxID is the highest outbox id committed when the snapshot
+	// was computed (0: none). Enqueues are not on the change feed (the hot
+	// path sends no NOTIFY, invariant 9), so this is how an open message
+	// list learns, from the stats event, that messages arrived above it.
+	NewestOutboxID int64 `json:"newest_outbox_id"`
 }
 
 // Flow is the state of the messages of one destination and topic.

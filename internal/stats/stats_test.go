@@ -120,6 +120,7 @@ func TestSnapshotCountsByStateFromIndexesAndStats(t *testing.T) {
 	require.Len(t, s.Series.Delivered, SeriesSeconds)
 	require.EqualValues(t, 7, s.Series.Delivered[SeriesSeconds-1]+s.Series.Delivered[SeriesSeconds-2])
 	require.Equal(t, "a", s.Leader)
+	require.EqualValues(t, 5, s.NewestOutboxID)
 
 	// A change shows in a later snapshot; a new dead letter is recounted.
 	_, err = pool.Exec(ctx, `
@@ -131,6 +132,13 @@ func TestSnapshotCountsByStateFromIndexesAndStats(t *testing.T) {
 		return flow(s, "billing", "order.created").Queued == 3 && flow(s, "crm", "order.paid").Dead == 2
 	})
 	require.EqualValues(t, 2, s.DeadTotal)
+	require.EqualValues(t, 7, s.NewestOutboxID)
+	// The stats event carries the newest id, so a message list needs no
+	// read to know that messages arrived above it.
+	var newest int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (payload->>'newest_outbox_id')::bigint FROM switchyard.changes
+		WHERE kind = 'stats' AND (payload->>'version')::bigint = $1`, s.Version).Scan(&newest))
+	require.EqualValues(t, 7, newest)
 }
 
 // TestOneLeaderAndFailover runs three services on one database: exactly one

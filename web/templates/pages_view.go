@@ -49,6 +49,9 @@ type MessagesPage struct {
 	// NewURL polls for messages above the first row; "" when the page is
 	// not the first (new rows would not show on it anyway).
 	NewURL string
+	// NewAbove is the first row's id (0: no rows): the page asks NewURL
+	// only when a stats event says the newest outbox id is above it.
+	NewAbove int64
 	// FirstURL shows the newest matching messages (the "N new" link).
 	FirstURL string
 }

@@ -129,14 +129,17 @@ GROUP BY d.source;
 
 -- name: StatsSnapshotSave :one
 -- StatsSnapshotSave stores a new snapshot and appends its change-feed row
--- in one statement; the leader sends the wake-up NOTIFY after it.
+-- in one statement; the leader sends the wake-up NOTIFY after it. The
+-- row's payload carries the version (so that no cache serves an older
+-- one) and the newest outbox id (so that an open message list knows,
+-- without asking the database, whether anything arrived above it).
 WITH saved AS (
     UPDATE switchyard.stats_snapshot
     SET version = version + 1, computed_at = now(), leader = @leader, snapshot = @snapshot
     RETURNING version
 ), feed AS (
     INSERT INTO switchyard.changes (kind, subject, payload)
-    SELECT 'stats', '', jsonb_build_object('version', s.version) FROM saved s
+    SELECT 'stats', '', jsonb_build_object('version', s.version, 'newest_outbox_id', @newest_outbox_id::bigint) FROM saved s
 )
 SELECT s.version FROM saved s;
 
@@ -145,6 +148,12 @@ SELECT s.version FROM saved s;
 -- cache): one row by primary key.
 SELECT version, computed_at, leader, snapshot, now()::timestamptz AS read_at
 FROM switchyard.stats_snapshot;
+
+-- name: StatsOutboxHead :one
+-- StatsOutboxHead is the newest outbox message's id (one backward probe
+-- of the primary key): enqueues are not on the change feed (invariant 9),
+-- so the snapshot carries it to the message lists' "N new" control.
+SELECT coalesce(max(o.id), 0)::bigint FROM switchyard.outbox o;
 
 -- name: StatsInboxHead :one
 -- StatsInboxHead is the newest inbound event's id (one probe of the

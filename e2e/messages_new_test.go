@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mxschmitt/playwright-go"
+	"github.com/stretchr/testify/require"
+)
+
+// A message list left open learns of new messages that are only enqueued
+// (enqueues are not on the change feed): the statistics stream's events
+// carry the newest outbox id, and the "N new" control counts the matching
+// ones without a reload and without moving the list; the link shows them.
+// Messages that do not match the filters are not counted.
+func TestNewMessagesControlCountsEnqueuesLive(t *testing.T) {
+	t.Parallel()
+	f := startPagesFixture(t)
+	page := newPage(t, f.console.URL)
+	expect := playwright.NewPlaywrightAssertions()
+	ctx := context.Background()
+	var asks atomic.Int64
+	page.OnRequest(func(r playwright.Request) {
+		if strings.Contains(r.URL(), "/messages/new?") {
+			asks.Add(1)
+		}
+	})
+
+	// billing: ids 3, 6, ..., 60 of the fixture. The control asks once
+	// when the stream is ready; after that, only a stats event can make
+	// it ask.
+	_, err := page.ExpectResponse(regexp.MustCompile(`/messages/new\?.*above=60`), func() error {
+		_, err := page.Goto("/messages?destination=billing")
+		return err
+	})
+	require.NoError(t, err)
+	rows := page.GetByTestId("message-row")
+	firstID := rows.First().Locator("td").First()
+	require.NoError(t, expect.Locator(firstID).ToHaveText("60"))
+	require.NoError(t, expect.Locator(rows).ToHaveCount(20))
+	_, err = page.Evaluate(`() => { window.notReloaded = true }`)
+	require.NoError(t, err)
+
+	// Three for billing among four for shop, each in a transaction of its
+	// own, as services enqueue.
+	enqueued := time.Now()
+	for _, dest := range []string{"shop", "billing", "shop", "billing", "shop", "shop", "billing"} {
+		_, err := f.pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload) VALUES ('order.created', $1, '{}')`, dest)
+		require.NoError(t, err)
+	}
+	newLink := page.GetByTestId("new-messages-link")
+	require.NoError(t, expect.Locator(newLink).ToHaveText("3 new messages: show", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(2000)}),
+		"the control did not count the enqueued messages within 2 s")
+	t.Logf("counted %s after the enqueues", time.Since(enqueued).Round(time.Millisecond))
+	require.NoError(t, expect.Locator(firstID).ToHaveText("60"), "the list moved before the control was clicked")
+	require.NoError(t, expect.Locator(rows).ToHaveCount(20))
+	still, err := page.Evaluate(`() => window.notReloaded === true`)
+	require.NoError(t, err)
+	require.Equal(t, true, still, "the page was reloaded")
+	screenshot(t, page, "messages-new")
+
+	above68 := regexp.MustCompile(`/messages/new\?.*above=68`)
+	_, err = page.ExpectResponse(above68, func() error { return newLink.Click() })
+	require.NoError(t, err)
+	require.NoError(t, expect.Page(page).ToHaveURL(f.console.URL+"/messages?destination=billing"))
+	require.NoError(t, expect.Locator(rows).ToHaveCount(23))
+	require.NoError(t, expect.Locator(firstID).ToHaveText("68"))
+
+	// Only a message for shop now: the control asks (the newest id moved
+	// above the first row) and shows nothing.
+	_, err = page.ExpectResponse(above68, func() error {
+		_, err := f.pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload) VALUES ('order.created', 'shop', '{}')`)
+		return err
+	})
+	require.NoError(t, err)
+	require.NoError(t, expect.Locator(newLink).ToHaveCount(0))
+	require.NoError(t, expect.Locator(firstID).ToHaveText("68"))
+	t.Logf("the control asked %d times", asks.Load())
+	require.LessOrEqual(t, asks.Load(), int64(8), "the control asks only when the newest id moves, at most once a second")
+}

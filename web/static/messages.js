@@ -1,0 +1,61 @@
+// messages.js: when the message list's "N new" control asks the server.
+// Loaded as a module with the page's CSP nonce, after htmx.
+//
+// Enqueues are not on the change feed (the hot path sends no NOTIFY), so
+// the control listens to the statistics stream instead: the statistics
+// leader ticks once per cluster, and each stats event carries the newest
+// outbox id. The control asks /messages/new only when that id is above the
+// list's first row (data-new-above), at most once per MIN_GAP_MS, with a
+// trailing ask so the last event of a burst is not lost. An id that did
+// not move since the last ask is asked again only every RECHECK_MS: a
+// message that committed late under an id below the newest still shows,
+// while a draining backlog (stats change, newest id does not) costs no
+// requests. The stream's (re)connect and a tab becoming visible ask too.
+
+const MIN_GAP_MS = 1000;
+const RECHECK_MS = 10000;
+
+let lastAsk = 0; // Date.now() of the last request
+let askedNewest = -1; // the newest id the last request was made for
+let seenNewest = -1; // the newest id of the latest stats event
+let trailing = null; // the timer of a deferred ask
+
+function newestOf(event) {
+  try {
+    const v = JSON.parse(event.detail.data).payload.newest_outbox_id;
+    return Number.isInteger(v) ? v : null;
+  } catch {
+    return null;
+  }
+}
+
+document.body.addEventListener("htmx:confirm", (e) => {
+  const el = e.detail.elt;
+  if (!el || !el.dataset || el.dataset.newAbove === undefined) return;
+  const trigger = e.detail.triggeringEvent;
+  if (trigger && trigger.type === "sse:stats") {
+    const newest = newestOf(trigger);
+    // An event without the id (a leader of an older version) asks, throttled.
+    if (newest !== null) {
+      seenNewest = newest;
+      const moved = newest !== askedNewest || Date.now() - lastAsk >= RECHECK_MS;
+      if (newest <= Number(el.dataset.newAbove) || !moved) {
+        e.preventDefault();
+        return;
+      }
+    }
+  }
+  const wait = lastAsk + MIN_GAP_MS - Date.now();
+  if (wait > 0) {
+    e.preventDefault();
+    if (trailing === null) {
+      trailing = window.setTimeout(() => {
+        trailing = null;
+        window.htmx.trigger(el, "messages:check");
+      }, wait);
+    }
+    return;
+  }
+  lastAsk = Date.now();
+  askedNewest = seenNewest;
+});
