@@ -74,6 +74,9 @@ func (h *Handler) replay(c echo.Context, in replayInput) (outbox.Replayed, error
 			if err != nil || done.Existing {
 				return true, err
 			}
+			if err := messagesChanged(ctx, tx, action, in.MessageID, done.ID); err != nil {
+				return false, err
+			}
 			e.Detail, err = json.Marshal(replayDetail{Mode: in.Mode, ReplayID: done.ID, DeliveryKey: done.Key,
 				OriginalPayload: before, Payload: in.Payload})
 			return false, err
@@ -114,10 +117,14 @@ func (h *Handler) discard(c echo.Context, id int64, rid uuid.UUID, reason string
 	}
 	err := h.act(c, audit.Entry{Action: action, Target: "message " + strconv.FormatInt(id, 10), Reason: reason, RequestID: rid.String()},
 		func(ctx context.Context, tx pgx.Tx, _ *audit.Entry) (bool, error) {
+			change := outbox.Discard
 			if restore {
-				return false, outbox.Restore(ctx, tx, id)
+				change = outbox.Restore
 			}
-			return false, outbox.Discard(ctx, tx, id)
+			if err := change(ctx, tx, id); err != nil {
+				return false, err
+			}
+			return false, messagesChanged(ctx, tx, action, id)
 		})
 	return refusal(err)
 }
