@@ -79,6 +79,9 @@ type Config struct {
 	// (each takes MemoryKiB): a burst of sign-ins queues instead of
 	// exhausting memory. Default 4.
 	MaxConcurrentHashes int
+	// DeniedAuditInterval: a session's requests refused for its role are
+	// audited at most once per interval (RecordDenied). Default 1m.
+	DeniedAuditInterval time.Duration
 	// Notify is called after a commit that appended to the change feed
 	// (revocations, audit rows). Optional.
 	Notify func()
@@ -93,6 +96,7 @@ func (c Config) withDefaults() Config {
 	c.AbsoluteTimeout = orDefault(c.AbsoluteTimeout, 12*time.Hour)
 	c.TouchInterval = orDefault(c.TouchInterval, time.Minute)
 	c.ThrottleWindow = orDefault(c.ThrottleWindow, 15*time.Minute)
+	c.DeniedAuditInterval = orDefault(c.DeniedAuditInterval, time.Minute)
 	if c.MaxAccountFailures <= 0 {
 		c.MaxAccountFailures = 5
 	}

@@ -38,8 +38,10 @@ import (
 //     shows the change without a reload.
 //
 // A refused action (not dead, replay in flight, reason required, job not
-// running, a role too low) commits nothing and records no audit row: the
-// trail holds what happened, and a refusal changed nothing. A replay
+// running) commits nothing and records no audit row: the trail holds what
+// happened, and a refusal changed nothing. A role too low is the
+// exception: who tried what they may not do is recorded (outcome denied,
+// at most once a minute per session; see Handler.forbidden). A replay
 // request that had already been applied (the same request id) creates
 // nothing and records nothing either: the first one was recorded.
 

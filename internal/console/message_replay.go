@@ -41,8 +41,8 @@ type replayInput struct {
 // replay applies in with its audit row. Editing the payload needs the
 // admin role; re-applying needs a reason (the engine refuses without).
 func (h *Handler) replay(c echo.Context, in replayInput) (outbox.Replayed, error) {
-	if in.Payload != nil && !current(c).Role.Allows(auth.Admin) {
-		return outbox.Replayed{}, echo.NewHTTPError(http.StatusForbidden, "Editing a payload before replaying needs the admin role.")
+	if p := current(c); in.Payload != nil && !p.Role.Allows(auth.Admin) {
+		return outbox.Replayed{}, h.forbidden(c, p, auth.Admin, "Editing a payload before replaying needs the admin role.")
 	}
 	if in.Payload != nil && (!json.Valid(in.Payload) || len(in.Payload) > outbox.MaxPayloadBytes) {
 		return outbox.Replayed{}, echo.NewHTTPError(http.StatusUnprocessableEntity,
