@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -78,8 +80,8 @@ func signedIn(t *testing.T, console withAccounts, role, path string) playwright.
 }
 
 // An operator double-clicks Replay: one replay, one audit row; a second
-// operator clicking Replay on the same message in another browser is told
-// a replay is in flight; re-apply without a reason is refused.
+// operator's page of the same message follows live; re-apply without a
+// reason is refused.
 func TestOperatorsReplayADeadMessageOnce(t *testing.T) {
 	t.Parallel()
 	console := startConsoleForActions(t)
@@ -107,10 +109,11 @@ func TestOperatorsReplayADeadMessageOnce(t *testing.T) {
 	require.NoError(t, expect.Locator(first.GetByTestId("replay-submit")).ToHaveCount(0))
 	screenshot(t, first, "actions-replayed")
 
-	// The second operator's page still offers Replay: it is refused.
-	require.NoError(t, second.GetByTestId("replay-submit").Click())
-	require.NoError(t, expect.Locator(second.GetByTestId("action-error")).ToContainText("still in flight"))
+	// The second operator's page follows without a reload: no Replay any
+	// more, the replay in flight instead (TestTwoOperatorsClickReplayAtOnce
+	// has both click at once).
 	require.NoError(t, expect.Locator(second.GetByTestId("last-replay")).ToBeVisible())
+	require.NoError(t, expect.Locator(second.GetByTestId("replay-submit")).ToHaveCount(0))
 
 	require.Equal(t, 1, count(t, console.pool, `SELECT count(*) FROM switchyard.outbox WHERE replay_of = $1`, id))
 	require.Equal(t, 1, count(t, console.pool, `SELECT count(*) FROM switchyard.audit_log WHERE action = 'message.replay'`))
@@ -186,4 +189,143 @@ func TestBulkReplayShowsLiveProgressAndCancels(t *testing.T) {
 	require.Less(t, replayed, 40, "cancel stopped the job")
 	require.Equal(t, 1, count(t, console.pool, `SELECT count(*) FROM switchyard.audit_log WHERE action = 'replay_job.start' AND detail->'filter'->>'fingerprint' = 'fp-422'`))
 	require.Equal(t, 1, count(t, console.pool, `SELECT count(*) FROM switchyard.audit_log WHERE action = 'replay_job.cancel'`))
+}
+
+// openLive opens path signed in as name, and returns once the page's live
+// stream is connected: its first live re-fetch (sent when the stream is
+// ready) has been answered, so that any later change can only reach the
+// page through the stream. The page is marked, so that a reload shows.
+func openLive(t *testing.T, page playwright.Page, path string, liveFetch *regexp.Regexp) {
+	t.Helper()
+	_, err := page.ExpectResponse(liveFetch, func() error {
+		_, err := page.Goto(path)
+		return err
+	})
+	require.NoError(t, err, "the live region's first fetch of %s", path)
+	_, err = page.Evaluate(`() => { window.e2eNotReloaded = true }`)
+	require.NoError(t, err)
+}
+
+func requireNotReloaded(t *testing.T, page playwright.Page) {
+	t.Helper()
+	kept, err := page.Evaluate(`() => window.e2eNotReloaded === true`)
+	require.NoError(t, err)
+	require.Equal(t, true, kept, "the page was reloaded")
+}
+
+// signedInAs is a new browser (its own context) signed in as name on
+// path.
+func signedInAs(t *testing.T, console withAccounts, name, path string) playwright.Page {
+	t.Helper()
+	page := newPage(t, console.URL)
+	_, err := page.Goto(path)
+	require.NoError(t, err)
+	signIn(t, page, name, e2ePassword)
+	require.NoError(t, playwright.NewPlaywrightAssertions().Page(page).ToHaveURL(console.URL+path))
+	return page
+}
+
+var actionsLiveFetch = regexp.MustCompile(`/messages/\d+/actions\?seen=`)
+
+// Two operators, each in a browser of their own, click Replay on the same
+// dead message at the same moment (both requests are held until both were
+// sent): one replay is made, and both pages show the message as replayed,
+// with the link to the replay, without a reload.
+func TestTwoOperatorsClickReplayAtOnce(t *testing.T) {
+	t.Parallel()
+	console := startConsoleForActions(t)
+	require.NoError(t, console.svc.AddUser(context.Background(), auth.CLI, "operator2", auth.Operator, e2ePassword))
+	id := deadMessages(t, console.pool, 1, `{"order":21}`)[0]
+	path := fmt.Sprintf("/messages/%d/actions", id)
+	expect := playwright.NewPlaywrightAssertions()
+
+	pages := []playwright.Page{signedInAs(t, console, "operator", path), signedInAs(t, console, "operator2", path)}
+	arrived, release := make(chan struct{}, len(pages)), make(chan struct{})
+	for _, page := range pages {
+		openLive(t, page, path, actionsLiveFetch)
+		require.NoError(t, page.Route("**/actions/replay", func(r playwright.Route) {
+			arrived <- struct{}{}
+			<-release
+			_ = r.Continue() // fails only when the page is gone: the assertions below report it
+		}))
+	}
+	for _, page := range pages {
+		require.NoError(t, page.GetByTestId("replay-submit").Click())
+	}
+	for range pages {
+		select {
+		case <-arrived:
+		case <-t.Context().Done():
+			t.Fatal("a Replay request was never sent")
+		}
+	}
+	close(release)
+
+	for i, page := range pages {
+		require.NoError(t, expect.Locator(page.GetByTestId("last-replay")).ToBeVisible(), "page %d", i)
+		require.NoError(t, expect.Locator(page.GetByTestId("actions-status")).ToContainText("in flight"), "page %d", i)
+		require.NoError(t, expect.Locator(page.GetByTestId("replay-submit")).ToHaveCount(0), "page %d", i)
+	}
+	var replay int64
+	require.Equal(t, 1, count(t, console.pool, `SELECT count(*) FROM switchyard.outbox WHERE replay_of = $1`, id))
+	require.NoError(t, console.pool.QueryRow(context.Background(), `SELECT id FROM switchyard.outbox WHERE replay_of = $1`, id).Scan(&replay))
+	for i, page := range pages {
+		require.NoError(t, expect.Locator(page.GetByTestId("last-replay")).ToHaveAttribute("href", fmt.Sprintf("/messages/%d/actions", replay)), "page %d", i)
+		requireNotReloaded(t, page)
+	}
+	// One of them was told it made the replay, the other that one was in
+	// flight already.
+	told := map[string]int{}
+	for _, page := range pages {
+		answer := page.GetByTestId("action-notice").Or(page.GetByTestId("action-error"))
+		require.NoError(t, expect.Locator(answer).ToBeVisible())
+		text, err := answer.TextContent()
+		require.NoError(t, err)
+		switch {
+		case strings.HasPrefix(text, "Replayed (redeliver) as message "+strconv.FormatInt(replay, 10)):
+			told["replayed"]++
+		case strings.Contains(text, "still in flight"):
+			told["in flight"]++
+		default:
+			t.Errorf("unexpected answer %q", text)
+		}
+	}
+	require.Equal(t, map[string]int{"replayed": 1, "in flight": 1}, told)
+	screenshot(t, pages[0], "actions-at-once-first")
+	screenshot(t, pages[1], "actions-at-once-second")
+}
+
+// An operator replays a message while a viewer looks at it, on its
+// actions page and on its message page: both of the viewer's pages show
+// the replay within seconds, without a reload.
+func TestReplayShowsLiveOnAnotherUsersPages(t *testing.T) {
+	t.Parallel()
+	console := startConsoleForActions(t)
+	id := deadMessages(t, console.pool, 1, `{"order":22}`)[0]
+	path := fmt.Sprintf("/messages/%d/actions", id)
+	expect := playwright.NewPlaywrightAssertions()
+
+	watcher := signedInAs(t, console, "viewer", path)
+	openLive(t, watcher, path, actionsLiveFetch)
+	detail, err := watcher.Context().NewPage()
+	require.NoError(t, err)
+	openLive(t, detail, fmt.Sprintf("/messages/%d", id), regexp.MustCompile(`/messages/\d+/live$`))
+	require.NoError(t, expect.Locator(detail.GetByTestId("lineage")).ToContainText("never replayed"))
+	require.NoError(t, expect.Locator(watcher.GetByTestId("last-replay")).ToHaveCount(0))
+
+	actor := signedInAs(t, console, "operator", path)
+	require.NoError(t, actor.GetByTestId("replay-submit").Click())
+	require.NoError(t, expect.Locator(actor.GetByTestId("action-notice")).ToContainText("Replayed (redeliver)"))
+	var replay int64
+	require.NoError(t, console.pool.QueryRow(context.Background(), `SELECT id FROM switchyard.outbox WHERE replay_of = $1`, id).Scan(&replay))
+
+	soon := playwright.LocatorAssertionsToHaveAttributeOptions{Timeout: playwright.Float(3000)}
+	require.NoError(t, expect.Locator(watcher.GetByTestId("last-replay")).ToHaveAttribute("href", fmt.Sprintf("/messages/%d/actions", replay), soon))
+	require.NoError(t, expect.Locator(watcher.GetByTestId("actions-status")).ToContainText("in flight"))
+	require.NoError(t, expect.Locator(detail.Locator(fmt.Sprintf(`[data-testid="lineage"] a[href="/messages/%d"]`, replay))).
+		ToHaveCount(1, playwright.LocatorAssertionsToHaveCountOptions{Timeout: playwright.Float(3000)}))
+	requireNotReloaded(t, watcher)
+	requireNotReloaded(t, detail)
+	screenshot(t, watcher, "actions-live-watcher")
+	screenshot(t, detail, "message-live-lineage")
 }

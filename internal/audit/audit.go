@@ -45,6 +45,9 @@ const (
 	ActionUserAdd        = "user.add"
 	ActionUserDisable    = "user.disable"
 	ActionSessionRevoke  = "session.revoke"
+	// ActionAccessDenied: a signed-in account was refused a request for
+	// its role (outcome Denied; see auth.Service.RecordDenied).
+	ActionAccessDenied = "access.denied"
 )
 
 // Entry is one audit row to record.

@@ -19,6 +19,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/crypto/argon2"
 
 	"github.com/switchyard/switchyard/internal/audit"
 	"github.com/switchyard/switchyard/internal/changefeed"
@@ -77,6 +79,9 @@ type Config struct {
 	// (each takes MemoryKiB): a burst of sign-ins queues instead of
 	// exhausting memory. Default 4.
 	MaxConcurrentHashes int
+	// DeniedAuditInterval: a session's requests refused for its role are
+	// audited at most once per interval (RecordDenied). Default 1m.
+	DeniedAuditInterval time.Duration
 	// Notify is called after a commit that appended to the change feed
 	// (revocations, audit rows). Optional.
 	Notify func()
@@ -91,6 +96,7 @@ func (c Config) withDefaults() Config {
 	c.AbsoluteTimeout = orDefault(c.AbsoluteTimeout, 12*time.Hour)
 	c.TouchInterval = orDefault(c.TouchInterval, time.Minute)
 	c.ThrottleWindow = orDefault(c.ThrottleWindow, 15*time.Minute)
+	c.DeniedAuditInterval = orDefault(c.DeniedAuditInterval, time.Minute)
 	if c.MaxAccountFailures <= 0 {
 		c.MaxAccountFailures = 5
 	}
@@ -146,9 +152,10 @@ type Service struct {
 	cfg   Config
 	dummy string        // a hash to verify against when the account is unknown
 	slots chan struct{} // bounds concurrent argon2id work
-	// verified counts argon2id verifications, so that a test can check a
+	// verified counts argon2id verifications and work their cost (and
+	// any padding's; see Params.work), so that a test can check that a
 	// wrong name costs the same work as a wrong password.
-	verified atomic.Int64
+	verified, work atomic.Int64
 }
 
 // New returns a Service on pool.
@@ -182,17 +189,77 @@ func newToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// verify runs argon2id under a slot, so that at most MaxConcurrentHashes
-// run at once.
+// checkPassword verifies password for account name against stored, its
+// hash ("" when no account has that name). Whatever stored is, it costs
+// about the work of one verification under the current parameters, so
+// that how long the answer takes tells nothing about the account:
+//
+//   - No account, or a stored hash that does not parse: verify against
+//     the dummy hash (current parameters), and fail. A hash that does not
+//     parse is logged, since the account cannot sign in until an admin
+//     resets its password, and answers like a wrong password: an error
+//     (a 500) would tell an attacker which names exist.
+//   - A hash made with weaker parameters (they were raised since, and the
+//     account has not signed in since to be rehashed): only its own
+//     parameters can check it, so verify under them, then pad with
+//     argon2id work that makes up the difference (padding). Without the
+//     padding such an account answers measurably faster than an unknown
+//     name until its next sign-in, which tells an attacker it exists.
+//   - A hash made with stronger parameters (they were lowered since)
+//     costs more than an unknown name, and stays so: an unknown name
+//     cannot be padded to match without knowing what to match. Lowering
+//     the parameters is not supported for that reason (and it weakens
+//     every new hash).
+//
+// What remains is argon2id's own variance, and the cost of the padding's
+// allocation; both are small next to the gap it closes. ok is false for
+// every failure; params are the stored hash's (to upgrade it).
+func (s *Service) checkPassword(ctx context.Context, name, stored, password string) (ok bool, params Params, err error) {
+	if stored != "" {
+		ok, params, err = s.verify(ctx, stored, password)
+		if err == nil {
+			if pad, need := padding(params, s.cfg.Params); need {
+				salt := make([]byte, 16)
+				_, err = s.argon2id(ctx, password, salt, pad)
+			}
+			return ok, params, err
+		}
+		if !errors.Is(err, errMalformedHash) {
+			return false, Params{}, err
+		}
+		s.cfg.Logger.ErrorContext(ctx, "stored password hash does not parse: the account cannot sign in until its password is reset",
+			slog.String("user", name), slog.Any("error", err))
+	}
+	_, _, err = s.verify(ctx, s.dummy, password)
+	return false, Params{}, err
+}
+
+// verify reports whether password matches encoded, and the parameters
+// encoded was made with; the comparison takes constant time.
 func (s *Service) verify(ctx context.Context, encoded, password string) (bool, Params, error) {
+	p, salt, key, err := decodeHash(encoded)
+	if err != nil {
+		return false, Params{}, err
+	}
+	s.verified.Add(1)
+	got, err := s.argon2id(ctx, password, salt, p)
+	if err != nil {
+		return false, Params{}, err
+	}
+	return subtle.ConstantTimeCompare(got, key) == 1, p, nil
+}
+
+// argon2id runs one argon2id computation under a slot, so that at most
+// MaxConcurrentHashes run at once.
+func (s *Service) argon2id(ctx context.Context, password string, salt []byte, p Params) ([]byte, error) {
 	select {
 	case s.slots <- struct{}{}:
 	case <-ctx.Done():
-		return false, Params{}, ctx.Err()
+		return nil, ctx.Err()
 	}
 	defer func() { <-s.slots }()
-	s.verified.Add(1)
-	return VerifyPassword(encoded, password)
+	s.work.Add(p.work())
+	return argon2.IDKey([]byte(password), salt, p.Time, p.MemoryKiB, p.Threads, p.KeyLen), nil
 }
 
 // inTx runs fn in one transaction and calls Notify after it committed.

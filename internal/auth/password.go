@@ -93,6 +93,27 @@ func decodeHash(encoded string) (Params, []byte, []byte, error) {
 	return p, salt, key, nil
 }
 
+// work is what one argon2id computation under p costs, near enough: the
+// KiB of memory it fills, over all its passes.
+func (p Params) work() int64 { return int64(p.Time) * int64(p.MemoryKiB) }
+
+// padding returns the parameters of the extra argon2id computation that
+// brings a verification under p up to the work of one under want, and
+// false when there is nothing (worth) making up: p costs as much already,
+// or the gap is below argon2id's least memory. The padding runs want's
+// passes over less memory, so it never needs more memory than want.
+func padding(p, want Params) (Params, bool) {
+	gap := want.work() - p.work()
+	if gap <= 0 || want.Time == 0 {
+		return Params{}, false
+	}
+	m := gap / int64(want.Time)
+	if m < 8*int64(max(want.Threads, 1)) {
+		return Params{}, false
+	}
+	return Params{Time: want.Time, MemoryKiB: uint32(m), Threads: want.Threads, KeyLen: want.KeyLen}, true
+}
+
 // weaker reports whether p costs less than want in any dimension.
 func (p Params) weaker(want Params) bool {
 	return p.Time < want.Time || p.MemoryKiB < want.MemoryKiB || p.Threads < want.Threads || p.KeyLen < want.KeyLen

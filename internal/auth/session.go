@@ -32,11 +32,11 @@ func (s *Service) Login(ctx context.Context, name, password, addr string) (Sessi
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return Session{}, fmt.Errorf("auth: sign in: %w", err)
 	}
-	encoded := s.dummy
+	stored := ""
 	if found {
-		encoded = user.PasswordHash
+		stored = user.PasswordHash
 	}
-	ok, params, err := s.verify(ctx, encoded, password)
+	ok, params, err := s.checkPassword(ctx, name, stored, password)
 	if err != nil {
 		return Session{}, fmt.Errorf("auth: sign in %q: %w", name, err)
 	}

@@ -119,7 +119,7 @@ func (s *Service) ChangeOwnPassword(ctx context.Context, p Principal, current, n
 	if err != nil {
 		return fmt.Errorf("auth: change password of %q: %w", p.Name, err)
 	}
-	ok, _, err := s.verify(ctx, user.PasswordHash, current)
+	ok, _, err := s.checkPassword(ctx, p.Name, user.PasswordHash, current)
 	if err != nil {
 		return fmt.Errorf("auth: change password of %q: %w", p.Name, err)
 	}

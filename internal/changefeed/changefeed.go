@@ -77,6 +77,13 @@ const (
 	// instance closes their open streams. Subject: "sessions" (no account
 	// name: streams reach every viewer). Payload: {"sessions": [ids]}.
 	KindSessionRevoked = "session_revoked"
+	// KindMessageChanged: an operator action changed a message as its
+	// pages show it (replayed, discarded, restored), or created it (a
+	// replay). One row per message, in the action's transaction; every
+	// open page of that message re-fetches its live regions. Subject: the
+	// message id, in decimal, so that a page asks the stream for its own
+	// message only. Payload: {"action": the audit action}.
+	KindMessageChanged = "message_changed"
 )
 
 // MaxPayloadBytes bounds a change's payload: the feed says what changed,

@@ -3,16 +3,19 @@ package console
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"unicode"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchyard/switchyard/internal/auth"
 	"github.com/switchyard/switchyard/internal/httpserver"
+	"github.com/switchyard/switchyard/internal/idempotency"
 	"github.com/switchyard/switchyard/web/templates"
 )
 
@@ -50,8 +53,7 @@ func (h *Handler) require(need auth.Role, next echo.HandlerFunc) echo.HandlerFun
 			return err
 		}
 		if !p.Role.Allows(need) {
-			return echo.NewHTTPError(http.StatusForbidden,
-				fmt.Sprintf("Your role (%s) may not use this; it needs %s.", p.Role, need))
+			return h.forbidden(c, p, need, fmt.Sprintf("Your role (%s) may not use this; it needs %s.", p.Role, need))
 		}
 		c.Set(principalKey, p)
 		req := c.Request()
@@ -60,6 +62,23 @@ func (h *Handler) require(need auth.Role, next echo.HandlerFunc) echo.HandlerFun
 		c.SetRequest(req.WithContext(templates.WithViewer(req.Context(), v)))
 		return next(c)
 	}
+}
+
+// forbidden answers 403 (with msg) to p, signed in but whose role is below
+// need, and records the refusal in the audit trail: who tried what they
+// may not do is worth knowing (auth.Service.RecordDenied bounds how often
+// one session is recorded). A failure to record is logged; the refusal
+// stands either way.
+func (h *Handler) forbidden(c echo.Context, p auth.Principal, need auth.Role, msg string) error {
+	req := c.Request()
+	d := auth.Denial{Target: req.Method + " " + req.URL.Path, Route: c.Path(), Need: need, RemoteAddr: c.RealIP()}
+	if key, err := uuid.Parse(req.Header.Get(idempotency.Header)); err == nil {
+		d.RequestID = key.String() // only a well-formed id goes into the trail
+	}
+	if _, err := h.deps.Auth.RecordDenied(req.Context(), p, d); err != nil {
+		h.deps.Logger.ErrorContext(req.Context(), "record a refused request", slog.String("user", p.Name), slog.Any("error", err))
+	}
+	return echo.NewHTTPError(http.StatusForbidden, msg)
 }
 
 // principal resolves the request's session. In demo mode a loopback peer

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/audit"
 	"github.com/switchyard/switchyard/internal/bulkreplay"
+	"github.com/switchyard/switchyard/internal/changefeed"
 	"github.com/switchyard/switchyard/internal/idempotency"
 	"github.com/switchyard/switchyard/internal/outbox"
 	"github.com/switchyard/switchyard/internal/queries"
@@ -30,11 +32,16 @@ import (
 //     middleware, keyed by the signed-in account) and in the body, where
 //     it becomes outbox.ReplayRequest.RequestID (invariant 6);
 //   - commits its effect and its one audit row in one transaction
-//     (invariant 7), then wakes the change feed.
+//     (invariant 7), with a changefeed.KindMessageChanged row for every
+//     message it changed (messagesChanged), then wakes the change feed:
+//     every open page of those messages, on every console instance,
+//     shows the change without a reload.
 //
 // A refused action (not dead, replay in flight, reason required, job not
-// running, a role too low) commits nothing and records no audit row: the
-// trail holds what happened, and a refusal changed nothing. A replay
+// running) commits nothing and records no audit row: the trail holds what
+// happened, and a refusal changed nothing. A role too low is the
+// exception: who tried what they may not do is recorded (outcome denied,
+// at most once a minute per session; see Handler.forbidden). A replay
 // request that had already been applied (the same request id) creates
 // nothing and records nothing either: the first one was recorded.
 
@@ -61,6 +68,24 @@ func (h *Handler) act(c echo.Context, e audit.Entry, effect func(ctx context.Con
 	}
 	if h.deps.Notify != nil {
 		h.deps.Notify()
+	}
+	return nil
+}
+
+// messagesChanged appends a changefeed.KindMessageChanged change for each
+// of ids in tx, the action's transaction, so that the change reaches the
+// open pages of those messages if and only if the action commits (act
+// wakes the feed after the commit).
+func messagesChanged(ctx context.Context, tx pgx.Tx, action string, ids ...int64) error {
+	payload, err := json.Marshal(map[string]string{"action": action})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		err := changefeed.Append(ctx, tx, changefeed.Change{Kind: changefeed.KindMessageChanged, Subject: strconv.FormatInt(id, 10), Payload: payload})
+		if err != nil {
+			return fmt.Errorf("message %d changed: %w", id, err)
+		}
 	}
 	return nil
 }

@@ -41,8 +41,8 @@ type replayInput struct {
 // replay applies in with its audit row. Editing the payload needs the
 // admin role; re-applying needs a reason (the engine refuses without).
 func (h *Handler) replay(c echo.Context, in replayInput) (outbox.Replayed, error) {
-	if in.Payload != nil && !current(c).Role.Allows(auth.Admin) {
-		return outbox.Replayed{}, echo.NewHTTPError(http.StatusForbidden, "Editing a payload before replaying needs the admin role.")
+	if p := current(c); in.Payload != nil && !p.Role.Allows(auth.Admin) {
+		return outbox.Replayed{}, h.forbidden(c, p, auth.Admin, "Editing a payload before replaying needs the admin role.")
 	}
 	if in.Payload != nil && (!json.Valid(in.Payload) || len(in.Payload) > outbox.MaxPayloadBytes) {
 		return outbox.Replayed{}, echo.NewHTTPError(http.StatusUnprocessableEntity,
@@ -73,6 +73,9 @@ func (h *Handler) replay(c echo.Context, in replayInput) (outbox.Replayed, error
 			})
 			if err != nil || done.Existing {
 				return true, err
+			}
+			if err := messagesChanged(ctx, tx, action, in.MessageID, done.ID); err != nil {
+				return false, err
 			}
 			e.Detail, err = json.Marshal(replayDetail{Mode: in.Mode, ReplayID: done.ID, DeliveryKey: done.Key,
 				OriginalPayload: before, Payload: in.Payload})
@@ -114,10 +117,14 @@ func (h *Handler) discard(c echo.Context, id int64, rid uuid.UUID, reason string
 	}
 	err := h.act(c, audit.Entry{Action: action, Target: "message " + strconv.FormatInt(id, 10), Reason: reason, RequestID: rid.String()},
 		func(ctx context.Context, tx pgx.Tx, _ *audit.Entry) (bool, error) {
+			change := outbox.Discard
 			if restore {
-				return false, outbox.Restore(ctx, tx, id)
+				change = outbox.Restore
 			}
-			return false, outbox.Discard(ctx, tx, id)
+			if err := change(ctx, tx, id); err != nil {
+				return false, err
+			}
+			return false, messagesChanged(ctx, tx, action, id)
 		})
 	return refusal(err)
 }

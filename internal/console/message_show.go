@@ -94,11 +94,9 @@ func (h *Handler) messageHistory(ctx context.Context, q *queries.Queries, m quer
 	for _, a := range attempts {
 		d.Attempts = append(d.Attempts, attemptView(a))
 	}
-	replays, err := q.ConsoleMessageReplays(ctx, queries.ConsoleMessageReplaysParams{ID: &m.ID, MaxRows: maxReplaysShown})
-	if err != nil {
-		return fmt.Errorf("read replays of message %d: %w", m.ID, err)
+	if d.Replays, err = messageReplays(ctx, q, m.ID); err != nil {
+		return err
 	}
-	d.Replays = messageRows(replays)
 	if m.AggregateID == "" {
 		return nil
 	}

@@ -51,6 +51,8 @@ func (h *Handler) routes() []route {
 		{http.MethodGet, "/messages", auth.Viewer, h.messagesList},
 		{http.MethodGet, "/messages/new", auth.Viewer, h.messagesNewCount},
 		{http.MethodGet, "/messages/:id", auth.Viewer, h.messageShow},
+		// Its live regions, re-fetched when the message changes.
+		{http.MethodGet, "/messages/:id/live", auth.Viewer, h.messageLive},
 		// The raw payload, unredacted: operators (the page shows viewers a
 		// redacted one unless --viewer-payloads).
 		{http.MethodGet, "/messages/:id/payload", auth.Operator, h.messagePayloadDownload},

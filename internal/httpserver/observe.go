@@ -48,6 +48,9 @@ func requestLog(logger *slog.Logger) echo.MiddlewareFunc {
 type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// csrfRefused counts CSRF refusals (csrf.go), which are logged and
+	// counted rather than audited.
+	csrfRefused *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -61,8 +64,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time to serve an HTTP request (until the handler returns; streams count their whole life).",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route", "method"}),
+		csrfRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "switchyard", Subsystem: "http", Name: "csrf_refused_total",
+			Help: "Unsafe requests refused by the CSRF check, by reason: sec_fetch_site (the browser said another site sent it) or token (missing or wrong).",
+		}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.csrfRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register http metrics: %w", err)
 		}

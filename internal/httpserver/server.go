@@ -60,7 +60,7 @@ func New(cfg Config) (*echo.Echo, error) {
 		e.Use(allowHosts(cfg.AllowedHosts))
 	}
 	if cfg.CSRF != nil {
-		e.Use(csrf(*cfg.CSRF))
+		e.Use(csrf(*cfg.CSRF, cfg.Logger, metrics.csrfRefused))
 	}
 	return e, nil
 }

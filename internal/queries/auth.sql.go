@@ -121,6 +121,45 @@ func (q *Queries) SessionCreate(ctx context.Context, arg SessionCreateParams) (S
 	return i, err
 }
 
+const sessionDenialCount = `-- name: SessionDenialCount :one
+WITH old AS (
+    SELECT s.id, s.denied_unaudited,
+        (s.denied_audited_at IS NULL
+            OR s.denied_audited_at <= now() - make_interval(secs => $1::float8)) AS due
+    FROM switchyard.sessions s
+    WHERE s.id = $2
+    FOR UPDATE
+)
+UPDATE switchyard.sessions s
+SET denied_audited_at = CASE WHEN old.due THEN now() ELSE s.denied_audited_at END,
+    denied_unaudited  = CASE WHEN old.due THEN 0 ELSE s.denied_unaudited + 1 END
+FROM old
+WHERE s.id = old.id
+RETURNING old.due::boolean AS due, old.denied_unaudited::integer AS unaudited
+`
+
+type SessionDenialCountParams struct {
+	IntervalSeconds float64
+	ID              int64
+}
+
+type SessionDenialCountRow struct {
+	Due       bool
+	Unaudited int32
+}
+
+// SessionDenialCount counts a refused request of session @id and says
+// whether to record it in the audit trail now (due): the first refusal,
+// then at most one per @interval_seconds. A due refusal reports how many
+// went unrecorded before it (unaudited) and resets that count. The row
+// lock serialises concurrent refusals of one session across instances.
+func (q *Queries) SessionDenialCount(ctx context.Context, arg SessionDenialCountParams) (SessionDenialCountRow, error) {
+	row := q.db.QueryRow(ctx, sessionDenialCount, arg.IntervalSeconds, arg.ID)
+	var i SessionDenialCountRow
+	err := row.Scan(&i.Due, &i.Unaudited)
+	return i, err
+}
+
 const sessionListLive = `-- name: SessionListLive :many
 SELECT s.id, s.created_at, s.last_seen_at, s.expires_at, s.remote_addr, u.name, u.role
 FROM switchyard.sessions s JOIN switchyard.users u ON u.id = s.user_id

@@ -292,14 +292,16 @@ type SwitchyardReplayJob struct {
 }
 
 type SwitchyardSession struct {
-	ID         int64
-	TokenHash  []byte
-	UserID     int64
-	CreatedAt  time.Time
-	LastSeenAt time.Time
-	ExpiresAt  time.Time
-	RevokedAt  *time.Time
-	RemoteAddr string
+	ID              int64
+	TokenHash       []byte
+	UserID          int64
+	CreatedAt       time.Time
+	LastSeenAt      time.Time
+	ExpiresAt       time.Time
+	RevokedAt       *time.Time
+	RemoteAddr      string
+	DeniedAuditedAt *time.Time
+	DeniedUnaudited int32
 }
 
 type SwitchyardStatsSnapshot struct {

@@ -111,20 +111,25 @@ func orDefault(d, def time.Duration) time.Duration {
 
 // event is one encoded SSE event, shared by every client that gets it.
 type event struct {
-	cursor changefeed.Cursor
-	kind   string // "" for control events (resync)
-	wire   []byte
+	cursor  changefeed.Cursor
+	kind    string // "" for control events (resync)
+	subject string
+	wire    []byte
 }
 
 // client is one open stream.
 type client struct {
 	// queue holds the events waiting to be written. Only the hub sends to
 	// it, with the hub's lock held; the stream's goroutine receives.
-	queue chan *event
-	kinds map[string]bool // nil: every kind
+	queue    chan *event
+	kinds    map[string]bool // nil: every kind
+	subjects map[string]bool // nil: every subject
 }
 
-func (c *client) wants(kind string) bool { return c.kinds == nil || c.kinds[kind] }
+// wants reports whether c asked for changes of this kind and subject.
+func (c *client) wants(ev *event) bool {
+	return (c.kinds == nil || c.kinds[ev.kind]) && (c.subjects == nil || c.subjects[ev.subject])
+}
 
 // Hub fans the feed out to SSE clients. Create it with New; Close it once.
 type Hub struct {
@@ -176,7 +181,8 @@ func (h *Hub) Clients() int {
 }
 
 // publish is the feed subscriber: it encodes each change once and queues
-// it for every client that wants its kind, resetting clients that are full.
+// it for every client that wants its kind and subject, resetting clients
+// that are full.
 func (h *Hub) publish(batch []changefeed.Change) {
 	events := make([]*event, len(batch))
 	for i, c := range batch {
@@ -187,7 +193,7 @@ func (h *Hub) publish(batch []changefeed.Change) {
 	for _, ev := range events {
 		h.remember(ev)
 		for c := range h.clients {
-			if !c.wants(ev.kind) {
+			if !c.wants(ev) {
 				continue
 			}
 			select {
@@ -245,7 +251,7 @@ func encodeChange(c changefeed.Change) *event {
 		// the event (its id still matters) without it.
 		data, _ = json.Marshal(changeData{Cursor: c.Cursor.String(), Kind: c.Kind, Subject: c.Subject, Payload: json.RawMessage("{}"), At: c.CreatedAt})
 	}
-	return &event{cursor: c.Cursor, kind: c.Kind, wire: frame(c.Cursor, c.Kind, data)}
+	return &event{cursor: c.Cursor, kind: c.Kind, subject: c.Subject, wire: frame(c.Cursor, c.Kind, data)}
 }
 
 func encodeControl(name string, cursor changefeed.Cursor) *event {

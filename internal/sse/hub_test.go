@@ -288,3 +288,32 @@ func TestCloseEndsStreamsAndRefusesNewOnes(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 }
+
+// A stream asking for subjects gets only the changes of those subjects,
+// live and when it resumes: a message page hears of its own message only.
+func TestSubjectFilter(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	c := connect(t, b.srv.URL+"?kind=k&subject=42&subject=43", "", 0)
+	ready := c.next(t, 5*time.Second)
+	require.Equal(t, "ready", ready.name)
+
+	b.commit(t, "k", "41", "42", "4200")
+	b.commit(t, "other", "42")
+	b.commit(t, "k", "43")
+	got := func(c *tclient) []string {
+		var subjects []string
+		for range 2 {
+			ev := c.next(t, 10*time.Second)
+			var data changeData
+			require.NoError(t, json.Unmarshal([]byte(ev.data), &data))
+			subjects = append(subjects, ev.name+":"+data.Subject)
+		}
+		return subjects
+	}
+	require.Equal(t, []string{"k:42", "k:43"}, got(c))
+
+	resumed := connect(t, b.srv.URL+"?kind=k&subject=42&subject=43", ready.id, 0)
+	require.Equal(t, []string{"k:42", "k:43"}, got(resumed), "a resume replays the same subjects only")
+	require.Equal(t, "ready", resumed.next(t, 5*time.Second).name)
+}

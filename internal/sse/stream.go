@@ -14,16 +14,13 @@ import (
 
 // ServeHTTP streams the feed to one client until it disconnects, the hub
 // closes, or a write times out. Query parameter kind (repeatable) limits
-// the stream to those kinds; control events always come.
+// the stream to those kinds, and subject (repeatable) to changes of those
+// subjects (a page of one message asks for that message's changes only:
+// the hub filters in memory, so the page fetches nothing for the others);
+// control events always come.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var kinds map[string]bool
-	if ks := r.URL.Query()["kind"]; len(ks) > 0 {
-		kinds = map[string]bool{}
-		for _, k := range ks {
-			kinds[k] = true
-		}
-	}
-	c := &client{queue: make(chan *event, h.cfg.QueueSize), kinds: kinds}
+	query := r.URL.Query()
+	c := &client{queue: make(chan *event, h.cfg.QueueSize), kinds: set(query["kind"]), subjects: set(query["subject"])}
 	plan, ok := h.attach(c, r.Header.Get("Last-Event-ID"))
 	if !ok {
 		http.Error(w, "live updates are shutting down", http.StatusServiceUnavailable)
@@ -111,7 +108,7 @@ func (h *Hub) attach(c *client, lastEventID string) (p plan, ok bool) {
 		p.control = "resync"
 	case last.Compare(h.floor) >= 0:
 		for _, ev := range h.ring {
-			if ev.cursor.Compare(last) > 0 && c.wants(ev.kind) {
+			if ev.cursor.Compare(last) > 0 && c.wants(ev) {
 				p.replay = append(p.replay, ev)
 			}
 		}
@@ -138,11 +135,24 @@ func (h *Hub) resumeFromFeed(ctx context.Context, c *client, p plan) plan {
 		return p
 	}
 	for _, ch := range missed {
-		if c.wants(ch.Kind) {
-			p.replay = append(p.replay, encodeChange(ch))
+		if ev := encodeChange(ch); c.wants(ev) {
+			p.replay = append(p.replay, ev)
 		}
 	}
 	return p
+}
+
+// set is the values of a repeatable query parameter as a set; nil when
+// there are none (no filter).
+func set(values []string) map[string]bool {
+	if len(values) == 0 {
+		return nil
+	}
+	s := make(map[string]bool, len(values))
+	for _, v := range values {
+		s[v] = true
+	}
+	return s
 }
 
 func (h *Hub) detach(c *client) {

@@ -5,6 +5,12 @@ import (
 	"strconv"
 )
 
+// liveMessageStream is the live stream of one message's changes: the hub
+// sends a page only what concerns its message.
+func liveMessageStream(id int64) string {
+	return "/events?kind=message_changed&subject=" + strconv.FormatInt(id, 10)
+}
+
 func messageActionsURL(id int64) string {
 	return "/messages/" + strconv.FormatInt(id, 10) + "/actions"
 }

@@ -1,5 +1,7 @@
 package templates
 
+import "fmt"
+
 // MessageActions is one message's actions panel: what it is, what state
 // it is in, and the actions the viewer may take on it.
 type MessageActions struct {
@@ -33,6 +35,14 @@ type MessageActions struct {
 	// Notice reports what the last action did; Error why it was refused.
 	Notice string
 	Error  string
+}
+
+// Version names what the panel and the facts beside it show of the
+// message (not the request ids): a live re-fetch that sends the version
+// its page shows is answered 204 when nothing changed, so that a form
+// being filled in is not reset by a change that did not touch it.
+func (m MessageActions) Version() string {
+	return fmt.Sprintf("%s.%d.%d.%d.%d.%t.%t", m.State, m.Attempts, m.Replays, m.Generation, m.LastReplayID, m.ReplayPending, m.Blocking)
 }
 
 // Dead reports whether the message can be replayed or discarded now.

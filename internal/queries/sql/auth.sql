@@ -104,3 +104,24 @@ SELECT
       SELECT min(f.at) FROM switchyard.login_failures f
       WHERE (f.account = @account OR f.address = @address) AND f.at > now() - make_interval(secs => @window_seconds::float8)
     ) + make_interval(secs => @window_seconds::float8) - now()), 0)::float8 AS retry_after_seconds;
+
+-- name: SessionDenialCount :one
+-- SessionDenialCount counts a refused request of session @id and says
+-- whether to record it in the audit trail now (due): the first refusal,
+-- then at most one per @interval_seconds. A due refusal reports how many
+-- went unrecorded before it (unaudited) and resets that count. The row
+-- lock serialises concurrent refusals of one session across instances.
+WITH old AS (
+    SELECT s.id, s.denied_unaudited,
+        (s.denied_audited_at IS NULL
+            OR s.denied_audited_at <= now() - make_interval(secs => @interval_seconds::float8)) AS due
+    FROM switchyard.sessions s
+    WHERE s.id = @id
+    FOR UPDATE
+)
+UPDATE switchyard.sessions s
+SET denied_audited_at = CASE WHEN old.due THEN now() ELSE s.denied_audited_at END,
+    denied_unaudited  = CASE WHEN old.due THEN 0 ELSE s.denied_unaudited + 1 END
+FROM old
+WHERE s.id = old.id
+RETURNING old.due::boolean AS due, old.denied_unaudited::integer AS unaudited;
