@@ -17,6 +17,9 @@ import (
 	"github.com/switchyard/switchyard/internal/queries"
 )
 
+// DefaultBatchSize is Config.BatchSize's default.
+const DefaultBatchSize = 500
+
 // Config configures a Runner. Zero fields take the documented defaults.
 type Config struct {
 	// Owner names this runner in job leases. Default: a random name.
@@ -51,7 +54,7 @@ func (c Config) withDefaults() Config {
 		c.Poll = time.Second
 	}
 	if c.BatchSize <= 0 {
-		c.BatchSize = 500
+		c.BatchSize = DefaultBatchSize
 	}
 	if c.Changed == nil {
 		c.Changed = func() {}
@@ -153,6 +156,8 @@ func (r *Runner) run(ctx context.Context, job Job) error {
 		if err != nil {
 			return err
 		}
+		r.cfg.Logger.Debug("bulk replay batch", slog.String("job", job.ID.String()), slog.Int("replayed", n.replayed),
+			slog.Int("skipped", n.skipped), slog.Duration("took", time.Since(started)))
 		r.cfg.Changed()
 		if n.replayed > 0 {
 			r.wakeDispatchers(ctx)

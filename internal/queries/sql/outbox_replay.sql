@@ -80,21 +80,38 @@ classified AS (
     SELECT i.id, i.request_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq,
         o.payload, o.headers, o.max_attempts, o.generation, o.replays,
         coalesce(o.error_fingerprint, '') AS fingerprint, coalesce(o.delivery_key, o.message_id) AS delivery_key,
-        prev.id AS prev_id, coalesce(prev.delivery_key, prev.message_id) AS prev_key,
-        (o.aggregate_seq IS NOT NULL AND EXISTS (
-            SELECT 1 FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id)) AS blocking,
+        prev.id AS prev_id, prev.delivery_key AS prev_key,
+        (o.aggregate_seq IS NOT NULL AND b.blocking IS NOT NULL) AS blocking,
         CASE
             WHEN o.id IS NULL THEN 'not_found'
             WHEN prev.id IS NOT NULL AND prev.replay_of IS DISTINCT FROM o.id THEN 'request_reused'
             WHEN prev.id IS NOT NULL THEN 'existing'
             WHEN o.state <> 'dead' THEN 'not_dead'
-            WHEN EXISTS (SELECT 1 FROM switchyard.outbox r WHERE r.replay_of = o.id AND r.state = 'pending') THEN 'in_flight'
+            WHEN r.pending THEN 'in_flight'
             ELSE 'replayed'
         END AS status,
         o.state
     FROM input i
     LEFT JOIN switchyard.outbox o ON o.id = i.id
-    LEFT JOIN switchyard.outbox prev ON prev.replay_request = i.request_id
+    -- Probes per message (LATERAL) through the indexes on replay_request,
+    -- replay_of and dead_message_id, so a batch costs the same however big
+    -- the outbox. Seen otherwise, with statistics from before a big job: a
+    -- merge join reading all of outbox_replay_request, an EXISTS planned
+    -- as a hashed subplan reading every pending message, and a probe with
+    -- "state = 'pending'" walking outbox_pending_id (all pending
+    -- messages): every batch slower than the last. A message's replays are
+    -- few: read them all, then look.
+    LEFT JOIN LATERAL (
+        SELECT p.id, p.replay_of, coalesce(p.delivery_key, p.message_id) AS delivery_key
+        FROM switchyard.outbox p WHERE p.replay_request = i.request_id
+        LIMIT 1 -- unique; the LIMIT keeps the planner from flattening the probe into a join
+    ) prev ON true
+    LEFT JOIN LATERAL (
+        SELECT bool_or(r.state = 'pending') AS pending FROM switchyard.outbox r WHERE r.replay_of = o.id
+    ) r ON true
+    LEFT JOIN LATERAL (
+        SELECT true AS blocking FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id LIMIT 1
+    ) b ON true
 ),
 inserted AS (
     INSERT INTO switchyard.outbox (
