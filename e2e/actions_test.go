@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/mxschmitt/playwright-go"
@@ -328,4 +329,59 @@ func TestReplayShowsLiveOnAnotherUsersPages(t *testing.T) {
 	requireNotReloaded(t, detail)
 	screenshot(t, watcher, "actions-live-watcher")
 	screenshot(t, detail, "message-live-lineage")
+}
+
+// A big job's progress climbs on the open page, batch after batch, over the
+// live stream (the page is never reloaded), until it shows the job done.
+func TestBigBulkReplayShowsProgressClimbingLive(t *testing.T) {
+	t.Parallel()
+	const messages = 6000
+	console := startConsoleForActions(t)
+	deadMessages(t, console.pool, messages, `{"bulk":true}`)
+	page := signedIn(t, console, "operator", "/replays")
+	expect := playwright.NewPlaywrightAssertions()
+	_, err := page.Evaluate(`() => { window.notReloaded = true }`)
+	require.NoError(t, err)
+
+	require.NoError(t, page.GetByTestId("bulk-fingerprint").Fill("fp-422"))
+	require.NoError(t, page.GetByTestId("bulk-rate").Fill("1000"))
+	require.NoError(t, page.GetByTestId("bulk-estimate").Click())
+	require.NoError(t, expect.Locator(page.GetByTestId("bulk-estimate-count")).ToHaveText(fmt.Sprintf("%d dead messages match.", messages)))
+	require.NoError(t, page.GetByTestId("bulk-start").Click())
+	job := page.GetByTestId("replay-job")
+	require.NoError(t, expect.Locator(job).ToHaveCount(1))
+
+	progress := regexp.MustCompile(`^(\d+) replayed, 0 skipped of \d+$`)
+	var seen []int
+	deadline := time.Now().Add(time.Minute)
+	for len(seen) == 0 || seen[len(seen)-1] < messages {
+		require.True(t, time.Now().Before(deadline), "progress stopped at %v", seen)
+		text, err := job.GetByTestId("job-progress").TextContent()
+		require.NoError(t, err)
+		m := progress.FindStringSubmatch(text)
+		require.NotNil(t, m, "progress reads %q", text)
+		n, err := strconv.Atoi(m[1])
+		require.NoError(t, err)
+		if len(seen) == 0 || n != seen[len(seen)-1] {
+			require.True(t, len(seen) == 0 || n > seen[len(seen)-1], "progress never goes back: %v then %d", seen, n)
+			seen = append(seen, n)
+			if n > 0 && n < messages && len(seen) == 3 {
+				screenshot(t, page, "replays-big-running")
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var between int
+	for _, n := range seen {
+		if n > 0 && n < messages {
+			between++
+		}
+	}
+	require.GreaterOrEqual(t, between, 3, "the page showed the job climbing: %v", seen)
+	require.NoError(t, expect.Locator(job.GetByTestId("job-state")).ToHaveText("done"))
+	notReloaded, err := page.Evaluate(`() => window.notReloaded === true`)
+	require.NoError(t, err)
+	require.Equal(t, true, notReloaded, "the page was updated in place, not reloaded")
+	screenshot(t, page, "replays-big-done")
+	require.Equal(t, messages, count(t, console.pool, `SELECT count(DISTINCT replay_of) FROM switchyard.outbox WHERE replay_of IS NOT NULL`))
 }

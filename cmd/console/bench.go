@@ -101,15 +101,15 @@ func parseBenchOptions(args []string) (benchOptions, error) {
 	return o, nil
 }
 
-// benchCommand runs `console bench <args>`: dispatch, inbox, pages, sse or
-// viewers. Progress
-// goes to logger; out receives one JSON object, the result, as its last
+// benchCommand runs `console bench <args>`: dispatch, inbox, pages, replay,
+// sse or viewers. Progress goes to logger; out receives one JSON object, the result, as its last
 // line.
 func benchCommand(ctx context.Context, cfg config, args []string, logger *slog.Logger, out io.Writer) error {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
 		printBenchUsage(out)
 		printInboxBenchUsage(out)
 		printPagesBenchUsage(out)
+		printReplayBenchUsage(out)
 		return nil
 	}
 	if len(args) == 0 {
@@ -130,8 +130,10 @@ func benchCommand(ctx context.Context, cfg config, args []string, logger *slog.L
 		return runSSEClients(ctx, args[1:], out)
 	case "viewers":
 		result, err = runViewersBench(ctx, cfg, args[1:], logger)
+	case "replay":
+		result, err = runReplayBench(ctx, cfg, args[1:], logger)
 	default:
-		return errors.New("bench: want `console bench dispatch|inbox|pages|sse|viewers [flags]` (see console bench -h)")
+		return errors.New("bench: want `console bench dispatch|inbox|pages|replay|sse|viewers [flags]` (see console bench -h)")
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		switch args[0] {
@@ -139,6 +141,8 @@ func benchCommand(ctx context.Context, cfg config, args []string, logger *slog.L
 			printInboxBenchUsage(out)
 		case "pages":
 			printPagesBenchUsage(out)
+		case "replay":
+			printReplayBenchUsage(out)
 		default:
 			printBenchUsage(out)
 		}

@@ -15,6 +15,7 @@ import (
 func parseBenchArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	bench := newBenchFlags(&benchOptions{})
 	inboxBench := newInboxBenchFlags(&inboxBenchOptions{})
+	replayBench := newReplayBenchFlags(&replayBenchOptions{})
 	var console, rest []string
 	for i := 0; i < len(args); i++ {
 		if args[i] == "--" { // the rest is the bench's, as flag.Parse would have it
@@ -23,7 +24,7 @@ func parseBenchArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		name, hasValue, isFlag := splitFlagArg(args[i])
 		f := fs.Lookup(name)
-		if !isFlag || f == nil || bench.Lookup(name) != nil || inboxBench.Lookup(name) != nil {
+		if !isFlag || f == nil || bench.Lookup(name) != nil || inboxBench.Lookup(name) != nil || replayBench.Lookup(name) != nil {
 			rest = append(rest, args[i])
 			continue
 		}

@@ -26,7 +26,7 @@ type config struct {
 	logFormat       string
 	shutdownTimeout time.Duration
 	workers         int           // dispatcher workers; 0: serve runs none
-	lease           time.Duration // dispatcher lease duration
+	lease           time.Duration // dispatcher and bulk replay lease duration
 	natsURL         string
 	inboxMaxBody    int64 // bytes; larger inbox requests get 413
 	// demoCustomerDestination receives the customer-upsert handler's
@@ -64,7 +64,7 @@ var settings = []setting{
 	{"pg-bin", "SWITCHYARD_PG_BIN", "", "directory with the postgres and initdb programs (default: pg_config --bindir, then /usr/lib/postgresql/*/bin)"},
 	{"pg-search", "SWITCHYARD_PG_SEARCH", "/usr/lib/postgresql", "directories whose numbered subdirectories hold PostgreSQL installations (colon-separated)"},
 	{"workers", "SWITCHYARD_WORKERS", "4", "dispatcher workers (console serve: 0 runs none)"},
-	{"lease", "SWITCHYARD_LEASE", "30s", "how long a dispatcher holds a claimed message before another may take it over"},
+	{"lease", "SWITCHYARD_LEASE", "30s", "how long a dispatcher holds a claimed message, and a bulk replay runner a job, before another may take it over"},
 	{"nats-url", "SWITCHYARD_NATS_URL", "nats://127.0.0.1:4222", "NATS server for JetStream destinations"},
 	{"inbox-max-body", "SWITCHYARD_INBOX_MAX_BODY", "1048576", "largest request body POST /inbox/{source} accepts, in bytes (larger: 413)"},
 	{"demo-customer-destination", "SWITCHYARD_DEMO_CUSTOMER_DESTINATION", "", "destination that receives the customer-upsert inbox handler's customer.created/updated messages (empty: none)"},

@@ -88,7 +88,7 @@ func serveWith(ctx context.Context, cfg config, logger *slog.Logger, extras serv
 		return err
 	}
 	replays := bulkreplay.NewRunner(db.pool, bulkreplay.Config{
-		Changed: notifier.Poke, Logger: logger.With(slog.String("component", "bulkreplay")),
+		LeaseDuration: cfg.lease, Changed: notifier.Poke, Logger: logger.With(slog.String("component", "bulkreplay")),
 	})
 	if err := replays.Start(ctx); err != nil {
 		return err

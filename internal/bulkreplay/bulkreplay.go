@@ -1,9 +1,10 @@
 // Package bulkreplay replays every dead message that matches a filter (a
 // dead-letter group, or any message filter) as a background job: estimate,
 // confirm (Start), progress, a rate limit, cancel, and resume after a
-// restart, with one running job per filter. Each message is replayed through
-// outbox.Replay, so every rule of a single replay holds (one replay in flight
-// per message, one row per request). Schema and the reasons for its shape:
+// restart, with one running job per filter. Each batch of messages is
+// replayed through outbox.ReplayBatch, which runs the statements of a single
+// replay (outbox.Replay) set-based, so every rule of a single replay holds
+// (one replay in flight per message, one row per request). Schema and the reasons for its shape:
 // migrations/00021_replay_jobs.sql.
 //
 // Any number of Runners may run against one database: a job is leased by one

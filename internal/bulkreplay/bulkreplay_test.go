@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/dbtest"
 	"github.com/switchyard/switchyard/internal/outbox"
+	"github.com/switchyard/switchyard/internal/queries"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -189,4 +190,75 @@ func TestJobDoesNotLoopOnReplaysThatDieAgain(t *testing.T) {
 	job = waitJob(t, pool, job, "the job done", func(j Job) bool { return j.State == "done" })
 	require.Equal(t, int64(5), job.Replayed)
 	require.Equal(t, 5, count(t, pool, `SELECT count(*) FROM switchyard.outbox WHERE replay_of IS NOT NULL AND state = 'dead' AND generation = 1`))
+}
+
+// Lease fencing: a runner whose lease was taken over (another runner
+// claimed the job after it expired) commits nothing of its batch.
+func TestBatchOfAStaleLeaseChangesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, 10)
+	_, err := start(t, pool, Spec{Filter: Filter{}, Mode: outbox.Redeliver, Actor: "ann", RatePerSecond: 1000})
+	require.NoError(t, err)
+	r := NewRunner(pool, Config{})
+	job, err := queries.New(pool).ReplayJobClaim(ctx, queries.ReplayJobClaimParams{Owner: "stale", LeaseSeconds: 30})
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE switchyard.replay_jobs SET lease_version = lease_version + 1, lease_owner = 'next'`)
+	require.NoError(t, err)
+
+	p, state, err := r.batch(ctx, job, Filter{}, 5)
+	require.NoError(t, err)
+	require.Empty(t, state, "the batch saw its lease lost")
+	require.Equal(t, 5, p.replayed, "it replayed, then rolled back")
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM switchyard.outbox WHERE replay_of IS NOT NULL OR replays > 0`))
+	require.Zero(t, count(t, pool, `SELECT cursor_id + replayed FROM switchyard.replay_jobs`))
+}
+
+// A job over ordered messages unblocks the aggregates whose dead heads it
+// replays, keeps the dead-letter groups' counts, and wakes the dispatchers
+// (a NOTIFY on their channel) after its batches commit.
+func TestJobUnblocksAggregatesAndWakesDispatchers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, 0)
+	var msgs []outbox.Message
+	for n := range 30 {
+		msgs = append(msgs, outbox.Message{Topic: "t", Destination: "d", AggregateType: "order",
+			AggregateID: fmt.Sprintf("%d", n%3), Payload: fmt.Appendf(nil, `{"n": %d}`, n)})
+	}
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := outbox.Enqueue(ctx, tx, msgs...)
+		return err
+	}))
+	// Each aggregate's head died and blocks it, as the dispatcher leaves it.
+	_, err := pool.Exec(ctx, `
+		UPDATE switchyard.outbox SET state = 'dead', finished_at = now(), error_fingerprint = 'f', last_error = 'HTTP 422'
+		WHERE aggregate_seq = 1;
+		INSERT INTO switchyard.outbox_blocked_aggregates (destination, aggregate_type, aggregate_id, dead_message_id)
+		SELECT destination, aggregate_type, aggregate_id, id FROM switchyard.outbox WHERE state = 'dead';
+		UPDATE switchyard.outbox_aggregates SET done_seq = 1, due_at = 'infinity';
+		INSERT INTO switchyard.dead_letter_groups (fingerprint, dead, first_dead_at, last_dead_at, sample_id)
+		SELECT 'f', 3, now(), now(), max(id) FROM switchyard.outbox WHERE state = 'dead'`)
+	require.NoError(t, err)
+
+	listener, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer listener.Release()
+	_, err = listener.Exec(ctx, "LISTEN switchyard_outbox")
+	require.NoError(t, err)
+	job, err := start(t, pool, Spec{Filter: Filter{Fingerprint: "f"}, Mode: outbox.Redeliver, Actor: "ann", RatePerSecond: 1000})
+	require.NoError(t, err)
+	runner(t, pool, Config{Poll: 10 * time.Millisecond})
+	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_, err = listener.Conn().WaitForNotification(waitCtx)
+	require.NoError(t, err, "the dispatchers are woken")
+
+	job = waitJob(t, pool, job, "the job done", func(j Job) bool { return j.State == "done" })
+	require.Equal(t, int64(3), job.Replayed)
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM switchyard.outbox_blocked_aggregates`), "every aggregate unblocked")
+	require.Equal(t, 3, count(t, pool, `SELECT count(*) FROM switchyard.outbox_aggregates WHERE done_seq = 0 AND due_at < 'infinity'`),
+		"each is due, its replayed head first")
+	require.Equal(t, 3, count(t, pool, `SELECT count(*) FROM switchyard.outbox WHERE replay_of IS NOT NULL AND aggregate_seq = 1`))
+	require.Zero(t, count(t, pool, `SELECT dead FROM switchyard.dead_letter_groups WHERE fingerprint = 'f'`))
 }

@@ -17,6 +17,9 @@ import (
 	"github.com/switchyard/switchyard/internal/queries"
 )
 
+// DefaultBatchSize is Config.BatchSize's default.
+const DefaultBatchSize = 500
+
 // Config configures a Runner. Zero fields take the documented defaults.
 type Config struct {
 	// Owner names this runner in job leases. Default: a random name.
@@ -28,7 +31,10 @@ type Config struct {
 	// Wake. Default 1 s.
 	Poll time.Duration
 	// BatchSize is the most messages replayed in one transaction (and never
-	// more than a job's rate per second). Default 100.
+	// more than a job's rate per second). A batch costs a fixed handful of
+	// statements whatever its size (outbox.ReplayBatch), so bigger batches
+	// replay faster; they also hold their messages' locks longer and make a
+	// cancel wait for the batch in progress. Default 500.
 	BatchSize int
 	// Changed, when set, is called after each committed batch, which put
 	// the job's progress on the change feed. It must not block.
@@ -48,7 +54,7 @@ func (c Config) withDefaults() Config {
 		c.Poll = time.Second
 	}
 	if c.BatchSize <= 0 {
-		c.BatchSize = 100
+		c.BatchSize = DefaultBatchSize
 	}
 	if c.Changed == nil {
 		c.Changed = func() {}
@@ -150,7 +156,12 @@ func (r *Runner) run(ctx context.Context, job Job) error {
 		if err != nil {
 			return err
 		}
+		r.cfg.Logger.Debug("bulk replay batch", slog.String("job", job.ID.String()), slog.Int("replayed", n.replayed),
+			slog.Int("skipped", n.skipped), slog.Duration("took", time.Since(started)))
 		r.cfg.Changed()
+		if n.replayed > 0 {
+			r.wakeDispatchers(ctx)
+		}
 		if state != "running" {
 			return nil
 		}
@@ -160,6 +171,17 @@ func (r *Runner) run(ctx context.Context, job Job) error {
 			return ctx.Err()
 		case <-time.After(time.Until(started.Add(time.Duration(n.seen) * perMessage))):
 		}
+	}
+}
+
+// wakeDispatchers tells the dispatchers of every process, after the batch
+// committed (never inside it: invariant 9), that replays are waiting. It is
+// only a wake-up: they poll anyway, so a failure is logged, not fatal.
+func (r *Runner) wakeDispatchers(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := outbox.Notify(ctx, r.pool); err != nil && ctx.Err() == nil {
+		r.cfg.Logger.Warn("wake dispatchers after a bulk replay batch", slog.Any("error", err))
 	}
 }
 
@@ -186,8 +208,9 @@ func (r *Runner) batch(ctx context.Context, job Job, f Filter, size int) (progre
 			return fmt.Errorf("next batch: %w", err)
 		}
 		p = progress{seen: len(ids), cursor: job.CursorID}
-		for _, id := range ids {
-			if err := r.replayOne(ctx, tx, job, id, &p); err != nil {
+		if len(ids) > 0 {
+			p.cursor = ids[len(ids)-1]
+			if err := replayAll(ctx, tx, job, ids, &p); err != nil {
 				return err
 			}
 		}
@@ -212,20 +235,28 @@ func (r *Runner) batch(ctx context.Context, job Job, f Filter, size int) (progre
 // errStopped rolls back a batch whose job was cancelled or taken over.
 var errStopped = errors.New("bulkreplay: job cancelled or lease lost")
 
-func (r *Runner) replayOne(ctx context.Context, tx pgx.Tx, job Job, id int64, p *progress) error {
-	_, err := outbox.Replay(ctx, tx, outbox.ReplayRequest{
-		MessageID: id, RequestID: requestID(job.ID, id), Mode: outbox.ReplayMode(job.Mode),
-		Actor: job.Actor, Reason: job.Reason,
-	})
-	p.cursor = id
-	switch {
-	case err == nil:
-		p.replayed++
-	case errors.Is(err, outbox.ErrReplayInFlight), errors.Is(err, outbox.ErrNotDead):
-		// Someone replayed or discarded it meanwhile: nothing to do.
-		p.skipped++
-	default:
-		return fmt.Errorf("replay message %d: %w", id, err)
+// replayAll replays ids (one batch) in tx with the job's request ids,
+// set-based (outbox.ReplayBatch), and counts what it did.
+func replayAll(ctx context.Context, tx pgx.Tx, job Job, ids []int64, p *progress) error {
+	req := outbox.BatchRequest{Mode: outbox.ReplayMode(job.Mode), Actor: job.Actor, Reason: job.Reason,
+		Messages: make([]outbox.MessageRequest, len(ids))}
+	for i, id := range ids {
+		req.Messages[i] = outbox.MessageRequest{MessageID: id, RequestID: requestID(job.ID, id)}
+	}
+	outcomes, err := outbox.ReplayBatch(ctx, tx, req)
+	if err != nil {
+		return fmt.Errorf("replay batch: %w", err)
+	}
+	for _, o := range outcomes {
+		switch {
+		case o.Err == nil:
+			p.replayed++
+		case errors.Is(o.Err, outbox.ErrReplayInFlight), errors.Is(o.Err, outbox.ErrNotDead), errors.Is(o.Err, outbox.ErrNotFound):
+			// Someone replayed, discarded or removed it meanwhile: nothing to do.
+			p.skipped++
+		default:
+			return fmt.Errorf("replay message %d: %w", o.MessageID, o.Err)
+		}
 	}
 	return nil
 }

@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/switchyard/switchyard/internal/queries"
 )
@@ -72,76 +69,34 @@ type Replayed struct {
 // (its row is locked): a message still pending or in flight, or whose
 // previous replay is still in flight, is refused with an error that says so.
 // A replay of an aggregate's blocking dead head takes the head's place in
-// the aggregate's order and unblocks it.
+// the aggregate's order and unblocks it. It is a batch of one (see
+// ReplayBatch): a single replay and a bulk one follow the same rules
+// because they run the same statements.
 func Replay(ctx context.Context, tx pgx.Tx, r ReplayRequest) (Replayed, error) {
-	if r.Mode != Redeliver && r.Mode != Reapply {
-		return Replayed{}, fmt.Errorf("outbox: replay mode %q: want redeliver or reapply", r.Mode)
-	}
-	if r.Mode == Reapply && r.Reason == "" {
-		return Replayed{}, ErrReasonRequired
+	if err := checkMode(r.Mode, r.Reason); err != nil {
+		return Replayed{}, err
 	}
 	if r.Payload != nil && (!json.Valid(r.Payload) || len(r.Payload) > MaxPayloadBytes) {
 		return Replayed{}, fmt.Errorf("outbox: edited payload: not valid JSON of at most %d bytes", MaxPayloadBytes)
 	}
-	q := queries.New(tx)
-	orig, err := lockForAction(ctx, q, r.MessageID)
+	outcomes, err := replayBatch(ctx, tx, BatchRequest{
+		Messages: []MessageRequest{{MessageID: r.MessageID, RequestID: r.RequestID}},
+		Mode:     r.Mode, Actor: r.Actor, Reason: r.Reason,
+	}, r.Payload)
 	if err != nil {
 		return Replayed{}, err
 	}
-	// Checked under the original's lock, so a concurrent retry of the same
-	// request waits for the first and then finds its row.
-	if prev, err := q.OutboxReplayByRequest(ctx, pgtype.UUID{Bytes: r.RequestID, Valid: true}); err == nil {
-		if prev.ReplayOf == nil || *prev.ReplayOf != r.MessageID {
-			return Replayed{}, ErrRequestReused
-		}
-		return Replayed{ID: prev.ID, Key: prev.DeliveryKey, Existing: true}, nil
-	} else if !errors.Is(err, pgx.ErrNoRows) {
-		return Replayed{}, fmt.Errorf("outbox: find replay request: %w", err)
-	}
-	switch {
-	case orig.State != "dead":
-		return Replayed{}, fmt.Errorf("%w (it is %s)", ErrNotDead, orig.State)
-	case orig.ReplayPending:
-		return Replayed{}, ErrReplayInFlight
-	}
-	p := replayRow(orig, r)
-	row, err := q.OutboxReplayInsert(ctx, p)
-	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.ConstraintName == "outbox_one_pending_replay" {
-		// The lock above makes this unreachable; the index is the backstop.
-		return Replayed{}, ErrReplayInFlight
-	}
-	if err != nil {
-		return Replayed{}, fmt.Errorf("outbox: insert replay: %w", err)
-	}
-	if err := q.OutboxMarkReplayed(ctx, orig.ID); err != nil {
-		return Replayed{}, fmt.Errorf("outbox: mark replayed: %w", err)
-	}
-	if orig.Blocking {
-		if err := unblock(ctx, q, orig, *orig.AggregateSeq-1); err != nil {
-			return Replayed{}, err
-		}
-	}
-	return Replayed{ID: row.ID, Key: row.DeliveryKey}, nil
+	return outcomes[0].Replayed, outcomes[0].Err
 }
 
-func replayRow(orig locked, r ReplayRequest) queries.OutboxReplayInsertParams {
-	p := queries.OutboxReplayInsertParams{
-		Topic: orig.Topic, Destination: orig.Destination, AggregateType: orig.AggregateType,
-		AggregateID: orig.AggregateID, Payload: orig.Payload, Headers: orig.Headers, MaxAttempts: orig.MaxAttempts,
-		ReplayOf: &orig.ID, ReplayRequest: pgtype.UUID{Bytes: r.RequestID, Valid: true},
-		ReplayMode: ptr(string(r.Mode)), ReplayActor: &r.Actor, ReplayReason: &r.Reason, Generation: orig.Generation + 1,
+func checkMode(mode ReplayMode, reason string) error {
+	if mode != Redeliver && mode != Reapply {
+		return fmt.Errorf("outbox: replay mode %q: want redeliver or reapply", mode)
 	}
-	if r.Payload != nil {
-		p.Payload = r.Payload
+	if mode == Reapply && reason == "" {
+		return ErrReasonRequired
 	}
-	if r.Mode == Redeliver {
-		p.DeliveryKey = pgtype.UUID{Bytes: orig.DeliveryKey, Valid: true}
-	}
-	if orig.Blocking {
-		// Delivered before the messages that waited behind the dead head.
-		p.AggregateSeq = orig.AggregateSeq
-	}
-	return p
+	return nil
 }
 
 // Discard archives a dead message (restorable with Restore). A discarded
@@ -162,7 +117,7 @@ func Discard(ctx context.Context, tx pgx.Tx, id int64) error {
 		return fmt.Errorf("outbox: discard: %w", err)
 	}
 	if orig.Blocking {
-		return unblock(ctx, q, orig, math.MaxInt64)
+		return unblockHeads(ctx, q, []int64{id}, false)
 	}
 	return nil
 }
@@ -205,12 +160,11 @@ func lockForAction(ctx context.Context, q *queries.Queries, id int64) (locked, e
 	return locked{OutboxLockForActionRow: row, ReplayPending: state.ReplayPending, Blocking: blocking}, nil
 }
 
-func unblock(ctx context.Context, q *queries.Queries, m locked, doneAtMost int64) error {
-	err := q.OutboxUnblockAggregate(ctx, queries.OutboxUnblockAggregateParams{
-		Destination: m.Destination, AggregateType: m.AggregateType, AggregateID: m.AggregateID, DoneAtMost: doneAtMost,
-	})
-	if err != nil {
-		return fmt.Errorf("outbox: unblock aggregate %s/%s: %w", m.AggregateType, m.AggregateID, err)
+// unblockHeads releases the aggregates blocked by the dead heads ids (see
+// OutboxUnblockHeads); takePlace says their replays took their places.
+func unblockHeads(ctx context.Context, q *queries.Queries, ids []int64, takePlace bool) error {
+	if err := q.OutboxUnblockHeads(ctx, queries.OutboxUnblockHeadsParams{Ids: ids, TakePlace: takePlace}); err != nil {
+		return fmt.Errorf("outbox: unblock the aggregates of %d dead heads: %w", len(ids), err)
 	}
 	return nil
 }
