@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -55,12 +56,14 @@ func (h *Handler) act(c echo.Context, e audit.Entry, effect func(ctx context.Con
 	p := current(c)
 	e.Actor, e.ActorID, e.Outcome, e.RemoteAddr = p.Name, p.ActorID(), audit.OK, c.RealIP()
 	ctx := c.Request().Context()
+	applied := false
 	err := pgx.BeginFunc(ctx, h.deps.DB, func(tx pgx.Tx) error {
 		skip, err := effect(ctx, tx, &e)
 		if err != nil || skip {
 			return err
 		}
 		_, err = audit.Record(ctx, tx, e)
+		applied = err == nil
 		return err
 	})
 	if err != nil {
@@ -68,6 +71,15 @@ func (h *Handler) act(c echo.Context, e audit.Entry, effect func(ctx context.Con
 	}
 	if h.deps.Notify != nil {
 		h.deps.Notify()
+	}
+	if applied {
+		// A replay is a new outbox row, and a discarded or replayed dead
+		// head frees the messages behind it: wake the dispatchers now,
+		// after the commit, rather than at their next poll. Only an
+		// optimisation, so a failure is logged, not answered.
+		if err := outbox.Notify(ctx, h.deps.DB); err != nil {
+			h.deps.Logger.Warn("wake the dispatchers after an action", slog.Any("error", err))
+		}
 	}
 	return nil
 }

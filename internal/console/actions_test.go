@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
 	"github.com/google/uuid"
@@ -503,4 +504,29 @@ func TestCrossSiteActionIsRefused(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, rec.Code)
 	require.Zero(t, replaysOf(t, b, id))
 	require.Zero(t, auditRows(t, b, rid))
+}
+
+// A replay wakes every dispatcher after it commits (a NOTIFY on the
+// outbox's channel), so the new row is claimed at once, not at the next
+// idle poll.
+func TestReplayWakesTheDispatchers(t *testing.T) {
+	t.Parallel()
+	b := setupAccess(t, false, nil, nil, nil)
+	operator := b.login(t, auth.Operator)
+	id := deadMessage(t, b, `{"n":4}`)
+	ctx := context.Background()
+	conn, err := b.pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `LISTEN switchyard_outbox`)
+	require.NoError(t, err)
+
+	rid := uuid.NewString()
+	rec := b.api(http.MethodPost, "/api/messages/"+itoa(id)+"/replay", operator, rid, replayBody("redeliver", "", nil, rid))
+	require.Equal(t, http.StatusCreated, rec.Code, rec.Body.String())
+	wait, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	n, err := conn.Conn().WaitForNotification(wait)
+	require.NoError(t, err, "no wake-up within 5 s of the replay")
+	require.Equal(t, "switchyard_outbox", n.Channel)
 }

@@ -31,7 +31,7 @@ type Readiness interface {
 // Deps are what the handlers need. All fields are required unless marked
 // optional.
 type Deps struct {
-	Logger    *slog.Logger
+	Logger    *slog.Logger // optional: nil discards
 	Assets    *static.Assets
 	Readiness Readiness
 	// Gatherer serves /metrics.
@@ -88,6 +88,9 @@ type Handler struct {
 
 // New returns the console's handler set.
 func New(deps Deps) *Handler {
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
 	return &Handler{deps: deps, live: &liveCache{}}
 }
 
