@@ -233,6 +233,8 @@ type benchSettings struct {
 	SharedBuffers     string `json:"shared_buffers"`
 	WalSyncMethod     string `json:"wal_sync_method"`
 	MaxConnections    string `json:"max_connections"`
+	CommitDelay       string `json:"commit_delay"`
+	CommitSiblings    string `json:"commit_siblings"`
 }
 
 // benchDispatch opens the database (DATABASE_URL or the embedded default),
@@ -290,8 +292,10 @@ func readBenchSettings(ctx context.Context, target *benchTarget, embedded bool) 
 	s := benchSettings{Embedded: embedded}
 	err := target.pool.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('fsync'),
 		current_setting('synchronous_commit'), current_setting('full_page_writes'),
-		current_setting('shared_buffers'), current_setting('wal_sync_method'), current_setting('max_connections')`).
-		Scan(&s.ServerVersion, &s.Fsync, &s.SynchronousCommit, &s.FullPageWrites, &s.SharedBuffers, &s.WalSyncMethod, &s.MaxConnections)
+		current_setting('shared_buffers'), current_setting('wal_sync_method'), current_setting('max_connections'),
+		current_setting('commit_delay'), current_setting('commit_siblings')`).
+		Scan(&s.ServerVersion, &s.Fsync, &s.SynchronousCommit, &s.FullPageWrites, &s.SharedBuffers, &s.WalSyncMethod, &s.MaxConnections,
+			&s.CommitDelay, &s.CommitSiblings)
 	if err != nil {
 		return s, fmt.Errorf("read server settings: %w", err)
 	}
