@@ -162,7 +162,7 @@ func sseBenchRun(ctx context.Context, target *benchTarget, hub *sse.Hub, url str
 	logger.Info("clients connected", slog.Int("clients", hub.Clients()), slog.Int64("rss_growth_bytes", idle-before))
 	var load *sseDispatchLoad
 	if opts.dispatchRate > 0 {
-		res.DispatchMethod = "same process as the hub, as console serve runs it: bench dispatch's offered load (one transaction per enqueue, NOTIFY after commit, " +
+		res.DispatchMethod = "same process as the hub, as console serve runs it: bench dispatch's offered load (one transaction per enqueue, the in-process dispatcher woken after each commit, " +
 			"16 enqueuers, 4 workers, 1000 aggregates, noop destination) plus the statistics leader; dispatch_per_sec = deliveries accepted by the destination " +
 			"from the first commit of a change to the last change's receipt, divided by that time"
 		if load, err = startSSEDispatchLoad(ctx, target, dispatch, logger); err != nil {
