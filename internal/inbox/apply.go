@@ -7,6 +7,8 @@ import (
 	"hash/fnv"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/internal/fingerprint"
 	"github.com/switchyard/switchyard/internal/queries"
@@ -23,24 +25,92 @@ type handlerError struct{ err error }
 func (e *handlerError) Error() string { return e.err.Error() }
 func (e *handlerError) Unwrap() error { return e.err }
 
-// apply is Receive's transaction.
-func apply(ctx context.Context, tx pgx.Tx, ev Event, headers []byte, h Handler) (Result, error) {
-	q := queries.New(tx)
-	claim, err := q.InboxEventClaim(ctx, queries.InboxEventClaimParams{
+// receiveTx is Receive's transaction: the claim, then (for a new event)
+// the handler, committed together; any error rolls everything back.
+func receiveTx(ctx context.Context, pool *pgxpool.Pool, ev Event, headers []byte, h Handler) (Result, error) {
+	tx, claim, err := beginWithClaim(ctx, pool, queries.InboxEventClaimParams{
 		Source: ev.Source, EventID: ev.ID, Headers: headers, Payload: ev.Payload,
 		EntityKey: ev.EntityKey, EntityVersion: entityVersion(ev), Slot: slot(ev.ID),
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Result{Outcome: OutcomeDuplicate}, nil // counted by the claim
+	// After a commit, Rollback only reports that the transaction is closed.
+	defer func() { _ = tx.Rollback(ctx) }()
+	var res Result
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		res, err = Result{Outcome: OutcomeDuplicate}, nil // counted by the claim
+	case err != nil:
+		return Result{}, fmt.Errorf("record event: %w", err)
+	case ev.EntityKey == "":
+		res = Result{Outcome: OutcomeProcessed}
+		err = run(ctx, tx, ev, h)
+	default:
+		res, err = applyVersioned(ctx, tx, ev, claim.ID, h)
 	}
 	if err != nil {
-		return Result{}, fmt.Errorf("record event: %w", err)
+		return Result{}, err
 	}
-	if ev.EntityKey == "" {
-		return Result{Outcome: OutcomeProcessed}, run(ctx, tx, ev, h)
+	if err := tx.Commit(ctx); err != nil {
+		return Result{}, fmt.Errorf("commit: %w", err)
 	}
-	return applyVersioned(ctx, tx, ev, claim.ID, h)
+	return res, nil
 }
+
+// beginWithClaim begins Receive's transaction and claims the event in it,
+// in one round trip: pgx.Batch.BeginTx sends the BEGIN in the claim's
+// batch, where pgx.BeginFunc would spend a round trip of its own on it (a
+// fifth of a new event's, and a measurable share of the receiver's CPU).
+// The transaction is returned whatever happened; when the BEGIN failed it
+// is already closed.
+func beginWithClaim(ctx context.Context, pool *pgxpool.Pool, p queries.InboxEventClaimParams) (pgx.Tx, queries.InboxEventClaimRow, error) {
+	db := &beginningDB{pool: pool}
+	var claim queries.InboxEventClaimRow
+	var err error
+	queries.New(db).InboxEventClaim(ctx, []queries.InboxEventClaimParams{p}).QueryRow(func(_ int, row queries.InboxEventClaimRow, rowErr error) {
+		claim, err = row, rowErr
+	})
+	if db.err != nil {
+		return db.tx, claim, fmt.Errorf("begin: %w", db.err)
+	}
+	return db.tx, claim, err
+}
+
+// beginningDB is a queries.DBTX for one generated batch query: it sends the
+// batch with a BEGIN in front (pgx.Batch.BeginTx), keeps the transaction
+// that begins, and consumes the BEGIN's result, so the generated code reads
+// its own. Only SendBatch is supported.
+type beginningDB struct {
+	pool *pgxpool.Pool
+	tx   pgx.Tx
+	err  error // the BEGIN's
+}
+
+var errBatchOnly = errors.New("inbox: beginningDB sends one batch only")
+
+func (d *beginningDB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	begun := &pgx.Batch{}
+	begun.BeginTx(pgx.TxOptions{})
+	begun.QueuedQueries = append(begun.QueuedQueries, b.QueuedQueries...)
+	br := d.pool.SendBatch(ctx, begun)
+	d.tx = br.Tx()
+	_, d.err = br.Exec()
+	return br
+}
+
+func (d *beginningDB) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errBatchOnly
+}
+
+func (d *beginningDB) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return nil, errBatchOnly
+}
+
+func (d *beginningDB) QueryRow(context.Context, string, ...any) pgx.Row {
+	return errRow{}
+}
+
+type errRow struct{}
+
+func (errRow) Scan(...any) error { return errBatchOnly }
 
 // applyVersioned applies a claimed event that names an entity version, or
 // settles it as stale or held: see the package documentation.

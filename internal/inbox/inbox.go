@@ -215,12 +215,7 @@ func Receive(ctx context.Context, pool *pgxpool.Pool, ev Event, h Handler) (Resu
 	if err != nil || ev.Headers == nil {
 		headers = []byte("{}")
 	}
-	var res Result
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		var err error
-		res, err = apply(ctx, tx, ev, headers, h)
-		return err
-	})
+	res, err := receiveTx(ctx, pool, ev, headers, h)
 	if err == nil {
 		return res, nil
 	}

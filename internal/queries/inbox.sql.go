@@ -58,61 +58,6 @@ func (q *Queries) InboxEntityVersionSet(ctx context.Context, arg InboxEntityVers
 	return err
 }
 
-const inboxEventClaim = `-- name: InboxEventClaim :one
-WITH claimed AS (
-    INSERT INTO switchyard.inbox_events (
-        source, event_id, headers, payload, entity_key, entity_version, status, processed_at
-    ) VALUES (
-        $1, $2, $3, $4, $5, $6, 'processed', now()
-    )
-    ON CONFLICT (source, event_id) DO UPDATE SET status = 'processed', processed_at = now()
-        WHERE inbox_events.status = 'failed'
-    RETURNING id, attempts
-), duplicate AS (
-    INSERT INTO switchyard.inbox_duplicates AS d (source, slot, count)
-    SELECT $1, $7::smallint, 1 WHERE NOT EXISTS (SELECT 1 FROM claimed)
-    ON CONFLICT (source, slot) DO UPDATE SET count = d.count + 1, updated_at = now()
-)
-SELECT id, attempts FROM claimed
-`
-
-type InboxEventClaimParams struct {
-	Source        string
-	EventID       string
-	Headers       []byte
-	Payload       []byte
-	EntityKey     string
-	EntityVersion *int64
-	Slot          int16
-}
-
-type InboxEventClaimRow struct {
-	ID       int64
-	Attempts int32
-}
-
-// InboxEventClaim records an event as processed, in the transaction that
-// applies it. It returns no row for a duplicate, and adds one to the
-// source's duplicate counter (same statement: one round trip less on the
-// duplicate path). An event is a duplicate when it is already recorded
-// (processed, stale, held or parked), or when another transaction is
-// applying it right now, in which case the statement waits for that one to
-// end first. A failed event is taken again: a redelivery retries it.
-func (q *Queries) InboxEventClaim(ctx context.Context, arg InboxEventClaimParams) (InboxEventClaimRow, error) {
-	row := q.db.QueryRow(ctx, inboxEventClaim,
-		arg.Source,
-		arg.EventID,
-		arg.Headers,
-		arg.Payload,
-		arg.EntityKey,
-		arg.EntityVersion,
-		arg.Slot,
-	)
-	var i InboxEventClaimRow
-	err := row.Scan(&i.ID, &i.Attempts)
-	return i, err
-}
-
 const inboxEventFail = `-- name: InboxEventFail :one
 WITH failed AS (
     INSERT INTO switchyard.inbox_events (

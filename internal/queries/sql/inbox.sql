@@ -15,7 +15,7 @@ ON CONFLICT (name) DO UPDATE SET
 -- name: InboxSourceList :many
 SELECT * FROM switchyard.inbox_sources ORDER BY name;
 
--- name: InboxEventClaim :one
+-- name: InboxEventClaim :batchone
 -- InboxEventClaim records an event as processed, in the transaction that
 -- applies it. It returns no row for a duplicate, and adds one to the
 -- source's duplicate counter (same statement: one round trip less on the
