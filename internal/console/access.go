@@ -110,9 +110,22 @@ func (h *Handler) unauthenticated(c echo.Context) error {
 		return c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(req.URL.RequestURI()))
 	}
 	// htmx follows HX-Redirect whatever the status: a live region whose
-	// session ended takes the whole page to the sign-in form.
-	c.Response().Header().Set("HX-Redirect", "/login")
+	// session ended takes the whole page to the sign-in form, which brings
+	// the reader back to that page (HX-Current-URL, the browser's address)
+	// after signing in, as the stream's session_ended does. Only its path
+	// and query are kept; the form checks next like any other.
+	c.Response().Header().Set("HX-Redirect", signInFrom(req.Header.Get("HX-Current-URL")))
 	return echo.NewHTTPError(http.StatusUnauthorized, "Sign in first.")
+}
+
+// signInFrom is the sign-in form's address for a reader on page (an
+// absolute URL or empty).
+func signInFrom(page string) string {
+	u, err := url.Parse(page)
+	if page == "" || err != nil || u.Path == "" || !strings.HasPrefix(u.Path, "/") {
+		return "/login"
+	}
+	return "/login?next=" + url.QueryEscape(u.RequestURI())
 }
 
 func isLoopback(ip string) bool {

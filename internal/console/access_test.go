@@ -479,3 +479,27 @@ func TestViewersSeePayloadsRedacted(t *testing.T) {
 	rec = b.request(http.MethodGet, eventPage, operator, nil)
 	require.Contains(t, rec.Body.String(), "4111-inbound")
 }
+
+// A live region whose session ended sends the whole page to the sign-in
+// form with the page to come back to, as the stream's session_ended does;
+// only the path and query of the browser's address are kept.
+func TestExpiredLiveRegionRedirectsToSignInWithNext(t *testing.T) {
+	t.Parallel()
+	b := setupAccess(t, false, nil, nil, nil)
+	for current, want := range map[string]string{
+		"http://127.0.0.1:8080/audit?actor=ada": "/login?next=%2Faudit%3Factor%3Dada",
+		"":                                      "/login",
+		"not a url\x7f":                         "/login",
+	} {
+		req := httptest.NewRequest(http.MethodGet, "/audit", nil)
+		req.RemoteAddr = "192.0.2.10:41000"
+		req.Header.Set("HX-Request", "true")
+		if current != "" {
+			req.Header.Set("HX-Current-URL", current)
+		}
+		rec := httptest.NewRecorder()
+		b.e.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusUnauthorized, rec.Code)
+		require.Equal(t, want, rec.Header().Get("HX-Redirect"), current)
+	}
+}
