@@ -214,6 +214,14 @@ func screenshot(t *testing.T, page playwright.Page, name string) {
 // test.
 func newPage(t *testing.T, baseURL string) playwright.Page {
 	t.Helper()
+	return newPageTolerating(t, baseURL, nil)
+}
+
+// newPageTolerating is newPage for a test in which the browser is expected
+// to report some problems: those expected (nil: none) returns true for are
+// logged instead of failing the test.
+func newPageTolerating(t *testing.T, baseURL string, expected func(problem string) bool) playwright.Page {
+	t.Helper()
 	bctx, log := openContext(t, baseURL)
 	t.Cleanup(func() {
 		// Close first, so that everything the page did has been reported.
@@ -221,6 +229,10 @@ func newPage(t *testing.T, baseURL string) playwright.Page {
 			t.Errorf("close the browser context: %v", err)
 		}
 		for _, p := range log.problems() {
+			if expected != nil && expected(p) {
+				t.Logf("expected: %s", p)
+				continue
+			}
 			t.Errorf("browser reported: %s", p)
 		}
 	})

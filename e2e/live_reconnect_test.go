@@ -22,24 +22,11 @@ import (
 // Anything else it reports still fails the test.
 func outagePage(t *testing.T, baseURL string) playwright.Page {
 	t.Helper()
-	bctx, log := openContext(t, baseURL)
-	t.Cleanup(func() {
-		if err := bctx.Close(); err != nil {
-			t.Errorf("close the browser context: %v", err)
-		}
-		for _, p := range log.problems() {
-			htmxStreamError := strings.HasPrefix(p, "console error: [object Event] (") && strings.Contains(p, "/static/vendor/htmx.min.")
-			if htmxStreamError || strings.Contains(p, "net::ERR_CONNECTION_REFUSED") || strings.Contains(p, "net::ERR_EMPTY_RESPONSE") ||
-				strings.Contains(p, "net::ERR_CONNECTION_RESET") || strings.Contains(p, "net::ERR_INCOMPLETE_CHUNKED_ENCODING") {
-				t.Logf("expected during the outage: %s", p)
-				continue
-			}
-			t.Errorf("browser reported: %s", p)
-		}
+	return newPageTolerating(t, baseURL, func(p string) bool {
+		htmxStreamError := strings.HasPrefix(p, "console error: [object Event] (") && strings.Contains(p, "/static/vendor/htmx.min.")
+		return htmxStreamError || strings.Contains(p, "net::ERR_CONNECTION_REFUSED") || strings.Contains(p, "net::ERR_EMPTY_RESPONSE") ||
+			strings.Contains(p, "net::ERR_CONNECTION_RESET") || strings.Contains(p, "net::ERR_INCOMPLETE_CHUNKED_ENCODING")
 	})
-	page, err := bctx.NewPage()
-	require.NoError(t, err, "open a page")
-	return page
 }
 
 // TestLivePagesConvergeAfterTheStreamIsCut cuts the browsers' live streams
