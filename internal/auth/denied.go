@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -39,8 +41,12 @@ func (s *Service) RecordDenied(ctx context.Context, p Principal, d Denial) (bool
 	if p.SessionID == 0 {
 		return false, nil
 	}
-	if len(d.Target) > maxDeniedTarget {
-		d.Target = d.Target[:maxDeniedTarget]
+	// Valid UTF-8 without NUL, cut at a character boundary: the database
+	// refuses anything else, and the refusal would go unrecorded.
+	d.Target = strings.ReplaceAll(strings.ToValidUTF8(d.Target, "\uFFFD"), "\x00", "\uFFFD")
+	for len(d.Target) > maxDeniedTarget {
+		_, size := utf8.DecodeLastRuneInString(d.Target)
+		d.Target = d.Target[:len(d.Target)-size]
 	}
 	var recorded bool
 	err := s.inTx(ctx, func(tx pgx.Tx) error {

@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -95,4 +96,22 @@ func TestConcurrentRefusalsWriteOneRow(t *testing.T) {
 	require.Equal(t, 1, recorded)
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM switchyard.audit_log WHERE action = 'access.denied'`))
 	require.Equal(t, n-1, count(t, pool, `SELECT denied_unaudited FROM switchyard.sessions WHERE id = $1`, sess.Principal.SessionID))
+}
+
+// A target the database could not store as text (a NUL, invalid UTF-8, a
+// multi-byte character where it is cut) is still recorded, made valid.
+func TestRefusalWithAnUnstorableTargetIsRecorded(t *testing.T) {
+	t.Parallel()
+	svc, pool := setup(t, Config{DeniedAuditInterval: time.Nanosecond})
+	ctx := context.Background()
+	sess, err := svc.Login(ctx, "bob", goodPassword, "192.0.2.42")
+	require.NoError(t, err)
+	for _, target := range []string{"GET /messages/\x00/payload", "GET /messages/\xff/payload", "GET /" + strings.Repeat("é", 150)} {
+		recorded, err := svc.RecordDenied(ctx, sess.Principal, Denial{Target: target, Route: "/messages/:id/payload", Need: Operator})
+		require.NoError(t, err, "%q", target)
+		require.True(t, recorded, "%q", target)
+		_, err = pool.Exec(ctx, `UPDATE switchyard.sessions SET denied_audited_at = now() - interval '1 hour' WHERE id = $1`, sess.Principal.SessionID)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 3, count(t, pool, `SELECT count(*) FROM switchyard.audit_log WHERE action = 'access.denied' AND actor = 'bob'`))
 }

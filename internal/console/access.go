@@ -71,7 +71,9 @@ func (h *Handler) require(need auth.Role, next echo.HandlerFunc) echo.HandlerFun
 // stands either way.
 func (h *Handler) forbidden(c echo.Context, p auth.Principal, need auth.Role, msg string) error {
 	req := c.Request()
-	d := auth.Denial{Target: req.Method + " " + req.URL.Path, Route: c.Path(), Need: need, RemoteAddr: c.RealIP()}
+	// The escaped path: a decoded one may hold a NUL or invalid UTF-8,
+	// which the database refuses, and the refusal would go unrecorded.
+	d := auth.Denial{Target: req.Method + " " + req.URL.EscapedPath(), Route: c.Path(), Need: need, RemoteAddr: c.RealIP()}
 	if key, err := uuid.Parse(req.Header.Get(idempotency.Header)); err == nil {
 		d.RequestID = key.String() // only a well-formed id goes into the trail
 	}

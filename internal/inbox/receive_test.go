@@ -221,3 +221,20 @@ func TestContentionIsRetriedWithoutUsingAnAttempt(t *testing.T) {
 	}
 	require.Equal(t, 3, count(t, pool, `SELECT count(*) FROM effects`), "once each")
 }
+
+// A payload is stored as sent: key order and whitespace kept, and a \u0000
+// escape (valid JSON, which jsonb cannot store) accepted rather than failing
+// on every redelivery.
+func TestPayloadIsStoredAsSent(t *testing.T) {
+	t.Parallel()
+	pool := setup(t)
+	ctx := context.Background()
+	ev := event("e-raw")
+	ev.Payload = []byte(`{"z": 1, "a": "nul \u0000 here"}`)
+	res, err := Receive(ctx, pool, ev, writeEffect)
+	require.NoError(t, err)
+	require.Equal(t, OutcomeProcessed, res.Outcome)
+	var stored string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT payload::text FROM switchyard.inbox_events WHERE source = 'test' AND event_id = 'e-raw'`).Scan(&stored))
+	require.Equal(t, string(ev.Payload), stored)
+}

@@ -1,12 +1,18 @@
 -- +goose Up
 
--- Inbound events keep their payload and headers as json, not jsonb: the
--- text as the sender sent it (key order, duplicate keys and all), which is
--- what an operator wants to see when a sender is in question, and what
--- the receiver's hot path can store for less: json only validates the
--- text, jsonb converts it. Nothing queries inside either column; handlers
--- get the bytes. Measured with `console bench inbox`: about 3 % less CPU
--- per event (BENCHMARKS.md, Inbox).
+-- Inbound events keep their payload as json, not jsonb: the text as the
+-- sender sent it (key order, duplicate keys and all), which is what an
+-- operator wants to see when a sender is in question. It also accepts what
+-- jsonb refuses although it is valid JSON (a \u0000 escape): with jsonb such
+-- an event failed to be stored on every redelivery. And the receiver's hot
+-- path stores it for less: json only validates the text, jsonb converts it
+-- (about 3 % less CPU per event, BENCHMARKS.md, Inbox). The headers kept
+-- (a map the receiver encodes) follow, for the same cost reason. Nothing
+-- queries inside either column, compares them or indexes them.
+--
+-- Up rewrites the table under an exclusive lock: on a large inbox, run it
+-- when the receiver may pause. Down fails if a payload holds \u0000, which
+-- jsonb cannot store: remove such events first.
 ALTER TABLE switchyard.inbox_events DROP CONSTRAINT inbox_events_headers_check;
 ALTER TABLE switchyard.inbox_events ALTER COLUMN headers DROP DEFAULT;
 ALTER TABLE switchyard.inbox_events
