@@ -81,4 +81,28 @@ func TestNewMessagesControlCountsEnqueuesLive(t *testing.T) {
 	require.NoError(t, expect.Locator(firstID).ToHaveText("68"))
 	t.Logf("the control asked %d times", asks.Load())
 	require.LessOrEqual(t, asks.Load(), int64(8), "the control asks only when the newest id moves, at most once a second")
+
+	// At the cap ("100+ new") the count cannot grow until the reader
+	// follows the link: stats events no longer make the control ask.
+	_, err = page.Evaluate(`() => {
+		window.statsSeen = 0;
+		document.body.addEventListener("htmx:confirm", (e) => {
+			const t = e.detail.triggeringEvent;
+			if (t && t.type === "sse:stats") window.statsSeen++;
+		});
+	}`)
+	require.NoError(t, err)
+	_, err = f.pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload)
+		SELECT 'order.created', 'billing', '{}' FROM generate_series(1, 101)`)
+	require.NoError(t, err)
+	require.NoError(t, expect.Locator(newLink).ToHaveText(regexp.MustCompile(`^100\+ new messages: show$`)))
+	capped := asks.Load()
+	seen, err := page.Evaluate(`() => window.statsSeen`)
+	require.NoError(t, err)
+	_, err = f.pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload) VALUES ('order.created', 'billing', '{}')`)
+	require.NoError(t, err)
+	_, err = page.WaitForFunction(`(seen) => window.statsSeen >= seen + 2`, seen)
+	require.NoError(t, err, "two stats events after the cap")
+	require.Equal(t, capped, asks.Load(), "the control asked again after reaching the cap")
+	screenshot(t, page, "messages-new-capped")
 }

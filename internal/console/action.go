@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -77,7 +78,10 @@ func (h *Handler) act(c echo.Context, e audit.Entry, effect func(ctx context.Con
 		// head frees the messages behind it: wake the dispatchers now,
 		// after the commit, rather than at their next poll. Only an
 		// optimisation, so a failure is logged, not answered.
-		if err := outbox.Notify(ctx, h.deps.DB); err != nil {
+		// The action has committed: a client gone meanwhile must not cancel it.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := outbox.Notify(wctx, h.deps.DB); err != nil {
 			h.deps.Logger.Warn("wake the dispatchers after an action", slog.Any("error", err))
 		}
 	}

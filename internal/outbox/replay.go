@@ -113,6 +113,13 @@ func Discard(ctx context.Context, tx pgx.Tx, id int64) error {
 	if orig.ReplayPending {
 		return ErrReplayInFlight
 	}
+	if orig.Blocking {
+		// The aggregate before the group, as ReplayBatch locks them: in
+		// the other order a discard and a batch could deadlock.
+		if err := q.OutboxReplayLockAggregates(ctx, []int64{id}); err != nil {
+			return fmt.Errorf("outbox: lock the aggregate of message %d: %w", id, err)
+		}
+	}
 	if err := q.OutboxDiscard(ctx, id); err != nil {
 		return fmt.Errorf("outbox: discard: %w", err)
 	}

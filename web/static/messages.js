@@ -11,6 +11,8 @@
 // message that committed late under an id below the newest still shows,
 // while a draining backlog (stats change, newest id does not) costs no
 // requests. The stream's (re)connect and a tab becoming visible ask too.
+// Once the control shows the cap ("100+ new"), nothing more is asked: the
+// count cannot grow past it until the reader follows the link.
 
 const MIN_GAP_MS = 1000;
 const RECHECK_MS = 10000;
@@ -32,6 +34,10 @@ function newestOf(event) {
 document.body.addEventListener("htmx:confirm", (e) => {
   const el = e.detail.elt;
   if (!el || !el.dataset || el.dataset.newAbove === undefined) return;
+  if (el.querySelector("[data-capped]")) {
+    e.preventDefault();
+    return;
+  }
   const trigger = e.detail.triggeringEvent;
   if (trigger && trigger.type === "sse:stats") {
     const newest = newestOf(trigger);

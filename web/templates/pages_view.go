@@ -1,6 +1,9 @@
 package templates
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // MessageRow is one message in a list.
 type MessageRow struct {
@@ -61,6 +64,19 @@ type NewMessages struct {
 	Count    int64
 	More     bool // at least Count; there may be more
 	FirstURL string
+}
+
+// Label is the control's text: "1 new message: show", "3 new messages:
+// show", "100+ new messages: show".
+func (n NewMessages) Label() string {
+	switch {
+	case n.More:
+		return strconv.FormatInt(n.Count, 10) + "+ new messages: show"
+	case n.Count == 1:
+		return "1 new message: show"
+	default:
+		return strconv.FormatInt(n.Count, 10) + " new messages: show"
+	}
 }
 
 // MessageDetail is one message with its history.
