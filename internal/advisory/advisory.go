@@ -109,6 +109,8 @@ func Classify(err error, key int64, timeout time.Duration) error {
 	case errors.As(err, &pgErr) && pgErr.Code == sqlstateLockNotAvailable:
 		return fmt.Errorf("%w: key %d after %v", ErrLockTimeout, key, time.Duration(TimeoutMillis(timeout))*time.Millisecond)
 	default:
-		return fmt.Errorf("advisory: lock key %d: %w", key, err)
+		// Not necessarily the lock's: the statement may have failed at its
+		// work under the lock.
+		return fmt.Errorf("advisory: under lock key %d: %w", key, err)
 	}
 }

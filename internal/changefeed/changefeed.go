@@ -82,7 +82,11 @@ const (
 	// replay). One row per message, in the action's transaction; every
 	// open page of that message re-fetches its live regions. Subject: the
 	// message id, in decimal, so that a page asks the stream for its own
-	// message only. Payload: {"action": the audit action}.
+	// message only. Payload: {"action": the audit action}. Not announced:
+	// the messages of a bulk replay job (its progress is, as "replay_job"
+	// rows), and what the dispatcher later does with a replay
+	// (finalize writes no feed row); open pages catch up on those when
+	// their stream reconnects or their tab becomes visible.
 	KindMessageChanged = "message_changed"
 )
 

@@ -3,11 +3,12 @@ package httpserver
 import (
 	"log/slog"
 	"net/http"
-
-	"github.com/prometheus/client_golang/prometheus"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 )
 
 // CSRFConfig turns on the CSRF check of every unsafe method.
@@ -47,13 +48,19 @@ func csrf(cfg CSRFConfig, logger *slog.Logger, refused *prometheus.CounterVec) e
 		skip = cfg.Exempt
 	}
 	refusal := echo.NewHTTPError(http.StatusForbidden, "Refused: this request did not come from a page of this console. Reload the page and try again.")
+	// Any web page can make its visitors' browsers send refused requests:
+	// the counter takes them all, the log a sample (the first ten, then one
+	// a minute), so that nobody can flood it.
+	logSample := rate.Sometimes{First: 10, Interval: time.Minute}
 	refuse := func(c echo.Context, reason string, err error) error {
 		refused.WithLabelValues(reason).Inc()
 		req := c.Request()
-		logger.WarnContext(req.Context(), "csrf refused", slog.String("reason", reason),
-			slog.String("http.method", req.Method), slog.String("http.path", req.URL.Path),
-			slog.String("sec_fetch_site", req.Header.Get("Sec-Fetch-Site")), slog.String("remote_ip", c.RealIP()),
-			slog.Any("error", err))
+		logSample.Do(func() {
+			logger.WarnContext(req.Context(), "csrf refused",
+				slog.String("reason", reason), slog.String("http.method", req.Method), slog.String("http.path", req.URL.Path),
+				slog.String("sec_fetch_site", req.Header.Get("Sec-Fetch-Site")), slog.String("remote_ip", c.RealIP()),
+				slog.Any("error", err))
+		})
 		return refusal
 	}
 	return middleware.CSRFWithConfig(middleware.CSRFConfig{

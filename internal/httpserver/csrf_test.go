@@ -58,4 +58,12 @@ func TestCSRFRefusalsAreLoggedAndCounted(t *testing.T) {
 	require.Equal(t, 3, strings.Count(logs.String(), `msg="csrf refused"`))
 	require.Contains(t, logs.String(), "sec_fetch_site=cross-site")
 	require.Contains(t, logs.String(), "reason=token")
+
+	// A page that makes its visitors send refused requests in a loop
+	// cannot flood the log: all are counted, the first ten logged.
+	for range 20 {
+		require.Equal(t, http.StatusForbidden, post("cross-site"))
+	}
+	require.Equal(t, map[string]float64{"sec_fetch_site": 22, "token": 1}, refusals())
+	require.Equal(t, 10, strings.Count(logs.String(), `msg="csrf refused"`))
 }
