@@ -320,11 +320,14 @@ func TestReplayShowsLiveOnAnotherUsersPages(t *testing.T) {
 	var replay int64
 	require.NoError(t, console.pool.QueryRow(context.Background(), `SELECT id FROM switchyard.outbox WHERE replay_of = $1`, id).Scan(&replay))
 
-	soon := playwright.LocatorAssertionsToHaveAttributeOptions{Timeout: playwright.Float(3000)}
+	// The change feed's path (commit, NOTIFY, the listener's read, the
+	// stream, the page's fetch) takes well under a second alone; 5 s
+	// leaves room for the whole parallel suite on 2 cores.
+	soon := playwright.LocatorAssertionsToHaveAttributeOptions{Timeout: playwright.Float(5000)}
 	require.NoError(t, expect.Locator(watcher.GetByTestId("last-replay")).ToHaveAttribute("href", fmt.Sprintf("/messages/%d/actions", replay), soon))
 	require.NoError(t, expect.Locator(watcher.GetByTestId("actions-status")).ToContainText("in flight"))
 	require.NoError(t, expect.Locator(detail.Locator(fmt.Sprintf(`[data-testid="lineage"] a[href="/messages/%d"]`, replay))).
-		ToHaveCount(1, playwright.LocatorAssertionsToHaveCountOptions{Timeout: playwright.Float(3000)}))
+		ToHaveCount(1, playwright.LocatorAssertionsToHaveCountOptions{Timeout: playwright.Float(5000)}))
 	requireNotReloaded(t, watcher)
 	requireNotReloaded(t, detail)
 	screenshot(t, watcher, "actions-live-watcher")
