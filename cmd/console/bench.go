@@ -237,24 +237,49 @@ type benchSettings struct {
 	CommitSiblings    string `json:"commit_siblings"`
 }
 
-// benchDispatch opens the database (DATABASE_URL or the embedded default),
-// runs one bench in a database of its own and removes it again.
+// benchEnv is where every bench runs: a database of its own (see
+// openBenchTarget) on DATABASE_URL's server or the embedded one, with the
+// machine's load average from before it began and the server settings
+// that decide what a commit costs, for the JSON line.
+type benchEnv struct {
+	db     *database
+	target *benchTarget
+	load   string
+	server benchSettings
+}
+
+// openBenchEnv opens the database (DATABASE_URL or the embedded default)
+// and the bench's own database on it; close removes both again.
+func openBenchEnv(ctx context.Context, cfg config, opts benchOptions, logger *slog.Logger) (*benchEnv, error) {
+	env := &benchEnv{load: loadAverage()}
+	var err error
+	if env.db, err = openDatabase(ctx, cfg, logger); err != nil {
+		return nil, err
+	}
+	if env.target, err = openBenchTarget(ctx, env.db, opts, logger); err != nil {
+		env.db.Close()
+		return nil, err
+	}
+	if env.server, err = readBenchSettings(ctx, env.target, env.db.cluster != nil); err != nil {
+		env.close(ctx, logger)
+		return nil, err
+	}
+	return env, nil
+}
+
+func (e *benchEnv) close(ctx context.Context, logger *slog.Logger) {
+	e.target.close(ctx, logger)
+	e.db.Close()
+}
+
+// benchDispatch runs one dispatch bench in a database of its own.
 func benchDispatch(ctx context.Context, cfg config, opts benchOptions, logger *slog.Logger) (benchResult, error) {
-	load := loadAverage()
-	db, err := openDatabase(ctx, cfg, logger)
+	env, err := openBenchEnv(ctx, cfg, opts, logger)
 	if err != nil {
 		return benchResult{}, err
 	}
-	defer db.Close()
-	target, err := openBenchTarget(ctx, db, opts, logger)
-	if err != nil {
-		return benchResult{}, err
-	}
-	defer target.close(ctx, logger)
-	server, err := readBenchSettings(ctx, target, db.cluster != nil)
-	if err != nil {
-		return benchResult{}, err
-	}
+	defer env.close(ctx, logger)
+	target := env.target
 	bench, err := newBenchRun(ctx, target, opts, logger)
 	if err != nil {
 		return benchResult{}, err
@@ -269,8 +294,8 @@ func benchDispatch(ctx context.Context, cfg config, opts benchOptions, logger *s
 	if err != nil {
 		return benchResult{}, err
 	}
-	r := m.result(opts, target, server)
-	r.LoadAverage = load
+	r := m.result(opts, target, env.server)
+	r.LoadAverage = env.load
 	return r, nil
 }
 

@@ -97,23 +97,14 @@ type inboxBenchResult struct {
 
 // benchInbox runs one inbox bench in a database of its own.
 func benchInbox(ctx context.Context, cfg config, opts inboxBenchOptions, logger *slog.Logger) (inboxBenchResult, error) {
-	load := loadAverage()
-	db, err := openDatabase(ctx, cfg, logger)
+	env, err := openBenchEnv(ctx, cfg, benchOptions{enqueuers: opts.concurrency}, logger)
 	if err != nil {
 		return inboxBenchResult{}, err
 	}
-	defer db.Close()
-	target, err := openBenchTarget(ctx, db, benchOptions{enqueuers: opts.concurrency}, logger)
-	if err != nil {
-		return inboxBenchResult{}, err
-	}
-	defer target.close(ctx, logger)
+	defer env.close(ctx, logger)
+	target := env.target
 	if !target.created {
 		defer deleteInboxBenchRows(ctx, target, logger)
-	}
-	server, err := readBenchSettings(ctx, target, db.cluster != nil)
-	if err != nil {
-		return inboxBenchResult{}, err
 	}
 	run, err := newInboxBenchRun(target, opts, logger)
 	if err != nil {
@@ -133,7 +124,7 @@ func benchInbox(ctx context.Context, cfg config, opts inboxBenchOptions, logger 
 		EventsPerSec: benchRound(float64(opts.events)/m.elapsed.Seconds(), 0),
 		P50Ms:        benchMillis(m.latency.percentile(0.50)), P99Ms: benchMillis(m.latency.percentile(0.99)),
 		MaxMs: benchMillis(m.latency.percentile(1)), Handler: "customer-upsert", Database: "created",
-		CPUs: runtime.NumCPU(), LoadAverage: load, Settings: server,
+		CPUs: runtime.NumCPU(), LoadAverage: env.load, Settings: env.server,
 	}
 	if !target.created {
 		r.Database = "in_place"

@@ -114,23 +114,14 @@ func runPagesBench(ctx context.Context, cfg config, args []string, logger *slog.
 func benchPages(ctx context.Context, cfg config, opts pagesBenchOptions, logger *slog.Logger) (pagesBenchResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout)
 	defer cancel()
-	load := loadAverage()
-	db, err := openDatabase(ctx, cfg, logger)
+	env, err := openBenchEnv(ctx, cfg, benchOptions{enqueuers: 4}, logger)
 	if err != nil {
 		return pagesBenchResult{}, err
 	}
-	defer db.Close()
-	target, err := openBenchTarget(ctx, db, benchOptions{enqueuers: 4}, logger)
-	if err != nil {
-		return pagesBenchResult{}, err
-	}
-	defer target.close(ctx, logger)
+	defer env.close(ctx, logger)
+	target := env.target
 	if !target.created {
 		return pagesBenchResult{}, errors.New("the role may not create databases: bench pages seeds a million rows and needs a database of its own (use a role with CREATEDB)")
-	}
-	server, err := readBenchSettings(ctx, target, db.cluster != nil)
-	if err != nil {
-		return pagesBenchResult{}, err
 	}
 	start := time.Now()
 	if err := seedPages(ctx, target.pool, opts, logger); err != nil {
@@ -149,7 +140,7 @@ func benchPages(ctx context.Context, cfg config, opts pagesBenchOptions, logger 
 	r := pagesBenchResult{
 		Rows: opts.rows, Dead: opts.dead, Fingerprints: opts.fingerprints, Requests: opts.requests,
 		Pages: pages, SeedSeconds: benchRound(seed.Seconds(), 1), StatsSnapshotMs: benchMillis(snapshot),
-		CPUs: runtime.NumCPU(), LoadAverage: load, Settings: server,
+		CPUs: runtime.NumCPU(), LoadAverage: env.load, Settings: env.server,
 	}
 	for _, p := range pages {
 		r.MaxP95Ms = max(r.MaxP95Ms, p.P95Ms)

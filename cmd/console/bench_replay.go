@@ -117,23 +117,14 @@ type replayBenchResult struct {
 
 // benchReplay runs one replay bench in a database of its own.
 func benchReplay(ctx context.Context, cfg config, opts replayBenchOptions, logger *slog.Logger) (replayBenchResult, error) {
-	load := loadAverage()
-	db, err := openDatabase(ctx, cfg, logger)
+	env, err := openBenchEnv(ctx, cfg, benchOptions{enqueuers: 4}, logger)
 	if err != nil {
 		return replayBenchResult{}, err
 	}
-	defer db.Close()
-	target, err := openBenchTarget(ctx, db, benchOptions{enqueuers: 4}, logger)
-	if err != nil {
-		return replayBenchResult{}, err
-	}
-	defer target.close(ctx, logger)
+	defer env.close(ctx, logger)
+	target := env.target
 	if !target.created {
 		defer deleteReplayBenchRows(ctx, target, logger)
-	}
-	server, err := readBenchSettings(ctx, target, db.cluster != nil)
-	if err != nil {
-		return replayBenchResult{}, err
 	}
 	seedStart := time.Now()
 	heads, err := seedDeadMessages(ctx, target, opts)
@@ -156,7 +147,7 @@ func benchReplay(ctx context.Context, cfg config, opts replayBenchOptions, logge
 		ReplaysPerSec: benchRound(float64(job.Replayed)/elapsed.Seconds(), 0), RatePerSec: opts.rate,
 		Batch: min(opts.batch, opts.rate), Destinations: opts.destinations, Fingerprints: opts.fingerprints,
 		BlockingHeads: heads, SeedSeconds: benchRound(seeded.Seconds(), 3), Database: "created",
-		CPUs: runtime.NumCPU(), LoadAverage: load, Settings: server,
+		CPUs: runtime.NumCPU(), LoadAverage: env.load, Settings: env.server,
 	}
 	if opts.batch == 0 {
 		r.Batch = min(bulkreplay.DefaultBatchSize, opts.rate)

@@ -92,23 +92,18 @@ func runSSEBench(ctx context.Context, cfg config, args []string, logger *slog.Lo
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout)
 	defer cancel()
-	load := loadAverage()
-	db, err := openDatabase(ctx, cfg, logger)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
 	var dispatch benchOptions
 	if opts.dispatchRate > 0 {
 		if dispatch, err = sseDispatchOptions(opts.dispatchRate, opts.events, opts.interval, opts.timeout); err != nil {
 			return nil, fmt.Errorf("bench sse: %w", err)
 		}
 	}
-	target, err := openBenchTarget(ctx, db, benchOptions{enqueuers: 4 + dispatch.enqueuers}, logger)
+	env, err := openBenchEnv(ctx, cfg, benchOptions{enqueuers: 4 + dispatch.enqueuers}, logger)
 	if err != nil {
 		return nil, err
 	}
-	defer target.close(ctx, logger)
+	defer env.close(ctx, logger)
+	target := env.target
 	listener := changefeed.NewListener(target.pool, changefeed.Config{Logger: logger})
 	if err := listener.Start(ctx); err != nil {
 		return nil, err
@@ -127,7 +122,7 @@ func runSSEBench(ctx context.Context, cfg config, args []string, logger *slog.Lo
 	if err != nil {
 		return nil, fmt.Errorf("bench sse: %w", err)
 	}
-	r.LoadAverage = load
+	r.LoadAverage = env.load
 	return r, nil
 }
 

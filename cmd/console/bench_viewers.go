@@ -83,20 +83,16 @@ func runViewersBench(ctx context.Context, cfg config, args []string, logger *slo
 	defer cancel()
 	res := viewersBenchResult{Viewers: opts.viewers, Messages: opts.messages, Rounds: opts.rounds, CPUs: runtimeCPUs(), LoadAverage: loadAverage(),
 		Method: "bench dispatch's drain (noop destination, 4 workers, 1000 aggregates) alternately without and with N viewers, --rounds times, in one fresh database with the web stack and statistics service running throughout; each viewer loads the page, holds /events?kind=stats open and fetches /dashboard/live on every event and every 10 s; medians compared"}
-	db, err := openDatabase(ctx, cfg, logger)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
 	dopts, err := parseBenchOptions([]string{"--messages", fmt.Sprint(opts.messages), "--timeout", opts.timeout.String()})
 	if err != nil {
 		return nil, err
 	}
-	target, err := openBenchTarget(ctx, db, dopts, logger)
+	env, err := openBenchEnv(ctx, cfg, dopts, logger)
 	if err != nil {
 		return nil, err
 	}
-	defer target.close(ctx, logger)
+	defer env.close(ctx, logger)
+	target := env.target
 	base, stop, err := startBenchWeb(ctx, target, logger)
 	if err != nil {
 		return nil, fmt.Errorf("bench viewers: %w", err)
