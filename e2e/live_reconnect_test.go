@@ -17,14 +17,19 @@ import (
 )
 
 // outagePage opens a page whose browser log may hold the network errors of
-// a console that is down for a while: refused connections, and htmx
-// logging the stream's error event (htmx:sseError, as "[object Event]").
+// a console that is down for a while: refused connections, htmx logging
+// the stream's error event (htmx:sseError, as "[object Event]") and a
+// request it could not send.
 // Anything else it reports still fails the test.
 func outagePage(t *testing.T, baseURL string) playwright.Page {
 	t.Helper()
 	return newPageTolerating(t, baseURL, func(p string) bool {
-		htmxStreamError := strings.HasPrefix(p, "console error: [object Event] (") && strings.Contains(p, "/static/vendor/htmx.min.")
-		return htmxStreamError || strings.Contains(p, "net::ERR_CONNECTION_REFUSED") || strings.Contains(p, "net::ERR_EMPTY_RESPONSE") ||
+		fromHTMX := strings.Contains(p, "/static/vendor/htmx.min.")
+		htmxStreamError := strings.HasPrefix(p, "console error: [object Event] (") && fromHTMX
+		// A region's request sent while the console is down (the "N new"
+		// check's deferred ask, say): htmx logs the failed send.
+		htmxSendError := (strings.HasPrefix(p, "console error: htmx:sendError,") || strings.HasPrefix(p, "console error: htmx:afterRequest,")) && fromHTMX
+		return htmxStreamError || htmxSendError || strings.Contains(p, "net::ERR_CONNECTION_REFUSED") || strings.Contains(p, "net::ERR_EMPTY_RESPONSE") ||
 			strings.Contains(p, "net::ERR_CONNECTION_RESET") || strings.Contains(p, "net::ERR_INCOMPLETE_CHUNKED_ENCODING")
 	})
 }
