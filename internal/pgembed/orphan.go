@@ -30,16 +30,32 @@ func (c *Cluster) takeLock() error {
 	if err != nil {
 		return fmt.Errorf("pgembed: open lock file: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+	// A lock just released can still look held for a moment: a process
+	// forked (by any goroutine) while the descriptor was open shares it
+	// until that child execs and close-on-exec drops it. So a held lock is
+	// retried for up to lockWait before the directory counts as in use.
+	deadline := time.Now().Add(lockWait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return fmt.Errorf("pgembed: lock data directory: %w", err)
+		}
+		if time.Now().After(deadline) {
+			f.Close()
 			return fmt.Errorf("pgembed: data directory %s is in use by another Switchyard process", c.cfg.DataDir)
 		}
-		return fmt.Errorf("pgembed: lock data directory: %w", err)
+		time.Sleep(pollInterval)
 	}
 	c.lock = f
 	return nil
 }
+
+// lockWait is how long takeLock retries a held lock.
+const lockWait = time.Second
 
 func (c *Cluster) releaseLock() {
 	if c.lock != nil {
