@@ -52,18 +52,20 @@ setup: ## install Chromium, the playwright driver, PostgreSQL and the Go tools i
 	@scripts/setup.sh
 
 .PHONY: generate
-generate: ## regenerate templ components and sqlc queries
+generate: ## regenerate templ components, sqlc queries and migrations/schema.sql
 	$(TEMPL) generate
 	$(SQLC) generate
+	$(WITHPG) scripts/schema-dump.sh
 
 .PHONY: lint
-lint: ## gofmt, go vet, staticcheck, stale generated code, vendored asset checksums
+lint: ## gofmt, go vet, staticcheck, stale generated code and schema.sql, vendored asset checksums
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$'))"; \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
 	$(TEMPL) generate -check
 	$(SQLC) diff
+	$(WITHPG) scripts/schema-dump.sh --check
 	scripts/vendor-assets.sh --check
 	$(GO) mod tidy -diff
 
