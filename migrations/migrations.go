@@ -6,7 +6,9 @@ package migrations
 import "embed"
 
 // FS holds every migration file. Files are named NNNNN_what.sql and carry
-// goose's "-- +goose Up" and "-- +goose Down" sections.
+// goose's "-- +goose Up" and "-- +goose Down" sections. schema.sql beside
+// them is what they produce, generated for review (make generate), and is
+// neither embedded nor read by sqlc.
 //
-//go:embed *.sql
+//go:embed [0-9]*.sql
 var FS embed.FS
