@@ -96,6 +96,8 @@ type BulkForm struct {
 	AggregateType string
 	AggregateID   string
 	ErrorContains string
+	// All confirms an empty filter: every dead message.
+	All           bool
 	Mode          string
 	Reason        string
 	Rate          int
