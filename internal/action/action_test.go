@@ -107,8 +107,12 @@ func TestRefusalsCommitNothing(t *testing.T) {
 		do   func() error
 		want string // in the message
 	}{
-		{"not dead", action.KindConflict, func() error { return replay(b.operator, action.ReplayInput{MessageID: pending, Mode: outbox.Redeliver}) }, "(it is pending)"},
-		{"no such message", action.KindNotFound, func() error { return replay(b.operator, action.ReplayInput{MessageID: 1 << 40, Mode: outbox.Redeliver}) }, "No such message"},
+		{"not dead", action.KindConflict, func() error {
+			return replay(b.operator, action.ReplayInput{MessageID: pending, Mode: outbox.Redeliver})
+		}, "(it is pending)"},
+		{"no such message", action.KindNotFound, func() error {
+			return replay(b.operator, action.ReplayInput{MessageID: 1 << 40, Mode: outbox.Redeliver})
+		}, "No such message"},
 		{"reapply without reason", action.KindInvalid, func() error { return replay(b.operator, action.ReplayInput{MessageID: dead, Mode: outbox.Reapply}) }, "needs a reason"},
 		{"bad mode", action.KindInvalid, func() error { return replay(b.operator, action.ReplayInput{MessageID: dead, Mode: "twice"}) }, "mode"},
 		{"invalid payload", action.KindInvalid, func() error {
@@ -151,9 +155,13 @@ func TestActionsCheckTheRole(t *testing.T) {
 	redeliver := action.ReplayInput{MessageID: dead, RequestID: uuid.New(), Mode: outbox.Redeliver}
 	before := b.footprint(t)
 	for name, do := range map[string]func() error{
-		"replay":  func() error { _, err := b.svc.Replay(ctx, b.pool, b.viewer, redeliver); return err },
-		"discard": func() error { return b.svc.Discard(ctx, b.pool, b.viewer, action.MessageInput{MessageID: dead, RequestID: uuid.New()}) },
-		"restore": func() error { return b.svc.Restore(ctx, b.pool, b.viewer, action.MessageInput{MessageID: dead, RequestID: uuid.New()}) },
+		"replay": func() error { _, err := b.svc.Replay(ctx, b.pool, b.viewer, redeliver); return err },
+		"discard": func() error {
+			return b.svc.Discard(ctx, b.pool, b.viewer, action.MessageInput{MessageID: dead, RequestID: uuid.New()})
+		},
+		"restore": func() error {
+			return b.svc.Restore(ctx, b.pool, b.viewer, action.MessageInput{MessageID: dead, RequestID: uuid.New()})
+		},
 		"estimate": func() error {
 			_, err := b.svc.Estimate(ctx, b.pool, b.viewer, filterFP)
 			return err

@@ -18,9 +18,9 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 // bundle is a test's database, a Service whose wake-ups are counted, and
 // an actor of each role.
 type bundle struct {
-	pool                   *pgxpool.Pool
-	svc                    *action.Service
-	changed, woken         *atomic.Int64
+	pool                    *pgxpool.Pool
+	svc                     *action.Service
+	changed, woken          *atomic.Int64
 	viewer, operator, admin action.Actor
 }
 

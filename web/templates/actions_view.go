@@ -97,10 +97,10 @@ type BulkForm struct {
 	AggregateID   string
 	ErrorContains string
 	// All confirms an empty filter: every dead message.
-	All           bool
-	Mode          string
-	Reason        string
-	Rate          int
+	All    bool
+	Mode   string
+	Reason string
+	Rate   int
 	// Estimated: the confirm step; Estimate is the count, AtLeast when
 	// counting stopped at the cap.
 	Estimated bool
