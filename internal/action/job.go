@@ -93,7 +93,7 @@ func CheckJobStart(a Actor, in JobStartInput) error {
 		return err
 	}
 	if in.Filter == (bulkreplay.Filter{}) && !in.All {
-		return invalid("all", `The filter is empty, which selects every dead message: narrow it, or confirm with "all": true.`)
+		return invalid("all", `The filter is empty and would replay every dead message: narrow it, or confirm "all".`)
 	}
 	if in.Mode != outbox.Redeliver && in.Mode != outbox.Reapply {
 		return invalid("mode", "The mode must be redeliver or reapply.")
