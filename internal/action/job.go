@@ -95,14 +95,8 @@ func CheckJobStart(a Actor, in JobStartInput) error {
 	if in.Filter == (bulkreplay.Filter{}) && !in.All {
 		return invalid("all", `The filter is empty and would replay every dead message: narrow it, or confirm "all".`)
 	}
-	if in.Mode != outbox.Redeliver && in.Mode != outbox.Reapply {
-		return invalid("mode", "The mode must be redeliver or reapply.")
-	}
-	if err := checkText("reason", in.Reason, MaxReasonChars); err != nil {
+	if err := checkModeReason(in.Mode, in.Reason); err != nil {
 		return err
-	}
-	if in.Mode == outbox.Reapply && in.Reason == "" {
-		return invalid("reason", msgReasonRequired)
 	}
 	if in.RatePerSecond < 0 || in.RatePerSecond > bulkreplay.MaxRatePerSecond {
 		return engineRefusal(bulkreplay.ErrInvalidRate)

@@ -99,13 +99,18 @@ func CheckReplay(a Actor, in ReplayInput) error {
 			return invalid("payload", fmt.Sprintf("The edited payload must be valid JSON of at most %d bytes.", MaxPayloadBytes))
 		}
 	}
-	if in.Mode != outbox.Redeliver && in.Mode != outbox.Reapply {
+	return checkModeReason(in.Mode, in.Reason)
+}
+
+// checkModeReason checks a replay's mode and reason: re-applying needs one.
+func checkModeReason(mode outbox.ReplayMode, reason string) error {
+	if mode != outbox.Redeliver && mode != outbox.Reapply {
 		return invalid("mode", "The mode must be redeliver or reapply.")
 	}
-	if err := checkText("reason", in.Reason, MaxReasonChars); err != nil {
+	if err := checkText("reason", reason, MaxReasonChars); err != nil {
 		return err
 	}
-	if in.Mode == outbox.Reapply && in.Reason == "" {
+	if mode == outbox.Reapply && reason == "" {
 		return invalid("reason", msgReasonRequired)
 	}
 	return nil

@@ -3,6 +3,7 @@ package console
 import (
 	"net/http"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchyard/switchyard/internal/action"
@@ -20,32 +21,35 @@ type MessageStateResponse struct {
 	State     string `json:"state"`
 }
 
-// messageInput reads a discard's or restore's request: the message, the
-// request id and the reason.
-func messageInput(c echo.Context) (action.MessageInput, error) {
-	id, err := messageID(c)
-	if err != nil {
-		return action.MessageInput{}, err
-	}
+// decodeActionBody reads a discard's, restore's or cancel's body and its
+// request id.
+func decodeActionBody(c echo.Context) (actionBody, uuid.UUID, error) {
 	var body actionBody
 	if err := decodeJSON(c, &body); err != nil {
-		return action.MessageInput{}, err
+		return body, uuid.Nil, err
 	}
 	rid, err := requestID(c, body.RequestID)
-	if err != nil {
-		return action.MessageInput{}, err
-	}
-	return action.MessageInput{MessageID: id, RequestID: rid, Reason: body.Reason}, nil
+	return body, rid, err
 }
 
 // apiMessageDiscard is POST /api/messages/:id/discard: action.Service.Discard.
 func (h *Handler) apiMessageDiscard(c echo.Context) error {
-	in, err := messageInput(c)
+	return h.apiMessageState(c, h.actions.Discard, "discarded")
+}
+
+// apiMessageState runs do (a discard or restore) as the JSON body asks
+// and answers with the message's new state.
+func (h *Handler) apiMessageState(c echo.Context, do messageStateAction, state string) error {
+	id, err := messageID(c)
 	if err != nil {
 		return err
 	}
-	if err := h.actions.Discard(c.Request().Context(), h.deps.DB, actor(c), in); err != nil {
+	body, rid, err := decodeActionBody(c)
+	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, MessageStateResponse{MessageID: in.MessageID, State: "discarded"})
+	if err := do(c.Request().Context(), h.deps.DB, actor(c), action.MessageInput{MessageID: id, RequestID: rid, Reason: body.Reason}); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, MessageStateResponse{MessageID: id, State: state})
 }

@@ -13,11 +13,7 @@ func (h *Handler) apiReplayJobCancel(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var body actionBody
-	if err := decodeJSON(c, &body); err != nil {
-		return err
-	}
-	rid, err := requestID(c, body.RequestID)
+	body, rid, err := decodeActionBody(c)
 	if err != nil {
 		return err
 	}

@@ -1,13 +1,16 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 
+	"github.com/switchyard/switchyard/internal/action"
 	"github.com/switchyard/switchyard/internal/auth"
 	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/web/templates"
@@ -77,4 +80,25 @@ func (h *Handler) panelAfter(c echo.Context, notice string, actionErr error) err
 		m.ReplayMode, m.ReplayReason = c.FormValue("mode"), c.FormValue("reason")
 	}
 	return render(c, http.StatusOK, templates.MessageActionsPanel(m))
+}
+
+// messageStateAction is action.Service.Discard or Restore.
+type messageStateAction func(context.Context, *pgxpool.Pool, action.Actor, action.MessageInput) error
+
+// messageStateFromPanel runs do (a discard or restore) as the panel's
+// form asks, and answers with the panel and notice.
+func (h *Handler) messageStateFromPanel(c echo.Context, do messageStateAction, notice string) error {
+	id, err := messageID(c)
+	if err != nil {
+		return err
+	}
+	rid, err := requestID(c, c.FormValue("request_id"))
+	if err != nil {
+		return h.panelAfter(c, "", err)
+	}
+	in := action.MessageInput{MessageID: id, RequestID: rid, Reason: c.FormValue("reason")}
+	if err := do(c.Request().Context(), h.deps.DB, actor(c), in); err != nil {
+		return h.panelAfter(c, "", err)
+	}
+	return h.panelAfter(c, notice, nil)
 }

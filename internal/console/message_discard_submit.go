@@ -6,12 +6,5 @@ import (
 
 // messageDiscardSubmit is the panel's Discard form: action.Service.Discard.
 func (h *Handler) messageDiscardSubmit(c echo.Context) error {
-	in, err := messageForm(c)
-	if err != nil {
-		return h.panelAfter(c, "", err)
-	}
-	if err := h.actions.Discard(c.Request().Context(), h.deps.DB, actor(c), in); err != nil {
-		return h.panelAfter(c, "", err)
-	}
-	return h.panelAfter(c, "Discarded. It can be restored from here.", nil)
+	return h.messageStateFromPanel(c, h.actions.Discard, "Discarded. It can be restored from here.")
 }
