@@ -126,12 +126,13 @@ type effect func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (applied bool, 
 
 // run runs do and the audit row it fills in one transaction, then wakes
 // the change feed and, if do took effect, the dispatchers.
-func (s *Service) run(ctx context.Context, pool *pgxpool.Pool, a Actor, e audit.Entry, do effect) (applied bool, err error) {
+func (s *Service) run(ctx context.Context, pool *pgxpool.Pool, a Actor, e audit.Entry, do effect) error {
 	if pool == nil {
-		return false, &Refusal{Kind: KindUnavailable, Message: "Actions are unavailable: this console has no database."}
+		return noDatabase()
 	}
+	applied := false
 	e.Actor, e.ActorID, e.Outcome, e.RemoteAddr = a.Name, a.accountID(), audit.OK, a.RemoteAddr
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		took, err := do(ctx, tx, &e)
 		if err != nil || !took {
 			return err
@@ -143,7 +144,7 @@ func (s *Service) run(ctx context.Context, pool *pgxpool.Pool, a Actor, e audit.
 		return nil
 	})
 	if err != nil {
-		return false, err
+		return err
 	}
 	if s.cfg.ChangesCommitted != nil {
 		s.cfg.ChangesCommitted()
@@ -155,7 +156,7 @@ func (s *Service) run(ctx context.Context, pool *pgxpool.Pool, a Actor, e audit.
 			s.cfg.Logger.WarnContext(ctx, "wake the dispatchers after an action", slog.String("action", e.Action), slog.Any("error", err))
 		}
 	}
-	return applied, nil
+	return nil
 }
 
 // messagesChanged appends a changefeed.KindMessageChanged change for each

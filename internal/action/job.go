@@ -28,7 +28,7 @@ func (s *Service) Estimate(ctx context.Context, pool *pgxpool.Pool, a Actor, fil
 		return 0, err
 	}
 	if pool == nil {
-		return 0, &Refusal{Kind: KindUnavailable, Message: "Actions are unavailable: this console has no database."}
+		return 0, noDatabase()
 	}
 	return bulkreplay.Estimate(ctx, pool, filter)
 }
@@ -57,7 +57,7 @@ func (s *Service) StartJob(ctx context.Context, pool *pgxpool.Pool, a Actor, in 
 		return bulkreplay.Job{}, err
 	}
 	var job bulkreplay.Job
-	_, err := s.run(ctx, pool, a, audit.Entry{Action: AuditJobStart, Reason: in.Reason, RequestID: in.RequestID.String()},
+	err := s.run(ctx, pool, a, audit.Entry{Action: AuditJobStart, Reason: in.Reason, RequestID: in.RequestID.String()},
 		func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (bool, error) {
 			estimate, err := bulkreplay.Estimate(ctx, tx, in.Filter)
 			if err != nil {
@@ -122,7 +122,7 @@ func (s *Service) CancelJob(ctx context.Context, pool *pgxpool.Pool, a Actor, in
 	if err := checkText("reason", in.Reason, MaxReasonChars); err != nil {
 		return err
 	}
-	_, err := s.run(ctx, pool, a, audit.Entry{Action: AuditJobCancel, Target: jobTarget(in.JobID), Reason: in.Reason, RequestID: in.RequestID.String()},
+	err := s.run(ctx, pool, a, audit.Entry{Action: AuditJobCancel, Target: jobTarget(in.JobID), Reason: in.Reason, RequestID: in.RequestID.String()},
 		func(ctx context.Context, tx pgx.Tx, _ *audit.Entry) (bool, error) {
 			running, err := bulkreplay.Cancel(ctx, tx, in.JobID)
 			if err != nil {

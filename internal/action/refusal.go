@@ -57,6 +57,10 @@ func invalid(field, msg string) *Refusal {
 	return &Refusal{Kind: KindInvalid, Field: field, Message: msg}
 }
 
+func noDatabase() *Refusal {
+	return &Refusal{Kind: KindUnavailable, Message: "Actions are unavailable: this console has no database."}
+}
+
 func conflict(msg string) *Refusal { return &Refusal{Kind: KindConflict, Message: msg} }
 
 // requireRole refuses a below need.

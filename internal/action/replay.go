@@ -50,38 +50,43 @@ func (s *Service) Replay(ctx context.Context, pool *pgxpool.Pool, a Actor, in Re
 		action = AuditEditReplay
 	}
 	var done Replayed
-	_, err := s.run(ctx, pool, a, audit.Entry{Action: action, Target: messageTarget(in.MessageID), Reason: in.Reason, RequestID: in.RequestID.String()},
-		func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (bool, error) {
-			var before json.RawMessage
-			if in.Payload != nil {
-				m, err := messageGet(ctx, tx, in.MessageID)
-				if err != nil {
-					return false, err
-				}
-				before = m.Payload
-			}
-			var err error
-			done, err = outbox.Replay(ctx, tx, outbox.ReplayRequest{
-				MessageID: in.MessageID, RequestID: in.RequestID, Mode: in.Mode,
-				Actor: a.Name, Reason: in.Reason, Payload: in.Payload,
-			})
-			if err != nil {
-				return false, refused(ctx, tx, in.MessageID, err)
-			}
-			if done.Existing {
-				return false, nil
-			}
-			if err := messagesChanged(ctx, tx, action, in.MessageID, done.ID); err != nil {
-				return false, err
-			}
-			e.Detail, err = json.Marshal(replayDetail{Mode: in.Mode, ReplayID: done.ID, DeliveryKey: done.Key,
-				OriginalPayload: before, Payload: in.Payload})
-			return true, err
-		})
+	err := s.run(ctx, pool, a, audit.Entry{Action: action, Target: messageTarget(in.MessageID), Reason: in.Reason, RequestID: in.RequestID.String()},
+		replayEffect(a, in, action, &done))
 	if err != nil {
 		return Replayed{}, err
 	}
 	return done, nil
+}
+
+// replayEffect is Replay's effect; it sets *done.
+func replayEffect(a Actor, in ReplayInput, action string, done *Replayed) effect {
+	return func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (bool, error) {
+		var before json.RawMessage
+		if in.Payload != nil {
+			m, err := messageGet(ctx, tx, in.MessageID)
+			if err != nil {
+				return false, err
+			}
+			before = m.Payload
+		}
+		var err error
+		*done, err = outbox.Replay(ctx, tx, outbox.ReplayRequest{
+			MessageID: in.MessageID, RequestID: in.RequestID, Mode: in.Mode,
+			Actor: a.Name, Reason: in.Reason, Payload: in.Payload,
+		})
+		if err != nil {
+			return false, refused(ctx, tx, in.MessageID, err)
+		}
+		if done.Existing {
+			return false, nil
+		}
+		if err := messagesChanged(ctx, tx, action, in.MessageID, done.ID); err != nil {
+			return false, err
+		}
+		e.Detail, err = json.Marshal(replayDetail{Mode: in.Mode, ReplayID: done.ID, DeliveryKey: done.Key,
+			OriginalPayload: before, Payload: in.Payload})
+		return true, err
+	}
 }
 
 // CheckReplay checks what Replay checks before the database (role, mode,
@@ -157,7 +162,7 @@ func (s *Service) changeState(ctx context.Context, pool *pgxpool.Pool, a Actor, 
 	if err := checkText("reason", in.Reason, MaxReasonChars); err != nil {
 		return err
 	}
-	_, err := s.run(ctx, pool, a, audit.Entry{Action: action, Target: messageTarget(in.MessageID), Reason: in.Reason, RequestID: in.RequestID.String()},
+	err := s.run(ctx, pool, a, audit.Entry{Action: action, Target: messageTarget(in.MessageID), Reason: in.Reason, RequestID: in.RequestID.String()},
 		func(ctx context.Context, tx pgx.Tx, _ *audit.Entry) (bool, error) {
 			if err := change(ctx, tx, in.MessageID); err != nil {
 				return false, refused(ctx, tx, in.MessageID, err)

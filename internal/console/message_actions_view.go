@@ -77,7 +77,7 @@ func (h *Handler) panelAfter(c echo.Context, notice string, actionErr error) err
 	if msg != "" {
 		// Refill the replay form, so the operator only adds what was
 		// missing (a fresh request id comes with it).
-		m.ReplayMode, m.ReplayReason = c.FormValue("mode"), c.FormValue("reason")
+		m.ReplayMode, m.ReplayReason = c.FormValue("mode"), fitting(c.FormValue("reason"), action.MaxReasonChars)
 	}
 	return render(c, http.StatusOK, templates.MessageActionsPanel(m))
 }

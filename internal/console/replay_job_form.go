@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -39,11 +40,26 @@ func bulkForm(c echo.Context) (templates.BulkForm, action.JobStartInput) {
 	if f.Rate <= 0 {
 		f.Rate = defaultRate
 	}
-	return f, action.JobStartInput{
+	in := action.JobStartInput{
 		Filter: bulkreplay.Filter{Fingerprint: f.Fingerprint, Destination: f.Destination, Topic: f.Topic,
 			AggregateType: f.AggregateType, AggregateID: f.AggregateID, ErrorContains: f.ErrorContains},
 		All: f.All, Mode: outbox.ReplayMode(f.Mode), Reason: f.Reason, RatePerSecond: f.Rate,
 	}
+	// The form is shown again with what was sent, but never a value over
+	// its maximum (which the action refuses): it would swell the page.
+	for _, v := range []*string{&f.Fingerprint, &f.Destination, &f.Topic, &f.AggregateType, &f.AggregateID, &f.ErrorContains} {
+		*v = fitting(*v, action.MaxFilterChars)
+	}
+	f.Reason = fitting(f.Reason, action.MaxReasonChars)
+	return f, in
+}
+
+// fitting is value, or "" when it is longer than maxChars characters.
+func fitting(value string, maxChars int) string {
+	if utf8.RuneCountInString(value) > maxChars {
+		return ""
+	}
+	return value
 }
 
 // bulkFormRefused shows err's message on the form f, with a fresh request
