@@ -25,6 +25,29 @@
 //     how often per session), since only the transport knows the session
 //     and the route. Any other error is a failure (a 500), not a refusal.
 //
+// Retries: Replay is idempotent by its request id (the same id again
+// creates nothing and records nothing: Replayed.Existing). The other
+// actions are not: a discard retried finds the message discarded and is
+// refused. A transport that retries dedupes its requests itself (the HTTP
+// API through the idempotency store, keyed by account and request id).
+//
+// A caller, in short:
+//
+//	svc := action.New(action.Config{
+//		ChangesCommitted: notifier.Poke,
+//		WakeDispatchers:  func(ctx context.Context) error { return outbox.Notify(ctx, pool) },
+//		Logger:           logger,
+//	})
+//	done, err := svc.Replay(ctx, pool, action.ActorOf(principal, remoteAddr), action.ReplayInput{
+//		MessageID: id, RequestID: requestID, Mode: outbox.Redeliver,
+//	})
+//	if r := action.AsRefusal(err); r != nil {
+//		// answer r.Kind with r.Message (and r.Field); record a
+//		// KindForbidden as a denied request
+//	} else if err != nil {
+//		// a failure: log it, answer "something went wrong"
+//	}
+//
 // An aggregate blocked by a dead head is unblocked by replaying or
 // discarding that head (Replay, Discard): there is no separate unblock
 // action, since releasing the messages behind a head without deciding

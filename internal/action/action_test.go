@@ -187,3 +187,41 @@ func TestActionsCheckTheRole(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Many operators replay one dead message at once, each with a request id
+// of their own: one replay and one audit row; every other one is refused
+// as in flight, having committed nothing.
+func TestConcurrentReplaysOfOneMessageMakeOne(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.message(t, "dead")
+	const n = 20
+	start := make(chan struct{})
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			<-start
+			_, err := b.svc.Replay(context.Background(), b.pool, b.operator, action.ReplayInput{MessageID: id, RequestID: uuid.New(), Mode: outbox.Redeliver})
+			errs <- err
+		}()
+	}
+	close(start)
+	var ok, inFlight int
+	for range n {
+		err := <-errs
+		switch r := action.AsRefusal(err); {
+		case err == nil:
+			ok++
+		case r != nil && r.Kind == action.KindConflict && strings.Contains(r.Message, "still in flight"):
+			inFlight++
+		default:
+			t.Errorf("unexpected outcome: %v", err)
+		}
+	}
+	require.Equal(t, 1, ok)
+	require.Equal(t, n-1, inFlight)
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM switchyard.outbox WHERE replay_of = $1`, id))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM switchyard.audit_log WHERE action = 'message.replay'`))
+	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM switchyard.changes WHERE kind = 'message_changed'`))
+	require.Equal(t, int64(1), b.woken.Load())
+}
