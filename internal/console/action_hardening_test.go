@@ -109,4 +109,9 @@ func TestBulkReplayOfEverythingNeedsAll(t *testing.T) {
 	require.Equal(t, http.StatusOK, rec.Code)
 	require.Contains(t, rec.Body.String(), `data-testid="bulk-error"`)
 	require.NotContains(t, rec.Body.String(), `data-testid="bulk-start"`)
+	form.Set("all", "true")
+	rec = b.request(http.MethodPost, "/replays/estimate", operator, form)
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Contains(t, rec.Body.String(), `data-testid="bulk-start"`)
+	require.Contains(t, rec.Body.String(), "2 dead messages match.", "no runner runs here: the job above replayed nothing")
 }
