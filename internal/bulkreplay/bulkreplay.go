@@ -82,7 +82,9 @@ type Spec struct {
 	// RatePerSecond bounds the replays per second: 1 to MaxRatePerSecond,
 	// 0 for the default, 50.
 	RatePerSecond int
-	// Estimate is what the operator confirmed, shown beside the progress.
+	// Estimate is the count of matching messages when the job starts,
+	// shown beside the progress: the caller counts it (Estimate) in the
+	// job's transaction, never takes it from a client.
 	Estimate int64
 }
 

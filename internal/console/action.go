@@ -4,117 +4,74 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"log/slog"
+	"io"
 	"net/http"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
-	"github.com/switchyard/switchyard/internal/audit"
-	"github.com/switchyard/switchyard/internal/bulkreplay"
-	"github.com/switchyard/switchyard/internal/changefeed"
+	"github.com/switchyard/switchyard/internal/action"
 	"github.com/switchyard/switchyard/internal/idempotency"
 	"github.com/switchyard/switchyard/internal/outbox"
-	"github.com/switchyard/switchyard/internal/queries"
 )
 
 // Operator actions (replay, edit and replay, discard, restore, bulk replay
-// start and cancel). Every one:
+// start and cancel) live in internal/action, which owns their rules, role
+// checks, transaction and audit row. Their handlers here are thin callers:
+// parse the input, call the action, render. Every one:
 //
 //   - is reached through a route whose least role is in the route table
-//     (edit and replay checks the admin role itself, since it shares the
-//     replay route of the JSON API);
+//     (the action checks the role again: edit and replay needs admin on
+//     the JSON API's operator route);
 //   - carries a client-generated request id, generated when its panel is
 //     rendered, sent both as the Idempotency-Key header (the idempotency
 //     middleware, keyed by the signed-in account) and in the body, where
-//     it becomes outbox.ReplayRequest.RequestID (invariant 6);
-//   - commits its effect and its one audit row in one transaction
-//     (invariant 7), with a changefeed.KindMessageChanged row for every
-//     message it changed (messagesChanged), then wakes the change feed:
-//     every open page of those messages, on every console instance,
-//     shows the change without a reload.
-//
-// A refused action (not dead, replay in flight, reason required, job not
-// running) commits nothing and records no audit row: the trail holds what
-// happened, and a refusal changed nothing. A role too low is the
-// exception: who tried what they may not do is recorded (outcome denied,
-// at most once a minute per session; see Handler.forbidden). A replay
-// request that had already been applied (the same request id) creates
-// nothing and records nothing either: the first one was recorded.
+//     it becomes the replay's request id (invariant 6);
+//   - returns an *action.Refusal as its error, which the one error handler
+//     (httpserver.ErrorHandler) maps to a status and shows its message;
+//     panels show the message in place instead (panelMessage). A
+//     forbidden refusal is recorded in the audit trail first
+//     (recordDenials, Handler.forbidden).
 
-// act runs effect and the audit row it fills in one transaction, then
-// notifies. effect may set e's Target, Detail and Reason; it returns
-// skip=true when it took no effect (nothing is recorded then).
-func (h *Handler) act(c echo.Context, e audit.Entry, effect func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (skip bool, err error)) error {
-	if h.deps.DB == nil {
-		return echo.NewHTTPError(http.StatusServiceUnavailable, "Actions are unavailable: this console has no database.")
+// newActions is the action service of deps: it wakes the change feed
+// (deps.Notify) and the dispatchers after every action.
+func newActions(deps Deps) *action.Service {
+	cfg := action.Config{ChangesCommitted: deps.Notify, Logger: deps.Logger}
+	if deps.DB != nil {
+		cfg.WakeDispatchers = func(ctx context.Context) error { return outbox.Notify(ctx, deps.DB) }
 	}
-	p := current(c)
-	e.Actor, e.ActorID, e.Outcome, e.RemoteAddr = p.Name, p.ActorID(), audit.OK, c.RealIP()
-	ctx := c.Request().Context()
-	applied := false
-	err := pgx.BeginFunc(ctx, h.deps.DB, func(tx pgx.Tx) error {
-		skip, err := effect(ctx, tx, &e)
-		if err != nil || skip {
-			return err
-		}
-		_, err = audit.Record(ctx, tx, e)
-		applied = err == nil
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if h.deps.Notify != nil {
-		h.deps.Notify()
-	}
-	if applied {
-		// A replay is a new outbox row, and a discarded or replayed dead
-		// head frees the messages behind it: wake the dispatchers now,
-		// after the commit, rather than at their next poll. Only an
-		// optimisation, so a failure is logged, not answered.
-		// The action has committed: a client gone meanwhile must not cancel it.
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := outbox.Notify(wctx, h.deps.DB); err != nil {
-			h.deps.Logger.Warn("wake the dispatchers after an action", slog.Any("error", err))
-		}
-	}
-	return nil
+	return action.New(cfg)
 }
 
-// messagesChanged appends a changefeed.KindMessageChanged change for each
-// of ids in tx, the action's transaction, so that the change reaches the
-// open pages of those messages if and only if the action commits (act
-// wakes the feed after the commit).
-func messagesChanged(ctx context.Context, tx pgx.Tx, action string, ids ...int64) error {
-	payload, err := json.Marshal(map[string]string{"action": action})
-	if err != nil {
+// actor is the request's actor: the signed-in principal and the client's
+// address.
+func actor(c echo.Context) action.Actor { return action.ActorOf(current(c), c.RealIP()) }
+
+// recordDenials records an action's forbidden refusal as a denied request
+// (Handler.forbidden: at most once a minute per session) and answers it
+// with 403. It runs inside the idempotency middleware, which hands errors
+// to the error handler itself.
+func (h *Handler) recordDenials(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		err := next(c)
+		if r := action.AsRefusal(err); r != nil && r.Kind == action.KindForbidden {
+			return h.forbidden(c, current(c), r.Need, r.Message)
+		}
 		return err
 	}
-	for _, id := range ids {
-		err := changefeed.Append(ctx, tx, changefeed.Change{Kind: changefeed.KindMessageChanged, Subject: strconv.FormatInt(id, 10), Payload: payload})
-		if err != nil {
-			return fmt.Errorf("message %d changed: %w", id, err)
-		}
-	}
-	return nil
 }
 
 // idempotent wraps an action's handler with the idempotency store, keyed
 // by the signed-in account: one account's key never answers another's
 // request.
 func (h *Handler) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
+	next = h.recordDenials(next)
 	if h.deps.DB == nil {
-		return next // act answers 503
+		return next // the action answers 503
 	}
 	mw := idempotency.Middleware(idempotency.Config{
-		Pool: h.deps.DB, Logger: h.deps.Logger,
+		Pool: h.deps.DB, Logger: h.deps.Logger, MaxBody: maxAPIBody,
 		Principal: func(c echo.Context) string {
 			p := current(c)
 			if p.UserID == 0 {
@@ -158,53 +115,53 @@ func messageID(c echo.Context) (int64, error) {
 	return id, nil
 }
 
-// refusal maps an action's refusal to the status and message the operator
-// sees; other errors pass through (and become a 500).
-func refusal(err error) error {
-	var status int
-	switch {
-	case errors.Is(err, outbox.ErrNotFound):
-		return echo.NewHTTPError(http.StatusNotFound, "No such message.")
-	case errors.Is(err, outbox.ErrReplayInFlight):
-		return echo.NewHTTPError(http.StatusConflict,
-			"A replay of this message is still in flight: wait until it is delivered or dead before replaying or discarding it again.")
-	case errors.Is(err, outbox.ErrNotDead), errors.Is(err, outbox.ErrNotDiscarded), errors.Is(err, bulkreplay.ErrAlreadyRunning):
-		status = http.StatusConflict
-	case errors.Is(err, outbox.ErrReasonRequired), errors.Is(err, bulkreplay.ErrReasonRequired),
-		errors.Is(err, outbox.ErrRequestReused), errors.Is(err, bulkreplay.ErrInvalidRate):
-		status = http.StatusUnprocessableEntity
-	default:
-		return err
+// panelMessage is the message a panel shows in place of err: a refusal's
+// (but a forbidden one, which is answered 403 and recorded) or a bad
+// request's; "" if err is neither (the caller returns err then).
+func panelMessage(err error) string {
+	if r := action.AsRefusal(err); r != nil {
+		if r.Kind == action.KindForbidden || r.Kind == action.KindUnavailable {
+			return ""
+		}
+		return r.Message
 	}
-	return echo.NewHTTPError(status, sentence(err))
-}
-
-// sentence turns an engine error into a sentence: without the package
-// prefix, capitalised, with a full stop.
-func sentence(err error) string {
-	s := err.Error()
-	for _, prefix := range []string{"outbox: ", "bulkreplay: "} {
-		s = strings.TrimPrefix(s, prefix)
-	}
-	if s == "" {
-		return s
-	}
-	s = strings.ToUpper(s[:1]) + s[1:]
-	if !strings.HasSuffix(s, ".") {
-		s += "."
-	}
-	return s
-}
-
-// refusalMessage is the message of a refusal for a panel, or "" if err is
-// not one (the caller returns err then).
-func refusalMessage(err error) string {
 	var he *echo.HTTPError
-	if errors.As(refusal(err), &he) {
-		return fmt.Sprint(he.Message)
+	if errors.As(err, &he) && he.Code >= 400 && he.Code < 500 && he.Code != http.StatusForbidden {
+		if m, ok := he.Message.(string); ok {
+			return m
+		}
 	}
 	return ""
 }
 
-// queries reads through the actions' database (Deps.DB, checked first).
-func (h *Handler) queries() *queries.Queries { return queries.New(h.deps.DB) }
+// maxAPIBody bounds a JSON API request's body, with or without an
+// Idempotency-Key: the largest is an edited payload (MaxPayloadBytes) with
+// its reason and the JSON around them. Every field has a smaller maximum
+// of its own, checked by the action (internal/action/limits.go).
+const maxAPIBody = action.MaxPayloadBytes + 64<<10
+
+// decodeJSON decodes the request's JSON body into v, reading at most
+// maxAPIBody bytes (413 beyond); an empty body leaves v as it is.
+func decodeJSON(c echo.Context, v any) error {
+	body := http.MaxBytesReader(c.Response(), c.Request().Body, maxAPIBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return echo.NewHTTPError(http.StatusRequestEntityTooLarge, "The body is too large: at most "+strconv.Itoa(maxAPIBody)+" bytes.")
+	case err != nil && !errors.Is(err, io.EOF):
+		return echo.NewHTTPError(http.StatusBadRequest, "The body must be a JSON object: "+err.Error())
+	}
+	return nil
+}
+
+// readDB is the database the actions' pages read (Deps.DB), or a 503 when
+// the console has none.
+func (h *Handler) readDB() error {
+	if h.deps.DB == nil {
+		return echo.NewHTTPError(http.StatusServiceUnavailable, "Actions are unavailable: this console has no database.")
+	}
+	return nil
+}

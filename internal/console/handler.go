@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchyard/switchyard/internal/action"
 	"github.com/switchyard/switchyard/internal/audit"
 	"github.com/switchyard/switchyard/internal/auth"
 	"github.com/switchyard/switchyard/internal/inbox"
@@ -82,8 +83,9 @@ type AuditLog interface {
 
 // Handler serves the console's routes.
 type Handler struct {
-	deps Deps
-	live *liveCache // the dashboard's rendered live region (dashboard_show.go)
+	deps    Deps
+	live    *liveCache      // the dashboard's rendered live region (dashboard_show.go)
+	actions *action.Service // the operator actions (action.go)
 }
 
 // New returns the console's handler set.
@@ -91,7 +93,7 @@ func New(deps Deps) *Handler {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{deps: deps, live: &liveCache{}}
+	return &Handler{deps: deps, live: &liveCache{}, actions: newActions(deps)}
 }
 
 func (h *Handler) page(title string, section templates.Section) templates.Page {

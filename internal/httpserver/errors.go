@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/switchyard/switchyard/internal/action"
 )
 
 // ErrorRenderer writes the body of an error response whose status and safe
@@ -14,9 +16,10 @@ import (
 type ErrorRenderer func(c echo.Context, status int, message string) error
 
 // ErrorHandler is the one place that turns a handler's error into a
-// response. An *echo.HTTPError keeps its status and its message (handlers
-// make them safe to show); anything else is a 500 whose cause is logged here,
-// once, and never shown. JSON clients get {"error": message}.
+// response. An *action.Refusal gets its kind's status (RefusalStatus) and
+// its message; an *echo.HTTPError keeps its status and its message
+// (handlers make them safe to show); anything else is a 500 whose cause is
+// logged here, once, and never shown. JSON clients get {"error": message}.
 func ErrorHandler(logger *slog.Logger, render ErrorRenderer) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
@@ -28,7 +31,9 @@ func ErrorHandler(logger *slog.Logger, render ErrorRenderer) echo.HTTPErrorHandl
 		}
 		status, message := http.StatusInternalServerError, "Something went wrong on our side; it has been logged."
 		var he *echo.HTTPError
-		if errors.As(err, &he) {
+		if r := action.AsRefusal(err); r != nil {
+			status, message = RefusalStatus(r.Kind), r.Message
+		} else if errors.As(err, &he) {
 			status = he.Code
 			message = http.StatusText(status)
 			if m, ok := he.Message.(string); ok && m != "" {
@@ -57,6 +62,23 @@ func ErrorHandler(logger *slog.Logger, render ErrorRenderer) echo.HTTPErrorHandl
 			}
 		}
 	}
+}
+
+// RefusalStatus is the HTTP status of a refusal of kind k.
+func RefusalStatus(k action.Kind) int {
+	switch k {
+	case action.KindNotFound:
+		return http.StatusNotFound
+	case action.KindConflict:
+		return http.StatusConflict
+	case action.KindInvalid:
+		return http.StatusUnprocessableEntity
+	case action.KindForbidden:
+		return http.StatusForbidden
+	case action.KindUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusBadRequest
 }
 
 func wantsJSON(r *http.Request) bool {

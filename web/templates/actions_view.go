@@ -96,9 +96,11 @@ type BulkForm struct {
 	AggregateType string
 	AggregateID   string
 	ErrorContains string
-	Mode          string
-	Reason        string
-	Rate          int
+	// All confirms an empty filter: every dead message.
+	All    bool
+	Mode   string
+	Reason string
+	Rate   int
 	// Estimated: the confirm step; Estimate is the count, AtLeast when
 	// counting stopped at the cap.
 	Estimated bool

@@ -1,0 +1,93 @@
+package console
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/switchyard/switchyard/internal/action"
+	"github.com/switchyard/switchyard/internal/auth"
+	"github.com/switchyard/switchyard/internal/bulkreplay"
+	"github.com/switchyard/switchyard/internal/outbox"
+	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/web/templates"
+)
+
+// jobsShown is how many of the newest jobs the Replays page lists.
+const jobsShown = 50
+
+// defaultRate is the new job form's replays per second.
+const defaultRate = 50
+
+// bulkForm reads the new job form, and the job it asks for (without its
+// request id, which the caller parses).
+func bulkForm(c echo.Context) (templates.BulkForm, action.JobStartInput) {
+	f := templates.BulkForm{
+		Fingerprint: strings.TrimSpace(c.FormValue("fingerprint")), Destination: strings.TrimSpace(c.FormValue("destination")),
+		Topic: strings.TrimSpace(c.FormValue("topic")), AggregateType: strings.TrimSpace(c.FormValue("aggregate_type")),
+		AggregateID: strings.TrimSpace(c.FormValue("aggregate_id")), ErrorContains: strings.TrimSpace(c.FormValue("error_contains")),
+		All:  c.FormValue("all") == "true",
+		Mode: c.FormValue("mode"), Reason: strings.TrimSpace(c.FormValue("reason")), RequestID: c.FormValue("request_id"),
+	}
+	if f.Mode != string(outbox.Reapply) {
+		f.Mode = string(outbox.Redeliver)
+	}
+	f.Rate, _ = strconv.Atoi(c.FormValue("rate"))
+	if f.Rate <= 0 {
+		f.Rate = defaultRate
+	}
+	in := action.JobStartInput{
+		Filter: bulkreplay.Filter{Fingerprint: f.Fingerprint, Destination: f.Destination, Topic: f.Topic,
+			AggregateType: f.AggregateType, AggregateID: f.AggregateID, ErrorContains: f.ErrorContains},
+		All: f.All, Mode: outbox.ReplayMode(f.Mode), Reason: f.Reason, RatePerSecond: f.Rate,
+	}
+	// The form is shown again with what was sent, but never a value over
+	// its maximum (which the action refuses): it would swell the page.
+	for _, v := range []*string{&f.Fingerprint, &f.Destination, &f.Topic, &f.AggregateType, &f.AggregateID, &f.ErrorContains} {
+		*v = fitting(*v, action.MaxFilterChars)
+	}
+	f.Reason = fitting(f.Reason, action.MaxReasonChars)
+	return f, in
+}
+
+// fitting is value, or "" when it is longer than maxChars characters.
+func fitting(value string, maxChars int) string {
+	if utf8.RuneCountInString(value) > maxChars {
+		return ""
+	}
+	return value
+}
+
+// bulkFormRefused shows err's message on the form f, with a fresh request
+// id; an error that is no refusal is returned.
+func bulkFormRefused(c echo.Context, f templates.BulkForm, err error) error {
+	if f.Error = panelMessage(err); f.Error == "" {
+		return err
+	}
+	f.RequestID, f.Estimated = uuid.NewString(), false
+	return render(c, http.StatusOK, templates.BulkReplayForm(f))
+}
+
+// replayJobs reads the newest jobs for the jobs table.
+func (h *Handler) replayJobs(c echo.Context) ([]templates.ReplayJob, error) {
+	if err := h.readDB(); err != nil {
+		return nil, err
+	}
+	rows, err := queries.New(h.deps.DB).ReplayJobList(c.Request().Context(), jobsShown)
+	if err != nil {
+		return nil, err
+	}
+	operator := current(c).Role.Allows(auth.Operator)
+	jobs := make([]templates.ReplayJob, len(rows))
+	for i, j := range rows {
+		jobs[i] = templates.ReplayJob{ID: j.ID.String(), State: j.State, Mode: j.Mode, Actor: j.Actor, Reason: j.Reason,
+			Filter: string(j.Filter), Rate: j.RatePerSec, Estimate: j.Estimate, Replayed: j.Replayed, Skipped: j.Skipped,
+			Created: j.CreatedAt.UTC().Format("2006-01-02 15:04:05"), CanCancel: operator && j.State == "running",
+			RequestID: uuid.NewString()}
+	}
+	return jobs, nil
+}
