@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/switchyard/switchyard/internal/bench"
 )
 
 func main() {
@@ -47,7 +49,7 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 	case "dispatch":
 		err = dispatch(ctx, cfg, logger)
 	case "bench":
-		err = benchCommand(ctx, cfg, cfg.args, logger, stdout)
+		err = bench.Run(ctx, bench.Config{Database: databaseConfig(cfg)}, cfg.args, logger, stdout)
 	case "migrate":
 		err = migrateCommand(ctx, cfg, logger, stdout)
 	case "user":

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/internal/migrate"
+	"github.com/switchyard/switchyard/internal/postgres"
 )
 
 // sqlstateInsufficientPrivilege is what CREATE DATABASE answers a role
@@ -39,12 +40,12 @@ type benchTarget struct {
 }
 
 // openBenchTarget creates, connects to and migrates the bench's database.
-func openBenchTarget(ctx context.Context, db *database, opts benchOptions, logger *slog.Logger) (*benchTarget, error) {
-	t := &benchTarget{admin: db.pool, config: db.pool.Config(), suffix: strings.ToLower(rand.Text()[:12])}
+func openBenchTarget(ctx context.Context, db *postgres.DB, opts benchOptions, logger *slog.Logger) (*benchTarget, error) {
+	t := &benchTarget{admin: db.Pool, config: db.Pool.Config(), suffix: strings.ToLower(rand.Text()[:12])}
 	t.config.ConnConfig.RuntimeParams["application_name"] = "switchyard-bench"
 	t.config.MaxConns = int32(opts.enqueuers + 4)
 	name := "switchyard_bench_" + t.suffix
-	_, err := db.pool.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	_, err := db.Pool.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -85,7 +85,7 @@ func parseSSEBenchOptions(args []string) (sseBenchOptions, error) {
 // received by every client. The server (listener, hub, HTTP) runs in this
 // process; the clients run in a child process (`console bench
 // sse-clients`), so the RSS growth measured here is the server's own.
-func runSSEBench(ctx context.Context, cfg config, args []string, logger *slog.Logger) (any, error) {
+func runSSEBench(ctx context.Context, cfg Config, args []string, logger *slog.Logger) (any, error) {
 	opts, err := parseSSEBenchOptions(args)
 	if err != nil {
 		return nil, fmt.Errorf("bench sse: %w", err)

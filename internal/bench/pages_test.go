@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/postgres"
 )
 
 func TestBenchPagesRejectsBadArguments(t *testing.T) {
@@ -24,9 +25,8 @@ func TestBenchPagesRejectsBadArguments(t *testing.T) {
 		{"pages", "--fingerprints", "0"},
 		{"pages", "extra"},
 	} {
-		cfg, err := parseConfig([]string{"bench", "--database-url", "postgres://127.0.0.1:1/none"}, func(string) string { return "" }, io.Discard)
-		require.NoError(t, err)
-		err = benchCommand(context.Background(), cfg, args, slog.New(slog.DiscardHandler), io.Discard)
+		cfg := Config{Database: postgres.Config{URL: "postgres://127.0.0.1:1/none"}}
+		err := Run(context.Background(), cfg, args, slog.New(slog.DiscardHandler), io.Discard)
 		require.Error(t, err, "%q", args)
 		require.NotContains(t, err.Error(), "cannot reach the database", "%q is refused before connecting", args)
 	}
@@ -34,10 +34,9 @@ func TestBenchPagesRejectsBadArguments(t *testing.T) {
 
 func TestBenchPagesHelp(t *testing.T) {
 	t.Parallel()
-	cfg, err := parseConfig([]string{"bench"}, func(string) string { return "" }, io.Discard)
-	require.NoError(t, err)
+	cfg := Config{}
 	var out bytes.Buffer
-	require.NoError(t, benchCommand(context.Background(), cfg, []string{"pages", "-h"}, slog.New(slog.DiscardHandler), &out))
+	require.NoError(t, Run(context.Background(), cfg, []string{"pages", "-h"}, slog.New(slog.DiscardHandler), &out))
 	require.Contains(t, out.String(), "-rows")
 	require.Contains(t, out.String(), "-explain")
 }
@@ -47,9 +46,8 @@ func TestBenchPagesHelp(t *testing.T) {
 func TestBenchPagesRefusesInPlace(t *testing.T) {
 	t.Parallel()
 	url := dbtest.NewURL(t)
-	cfg, err := parseConfig([]string{"bench", "--database-url", url}, func(string) string { return "" }, io.Discard)
-	require.NoError(t, err)
-	err = benchCommand(context.Background(), cfg, []string{"pages", "--rows", "1000"}, slog.New(slog.DiscardHandler), io.Discard)
+	cfg := Config{Database: postgres.Config{URL: url}}
+	err := Run(context.Background(), cfg, []string{"pages", "--rows", "1000"}, slog.New(slog.DiscardHandler), io.Discard)
 	require.ErrorContains(t, err, "CREATEDB")
 }
 
@@ -62,10 +60,9 @@ func TestBenchPagesSmall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an embedded server")
 	}
-	cfg, err := parseConfig([]string{"bench", "--data", filepath.Join(dataParent(t), "data")}, func(string) string { return "" }, io.Discard)
-	require.NoError(t, err)
+	cfg := Config{Database: postgres.Config{DataDir: filepath.Join(dataParent(t), "data")}}
 	var out bytes.Buffer
-	err = benchCommand(context.Background(), cfg, []string{"pages", "--rows", "20000", "--fingerprints", "120", "--requests", "2"}, slog.New(slog.NewTextHandler(t.Output(), nil)), &out)
+	err := Run(context.Background(), cfg, []string{"pages", "--rows", "20000", "--fingerprints", "120", "--requests", "2"}, slog.New(slog.NewTextHandler(t.Output(), nil)), &out)
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	var res pagesBenchResult

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/postgres"
 )
 
 // benchOptions are the flags of `console bench dispatch`.
@@ -101,10 +103,18 @@ func parseBenchOptions(args []string) (benchOptions, error) {
 	return o, nil
 }
 
-// benchCommand runs `console bench <args>`: dispatch, inbox, pages, replay,
-// sse or viewers. Progress goes to logger; out receives one JSON object, the result, as its last
-// line.
-func benchCommand(ctx context.Context, cfg config, args []string, logger *slog.Logger, out io.Writer) error {
+// Config is what every bench needs from the console: where its database
+// server is (each bench works in a database of its own on that server).
+type Config struct {
+	Database postgres.Config
+}
+
+// Run runs `console bench <args>`: dispatch, inbox, pages, replay, sse or
+// viewers (and sse-clients, the child process bench sse starts: it
+// re-executes the running program, which must be the console). Progress
+// goes to logger; out receives one JSON object, the result, as its last
+// line. -h prints the help to out.
+func Run(ctx context.Context, cfg Config, args []string, logger *slog.Logger, out io.Writer) error {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
 		printBenchUsage(out)
 		printInboxBenchUsage(out)
@@ -163,7 +173,7 @@ func benchCommand(ctx context.Context, cfg config, args []string, logger *slog.L
 
 // runDispatchBench parses the flags of `console bench dispatch` and runs
 // it; -h gives an error wrapping flag.ErrHelp.
-func runDispatchBench(ctx context.Context, cfg config, args []string, logger *slog.Logger) (any, error) {
+func runDispatchBench(ctx context.Context, cfg Config, args []string, logger *slog.Logger) (any, error) {
 	opts, err := parseBenchOptions(args)
 	if err != nil {
 		return nil, fmt.Errorf("bench dispatch: %w", err)
@@ -176,7 +186,7 @@ func runDispatchBench(ctx context.Context, cfg config, args []string, logger *sl
 }
 
 // runInboxBench is runDispatchBench for `console bench inbox`.
-func runInboxBench(ctx context.Context, cfg config, args []string, logger *slog.Logger) (any, error) {
+func runInboxBench(ctx context.Context, cfg Config, args []string, logger *slog.Logger) (any, error) {
 	opts, err := parseInboxBenchOptions(args)
 	if err != nil {
 		return nil, fmt.Errorf("bench inbox: %w", err)
@@ -238,11 +248,11 @@ type benchSettings struct {
 }
 
 // benchEnv is where every bench runs: a database of its own (see
-// openBenchTarget) on DATABASE_URL's server or the embedded one, with the
+// openBenchTarget) on the configured server or the embedded one, with the
 // machine's load average from before it began and the server settings
 // that decide what a commit costs, for the JSON line.
 type benchEnv struct {
-	db     *database
+	db     *postgres.DB
 	target *benchTarget
 	load   string
 	server benchSettings
@@ -250,17 +260,17 @@ type benchEnv struct {
 
 // openBenchEnv opens the database (DATABASE_URL or the embedded default)
 // and the bench's own database on it; close removes both again.
-func openBenchEnv(ctx context.Context, cfg config, opts benchOptions, logger *slog.Logger) (*benchEnv, error) {
+func openBenchEnv(ctx context.Context, cfg Config, opts benchOptions, logger *slog.Logger) (*benchEnv, error) {
 	env := &benchEnv{load: loadAverage()}
 	var err error
-	if env.db, err = openDatabase(ctx, cfg, logger); err != nil {
+	if env.db, err = postgres.Open(ctx, cfg.Database, logger); err != nil {
 		return nil, err
 	}
 	if env.target, err = openBenchTarget(ctx, env.db, opts, logger); err != nil {
 		env.db.Close()
 		return nil, err
 	}
-	if env.server, err = readBenchSettings(ctx, env.target, env.db.cluster != nil); err != nil {
+	if env.server, err = readBenchSettings(ctx, env.target, env.db.Cluster != nil); err != nil {
 		env.close(ctx, logger)
 		return nil, err
 	}
@@ -273,7 +283,7 @@ func (e *benchEnv) close(ctx context.Context, logger *slog.Logger) {
 }
 
 // benchDispatch runs one dispatch bench in a database of its own.
-func benchDispatch(ctx context.Context, cfg config, opts benchOptions, logger *slog.Logger) (benchResult, error) {
+func benchDispatch(ctx context.Context, cfg Config, opts benchOptions, logger *slog.Logger) (benchResult, error) {
 	env, err := openBenchEnv(ctx, cfg, opts, logger)
 	if err != nil {
 		return benchResult{}, err
@@ -353,4 +363,13 @@ func (m benchMeasurement) result(opts benchOptions, target *benchTarget, server 
 		r.EnqueuedPerSec = benchRound(float64(m.messages)/m.enqueueing.Seconds(), 0)
 	}
 	return r
+}
+
+// DefinesFlag reports whether the dispatch, inbox or replay bench defines a
+// flag of that name: `console bench` leaves such a flag to the bench even
+// where the console has one of the same name (--workers).
+func DefinesFlag(name string) bool {
+	return newBenchFlags(&benchOptions{}).Lookup(name) != nil ||
+		newInboxBenchFlags(&inboxBenchOptions{}).Lookup(name) != nil ||
+		newReplayBenchFlags(&replayBenchOptions{}).Lookup(name) != nil
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/postgres"
 )
 
 // The replay bench runs in the test's database (the test role may not
@@ -21,10 +22,9 @@ import (
 func TestBenchReplayInPlace(t *testing.T) {
 	t.Parallel()
 	url := dbtest.NewURL(t)
-	cfg, err := parseConfig([]string{"bench", "--database-url", url}, func(string) string { return "" }, io.Discard)
-	require.NoError(t, err)
+	cfg := Config{Database: postgres.Config{URL: url}}
 	var out bytes.Buffer
-	err = benchCommand(context.Background(), cfg, []string{"replay", "--messages", "3000", "--batch", "400", "--heads", "0.2"},
+	err := Run(context.Background(), cfg, []string{"replay", "--messages", "3000", "--batch", "400", "--heads", "0.2"},
 		slog.New(slog.NewTextHandler(t.Output(), nil)), &out)
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -65,15 +65,13 @@ func TestBenchReplayRejectsBadArguments(t *testing.T) {
 		{"replay", "--batch", "-1"},
 		{"replay", "extra"},
 	} {
-		cfg, err := parseConfig([]string{"bench", "--database-url", "postgres://127.0.0.1:1/none"}, func(string) string { return "" }, io.Discard)
-		require.NoError(t, err)
-		err = benchCommand(context.Background(), cfg, args, slog.New(slog.DiscardHandler), io.Discard)
+		cfg := Config{Database: postgres.Config{URL: "postgres://127.0.0.1:1/none"}}
+		err := Run(context.Background(), cfg, args, slog.New(slog.DiscardHandler), io.Discard)
 		require.Error(t, err, "%q", args)
 		require.NotContains(t, err.Error(), "cannot reach the database", "%q is refused before connecting", args)
 	}
-	cfg, err := parseConfig([]string{"bench"}, func(string) string { return "" }, io.Discard)
-	require.NoError(t, err)
+	cfg := Config{}
 	var out bytes.Buffer
-	require.NoError(t, benchCommand(context.Background(), cfg, []string{"replay", "-h"}, slog.New(slog.DiscardHandler), &out))
+	require.NoError(t, Run(context.Background(), cfg, []string{"replay", "-h"}, slog.New(slog.DiscardHandler), &out))
 	require.Contains(t, out.String(), "-heads")
 }

@@ -1,4 +1,4 @@
-package main
+package registry
 
 import (
 	"context"
@@ -19,6 +19,10 @@ import (
 	"github.com/switchyard/switchyard/internal/dbtest"
 	"github.com/switchyard/switchyard/internal/outbox"
 )
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 // A misconfigured destination (a bad URL, a missing secret, a refused
 // port, a host that never answers) sends only its own messages to dead
@@ -73,17 +77,16 @@ func TestMisconfiguredDestinationsFailOnlyTheirOwnMessages(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 
-	cfg := config{getenv: func(name string) string {
+	getenv := func(name string) string {
 		if name == "TEST_SECRET" {
 			return testSecret
 		}
 		return ""
-	}}
-	logger := slog.New(slog.DiscardHandler)
+	}
 	metrics := outbox.NewMetrics(nil)
-	set := newRouteSet(pool, cfg, "routes-test", metrics, logger, nil)
-	t.Cleanup(set.close)
-	routes, _, err := set.sync(ctx)
+	set := New(pool, Config{Owner: "routes-test", Metrics: metrics, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Getenv: getenv})
+	t.Cleanup(set.Close)
+	routes, _, err := set.Sync(ctx)
 	require.NoError(t, err)
 	d := outbox.New(pool, outbox.Config{Routes: routes, Workers: 2, BatchSize: 20, IdlePoll: 10 * time.Millisecond, Metrics: metrics})
 	require.NoError(t, d.Start(ctx))
@@ -159,10 +162,10 @@ func silentListener(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// A route set follows switchyard.destinations: an added destination gets a
+// A registry follows switchyard.destinations: an added destination gets a
 // route, a changed one a new route, a removed one loses it, and an
 // unchanged one keeps its route (and so its breaker's state).
-func TestRouteSetFollowsTheDestinationsTable(t *testing.T) {
+func TestRegistryFollowsTheDestinationsTable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := dbtest.New(t)
@@ -174,15 +177,14 @@ func TestRouteSetFollowsTheDestinationsTable(t *testing.T) {
 	upsert("kept", "http://127.0.0.1:1/kept")
 	upsert("changed", "http://127.0.0.1:1/before")
 	upsert("removed", "http://127.0.0.1:1/removed")
-	cfg := config{getenv: func(string) string { return testSecret }}
-	set := newRouteSet(pool, cfg, "routes-test", outbox.NewMetrics(nil), slog.New(slog.DiscardHandler), nil)
-	t.Cleanup(set.close)
+	set := New(pool, Config{Owner: "routes-test", Getenv: func(string) string { return testSecret }})
+	t.Cleanup(set.Close)
 
-	first, changed, err := set.sync(ctx)
+	first, changed, err := set.Sync(ctx)
 	require.NoError(t, err)
 	require.True(t, changed)
 	require.Len(t, first, 3)
-	again, changed, err := set.sync(ctx)
+	again, changed, err := set.Sync(ctx)
 	require.NoError(t, err)
 	require.False(t, changed, "nothing changed")
 	require.Same(t, first["kept"].Guard, again["kept"].Guard)
@@ -191,10 +193,41 @@ func TestRouteSetFollowsTheDestinationsTable(t *testing.T) {
 	upsert("added", "http://127.0.0.1:1/added")
 	_, err = pool.Exec(ctx, `DELETE FROM switchyard.destinations WHERE name = 'removed'`)
 	require.NoError(t, err)
-	next, changed, err := set.sync(ctx)
+	next, changed, err := set.Sync(ctx)
 	require.NoError(t, err)
 	require.True(t, changed)
 	require.ElementsMatch(t, []string{"kept", "changed", "added"}, slices.Collect(maps.Keys(next)))
 	require.Same(t, first["kept"].Guard, next["kept"].Guard, "an unchanged destination keeps its breaker")
 	require.NotSame(t, first["changed"].Guard, next["changed"].Guard, "a changed one is rebuilt")
+}
+
+// Watch hands the dispatcher a destination added to the table within one
+// interval, without a restart.
+func TestWatchAppliesAnAddedDestination(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	pool := dbtest.New(t)
+	set := New(pool, Config{Owner: "routes-test", Interval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	first, _, err := set.Sync(ctx)
+	require.NoError(t, err)
+	require.Empty(t, first)
+	applied := make(chan map[string]outbox.Route, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		set.Watch(ctx, func(r map[string]outbox.Route) { applied <- r })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		set.Close()
+	})
+	_, err = pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address) VALUES ('added', 'webhook', 'http://127.0.0.1:1/')`)
+	require.NoError(t, err)
+	select {
+	case routes := <-applied:
+		require.Contains(t, routes, "added")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the added destination was not applied")
+	}
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -81,7 +81,7 @@ func parseReplayBenchOptions(args []string) (replayBenchOptions, error) {
 }
 
 // runReplayBench is runDispatchBench for `console bench replay`.
-func runReplayBench(ctx context.Context, cfg config, args []string, logger *slog.Logger) (any, error) {
+func runReplayBench(ctx context.Context, cfg Config, args []string, logger *slog.Logger) (any, error) {
 	opts, err := parseReplayBenchOptions(args)
 	if err != nil {
 		return nil, fmt.Errorf("bench replay: %w", err)
@@ -116,7 +116,7 @@ type replayBenchResult struct {
 }
 
 // benchReplay runs one replay bench in a database of its own.
-func benchReplay(ctx context.Context, cfg config, opts replayBenchOptions, logger *slog.Logger) (replayBenchResult, error) {
+func benchReplay(ctx context.Context, cfg Config, opts replayBenchOptions, logger *slog.Logger) (replayBenchResult, error) {
 	env, err := openBenchEnv(ctx, cfg, benchOptions{enqueuers: 4}, logger)
 	if err != nil {
 		return replayBenchResult{}, err

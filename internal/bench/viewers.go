@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -74,7 +74,7 @@ func parseViewersBenchOptions(args []string) (viewersBenchOptions, error) {
 // dashboards, each holding /events?kind=stats open and fetching the
 // dashboard's live region on every statistics change and every 10 s, as
 // the page does.
-func runViewersBench(ctx context.Context, cfg config, args []string, logger *slog.Logger) (any, error) {
+func runViewersBench(ctx context.Context, cfg Config, args []string, logger *slog.Logger) (any, error) {
 	opts, err := parseViewersBenchOptions(args)
 	if err != nil {
 		return nil, fmt.Errorf("bench viewers: %w", err)

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -98,7 +98,7 @@ type pagesBenchResult struct {
 }
 
 // runPagesBench parses the flags of `console bench pages` and runs it.
-func runPagesBench(ctx context.Context, cfg config, args []string, logger *slog.Logger) (any, error) {
+func runPagesBench(ctx context.Context, cfg Config, args []string, logger *slog.Logger) (any, error) {
 	opts, err := parsePagesBenchOptions(args)
 	if err != nil {
 		return nil, fmt.Errorf("bench pages: %w", err)
@@ -111,7 +111,7 @@ func runPagesBench(ctx context.Context, cfg config, args []string, logger *slog.
 }
 
 // benchPages seeds a database of its own, times the pages and drops it.
-func benchPages(ctx context.Context, cfg config, opts pagesBenchOptions, logger *slog.Logger) (pagesBenchResult, error) {
+func benchPages(ctx context.Context, cfg Config, opts pagesBenchOptions, logger *slog.Logger) (pagesBenchResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout)
 	defer cancel()
 	env, err := openBenchEnv(ctx, cfg, benchOptions{enqueuers: 4}, logger)

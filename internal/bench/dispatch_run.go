@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/switchyard/switchyard/internal/backoff"
 	"github.com/switchyard/switchyard/internal/destination"
 	"github.com/switchyard/switchyard/internal/destination/guard"
+	"github.com/switchyard/switchyard/internal/destination/registry"
 	"github.com/switchyard/switchyard/internal/destination/webhook"
 	"github.com/switchyard/switchyard/internal/outbox"
 	"github.com/switchyard/switchyard/internal/queries"
@@ -91,7 +91,7 @@ func (b *benchRun) route(ctx context.Context) (outbox.Route, error) {
 		}
 		b.closers = append(b.closers, receiver.close)
 		row.Address = receiver.url
-		wh, err := webhook.New(webhook.Config{URL: receiver.url, Secret: secret, Timeout: ms(row.TimeoutMs)})
+		wh, err := webhook.New(webhook.Config{URL: receiver.url, Secret: secret, Timeout: time.Duration(row.TimeoutMs) * time.Millisecond})
 		if err != nil {
 			return outbox.Route{}, fmt.Errorf("webhook destination: %w", err)
 		}
@@ -101,18 +101,13 @@ func (b *benchRun) route(ctx context.Context) (outbox.Route, error) {
 	if err := upsertBenchDestination(ctx, b.target.pool, row); err != nil {
 		return outbox.Route{}, err
 	}
-	g, err := guard.New(row.Name, guardConfig(row), func(name string, from, to guard.State) {
+	route, err := registry.Route(row, b.recorder.wrap(dest), func(name string, from, to guard.State) {
 		b.logger.Warn("circuit breaker changed state", slog.String("destination", name), slog.String("from", from.String()), slog.String("to", to.String()))
 	})
 	if err != nil {
-		return outbox.Route{}, fmt.Errorf("destination guard: %w", err)
+		return outbox.Route{}, err
 	}
-	return outbox.Route{
-		Destination: b.recorder.wrap(dest),
-		Retry:       backoff.Policy{Base: ms(row.RetryBaseMs), Cap: ms(row.RetryCapMs), MaxAttempts: int(row.MaxAttempts)},
-		Timeout:     ms(row.TimeoutMs),
-		Guard:       g,
-	}, nil
+	return route, nil
 }
 
 // close stops the dispatcher and releases what the run started.

@@ -1,11 +1,9 @@
-package main
+package bench
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -19,21 +17,20 @@ import (
 	"github.com/switchyard/switchyard/internal/dbtest"
 	"github.com/switchyard/switchyard/internal/outbox"
 	"github.com/switchyard/switchyard/internal/pgembed"
+	"github.com/switchyard/switchyard/internal/postgres"
 )
 
 // benchJSONKeys are the keys the issue and BENCHMARKS.md rely on.
 var benchJSONKeys = []string{"messages", "aggregates", "workers", "batch", "destination", "mode", "seconds",
 	"messages_per_sec", "p50_ms", "p99_ms", "round_trips_per_message", "round_trips_method", "settings"}
 
-// runBench runs `console bench <args>` with the console flags in consoleArgs
-// and returns the parsed last line of its output.
-func runBench(t *testing.T, consoleArgs []string, args ...string) (benchResult, error) {
+// runBench runs `console bench <args>` on the database server of cfg and
+// returns the parsed last line of its output.
+func runBench(t *testing.T, cfg Config, args ...string) (benchResult, error) {
 	t.Helper()
-	cfg, err := parseConfig(append([]string{"bench"}, consoleArgs...), func(string) string { return "" }, io.Discard)
-	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
 	var out bytes.Buffer
-	if err := benchCommand(context.Background(), cfg, args, logger, &out); err != nil {
+	if err := Run(context.Background(), cfg, args, logger, &out); err != nil {
 		return benchResult{}, err
 	}
 	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
@@ -69,7 +66,7 @@ func TestBenchDispatchInPlace(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			url := dbtest.NewURL(t)
-			res, err := runBench(t, []string{"--database-url", url}, append([]string{"dispatch"}, tc.args...)...)
+			res, err := runBench(t, Config{Database: postgres.Config{URL: url}}, append([]string{"dispatch"}, tc.args...)...)
 			require.NoError(t, err)
 			require.Equal(t, tc.want, res.Messages)
 			require.Equal(t, tc.mode, res.Mode)
@@ -116,7 +113,7 @@ func TestBenchDispatchRefusesBusyOutbox(t *testing.T) {
 		_, err := outbox.Enqueue(ctx, tx, outbox.Message{Topic: "t", Destination: "app", Payload: []byte(`{}`)})
 		return err
 	}))
-	_, err = runBench(t, []string{"--database-url", url}, "dispatch", "--messages", "10")
+	_, err = runBench(t, Config{Database: postgres.Config{URL: url}}, "dispatch", "--messages", "10")
 	require.ErrorContains(t, err, "already holds outbox messages")
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM switchyard.outbox").Scan(&n))
@@ -128,7 +125,7 @@ func TestBenchDispatchRefusesBusyOutbox(t *testing.T) {
 func TestBenchDispatchEmbeddedCreatesAndDropsItsDatabase(t *testing.T) {
 	t.Parallel()
 	data := filepath.Join(dataParent(t), "data")
-	res, err := runBench(t, []string{"--data", data}, "dispatch", "--messages", "500", "--aggregates", "10", "--workers", "2")
+	res, err := runBench(t, Config{Database: postgres.Config{DataDir: data}}, "dispatch", "--messages", "500", "--aggregates", "10", "--workers", "2")
 	require.NoError(t, err)
 	require.Equal(t, "created", res.Database)
 	require.True(t, res.Settings.Embedded)
@@ -162,7 +159,7 @@ func TestBenchCommandRejectsBadArguments(t *testing.T) {
 		{"dispatch", "extra"},
 		{"dispatch", "--no-such-flag"},
 	} {
-		_, err := runBench(t, []string{"--database-url", "postgres://127.0.0.1:1/none"}, args...)
+		_, err := runBench(t, Config{Database: postgres.Config{URL: "postgres://127.0.0.1:1/none"}}, args...)
 		require.Error(t, err, "%q", args)
 		require.NotContains(t, err.Error(), "cannot reach the database", "%q is refused before connecting", args)
 	}
@@ -170,43 +167,11 @@ func TestBenchCommandRejectsBadArguments(t *testing.T) {
 
 func TestBenchCommandHelp(t *testing.T) {
 	t.Parallel()
-	cfg, err := parseConfig([]string{"bench"}, func(string) string { return "" }, io.Discard)
-	require.NoError(t, err)
+	cfg := Config{}
 	var out bytes.Buffer
-	require.NoError(t, benchCommand(context.Background(), cfg, []string{"dispatch", "-h"}, slog.New(slog.DiscardHandler), &out))
+	require.NoError(t, Run(context.Background(), cfg, []string{"dispatch", "-h"}, slog.New(slog.DiscardHandler), &out))
 	require.Contains(t, out.String(), "--messages")
 	require.Contains(t, out.String(), "--rate")
-}
-
-// parseBenchArgs lets the console's flags through to the console and the
-// bench's (including --workers, which both define) to the bench.
-func TestParseBenchArgs(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		args       []string
-		wantRest   []string
-		wantURL    string
-		wantWorker string
-	}{
-		{[]string{"dispatch"}, []string{"dispatch"}, "", "4"},
-		{[]string{"dispatch", "--messages", "10", "--database-url", "postgres://x/y", "--workers", "2"},
-			[]string{"dispatch", "--messages", "10", "--workers", "2"}, "postgres://x/y", "4"},
-		{[]string{"--database-url=postgres://a/b", "dispatch", "--destination=http", "-rate", "5"},
-			[]string{"dispatch", "--destination=http", "-rate", "5"}, "postgres://a/b", "4"},
-		{[]string{"dispatch", "--wake=local", "--", "--database-url", "z"},
-			[]string{"dispatch", "--wake=local", "--", "--database-url", "z"}, "", "4"},
-	}
-	for _, tc := range cases {
-		fs := flag.NewFlagSet("console bench", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		url := fs.String("database-url", "", "")
-		workers := fs.String("workers", "4", "")
-		rest, err := parseBenchArgs(fs, tc.args)
-		require.NoError(t, err, "%q", tc.args)
-		require.Equal(t, tc.wantRest, rest, "%q", tc.args)
-		require.Equal(t, tc.wantURL, *url)
-		require.Equal(t, tc.wantWorker, *workers)
-	}
 }
 
 // TestBenchDispatchReal runs the real benchmark when SWITCHYARD_BENCH=1:
@@ -216,21 +181,20 @@ func TestParseBenchArgs(t *testing.T) {
 // The JSON line is logged and appended to SWITCHYARD_BENCH_OUT if set.
 //
 //	SWITCHYARD_BENCH=1 SWITCHYARD_BENCH_ARGS="--destination http" \
-//	    go test -run TestBenchDispatchReal -v -timeout 30m ./cmd/console
+//	    go test -run TestBenchDispatchReal -v -timeout 30m ./internal/bench
 func TestBenchDispatchReal(t *testing.T) {
 	if os.Getenv("SWITCHYARD_BENCH") != "1" {
 		t.Skip("set SWITCHYARD_BENCH=1 to run the real benchmark")
 	}
-	consoleArgs := []string{"--database-url", os.Getenv("DATABASE_URL")}
-	if consoleArgs[1] == "" {
-		data := os.Getenv("SWITCHYARD_BENCH_DATA")
-		if data == "" {
-			data = filepath.Join(dataParent(t), "data")
+	cfg := Config{Database: postgres.Config{URL: os.Getenv("DATABASE_URL")}}
+	if cfg.Database.URL == "" {
+		cfg.Database.DataDir = os.Getenv("SWITCHYARD_BENCH_DATA")
+		if cfg.Database.DataDir == "" {
+			cfg.Database.DataDir = filepath.Join(dataParent(t), "data")
 		}
-		consoleArgs = []string{"--data", data}
 	}
 	args := append([]string{"dispatch"}, strings.Fields(os.Getenv("SWITCHYARD_BENCH_ARGS"))...)
-	res, err := runBench(t, consoleArgs, args...)
+	res, err := runBench(t, cfg, args...)
 	require.NoError(t, err)
 	line, err := json.Marshal(res)
 	require.NoError(t, err)

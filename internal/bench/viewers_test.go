@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/postgres"
 )
 
 func TestBenchLiveCommandsRejectBadArguments(t *testing.T) {
@@ -25,9 +26,8 @@ func TestBenchLiveCommandsRejectBadArguments(t *testing.T) {
 		{"viewers", "--rounds", "0"},
 		{"sse-clients"},
 	} {
-		cfg, err := parseConfig([]string{"bench", "--database-url", "postgres://127.0.0.1:1/none"}, func(string) string { return "" }, io.Discard)
-		require.NoError(t, err)
-		err = benchCommand(context.Background(), cfg, args, slog.New(slog.DiscardHandler), io.Discard)
+		cfg := Config{Database: postgres.Config{URL: "postgres://127.0.0.1:1/none"}}
+		err := Run(context.Background(), cfg, args, slog.New(slog.DiscardHandler), io.Discard)
 		require.Error(t, err, "%q", args)
 		require.NotContains(t, err.Error(), "cannot reach the database", "%q is refused before connecting", args)
 	}
@@ -39,10 +39,9 @@ func TestBenchViewersSmall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drains a backlog twice")
 	}
-	cfg, err := parseConfig([]string{"bench", "--database-url", dbtest.NewURL(t)}, func(string) string { return "" }, io.Discard)
-	require.NoError(t, err)
+	cfg := Config{Database: postgres.Config{URL: dbtest.NewURL(t)}}
 	var out bytes.Buffer
-	err = benchCommand(context.Background(), cfg, []string{"viewers", "--viewers", "3", "--messages", "300", "--rounds", "1"}, slog.New(slog.NewTextHandler(t.Output(), nil)), &out)
+	err := Run(context.Background(), cfg, []string{"viewers", "--viewers", "3", "--messages", "300", "--rounds", "1"}, slog.New(slog.NewTextHandler(t.Output(), nil)), &out)
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	var res map[string]any

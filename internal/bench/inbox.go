@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/internal/console"
+	"github.com/switchyard/switchyard/internal/democustomer"
 	"github.com/switchyard/switchyard/internal/destination/webhook"
 	"github.com/switchyard/switchyard/internal/httpserver"
 	"github.com/switchyard/switchyard/internal/inbox"
@@ -96,7 +97,7 @@ type inboxBenchResult struct {
 }
 
 // benchInbox runs one inbox bench in a database of its own.
-func benchInbox(ctx context.Context, cfg config, opts inboxBenchOptions, logger *slog.Logger) (inboxBenchResult, error) {
+func benchInbox(ctx context.Context, cfg Config, opts inboxBenchOptions, logger *slog.Logger) (inboxBenchResult, error) {
 	env, err := openBenchEnv(ctx, cfg, benchOptions{enqueuers: opts.concurrency}, logger)
 	if err != nil {
 		return inboxBenchResult{}, err
@@ -212,8 +213,8 @@ func (r *inboxBenchRun) start(secret string, logger *slog.Logger) error {
 		return err
 	}
 	receiver := inbox.NewReceiver(inbox.ReceiverConfig{
-		Pool: r.target.pool, Handlers: inboxHandlers(config{}), Metrics: inbox.NewMetrics(registry),
-		Sources: []inbox.Source{{Name: r.target.inboxSource(), Scheme: inbox.SchemeStandardWebhooks, Verifier: verifier, Handler: "customer-upsert"}},
+		Pool: r.target.pool, Handlers: inbox.Registry{democustomer.Name: democustomer.Registration(democustomer.Config{})}, Metrics: inbox.NewMetrics(registry),
+		Sources: []inbox.Source{{Name: r.target.inboxSource(), Scheme: inbox.SchemeStandardWebhooks, Verifier: verifier, Handler: democustomer.Name}},
 	})
 	assets, err := static.New()
 	if err != nil {
