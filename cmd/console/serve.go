@@ -94,10 +94,11 @@ func serveWith(ctx context.Context, cfg config, logger *slog.Logger, extras serv
 		return err
 	}
 	defer replays.Stop()
-	receiver, err := newInboxReceiver(ctx, db.pool, cfg, registry, logger.With(slog.String("component", "inbox")), notifier.Poke)
+	receiver, stopInbox, err := newInboxReceiver(ctx, db.pool, cfg, registry, logger.With(slog.String("component", "inbox")), notifier.Poke)
 	if err != nil {
 		return err
 	}
+	defer stopInbox()
 	// The dashboard's statistics: one leader per cluster computes them;
 	// every viewer reads the stored snapshot (internal/stats).
 	statsService := stats.New(db.pool, stats.Config{Owner: outbox.DefaultOwner(), Logger: logger.With(slog.String("component", "stats"))})
