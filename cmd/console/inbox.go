@@ -3,21 +3,24 @@ package main
 import (
 	"context"
 	"log/slog"
+	"maps"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/switchyard/switchyard/internal/democustomer"
 	"github.com/switchyard/switchyard/internal/inbox"
 )
 
 // inboxHandlers is the registry of Go handlers that inbox sources name
-// (switchyard.inbox_sources.handler). A program embedding Switchyard
-// registers its own here.
-func inboxHandlers(cfg config) inbox.Registry {
-	return inbox.Registry{
-		democustomer.Name: democustomer.Registration(democustomer.Config{Destination: cfg.demoCustomerDestination}),
+// (switchyard.inbox_sources.handler): the console ships none of its own,
+// `console demo` adds the demo's (extras), and a program embedding
+// Switchyard registers its own.
+func inboxHandlers(extras serveExtras) inbox.Registry {
+	handlers := inbox.Registry{}
+	if extras != nil {
+		maps.Copy(handlers, extras.inboxHandlers())
 	}
+	return handlers
 }
 
 // newInboxReceiver builds the receiver of POST /inbox/:source from
@@ -27,9 +30,9 @@ func inboxHandlers(cfg config) inbox.Registry {
 // cannot be set up is logged and answers 503 to its senders, who retry,
 // until an operator fixes its row. changed announces recorded failures
 // (see inbox.ReceiverConfig).
-func newInboxReceiver(ctx context.Context, pool *pgxpool.Pool, cfg config, reg prometheus.Registerer, logger *slog.Logger, changed func()) (*inbox.Receiver, func(), error) {
+func newInboxReceiver(ctx context.Context, pool *pgxpool.Pool, cfg config, handlers inbox.Registry, reg prometheus.Registerer, logger *slog.Logger, changed func()) (*inbox.Receiver, func(), error) {
 	r := inbox.NewReceiver(inbox.ReceiverConfig{
-		Pool: pool, Handlers: inboxHandlers(cfg), Metrics: inbox.NewMetrics(reg), Changed: changed,
+		Pool: pool, Handlers: handlers, Metrics: inbox.NewMetrics(reg), Changed: changed,
 		Getenv: cfg.getenv, Logger: logger,
 	})
 	if err := r.Load(ctx); err != nil {

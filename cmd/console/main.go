@@ -45,7 +45,7 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 	case "serve":
 		err = serve(ctx, cfg, logger)
 	case "demo":
-		err = demo(ctx, cfg, logger)
+		err = demoCommand(ctx, cfg, logger)
 	case "dispatch":
 		err = dispatch(ctx, cfg, logger)
 	case "bench":

@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/internal/console"
-	"github.com/switchyard/switchyard/internal/democustomer"
+	"github.com/switchyard/switchyard/internal/demo/customer"
 	"github.com/switchyard/switchyard/internal/destination/webhook"
 	"github.com/switchyard/switchyard/internal/httpserver"
 	"github.com/switchyard/switchyard/internal/inbox"
@@ -104,9 +104,11 @@ func benchInbox(ctx context.Context, cfg Config, opts inboxBenchOptions, logger 
 	}
 	defer env.close(ctx, logger)
 	target := env.target
-	if !target.created {
-		defer deleteInboxBenchRows(ctx, target, logger)
+	cleanup, err := installDemo(ctx, target, logger)
+	if err != nil {
+		return inboxBenchResult{}, err
 	}
+	defer cleanup()
 	run, err := newInboxBenchRun(target, opts, logger)
 	if err != nil {
 		return inboxBenchResult{}, err
@@ -213,8 +215,8 @@ func (r *inboxBenchRun) start(secret string, logger *slog.Logger) error {
 		return err
 	}
 	receiver := inbox.NewReceiver(inbox.ReceiverConfig{
-		Pool: r.target.pool, Handlers: inbox.Registry{democustomer.Name: democustomer.Registration(democustomer.Config{})}, Metrics: inbox.NewMetrics(registry),
-		Sources: []inbox.Source{{Name: r.target.inboxSource(), Scheme: inbox.SchemeStandardWebhooks, Verifier: verifier, Handler: democustomer.Name}},
+		Pool: r.target.pool, Handlers: inbox.Registry{customer.Name: customer.Registration(customer.Config{})}, Metrics: inbox.NewMetrics(registry),
+		Sources: []inbox.Source{{Name: r.target.inboxSource(), Scheme: inbox.SchemeStandardWebhooks, Verifier: verifier, Handler: customer.Name}},
 	})
 	assets, err := static.New()
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/switchyard/switchyard/internal/demo/demodb"
 )
 
 // inboxMeasurement is what the measured phase saw.
@@ -142,7 +144,7 @@ func (r *inboxBenchRun) check(ctx context.Context) error {
 	var events, customers, duplicates int
 	err := r.target.pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM switchyard.inbox_events WHERE source = $1 AND status = 'processed'),
-		(SELECT count(*) FROM switchyard.demo_customers WHERE external_id LIKE $1 || '-%'),
+		(SELECT count(*) FROM switchyard_demo.customers WHERE external_id LIKE $1 || '-%'),
 		(SELECT coalesce(sum(count), 0) FROM switchyard.inbox_duplicates WHERE source = $1)`, source).
 		Scan(&events, &customers, &duplicates)
 	if err != nil {
@@ -155,8 +157,27 @@ func (r *inboxBenchRun) check(ctx context.Context) error {
 	return nil
 }
 
-// deleteInboxBenchRows removes, in place, what an inbox bench wrote.
-func deleteInboxBenchRows(ctx context.Context, t *benchTarget, logger *slog.Logger) {
+// installDemo installs the demo's schema (internal/demo/demodb), where the
+// customer-upsert handler writes. In place, cleanup removes the bench's
+// rows, and the schema too unless it was there before; in a database of
+// its own there is nothing to clean.
+func installDemo(ctx context.Context, t *benchTarget, logger *slog.Logger) (cleanup func(), err error) {
+	installed, err := demodb.Installed(ctx, t.pool)
+	if err != nil {
+		return nil, err
+	}
+	if err := demodb.Install(ctx, t.pool); err != nil {
+		return nil, err
+	}
+	if t.created {
+		return func() {}, nil
+	}
+	return func() { deleteInboxBenchRows(ctx, t, !installed, logger) }, nil
+}
+
+// deleteInboxBenchRows removes, in place, what an inbox bench wrote; with
+// dropDemo, the demo schema it installed too.
+func deleteInboxBenchRows(ctx context.Context, t *benchTarget, dropDemo bool, logger *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), benchCleanupTimeout)
 	defer cancel()
 	source := t.inboxSource()
@@ -165,7 +186,7 @@ func deleteInboxBenchRows(ctx context.Context, t *benchTarget, logger *slog.Logg
 			`DELETE FROM switchyard.inbox_events WHERE source = $1`,
 			`DELETE FROM switchyard.inbox_duplicates WHERE source = $1`,
 			`DELETE FROM switchyard.inbox_entity_versions WHERE source = $1`,
-			`DELETE FROM switchyard.demo_customers WHERE external_id LIKE $1 || '-%'`,
+			`DELETE FROM switchyard_demo.customers WHERE external_id LIKE $1 || '-%'`,
 		} {
 			if _, err := tx.Exec(ctx, stmt, source); err != nil {
 				return fmt.Errorf("%s: %w", stmt, err)
@@ -175,5 +196,11 @@ func deleteInboxBenchRows(ctx context.Context, t *benchTarget, logger *slog.Logg
 	})
 	if err != nil {
 		logger.Error("remove the inbox bench's rows", slog.String("source", source), slog.Any("error", err))
+		return
+	}
+	if dropDemo {
+		if err := demodb.Uninstall(ctx, t.pool); err != nil {
+			logger.Error("remove the demo schema the inbox bench installed", slog.Any("error", err))
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -7,25 +7,32 @@ import (
 	"net/http"
 	"sync"
 	"time"
-
-	"github.com/switchyard/switchyard/internal/console"
 )
 
-// demoControl holds the demo's settings, read by the flaky destination and
-// the traffic generator on every request and tick; the demo panel changes
-// them (console.DemoControl).
-type demoControl struct {
-	mu sync.Mutex
-	s  console.DemoSettings // guarded by mu
+// Settings are the knobs of a running demo that its panel changes.
+type Settings struct {
+	OrdersPerSecond float64 // orders (and their outbox events) written per second
+	InboxPerSecond  float64 // signed webhooks sent to the inbox per second
+	FailurePercent  int     // share of deliveries the flaky destination fails
+	LatencyMs       int     // how long the flaky destination takes to answer
+	Outage          bool    // the flaky destination answers 503 to everything
 }
 
-func (d *demoControl) DemoSettings() console.DemoSettings {
+// control holds the demo's settings, read by the flaky destination and
+// the traffic generator on every request and tick; the panel changes them.
+// It is safe for concurrent use.
+type control struct {
+	mu sync.Mutex
+	s  Settings // guarded by mu
+}
+
+func (d *control) settings() Settings {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.s
 }
 
-func (d *demoControl) SetDemoSettings(s console.DemoSettings) {
+func (d *control) set(s Settings) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.s = s
@@ -46,13 +53,13 @@ var demoErrors = []struct {
 // until ctx ends: it answers after the configured latency, fails the
 // configured share of requests, and answers 503 to all during an outage.
 // It returns the URL to deliver to.
-func serveFlaky(ctx context.Context, control *demoControl) (string, error) {
+func serveFlaky(ctx context.Context, control *control) (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := control.DemoSettings()
+		s := control.settings()
 		if s.LatencyMs > 0 {
 			t := time.NewTimer(time.Duration(s.LatencyMs) * time.Millisecond)
 			select {

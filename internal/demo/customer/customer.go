@@ -1,10 +1,11 @@
-// Package democustomer is the demo inbox handler "customer-upsert": it
+// Package customer is the demo inbox handler "customer-upsert": it
 // creates a customer from an inbound event if none with that external id
-// exists, and updates it otherwise, in switchyard.demo_customers.
+// exists, and updates it otherwise, in switchyard_demo.customers (the
+// demo's own schema: internal/demo/demodb, which must be installed).
 //
 // "Create if absent" is a check-then-insert race: two events about a new
 // customer, applied at once (two events of one customer, two console
-// instances), both find no row and both insert. demo_customers.external_id
+// instances), both find no row and both insert. customers.external_id
 // is deliberately not unique, so Upsert serialises the race the way a
 // schema without such a constraint must: an advisory lock on the external
 // id (internal/advisory) before the check.
@@ -15,7 +16,7 @@
 //
 // where "version" is optional; when present, it orders the customer's
 // events (the inbox's out-of-order resolution, entity "customer/<id>").
-package democustomer
+package customer
 
 import (
 	"context"
@@ -27,9 +28,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchyard/switchyard/internal/advisory"
+	"github.com/switchyard/switchyard/internal/demo/demodb"
 	"github.com/switchyard/switchyard/internal/inbox"
 	"github.com/switchyard/switchyard/internal/outbox"
-	"github.com/switchyard/switchyard/internal/queries"
 )
 
 // Name is the handler's name in the inbox registry.
@@ -101,11 +102,11 @@ func Registration(cfg Config) inbox.Registration {
 // any number of concurrent callers for one id, exactly one creates: the
 // check-then-insert runs under the advisory lock on the id (see the package
 // documentation), taken and used in one statement, so one round trip does
-// it all (migrations/00025_demo_customer_upsert.sql). A lock not granted
+// it all (internal/demo/demodb/schema.sql). A lock not granted
 // within lockTimeout returns an error wrapping advisory.ErrLockTimeout.
 func Upsert(ctx context.Context, tx pgx.Tx, c Customer, lockTimeout time.Duration) (bool, error) {
 	key := advisory.Key(lockNamespace, c.ID)
-	created, err := queries.New(tx).DemoCustomerUpsert(ctx, queries.DemoCustomerUpsertParams{
+	created, err := demodb.New(tx).CustomerUpsert(ctx, demodb.CustomerUpsertParams{
 		LockKey: key, TimeoutMs: advisory.TimeoutMillis(lockTimeout), ExternalID: c.ID, Name: c.Name, Email: c.Email,
 	})
 	if err := advisory.Classify(err, key, lockTimeout); err != nil {

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -12,17 +12,17 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/switchyard/switchyard/internal/demo/demodb"
 	"github.com/switchyard/switchyard/internal/destination"
 	"github.com/switchyard/switchyard/internal/destination/webhook"
 	"github.com/switchyard/switchyard/internal/outbox"
-	"github.com/switchyard/switchyard/internal/queries"
 )
 
 var demoCustomers = []string{"ada", "grace", "alan", "barbara", "edsger", "margaret", "ken", "radia"}
 
 // runOrders writes orders at the configured rate until ctx ends: each
 // order and its outbox event in one transaction, as a real service would.
-func runOrders(ctx context.Context, pool *pgxpool.Pool, control *demoControl, logger *slog.Logger) {
+func runOrders(ctx context.Context, pool *pgxpool.Pool, control *control, logger *slog.Logger) {
 	var owed float64
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -32,7 +32,7 @@ func runOrders(ctx context.Context, pool *pgxpool.Pool, control *demoControl, lo
 			return
 		case <-tick.C:
 		}
-		owed += control.DemoSettings().OrdersPerSecond / 10
+		owed += control.settings().OrdersPerSecond / 10
 		n := int(owed)
 		owed -= float64(n)
 		if n == 0 {
@@ -52,12 +52,12 @@ func writeOrders(ctx context.Context, pool *pgxpool.Pool, n int) error {
 		for range n {
 			customer := demoCustomers[rand.IntN(len(demoCustomers))]
 			amount := int64(500 + rand.IntN(20000))
-			order, err := queries.New(tx).DemoOrderInsert(ctx, queries.DemoOrderInsertParams{Customer: customer, AmountCents: amount})
+			order, err := demodb.New(tx).OrderInsert(ctx, demodb.OrderInsertParams{Customer: customer, AmountCents: amount})
 			if err != nil {
 				return fmt.Errorf("insert order: %w", err)
 			}
 			body, _ := json.Marshal(map[string]any{"order_id": order.ID, "customer": customer, "amount_cents": amount, "created_at": order.CreatedAt})
-			m := outbox.Message{Topic: "order.created", Destination: demoDestination, Payload: body}
+			m := outbox.Message{Topic: "order.created", Destination: Destination, Payload: body}
 			if rand.IntN(2) == 0 { // half are ordered per customer
 				m.AggregateType, m.AggregateID = "customer", customer
 			}
@@ -71,7 +71,7 @@ func writeOrders(ctx context.Context, pool *pgxpool.Pool, n int) error {
 // runWebhooks sends signed customer events to the console's own inbox at
 // the configured rate until ctx ends, with duplicates (the same event id
 // again) and out-of-order versions (a newer version before an older one).
-func runWebhooks(ctx context.Context, inboxURL, secret string, control *demoControl, logger *slog.Logger) {
+func runWebhooks(ctx context.Context, inboxURL, secret string, control *control, logger *slog.Logger) {
 	sender, err := webhook.New(webhook.Config{URL: inboxURL, Secret: secret, Timeout: 5 * time.Second})
 	if err != nil {
 		logger.Error("demo: webhook sender", slog.Any("error", err))
@@ -87,7 +87,7 @@ func runWebhooks(ctx context.Context, inboxURL, secret string, control *demoCont
 			return
 		case <-tick.C:
 		}
-		owed += control.DemoSettings().InboxPerSecond / 10
+		owed += control.settings().InboxPerSecond / 10
 		for ; owed >= 1 && ctx.Err() == nil; owed-- {
 			for _, ev := range nextCustomerEvents(versions) {
 				if _, err := sender.Deliver(ctx, ev); err != nil && ctx.Err() == nil {

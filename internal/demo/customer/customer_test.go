@@ -1,8 +1,10 @@
-package democustomer
+package customer
 
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,11 +16,21 @@ import (
 
 	"github.com/switchyard/switchyard/internal/advisory"
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/demo/demodb"
+	"github.com/switchyard/switchyard/internal/destination/webhook"
 	"github.com/switchyard/switchyard/internal/inbox"
 	"github.com/switchyard/switchyard/internal/queries"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// setup returns a pool on a fresh database with the demo schema installed.
+func setup(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	pool := dbtest.New(t)
+	require.NoError(t, demodb.Install(context.Background(), pool))
+	return pool
+}
 
 // 50 concurrent "create if absent" calls for one customer, each in its own
 // transaction, all begun before any is released: exactly one inserts.
@@ -33,6 +45,7 @@ func TestConcurrentCreateIfAbsentInsertsOnce(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	ctx := context.Background()
+	require.NoError(t, demodb.Install(ctx, pool))
 	start := make(chan struct{})
 	begun := make(chan error, n) // each transaction reports that it began (or could not)
 	var created atomic.Int64
@@ -71,7 +84,7 @@ func TestConcurrentCreateIfAbsentInsertsOnce(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, int64(1), created.Load())
 	var rows int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM switchyard.demo_customers WHERE external_id = 'cus_1'`).Scan(&rows))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM switchyard_demo.customers WHERE external_id = 'cus_1'`).Scan(&rows))
 	require.Equal(t, 1, rows)
 }
 
@@ -79,7 +92,7 @@ func TestConcurrentCreateIfAbsentInsertsOnce(t *testing.T) {
 // the outbox in the same transaction; the entity version orders events.
 func TestRegistrationThroughTheInbox(t *testing.T) {
 	t.Parallel()
-	pool := dbtest.New(t)
+	pool := setup(t)
 	ctx := context.Background()
 	require.NoError(t, queries.New(pool).DestinationUpsert(ctx, queries.DestinationUpsertParams{
 		Name: "crm", Kind: "function", RetryBaseMs: 1000, RetryCapMs: 600000, MaxAttempts: 12,
@@ -97,7 +110,7 @@ func TestRegistrationThroughTheInbox(t *testing.T) {
 	require.Equal(t, inbox.OutcomeProcessed, receive("e3", `{"customer":{"id":"cus_9","name":"Ada L."},"version":3}`))
 	require.Equal(t, inbox.OutcomeStale, receive("e2", `{"customer":{"id":"cus_9","name":"Old"},"version":2}`))
 	var name string
-	require.NoError(t, pool.QueryRow(ctx, `SELECT name FROM switchyard.demo_customers WHERE external_id = 'cus_9'`).Scan(&name))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT name FROM switchyard_demo.customers WHERE external_id = 'cus_9'`).Scan(&name))
 	require.Equal(t, "Ada L.", name)
 	var topics []string
 	rows, err := pool.Query(ctx, `SELECT topic FROM switchyard.outbox ORDER BY id`)
@@ -116,7 +129,7 @@ func TestRegistrationThroughTheInbox(t *testing.T) {
 // a second Upsert updates.
 func TestUpsertWaitsForTheCustomersLock(t *testing.T) {
 	t.Parallel()
-	pool := dbtest.New(t)
+	pool := setup(t)
 	ctx := context.Background()
 	holder, err := pool.Begin(ctx)
 	require.NoError(t, err)
@@ -142,7 +155,67 @@ func TestUpsertWaitsForTheCustomersLock(t *testing.T) {
 	require.False(t, upsert("Ada L."), "the second updates")
 	var name string
 	var rows int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT max(name), count(*) FROM switchyard.demo_customers WHERE external_id = 'cus_7'`).Scan(&name, &rows))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT max(name), count(*) FROM switchyard_demo.customers WHERE external_id = 'cus_7'`).Scan(&name, &rows))
 	require.Equal(t, "Ada L.", name)
 	require.Equal(t, 1, rows)
+}
+
+// The same event accepted by two receivers (two console instances) on one
+// database, 50 times at once: the customer is written once, one event is
+// processed, and the other 49 count as duplicates. (Before the demo left
+// the core, cmd/console ran this against two console processes.)
+func TestSameEventToTwoReceiversAppliesOnce(t *testing.T) {
+	t.Parallel()
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	ctx := context.Background()
+	url := dbtest.NewURL(t)
+	var receivers []*inbox.Receiver
+	var pool *pgxpool.Pool
+	for range 2 {
+		p, err := pgxpool.New(ctx, url)
+		require.NoError(t, err)
+		t.Cleanup(p.Close)
+		pool = p
+		verifier, err := inbox.NewVerifier(inbox.SchemeStandardWebhooks, []string{secret}, time.Minute)
+		require.NoError(t, err)
+		receivers = append(receivers, inbox.NewReceiver(inbox.ReceiverConfig{
+			Pool: p, Handlers: inbox.Registry{Name: Registration(Config{})},
+			Sources: []inbox.Source{{Name: "crm", Scheme: inbox.SchemeStandardWebhooks, Verifier: verifier, Handler: Name}},
+		}))
+	}
+	require.NoError(t, demodb.Install(ctx, pool))
+	body := []byte(`{"customer": {"id": "cus_42", "name": "Ada"}, "version": 1}`)
+	now := time.Now()
+	sig, err := webhook.Sign(secret, "evt_42", now, body)
+	require.NoError(t, err)
+	headers := http.Header{}
+	headers.Set("webhook-id", "evt_42")
+	headers.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
+	headers.Set("webhook-signature", sig)
+
+	const n = 50
+	start := make(chan struct{})
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			_, err := receivers[i%2].Accept(ctx, "crm", headers, body)
+			errs <- err
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	count := func(query string) int {
+		var c int
+		require.NoError(t, pool.QueryRow(ctx, query).Scan(&c))
+		return c
+	}
+	require.Equal(t, 1, count(`SELECT count(*) FROM switchyard_demo.customers WHERE external_id = 'cus_42'`))
+	require.Equal(t, 1, count(`SELECT count(*) FROM switchyard.inbox_events WHERE status = 'processed'`))
+	require.Equal(t, n-1, count(`SELECT sum(count) FROM switchyard.inbox_duplicates WHERE source = 'crm'`))
 }
