@@ -1,7 +1,8 @@
-// Command console is Switchyard's one binary: the web console and, in later
-// subcommands, the dispatcher and tools. This package is the composition
-// root: it reads configuration, wires the packages together and handles
-// signals; it holds no logic of its own.
+// Command console is Switchyard's one binary: the web console (serve), the
+// dispatcher (dispatch), the demo (internal/demo), the benchmarks
+// (internal/bench) and the administrative commands (migrate, user, audit).
+// This package is the composition root: it reads configuration, wires the
+// packages together and handles signals; it holds no logic of its own.
 package main
 
 import (
