@@ -19,9 +19,9 @@ type DemoPanel interface {
 	// Render is the panel inside page, its form carrying csrfToken;
 	// saved: a change was just applied.
 	Render(page templates.Page, csrfToken string, saved bool) templ.Component
-	// Apply applies the panel's submitted form. Its only errors refuse
-	// the input, in a sentence to show.
-	Apply(form url.Values) error
+	// Apply applies the panel's submitted form and returns "", or
+	// refuses it with a sentence to show, changing nothing.
+	Apply(form url.Values) (refusal string)
 }
 
 // demoShow renders the demo panel.
@@ -36,8 +36,8 @@ func (h *Handler) demoUpdate(c echo.Context) error {
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, "The form could not be read.")
 	}
-	if err := h.deps.DemoPanel.Apply(form); err != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, err.Error())
+	if refusal := h.deps.DemoPanel.Apply(form); refusal != "" {
+		return echo.NewHTTPError(http.StatusBadRequest, refusal)
 	}
 	return c.Redirect(http.StatusSeeOther, "/demo?saved=1")
 }

@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"errors"
 	"net/url"
 	"strconv"
 
@@ -35,26 +34,26 @@ func (p *Panel) Render(page templates.Page, csrfToken string, saved bool) templ.
 	})
 }
 
-// Apply applies the panel's submitted form. Its only errors refuse the
-// input, in a sentence to show the operator; nothing changes then.
-func (p *Panel) Apply(form url.Values) error {
+// Apply applies the panel's submitted form and returns "", or refuses it
+// with a sentence to show the operator, and changes nothing.
+func (p *Panel) Apply(form url.Values) (refusal string) {
 	orders, err1 := strconv.ParseFloat(form.Get("orders_per_second"), 64)
 	inbox, err2 := strconv.ParseFloat(form.Get("inbox_per_second"), 64)
 	failure, err3 := strconv.Atoi(form.Get("failure_percent"))
 	latency, err4 := strconv.Atoi(form.Get("latency_ms"))
 	switch {
 	case err1 != nil || orders < 0 || orders > 2000:
-		return errors.New("Orders per second: a number from 0 to 2000.")
+		return "Orders per second: a number from 0 to 2000."
 	case err2 != nil || inbox < 0 || inbox > 200:
-		return errors.New("Webhooks per second: a number from 0 to 200.")
+		return "Webhooks per second: a number from 0 to 200."
 	case err3 != nil || failure < 0 || failure > 100:
-		return errors.New("Failure rate: a whole percentage from 0 to 100.")
+		return "Failure rate: a whole percentage from 0 to 100."
 	case err4 != nil || latency < 0 || latency > 30000:
-		return errors.New("Latency: milliseconds from 0 to 30000.")
+		return "Latency: milliseconds from 0 to 30000."
 	}
 	p.control.set(Settings{
 		OrdersPerSecond: orders, InboxPerSecond: inbox, FailurePercent: failure, LatencyMs: latency,
 		Outage: form.Get("outage") == "on",
 	})
-	return nil
+	return ""
 }
