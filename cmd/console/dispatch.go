@@ -40,6 +40,7 @@ func startDispatcher(ctx context.Context, db *database, cfg config, logger *slog
 	if err := notifier.Start(ctx); err != nil {
 		return nil, err
 	}
+	logger = logger.With(slog.String("component", "dispatcher"))
 	routes := registry.New(db.pool, registry.Config{
 		Owner: owner, Metrics: metrics, Logger: logger, Changed: notifier.Poke,
 		Getenv: cfg.getenv, NATSURL: cfg.natsURL,
@@ -53,7 +54,6 @@ func startDispatcher(ctx context.Context, db *database, cfg config, logger *slog
 		// Not fatal: a console may run before any destination exists.
 		logger.Warn("no destinations configured: the dispatcher has nothing to deliver to")
 	}
-	logger = logger.With(slog.String("component", "dispatcher"))
 	d := outbox.New(db.pool, outbox.Config{
 		Owner: owner, Workers: cfg.workers, LeaseDuration: cfg.lease, Routes: initial,
 		Logger: logger, Metrics: metrics, Changed: notifier.Poke,
