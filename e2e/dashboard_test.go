@@ -141,6 +141,17 @@ func TestDemoRunsAndItsPanelChangesIt(t *testing.T) {
 	require.NoError(t, expect.Locator(page.GetByTestId("inbox-sources")).ToContainText("demo-shop", playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(20000)}))
 	screenshot(t, page, "demo-dashboard")
 
+	// The demo's signed webhooks are applied by its customer-upsert
+	// handler, into the schema `console demo` created for itself.
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	require.NoError(t, err)
+	defer pool.Close()
+	require.Eventually(t, func() bool {
+		var n int
+		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM switchyard_demo.customers`).Scan(&n)
+		return err == nil && n > 0
+	}, 30*time.Second, 50*time.Millisecond, "customers written by the demo's inbox handler")
+
 	require.NoError(t, page.GetByTestId("demo-link").Click())
 	require.NoError(t, expect.Page(page).ToHaveURL(p.URL+"/demo"))
 	require.NoError(t, page.Locator(`input[name="outage"]`).Check())

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"flag"
 	"strings"
+
+	"github.com/switchyard/switchyard/internal/bench"
 )
 
 // parseBenchArgs is parseInterleaved for `console bench`: it parses the
@@ -13,9 +15,6 @@ import (
 // flag of the same name: `console bench dispatch --workers 8` sets the
 // bench's workers. Everything after "--" is the bench's.
 func parseBenchArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	bench := newBenchFlags(&benchOptions{})
-	inboxBench := newInboxBenchFlags(&inboxBenchOptions{})
-	replayBench := newReplayBenchFlags(&replayBenchOptions{})
 	var console, rest []string
 	for i := 0; i < len(args); i++ {
 		if args[i] == "--" { // the rest is the bench's, as flag.Parse would have it
@@ -24,7 +23,7 @@ func parseBenchArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		name, hasValue, isFlag := splitFlagArg(args[i])
 		f := fs.Lookup(name)
-		if !isFlag || f == nil || bench.Lookup(name) != nil || inboxBench.Lookup(name) != nil || replayBench.Lookup(name) != nil {
+		if !isFlag || f == nil || bench.DefinesFlag(name) {
 			rest = append(rest, args[i])
 			continue
 		}

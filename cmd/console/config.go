@@ -29,9 +29,6 @@ type config struct {
 	lease           time.Duration // dispatcher and bulk replay lease duration
 	natsURL         string
 	inboxMaxBody    int64 // bytes; larger inbox requests get 413
-	// demoCustomerDestination receives the customer-upsert handler's
-	// outbox messages; "": none.
-	demoCustomerDestination string
 	// demo signs every loopback visitor in as a demo admin, with a banner;
 	// refused on any address but loopback.
 	demo bool
@@ -67,7 +64,6 @@ var settings = []setting{
 	{"lease", "SWITCHYARD_LEASE", "30s", "how long a dispatcher holds a claimed message, and a bulk replay runner a job, before another may take it over"},
 	{"nats-url", "SWITCHYARD_NATS_URL", "nats://127.0.0.1:4222", "NATS server for JetStream destinations"},
 	{"inbox-max-body", "SWITCHYARD_INBOX_MAX_BODY", "1048576", "largest request body POST /inbox/{source} accepts, in bytes (larger: 413)"},
-	{"demo-customer-destination", "SWITCHYARD_DEMO_CUSTOMER_DESTINATION", "", "destination that receives the customer-upsert inbox handler's customer.created/updated messages (empty: none)"},
 	{"demo", "SWITCHYARD_DEMO", "false", "demo mode: sign every visitor from this machine in as a demo admin (loopback --listen only; a banner says so)"},
 	{"allowed-hosts", "SWITCHYARD_ALLOWED_HOSTS", "", "comma-separated host names the console answers to (empty: any; demo mode: loopback names only)"},
 	{"secure-cookies", "SWITCHYARD_SECURE_COOKIES", "false", "the console is reached over HTTPS (directly or through a proxy): cookies are Secure with the __Host- prefix"},
@@ -147,7 +143,6 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 	if cfg.inboxMaxBody, err = strconv.ParseInt(*values["inbox-max-body"], 10, 64); err != nil || cfg.inboxMaxBody < 1 {
 		return cfg, fmt.Errorf("invalid inbox max body %q: want a number of bytes, 1 or more", *values["inbox-max-body"])
 	}
-	cfg.demoCustomerDestination = *values["demo-customer-destination"]
 	return cfg, parseAccess(&cfg, values, flags)
 }
 

@@ -2,138 +2,41 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"path/filepath"
-	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/internal/pgembed"
-	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/internal/postgres"
 )
 
-// minServerVersion is the oldest PostgreSQL the console supports: xid8 and
-// pg_snapshot, which the live feed reads behind, arrived in 13.
-const minServerVersion = 130000
-
-// connectTimeout bounds reaching the database at start, so a wrong
-// DATABASE_URL fails in seconds with one clear line.
-const connectTimeout = 5 * time.Second
-
 // database is the console's connection pool and, without DATABASE_URL, the
-// embedded server behind it.
+// embedded server behind it (internal/postgres opens both).
 type database struct {
 	pool    *pgxpool.Pool
 	cluster *pgembed.Cluster // nil when DATABASE_URL is used
+	db      *postgres.DB
 }
 
-// embeddedSettings tune the embedded server for what Switchyard does all
-// day: many small transactions committing at once (inbox events, enqueues,
-// finalizes), each waiting for its WAL flush. With commit_delay a
-// committing backend waits up to 1 ms, when at least two other
-// transactions are active, so that one flush covers the commits that
-// arrive meanwhile (group commit). In the inbox bench on the shared 2-core
-// machine it raised throughput about 10 % at 24 to 32 senders (with 2 ms,
-// flushes fell from 9,836 to 1,879 for 20,000 events; BENCHMARKS.md,
-// Inbox). Its cost falls on transactions that NOTIFY, which hold the
-// notification queue's lock through their flush: at 1,000 enqueues a
-// second, each with its NOTIFY, the median enqueue-to-delivery rose from
-// 7.6 to 8.8 ms (p99 unchanged, about 21 ms); offered 2,000 a second, the
-// dispatcher delivered about 5 % fewer. Durability is unchanged: no
-// commit is acknowledged before its flush. It has no effect with fsync
-// off. A server of your own (DATABASE_URL) keeps its settings.
-var embeddedSettings = map[string]string{
-	"commit_delay":    "1000",
-	"commit_siblings": "2",
+// databaseConfig is where cfg says the database is.
+func databaseConfig(cfg config) postgres.Config {
+	return postgres.Config{
+		URL: cfg.databaseURL, DataDir: cfg.dataDir, BinDir: cfg.pgBinDir, SearchRoots: cfg.pgSearchRoots,
+		// Each dispatcher worker holds a connection while it claims or
+		// finalizes, besides the web handlers and the listener.
+		MaxConns: int32(max(8, 2*cfg.workers+4)),
+	}
 }
 
 // openDatabase connects to DATABASE_URL, or starts the embedded server in
 // the data directory and connects to it.
 func openDatabase(ctx context.Context, cfg config, logger *slog.Logger) (*database, error) {
-	db := &database{}
-	dsn := cfg.databaseURL
-	if dsn == "" {
-		cluster, err := pgembed.Start(ctx, pgembed.Config{
-			DataDir:     filepath.Join(cfg.dataDir, "pg"),
-			BinDir:      cfg.pgBinDir,
-			SearchRoots: cfg.pgSearchRoots,
-			Settings:    embeddedSettings,
-			Logger:      logger.With(slog.String("component", "embedded_postgres")),
-		})
-		if err != nil {
-			return nil, fmt.Errorf("start embedded PostgreSQL: %w", err)
-		}
-		db.cluster, dsn = cluster, cluster.DSN()
-	}
-	if err := db.connect(ctx, dsn, cfg); err != nil {
-		db.Close()
+	db, err := postgres.Open(ctx, databaseConfig(cfg), logger)
+	if err != nil {
 		return nil, err
 	}
-	return db, nil
-}
-
-func (db *database) connect(ctx context.Context, dsn string, cfg config) error {
-	poolCfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return fmt.Errorf("invalid DATABASE_URL: %w", err)
-	}
-	poolCfg.ConnConfig.ConnectTimeout = connectTimeout
-	if !strings.Contains(dsn, "pool_max_conns") {
-		// Each dispatcher worker holds a connection while it claims or
-		// finalizes, besides the web handlers and the listener.
-		poolCfg.MaxConns = int32(max(8, 2*cfg.workers+4))
-	}
-	poolCfg.ConnConfig.RuntimeParams["application_name"] = "switchyard-console"
-	if db.pool, err = pgxpool.NewWithConfig(ctx, poolCfg); err != nil {
-		return fmt.Errorf("open database pool: %w", err)
-	}
-	pingCtx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
-	version, err := queries.New(db.pool).ServerVersionNum(pingCtx)
-	if err != nil {
-		return fmt.Errorf("cannot reach the database at %s:%d (database %q): %w",
-			poolCfg.ConnConfig.Host, poolCfg.ConnConfig.Port, poolCfg.ConnConfig.Database, flatError{err})
-	}
-	if version < minServerVersion {
-		return fmt.Errorf("PostgreSQL %d is too old: the console needs 13 or newer", version/10000)
-	}
-	return nil
-}
-
-// flatError shows pgx's multi-line connect error (one line per attempt,
-// often the same twice: with and without TLS) as one line of distinct
-// causes, so the operator sees a single clear line; errors.Is and errors.As
-// still see the original.
-type flatError struct{ err error }
-
-func (f flatError) Unwrap() error { return f.err }
-
-func (f flatError) Error() string {
-	msg := f.err.Error()
-	if inner := errors.Unwrap(f.err); inner != nil {
-		msg = inner.Error() // drop pgx's "failed to connect to `user=...`" preamble
-	}
-	var parts []string
-	seen := map[string]bool{}
-	for _, line := range strings.Split(msg, "\n") {
-		line = strings.TrimSpace(line)
-		if line != "" && !seen[line] {
-			seen[line] = true
-			parts = append(parts, line)
-		}
-	}
-	return strings.Join(parts, "; ")
+	return &database{pool: db.Pool, cluster: db.Cluster, db: db}, nil
 }
 
 // Close closes the pool, then stops the embedded server if there is one.
-func (db *database) Close() {
-	if db.pool != nil {
-		db.pool.Close()
-	}
-	if db.cluster != nil {
-		_ = db.cluster.Stop()
-	}
-}
+func (db *database) Close() { db.db.Close() }

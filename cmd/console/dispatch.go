@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard/switchyard/internal/changefeed"
+	"github.com/switchyard/switchyard/internal/destination/registry"
 	"github.com/switchyard/switchyard/internal/outbox"
 )
 
@@ -40,23 +40,26 @@ func startDispatcher(ctx context.Context, db *database, cfg config, logger *slog
 	if err := notifier.Start(ctx); err != nil {
 		return nil, err
 	}
-	routeSet := newRouteSet(db.pool, cfg, owner, metrics, logger, notifier.Poke)
-	routes, _, err := routeSet.sync(ctx)
+	logger = logger.With(slog.String("component", "dispatcher"))
+	routes := registry.New(db.pool, registry.Config{
+		Owner: owner, Metrics: metrics, Logger: logger, Changed: notifier.Poke,
+		Getenv: cfg.getenv, NATSURL: cfg.natsURL,
+	})
+	initial, _, err := routes.Sync(ctx)
 	if err != nil {
 		notifier.Stop()
 		return nil, err
 	}
-	if len(routes) == 0 {
+	if len(initial) == 0 {
 		// Not fatal: a console may run before any destination exists.
 		logger.Warn("no destinations configured: the dispatcher has nothing to deliver to")
 	}
-	logger = logger.With(slog.String("component", "dispatcher"))
 	d := outbox.New(db.pool, outbox.Config{
-		Owner: owner, Workers: cfg.workers, LeaseDuration: cfg.lease, Routes: routes,
+		Owner: owner, Workers: cfg.workers, LeaseDuration: cfg.lease, Routes: initial,
 		Logger: logger, Metrics: metrics, Changed: notifier.Poke,
 	})
 	if err := d.Start(ctx); err != nil {
-		routeSet.close()
+		routes.Close()
 		notifier.Stop()
 		return nil, err
 	}
@@ -64,39 +67,15 @@ func startDispatcher(ctx context.Context, db *database, cfg config, logger *slog
 	reloaded := make(chan struct{})
 	go func() {
 		defer close(reloaded)
-		reloadRoutes(reloadCtx, d, routeSet, logger)
+		routes.Watch(reloadCtx, d.SetRoutes)
 	}()
-	logger.Info("dispatcher started", slog.Int("workers", cfg.workers), slog.Int("destinations", len(routes)))
+	logger.Info("dispatcher started", slog.Int("workers", cfg.workers), slog.Int("destinations", len(initial)))
 	return func() {
 		stopReload()
 		<-reloaded
 		d.Stop()
-		routeSet.close()
+		routes.Close()
 		notifier.Stop()
 		logger.Info("dispatcher stopped")
 	}, nil
-}
-
-// reloadRoutes keeps the dispatcher's routes in step with
-// switchyard.destinations until ctx ends.
-func reloadRoutes(ctx context.Context, d *outbox.Dispatcher, routes *routeSet, logger *slog.Logger) {
-	tick := time.NewTicker(routesReloadInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		next, changed, err := routes.sync(qctx)
-		cancel()
-		switch {
-		case err != nil && ctx.Err() == nil:
-			logger.Warn("reload destinations failed; keeping the current routes", slog.Any("error", err))
-		case err == nil && changed:
-			d.SetRoutes(next)
-			logger.Info("destinations reloaded", slog.Int("destinations", len(next)))
-		}
-	}
 }

@@ -1,7 +1,8 @@
-// Command console is Switchyard's one binary: the web console and, in later
-// subcommands, the dispatcher and tools. This package is the composition
-// root: it reads configuration, wires the packages together and handles
-// signals; it holds no logic of its own.
+// Command console is Switchyard's one binary: the web console (serve), the
+// dispatcher (dispatch), the demo (internal/demo), the benchmarks
+// (internal/bench) and the administrative commands (migrate, user, audit).
+// This package is the composition root: it reads configuration, wires the
+// packages together and handles signals; it holds no logic of its own.
 package main
 
 import (
@@ -13,6 +14,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/switchyard/switchyard/internal/bench"
 )
 
 func main() {
@@ -43,11 +46,11 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 	case "serve":
 		err = serve(ctx, cfg, logger)
 	case "demo":
-		err = demo(ctx, cfg, logger)
+		err = demoCommand(ctx, cfg, logger)
 	case "dispatch":
 		err = dispatch(ctx, cfg, logger)
 	case "bench":
-		err = benchCommand(ctx, cfg, cfg.args, logger, stdout)
+		err = bench.Run(ctx, bench.Config{Database: databaseConfig(cfg)}, cfg.args, logger, stdout)
 	case "migrate":
 		err = migrateCommand(ctx, cfg, logger, stdout)
 	case "user":

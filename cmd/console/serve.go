@@ -39,7 +39,8 @@ type serveExtras interface {
 	prepare(ctx context.Context, pool *pgxpool.Pool, cfg *config) error
 	// start runs once everything is wired; baseURL is the console's.
 	start(ctx context.Context, pool *pgxpool.Pool, baseURL string)
-	demoControl() console.DemoControl
+	inboxHandlers() inbox.Registry
+	demoPanel() console.DemoPanel
 }
 
 // serveWith is serve with extras (nil: none).
@@ -57,12 +58,12 @@ func serveWith(ctx context.Context, cfg config, logger *slog.Logger, extras serv
 	}
 	defer db.Close()
 	defer migrator.Close()
-	var demoControl console.DemoControl
+	var demoPanel console.DemoPanel
 	if extras != nil {
 		if err := extras.prepare(ctx, db.pool, &cfg); err != nil {
 			return err
 		}
-		demoControl = extras.demoControl()
+		demoPanel = extras.demoPanel()
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -94,10 +95,11 @@ func serveWith(ctx context.Context, cfg config, logger *slog.Logger, extras serv
 		return err
 	}
 	defer replays.Stop()
-	receiver, err := newInboxReceiver(ctx, db.pool, cfg, registry, logger.With(slog.String("component", "inbox")), notifier.Poke)
+	receiver, stopInbox, err := newInboxReceiver(ctx, db.pool, cfg, inboxHandlers(extras), registry, logger.With(slog.String("component", "inbox")), notifier.Poke)
 	if err != nil {
 		return err
 	}
+	defer stopInbox()
 	// The dashboard's statistics: one leader per cluster computes them;
 	// every viewer reads the stored snapshot (internal/stats).
 	statsService := stats.New(db.pool, stats.Config{Owner: outbox.DefaultOwner(), Logger: logger.With(slog.String("component", "stats"))})
@@ -105,7 +107,7 @@ func serveWith(ctx context.Context, cfg config, logger *slog.Logger, extras serv
 		return err
 	}
 	defer statsService.Stop()
-	e, err := newWeb(db, migrator, hub, logger, registry, receiver, cfg, access{accounts: accounts, guard: guard, notify: notifier.Poke}, demoControl)
+	e, err := newWeb(db, migrator, hub, logger, registry, receiver, cfg, access{accounts: accounts, guard: guard, notify: notifier.Poke}, demoPanel)
 	if err != nil {
 		return err
 	}
@@ -222,7 +224,7 @@ type access struct {
 }
 
 // newWeb wires the console's handlers into a configured echo instance.
-func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logger *slog.Logger, registry *prometheus.Registry, receiver *inbox.Receiver, cfg config, acc access, demo console.DemoControl) (*echo.Echo, error) {
+func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logger *slog.Logger, registry *prometheus.Registry, receiver *inbox.Receiver, cfg config, acc access, demo console.DemoPanel) (*echo.Echo, error) {
 	assets, err := static.New()
 	if err != nil {
 		return nil, fmt.Errorf("load static assets: %w", err)

@@ -69,7 +69,7 @@ type Deps struct {
 	Stats StatsSource
 	// DemoPanel is the running `console demo`; nil otherwise (no demo
 	// panel).
-	DemoPanel DemoControl
+	DemoPanel DemoPanel
 	// Notify is called after an action commits, which appended changes to
 	// the feed (its audit row, at least): a changefeed.Notifier's Poke.
 	// Optional; it must not block.

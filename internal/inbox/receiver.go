@@ -6,11 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchyard/switchyard/internal/queries"
 )
 
 // Errors of Receiver.Accept, besides ErrSignature, ErrHandler and
@@ -57,9 +62,23 @@ type Source struct {
 
 // ReceiverConfig configures NewReceiver.
 type ReceiverConfig struct {
-	Pool     *pgxpool.Pool
+	Pool *pgxpool.Pool
+	// Sources are the sources to start with; Load and Watch replace them
+	// with switchyard.inbox_sources.
 	Sources  []Source
 	Handlers Registry
+	// Getenv reads the signing secrets that inbox_sources rows name
+	// (secret_refs), for Load and Watch; nil: every secret is empty.
+	Getenv func(string) string
+	// ReloadInterval is how often Watch rereads switchyard.inbox_sources;
+	// 0: DefaultReloadInterval.
+	ReloadInterval time.Duration
+	// Reloaded, when set, is called after Load replaced the sources with
+	// ones that differ from before. It must not block.
+	Reloaded func()
+	// Logger reports misconfigured sources and failed reloads; nil:
+	// discard.
+	Logger *slog.Logger
 	// Metrics; nil: not recorded.
 	Metrics *Metrics
 	// Now is the clock for signature timestamps; nil: time.Now.
@@ -71,10 +90,15 @@ type ReceiverConfig struct {
 }
 
 // Receiver turns signed requests of configured sources into Receive calls.
-// It is safe for concurrent use.
+// It is safe for concurrent use; its sources may be replaced (Load, Watch)
+// while requests are accepted.
 type Receiver struct {
 	cfg     ReceiverConfig
-	sources map[string]Source
+	sources atomic.Pointer[map[string]Source]
+	// rows are the inbox_sources rows the sources were last loaded
+	// from; guarded by loadMu, which serialises Load.
+	rows   map[string]queries.SwitchyardInboxSource
+	loadMu sync.Mutex
 }
 
 // NewReceiver returns a Receiver for cfg's sources. A source naming an
@@ -89,25 +113,45 @@ func NewReceiver(cfg ReceiverConfig) *Receiver {
 	if cfg.Changed == nil {
 		cfg.Changed = func() {}
 	}
-	r := &Receiver{cfg: cfg, sources: make(map[string]Source, len(cfg.Sources))}
-	for _, s := range cfg.Sources {
-		if _, ok := cfg.Handlers[s.Handler]; !ok && s.Problem == nil {
+	if cfg.Getenv == nil {
+		cfg.Getenv = func(string) string { return "" }
+	}
+	if cfg.ReloadInterval <= 0 {
+		cfg.ReloadInterval = DefaultReloadInterval
+	}
+	if cfg.Reloaded == nil {
+		cfg.Reloaded = func() {}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Receiver{cfg: cfg}
+	r.setSources(cfg.Sources)
+	return r
+}
+
+// setSources replaces the sources, checking that each names a registered
+// handler and has a verifier.
+func (r *Receiver) setSources(list []Source) {
+	sources := make(map[string]Source, len(list))
+	for _, s := range list {
+		if _, ok := r.cfg.Handlers[s.Handler]; !ok && s.Problem == nil {
 			s.Problem = fmt.Errorf("no handler named %q is registered", s.Handler)
 		}
 		if s.Verifier == nil && s.Problem == nil {
 			s.Problem = errors.New("no signature verifier")
 		}
-		r.sources[s.Name] = s
-		cfg.Metrics.init(s.Name)
+		sources[s.Name] = s
+		r.cfg.Metrics.init(s.Name)
 	}
-	return r
+	r.sources.Store(&sources)
 }
 
 // Accept verifies a request to source on its raw body, parses it and
 // receives the event. headers are the request's; the ones worth keeping
 // are stored with the event.
 func (r *Receiver) Accept(ctx context.Context, source string, headers http.Header, body []byte) (Result, error) {
-	src, ok := r.sources[source]
+	src, ok := (*r.sources.Load())[source]
 	if !ok {
 		return Result{}, fmt.Errorf("%w: %q", ErrUnknownSource, source)
 	}

@@ -96,22 +96,6 @@ type SwitchyardDeliveryStat struct {
 	LatencyMsSum float64
 }
 
-type SwitchyardDemoCustomer struct {
-	ID         int64
-	ExternalID string
-	Name       string
-	Email      string
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
-}
-
-type SwitchyardDemoOrder struct {
-	ID          int64
-	Customer    string
-	AmountCents int64
-	CreatedAt   time.Time
-}
-
 type SwitchyardDestination struct {
 	Name                string
 	Kind                string

@@ -1,0 +1,375 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/internal/postgres"
+)
+
+// benchOptions are the flags of `console bench dispatch`.
+type benchOptions struct {
+	messages     int           // drain mode: messages seeded before the dispatcher starts
+	aggregates   int           // messages spread over this many aggregates; 0: unordered
+	workers      int           // dispatcher workers
+	batch        int           // outbox.Config.BatchSize
+	perAggregate int           // outbox.Config.AggregateBatch
+	destination  string        // noop or http
+	concurrency  int           // the destination's bulkhead (switchyard.destinations.concurrency)
+	rate         int           // offered-load mode when > 0: enqueues per second
+	seconds      int           // offered-load mode: how long to enqueue
+	enqueuers    int           // offered-load mode: concurrent enqueuing transactions
+	wake         string        // offered-load mode: after each commit, notify, local or none
+	timeout      time.Duration // bounds the measured phase
+	cpuProfile   string        // where to write a CPU profile of the measured phase; "": none
+}
+
+// newBenchFlags defines the bench's flags on a FlagSet of their own: they
+// are the bench's, not the console's (the console's --workers, for one,
+// means something else).
+func newBenchFlags(o *benchOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("console bench dispatch", flag.ContinueOnError)
+	// Errors are returned, and printed once by the caller; help is printed
+	// by printBenchUsage.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.IntVar(&o.messages, "messages", 200000, "drain mode: messages to seed, then drain")
+	fs.IntVar(&o.aggregates, "aggregates", 1000, "aggregates the messages are spread over, each delivered in order (0: unordered messages)")
+	fs.IntVar(&o.workers, "workers", 4, "dispatcher workers (the console's default)")
+	fs.IntVar(&o.batch, "batch", 100, "the dispatcher's BatchSize: most deliveries (a message, or an aggregate's messages in order) one worker holds in flight, and so one claim leases")
+	fs.IntVar(&o.perAggregate, "aggregate-batch", 32, "the dispatcher's AggregateBatch: most messages of one aggregate a claim leases together")
+	fs.StringVar(&o.destination, "destination", "noop", "noop (an in-process function) or http (a signed webhook to a local receiver)")
+	fs.IntVar(&o.concurrency, "concurrency", 16, "the destination's bulkhead: most deliveries in flight (the destinations table's default)")
+	fs.IntVar(&o.rate, "rate", 0, "offered-load mode: transactional enqueues per second while dispatching (0: drain mode)")
+	fs.IntVar(&o.seconds, "seconds", 10, "offered-load mode: how many seconds to enqueue for")
+	fs.IntVar(&o.enqueuers, "enqueuers", 16, "offered-load mode: concurrent enqueuing transactions")
+	fs.StringVar(&o.wake, "wake", "notify", "offered-load mode: after each commit, notify (outbox.Notify: NOTIFY through PostgreSQL, which wakes dispatchers in any process), local (Dispatcher.Wake, in-process only) or none (the dispatcher polls)")
+	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up when the measured phase takes longer")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the measured phase to this file (go tool pprof)")
+	return fs
+}
+
+// printBenchUsage writes the bench's help.
+func printBenchUsage(w io.Writer) {
+	fs := newBenchFlags(&benchOptions{})
+	fs.SetOutput(w)
+	fmt.Fprint(w, `Usage: console bench dispatch [flags]
+
+Runs the dispatcher against a fresh database of its own (created on the
+server, dropped at the end) and prints one JSON object as its last line.
+Drain mode seeds --messages, then times their delivery; offered-load mode
+(--rate) enqueues at that rate for --seconds and reports latency.
+
+Flags:
+`)
+	fs.PrintDefaults()
+}
+
+// parseBenchOptions parses and checks the bench's flags.
+func parseBenchOptions(args []string) (benchOptions, error) {
+	var o benchOptions
+	fs := newBenchFlags(&o)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case o.destination != "noop" && o.destination != "http":
+		return o, fmt.Errorf("invalid destination %q: want noop or http", o.destination)
+	case o.wake != "notify" && o.wake != "local" && o.wake != "none":
+		return o, fmt.Errorf("invalid wake %q: want notify, local or none", o.wake)
+	case o.workers < 1 || o.batch < 1 || o.perAggregate < 1 || o.concurrency < 1 || o.enqueuers < 1:
+		return o, errors.New("--workers, --batch, --aggregate-batch, --concurrency and --enqueuers must be 1 or more")
+	case o.aggregates < 0 || o.rate < 0 || o.timeout <= 0:
+		return o, errors.New("--aggregates and --rate must be 0 or more, --timeout positive")
+	case o.rate == 0 && o.messages < 1:
+		return o, errors.New("--messages must be 1 or more")
+	case o.rate > 0 && o.seconds < 1:
+		return o, errors.New("--seconds must be 1 or more with --rate")
+	}
+	if o.rate > 0 {
+		o.messages = o.rate * o.seconds
+	}
+	return o, nil
+}
+
+// Config is what every bench needs from the console: where its database
+// server is (each bench works in a database of its own on that server).
+type Config struct {
+	Database postgres.Config
+}
+
+// Run runs `console bench <args>`: dispatch, inbox, pages, replay, sse or
+// viewers (and sse-clients, the child process bench sse starts: it
+// re-executes the running program, which must be the console). Progress
+// goes to logger; out receives one JSON object, the result, as its last
+// line. -h prints the help to out.
+func Run(ctx context.Context, cfg Config, args []string, logger *slog.Logger, out io.Writer) error {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+		printBenchUsage(out)
+		printInboxBenchUsage(out)
+		printPagesBenchUsage(out)
+		printReplayBenchUsage(out)
+		return nil
+	}
+	if len(args) == 0 {
+		args = []string{""}
+	}
+	var result any
+	var err error
+	switch args[0] {
+	case "inbox":
+		result, err = runInboxBench(ctx, cfg, args[1:], logger)
+	case "pages":
+		result, err = runPagesBench(ctx, cfg, args[1:], logger)
+	case "dispatch":
+		result, err = runDispatchBench(ctx, cfg, args[1:], logger)
+	case "sse":
+		result, err = runSSEBench(ctx, cfg, args[1:], logger)
+	case "sse-clients": // the child process of bench sse
+		return runSSEClients(ctx, args[1:], out)
+	case "viewers":
+		result, err = runViewersBench(ctx, cfg, args[1:], logger)
+	case "replay":
+		result, err = runReplayBench(ctx, cfg, args[1:], logger)
+	default:
+		return errors.New("bench: want `console bench dispatch|inbox|pages|replay|sse|viewers [flags]` (see console bench -h)")
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		switch args[0] {
+		case "inbox":
+			printInboxBenchUsage(out)
+		case "pages":
+			printPagesBenchUsage(out)
+		case "replay":
+			printReplayBenchUsage(out)
+		default:
+			printBenchUsage(out)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	line, err := json.Marshal(result)
+	if err != nil {
+		return fmt.Errorf("bench %s: encode the result: %w", args[0], err)
+	}
+	if _, err := fmt.Fprintf(out, "%s\n", line); err != nil {
+		return fmt.Errorf("bench %s: write the result: %w", args[0], err)
+	}
+	return nil
+}
+
+// runDispatchBench parses the flags of `console bench dispatch` and runs
+// it; -h gives an error wrapping flag.ErrHelp.
+func runDispatchBench(ctx context.Context, cfg Config, args []string, logger *slog.Logger) (any, error) {
+	opts, err := parseBenchOptions(args)
+	if err != nil {
+		return nil, fmt.Errorf("bench dispatch: %w", err)
+	}
+	result, err := benchDispatch(ctx, cfg, opts, logger)
+	if err != nil {
+		return nil, fmt.Errorf("bench dispatch: %w", err)
+	}
+	return result, nil
+}
+
+// runInboxBench is runDispatchBench for `console bench inbox`.
+func runInboxBench(ctx context.Context, cfg Config, args []string, logger *slog.Logger) (any, error) {
+	opts, err := parseInboxBenchOptions(args)
+	if err != nil {
+		return nil, fmt.Errorf("bench inbox: %w", err)
+	}
+	result, err := benchInbox(ctx, cfg, opts, logger)
+	if err != nil {
+		return nil, fmt.Errorf("bench inbox: %w", err)
+	}
+	return result, nil
+}
+
+// benchResult is the JSON line `console bench dispatch` prints. Fields
+// without omitempty are the contract BENCHMARKS.md and scripts read.
+type benchResult struct {
+	Messages             int     `json:"messages"`
+	Aggregates           int     `json:"aggregates"`
+	Workers              int     `json:"workers"`
+	Batch                int     `json:"batch"`
+	AggregateBatch       int     `json:"aggregate_batch"`
+	Destination          string  `json:"destination"`
+	Mode                 string  `json:"mode"`    // drain or offered
+	Seconds              float64 `json:"seconds"` // the measured phase
+	MessagesPerSec       float64 `json:"messages_per_sec"`
+	P50Ms                float64 `json:"p50_ms"` // enqueue (created_at) to accepted by the destination
+	P99Ms                float64 `json:"p99_ms"`
+	MaxMs                float64 `json:"max_ms"`
+	RoundTripsPerMessage float64 `json:"round_trips_per_message"`
+	RoundTripsMethod     string  `json:"round_trips_method"`
+	// Offered-load mode only.
+	OfferedPerSec  int     `json:"offered_per_sec,omitempty"`
+	EnqueuedPerSec float64 `json:"enqueued_per_sec,omitempty"`
+	Wake           string  `json:"wake,omitempty"`
+	// Drain mode only: how long seeding took (not measured).
+	SeedSeconds float64 `json:"seed_seconds,omitempty"`
+	Concurrency int     `json:"concurrency"`
+	// Database is "created" (a fresh database, dropped afterwards) or
+	// "in_place" (the role may not create databases; the configured
+	// database's empty outbox was used and cleaned afterwards).
+	Database string `json:"database"`
+	CPUs     int    `json:"cpus"`
+	// LoadAverage is /proc/loadavg's 1, 5 and 15 minute figures at the
+	// start: on a shared machine, how busy it was with other work.
+	LoadAverage string        `json:"load_average,omitempty"`
+	Settings    benchSettings `json:"settings"`
+}
+
+// benchSettings are the server settings that decide what a commit costs.
+type benchSettings struct {
+	ServerVersion     string `json:"server_version"`
+	Embedded          bool   `json:"embedded"`
+	Fsync             string `json:"fsync"`
+	SynchronousCommit string `json:"synchronous_commit"`
+	FullPageWrites    string `json:"full_page_writes"`
+	SharedBuffers     string `json:"shared_buffers"`
+	WalSyncMethod     string `json:"wal_sync_method"`
+	MaxConnections    string `json:"max_connections"`
+	CommitDelay       string `json:"commit_delay"`
+	CommitSiblings    string `json:"commit_siblings"`
+}
+
+// benchEnv is where every bench runs: a database of its own (see
+// openBenchTarget) on the configured server or the embedded one, with the
+// machine's load average from before it began and the server settings
+// that decide what a commit costs, for the JSON line.
+type benchEnv struct {
+	db     *postgres.DB
+	target *benchTarget
+	load   string
+	server benchSettings
+}
+
+// openBenchEnv opens the database (DATABASE_URL or the embedded default)
+// and the bench's own database on it; close removes both again.
+func openBenchEnv(ctx context.Context, cfg Config, opts benchOptions, logger *slog.Logger) (*benchEnv, error) {
+	env := &benchEnv{load: loadAverage()}
+	var err error
+	if env.db, err = postgres.Open(ctx, cfg.Database, logger); err != nil {
+		return nil, err
+	}
+	if env.target, err = openBenchTarget(ctx, env.db, opts, logger); err != nil {
+		env.db.Close()
+		return nil, err
+	}
+	if env.server, err = readBenchSettings(ctx, env.target, env.db.Cluster != nil); err != nil {
+		env.close(ctx, logger)
+		return nil, err
+	}
+	return env, nil
+}
+
+func (e *benchEnv) close(ctx context.Context, logger *slog.Logger) {
+	e.target.close(ctx, logger)
+	e.db.Close()
+}
+
+// benchDispatch runs one dispatch bench in a database of its own.
+func benchDispatch(ctx context.Context, cfg Config, opts benchOptions, logger *slog.Logger) (benchResult, error) {
+	env, err := openBenchEnv(ctx, cfg, opts, logger)
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer env.close(ctx, logger)
+	target := env.target
+	bench, err := newBenchRun(ctx, target, opts, logger)
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer bench.close()
+	var m benchMeasurement
+	if opts.rate > 0 {
+		m, err = bench.offered(ctx)
+	} else {
+		m, err = bench.drain(ctx)
+	}
+	if err != nil {
+		return benchResult{}, err
+	}
+	r := m.result(opts, target, env.server)
+	r.LoadAverage = env.load
+	return r, nil
+}
+
+// loadAverage returns the machine's load averages, or "" where
+// /proc/loadavg does not exist.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) < 3 {
+		return ""
+	}
+	return strings.Join(fields[:3], " ")
+}
+
+func readBenchSettings(ctx context.Context, target *benchTarget, embedded bool) (benchSettings, error) {
+	s := benchSettings{Embedded: embedded}
+	err := target.pool.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('fsync'),
+		current_setting('synchronous_commit'), current_setting('full_page_writes'),
+		current_setting('shared_buffers'), current_setting('wal_sync_method'), current_setting('max_connections'),
+		current_setting('commit_delay'), current_setting('commit_siblings')`).
+		Scan(&s.ServerVersion, &s.Fsync, &s.SynchronousCommit, &s.FullPageWrites, &s.SharedBuffers, &s.WalSyncMethod, &s.MaxConnections,
+			&s.CommitDelay, &s.CommitSiblings)
+	if err != nil {
+		return s, fmt.Errorf("read server settings: %w", err)
+	}
+	s.ServerVersion, _, _ = strings.Cut(s.ServerVersion, " ") // "15.14 (Debian 15.14-0+deb12u1)"
+	return s, nil
+}
+
+// result assembles the JSON line from a measurement.
+func (m benchMeasurement) result(opts benchOptions, target *benchTarget, server benchSettings) benchResult {
+	r := benchResult{
+		Messages: m.messages, Aggregates: opts.aggregates, Workers: opts.workers, Batch: opts.batch, AggregateBatch: opts.perAggregate,
+		Destination: opts.destination, Mode: "drain", Seconds: benchRound(m.elapsed.Seconds(), 3),
+		MessagesPerSec:       benchRound(float64(m.messages)/m.elapsed.Seconds(), 0),
+		P50Ms:                benchMillis(m.latency.percentile(0.50)),
+		P99Ms:                benchMillis(m.latency.percentile(0.99)),
+		MaxMs:                benchMillis(m.latency.percentile(1)),
+		RoundTripsPerMessage: benchRound(float64(m.statements)/float64(m.messages), 3),
+		RoundTripsMethod:     roundTripsMethod,
+		SeedSeconds:          benchRound(m.seed.Seconds(), 3),
+		Concurrency:          opts.concurrency,
+		Database:             "created",
+		CPUs:                 runtime.NumCPU(),
+		Settings:             server,
+	}
+	if !target.created {
+		r.Database = "in_place"
+	}
+	if opts.rate > 0 {
+		r.Mode, r.OfferedPerSec, r.Wake = "offered", opts.rate, opts.wake
+		r.EnqueuedPerSec = benchRound(float64(m.messages)/m.enqueueing.Seconds(), 0)
+	}
+	return r
+}
+
+// DefinesFlag reports whether the dispatch, inbox or replay bench defines a
+// flag of that name: `console bench` leaves such a flag to the bench even
+// where the console has one of the same name (--workers).
+func DefinesFlag(name string) bool {
+	return newBenchFlags(&benchOptions{}).Lookup(name) != nil ||
+		newInboxBenchFlags(&inboxBenchOptions{}).Lookup(name) != nil ||
+		newReplayBenchFlags(&replayBenchOptions{}).Lookup(name) != nil
+}

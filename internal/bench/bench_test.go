@@ -1,0 +1,208 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/outbox"
+	"github.com/switchyard/switchyard/internal/pgembed"
+	"github.com/switchyard/switchyard/internal/postgres"
+)
+
+// benchJSONKeys are the keys the issue and BENCHMARKS.md rely on.
+var benchJSONKeys = []string{"messages", "aggregates", "workers", "batch", "destination", "mode", "seconds",
+	"messages_per_sec", "p50_ms", "p99_ms", "round_trips_per_message", "round_trips_method", "settings"}
+
+// runBench runs `console bench <args>` on the database server of cfg and
+// returns the parsed last line of its output.
+func runBench(t *testing.T, cfg Config, args ...string) (benchResult, error) {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
+	var out bytes.Buffer
+	if err := Run(context.Background(), cfg, args, logger, &out); err != nil {
+		return benchResult{}, err
+	}
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	last := lines[len(lines)-1]
+	t.Log(last)
+	var keys map[string]any
+	require.NoError(t, json.Unmarshal([]byte(last), &keys), "the last line is one JSON object")
+	for _, k := range benchJSONKeys {
+		require.Contains(t, keys, k)
+	}
+	var res benchResult
+	require.NoError(t, json.Unmarshal([]byte(last), &res))
+	return res, nil
+}
+
+// The bench runs in the test's database (the test role may not create
+// databases), measures sane figures, and leaves no row behind.
+func TestBenchDispatchInPlace(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		args []string
+		mode string
+		want int
+	}{
+		{"noop ordered", []string{"--messages", "2000", "--aggregates", "50", "--workers", "2"}, "drain", 2000},
+		{"noop unordered", []string{"--messages", "1000", "--aggregates", "0", "--workers", "2", "--batch", "100"}, "drain", 1000},
+		{"http ordered", []string{"--messages", "500", "--aggregates", "20", "--workers", "2", "--destination", "http"}, "drain", 500},
+		{"offered load", []string{"--rate", "200", "--seconds", "2", "--aggregates", "50", "--workers", "2"}, "offered", 400},
+		{"offered load, local wake", []string{"--rate", "100", "--seconds", "1", "--workers", "2", "--wake", "local"}, "offered", 100},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			url := dbtest.NewURL(t)
+			res, err := runBench(t, Config{Database: postgres.Config{URL: url}}, append([]string{"dispatch"}, tc.args...)...)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, res.Messages)
+			require.Equal(t, tc.mode, res.Mode)
+			require.Equal(t, "in_place", res.Database)
+			require.Positive(t, res.MessagesPerSec)
+			require.Positive(t, res.RoundTripsPerMessage)
+			require.GreaterOrEqual(t, res.P50Ms, 0.0)
+			require.GreaterOrEqual(t, res.P99Ms, res.P50Ms)
+			require.GreaterOrEqual(t, res.MaxMs, res.P99Ms)
+			require.NotEmpty(t, res.Settings.ServerVersion)
+			require.Equal(t, "off", res.Settings.Fsync, "dbtest's cluster runs with fsync off")
+			require.False(t, res.Settings.Embedded)
+			requireNoBenchRows(t, url)
+		})
+	}
+}
+
+// requireNoBenchRows checks that an in-place bench removed everything it
+// wrote.
+func requireNoBenchRows(t *testing.T, url string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	for _, table := range []string{"outbox", "outbox_attempts", "outbox_aggregates", "destinations", "dispatchers", "delivery_stats"} {
+		var n int
+		require.NoError(t, conn.QueryRow(ctx, "SELECT count(*) FROM switchyard."+table).Scan(&n))
+		require.Zero(t, n, "rows left in switchyard.%s", table)
+	}
+}
+
+// In place, an outbox that already holds messages is refused and left as
+// it was.
+func TestBenchDispatchRefusesBusyOutbox(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := dbtest.NewURL(t)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	defer pool.Close()
+	require.NoError(t, upsertBenchDestination(ctx, pool, benchDestinationRow("app", 16)))
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := outbox.Enqueue(ctx, tx, outbox.Message{Topic: "t", Destination: "app", Payload: []byte(`{}`)})
+		return err
+	}))
+	_, err = runBench(t, Config{Database: postgres.Config{URL: url}}, "dispatch", "--messages", "10")
+	require.ErrorContains(t, err, "already holds outbox messages")
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM switchyard.outbox").Scan(&n))
+	require.Equal(t, 1, n)
+}
+
+// Against the embedded default the bench creates a database of its own on
+// the server, reports the server's real settings, and drops the database.
+func TestBenchDispatchEmbeddedCreatesAndDropsItsDatabase(t *testing.T) {
+	t.Parallel()
+	data := filepath.Join(dataParent(t), "data")
+	res, err := runBench(t, Config{Database: postgres.Config{DataDir: data}}, "dispatch", "--messages", "500", "--aggregates", "10", "--workers", "2")
+	require.NoError(t, err)
+	require.Equal(t, "created", res.Database)
+	require.True(t, res.Settings.Embedded)
+	require.Equal(t, "on", res.Settings.Fsync, "the embedded default keeps fsync on")
+	require.Equal(t, 500, res.Messages)
+
+	ctx := context.Background()
+	cluster, err := pgembed.Start(ctx, pgembed.Config{DataDir: filepath.Join(data, "pg")})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, cluster.Stop()) }()
+	conn, err := pgx.Connect(ctx, cluster.DSN())
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var left int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname LIKE 'switchyard\_bench\_%'`).Scan(&left))
+	require.Zero(t, left, "the bench database was dropped")
+	var migrated bool
+	require.NoError(t, conn.QueryRow(ctx, `SELECT to_regclass('switchyard.outbox') IS NOT NULL`).Scan(&migrated))
+	require.False(t, migrated, "the bench migrated only its own database, not the console's")
+}
+
+func TestBenchCommandRejectsBadArguments(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		nil,
+		{"enqueue"},
+		{"dispatch", "--destination", "smtp"},
+		{"dispatch", "--workers", "0"},
+		{"dispatch", "--rate", "100", "--seconds", "0"},
+		{"dispatch", "--rate", "100", "--wake", "shout"},
+		{"dispatch", "extra"},
+		{"dispatch", "--no-such-flag"},
+	} {
+		_, err := runBench(t, Config{Database: postgres.Config{URL: "postgres://127.0.0.1:1/none"}}, args...)
+		require.Error(t, err, "%q", args)
+		require.NotContains(t, err.Error(), "cannot reach the database", "%q is refused before connecting", args)
+	}
+}
+
+func TestBenchCommandHelp(t *testing.T) {
+	t.Parallel()
+	cfg := Config{}
+	var out bytes.Buffer
+	require.NoError(t, Run(context.Background(), cfg, []string{"dispatch", "-h"}, slog.New(slog.DiscardHandler), &out))
+	require.Contains(t, out.String(), "--messages")
+	require.Contains(t, out.String(), "--rate")
+}
+
+// TestBenchDispatchReal runs the real benchmark when SWITCHYARD_BENCH=1:
+// on DATABASE_URL if set, else the embedded default (fsync on) in
+// SWITCHYARD_BENCH_DATA (default: a new temporary directory), with the
+// bench flags in SWITCHYARD_BENCH_ARGS.
+// The JSON line is logged and appended to SWITCHYARD_BENCH_OUT if set.
+//
+//	SWITCHYARD_BENCH=1 SWITCHYARD_BENCH_ARGS="--destination http" \
+//	    go test -run TestBenchDispatchReal -v -timeout 30m ./internal/bench
+func TestBenchDispatchReal(t *testing.T) {
+	if os.Getenv("SWITCHYARD_BENCH") != "1" {
+		t.Skip("set SWITCHYARD_BENCH=1 to run the real benchmark")
+	}
+	cfg := Config{Database: postgres.Config{URL: os.Getenv("DATABASE_URL")}}
+	if cfg.Database.URL == "" {
+		cfg.Database.DataDir = os.Getenv("SWITCHYARD_BENCH_DATA")
+		if cfg.Database.DataDir == "" {
+			cfg.Database.DataDir = filepath.Join(dataParent(t), "data")
+		}
+	}
+	args := append([]string{"dispatch"}, strings.Fields(os.Getenv("SWITCHYARD_BENCH_ARGS"))...)
+	res, err := runBench(t, cfg, args...)
+	require.NoError(t, err)
+	line, err := json.Marshal(res)
+	require.NoError(t, err)
+	if path := os.Getenv("SWITCHYARD_BENCH_OUT"); path != "" {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		require.NoError(t, err)
+		_, err = f.Write(append(line, '\n'))
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+	}
+}

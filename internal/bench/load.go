@@ -1,0 +1,316 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchyard/switchyard/internal/outbox"
+)
+
+// benchSeedBatch is how many messages one seeding transaction enqueues (by
+// COPY: Enqueue copies batches of 64 or more).
+const benchSeedBatch = 5000
+
+// benchFinalizeWait bounds the wait, after the destination has accepted
+// every message, for the dispatcher to record the last of them delivered.
+const benchFinalizeWait = time.Minute
+
+// benchMeasurement is what one measured phase observed.
+type benchMeasurement struct {
+	messages   int
+	elapsed    time.Duration // the measured phase
+	seed       time.Duration // drain mode: seeding, before the measured phase
+	enqueueing time.Duration // offered-load mode: first enqueue to last commit
+	statements int64         // sent by the dispatcher during the measured phase
+	latency    durations
+}
+
+// drain seeds the messages, then times the dispatcher from its start until
+// no message is pending.
+func (b *benchRun) drain(ctx context.Context) (benchMeasurement, error) {
+	m := benchMeasurement{messages: b.opts.messages}
+	start := time.Now()
+	if err := b.seed(ctx); err != nil {
+		return m, err
+	}
+	m.seed = time.Since(start)
+	b.logger.Info("seeded; draining", slog.Int("messages", m.messages), slog.Int("aggregates", b.opts.aggregates),
+		slog.Duration("seed_time", m.seed.Round(time.Millisecond)))
+	stopProfile, err := startCPUProfile(b.opts.cpuProfile)
+	if err != nil {
+		return m, err
+	}
+	defer stopProfile()
+	start = time.Now()
+	if err := b.dispatcher.Start(ctx); err != nil {
+		return m, fmt.Errorf("start the dispatcher: %w", err)
+	}
+	if err := b.waitDelivered(ctx, start, nil); err != nil {
+		return m, err
+	}
+	m.elapsed, m.statements = time.Since(start), b.statements.n.Load()
+	if err := stopProfile(); err != nil {
+		return m, err
+	}
+	return b.finish(ctx, m)
+}
+
+// seed enqueues the messages in transactions of benchSeedBatch, then
+// refreshes the planner's statistics, as autovacuum would have by the time
+// a real backlog of this size is drained.
+func (b *benchRun) seed(ctx context.Context) error {
+	dest := b.target.destinationName()
+	for first := 0; first < b.opts.messages; first += benchSeedBatch {
+		msgs := make([]outbox.Message, min(benchSeedBatch, b.opts.messages-first))
+		for i := range msgs {
+			msgs[i] = benchMessage(dest, first+i, b.opts.aggregates)
+		}
+		err := pgx.BeginFunc(ctx, b.target.pool, func(tx pgx.Tx) error {
+			_, err := outbox.Enqueue(ctx, tx, msgs...)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("seed messages %d to %d: %w", first, first+len(msgs)-1, err)
+		}
+	}
+	if _, err := b.target.pool.Exec(ctx, `ANALYZE switchyard.outbox`); err != nil {
+		return fmt.Errorf("analyze the seeded outbox: %w", err)
+	}
+	return nil
+}
+
+// benchMessage is the i-th message: a small JSON payload, in aggregate
+// i mod aggregates (none when aggregates is 0).
+func benchMessage(dest string, i, aggregates int) outbox.Message {
+	m := outbox.Message{
+		Topic: "bench.order.updated", Destination: dest,
+		Payload: fmt.Appendf(nil, `{"seq":%d,"status":"paid","amount_cents":12990,"currency":"EUR"}`, i),
+	}
+	if aggregates > 0 {
+		m.AggregateType, m.AggregateID = "order", strconv.Itoa(i%aggregates)
+	}
+	return m
+}
+
+// offered enqueues at the offered rate while the dispatcher runs, and
+// times from the first enqueue until every message is delivered.
+func (b *benchRun) offered(ctx context.Context) (benchMeasurement, error) {
+	m := benchMeasurement{messages: b.opts.messages}
+	stopProfile, err := startCPUProfile(b.opts.cpuProfile)
+	if err != nil {
+		return m, err
+	}
+	defer stopProfile()
+	if err := b.dispatcher.Start(ctx); err != nil {
+		return m, fmt.Errorf("start the dispatcher: %w", err)
+	}
+	offerCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	b.logger.Info("offering load", slog.Int("per_sec", b.opts.rate), slog.Int("seconds", b.opts.seconds), slog.String("wake", b.opts.wake))
+	start := time.Now()
+	failed := make(chan error, 1)
+	done := make(chan struct{})
+	var took time.Duration // written before done is closed
+	go func() {
+		defer close(done)
+		if err := b.offer(offerCtx, start); err != nil {
+			failed <- err
+		}
+		took = time.Since(start)
+	}()
+	err = b.waitDelivered(ctx, start, failed)
+	m.elapsed, m.statements = time.Since(start), b.statements.n.Load()
+	cancel()
+	<-done
+	if err != nil {
+		return m, err
+	}
+	if err := stopProfile(); err != nil {
+		return m, err
+	}
+	m.enqueueing = took
+	return b.finish(ctx, m)
+}
+
+// offer enqueues message i, each in a transaction of its own, at
+// start + i/rate, on opts.enqueuers connections. When all of them are busy
+// the schedule slips; enqueued_per_sec shows it.
+func (b *benchRun) offer(ctx context.Context, start time.Time) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobs := make(chan int, b.opts.enqueuers)
+	var (
+		wg       sync.WaitGroup
+		once     sync.Once
+		firstErr error // set once, read after wg.Wait
+	)
+	for range b.opts.enqueuers {
+		wg.Go(func() {
+			for i := range jobs {
+				if err := b.enqueueOne(ctx, i); err != nil {
+					once.Do(func() { firstErr = err; cancel() })
+				}
+			}
+		})
+	}
+	err := b.pace(ctx, start, jobs)
+	close(jobs)
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return err
+}
+
+// pace hands out message numbers on schedule.
+func (b *benchRun) pace(ctx context.Context, start time.Time, jobs chan<- int) error {
+	for i := range b.opts.messages {
+		due := start.Add(time.Duration(i) * time.Second / time.Duration(b.opts.rate))
+		if wait := time.Until(due); wait > 0 {
+			timer := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return ctx.Err()
+			case <-timer.C:
+			}
+		}
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// enqueueOne commits message i in a transaction of its own, then wakes
+// the dispatcher as --wake says: through PostgreSQL (outbox.Notify, after
+// the commit, as a service in another process would), in-process, or not.
+func (b *benchRun) enqueueOne(ctx context.Context, i int) error {
+	msg := benchMessage(b.target.destinationName(), i, b.opts.aggregates)
+	err := pgx.BeginFunc(ctx, b.target.pool, func(tx pgx.Tx) error {
+		_, err := outbox.Enqueue(ctx, tx, msg)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("enqueue message %d: %w", i, err)
+	}
+	switch b.opts.wake {
+	case "notify":
+		if err := outbox.Notify(ctx, b.target.pool); err != nil {
+			return fmt.Errorf("notify after message %d: %w", i, err)
+		}
+	case "local":
+		b.dispatcher.Wake()
+	}
+	return nil
+}
+
+// waitDelivered waits until the destination has accepted every message and
+// the dispatcher has recorded them all delivered. It fails at the first
+// failed delivery (a bench counts only clean runs), on abort, or after
+// opts.timeout; it logs progress every few seconds.
+func (b *benchRun) waitDelivered(ctx context.Context, start time.Time, abort <-chan error) error {
+	progress := time.NewTicker(2 * time.Second)
+	defer progress.Stop()
+	deadline := time.NewTimer(b.opts.timeout)
+	defer deadline.Stop()
+	for {
+		select {
+		case <-b.recorder.all:
+			return b.waitFinalized(ctx)
+		case err := <-b.recorder.failure:
+			return fmt.Errorf("a delivery failed, and a bench counts only clean runs: %w", err)
+		case err := <-abort:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("timed out after %s with %d of %d messages delivered", b.opts.timeout, b.recorder.accepted.Load(), b.opts.messages)
+		case <-progress.C:
+			n := b.recorder.accepted.Load()
+			b.logger.Info("dispatching", slog.Int64("delivered", n), slog.Int("of", b.opts.messages),
+				slog.Int("per_sec", int(float64(n)/time.Since(start).Seconds())))
+		}
+	}
+}
+
+// waitFinalized polls until no bench message is pending: the destination
+// has accepted each, but the last batches may still be finalizing. The two
+// EXISTS match the outbox's two partial indexes on pending rows.
+func (b *benchRun) waitFinalized(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, benchFinalizeWait)
+	defer cancel()
+	for {
+		var pending bool
+		err := b.target.pool.QueryRow(ctx, `SELECT
+			EXISTS (SELECT 1 FROM switchyard.outbox WHERE state = 'pending' AND aggregate_id = '' AND destination = $1)
+			OR EXISTS (SELECT 1 FROM switchyard.outbox WHERE state = 'pending' AND aggregate_id <> '' AND destination = $1)`,
+			b.target.destinationName()).Scan(&pending)
+		if err != nil {
+			return fmt.Errorf("wait for the last messages to be finalized: %w", err)
+		}
+		if !pending {
+			return nil
+		}
+		timer := time.NewTimer(time.Millisecond)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return fmt.Errorf("wait for the last messages to be finalized: %w", ctx.Err())
+		case <-timer.C:
+		}
+	}
+}
+
+// finish stops the dispatcher, confirms with one count that every message
+// ended delivered, and collects the latencies.
+func (b *benchRun) finish(ctx context.Context, m benchMeasurement) (benchMeasurement, error) {
+	b.dispatcher.Stop()
+	var delivered, other int
+	err := b.target.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'delivered'), count(*) FILTER (WHERE state <> 'delivered')
+		FROM switchyard.outbox WHERE destination = $1`, b.target.destinationName()).Scan(&delivered, &other)
+	if err != nil {
+		return m, fmt.Errorf("count delivered messages: %w", err)
+	}
+	if delivered != m.messages || other != 0 {
+		return m, fmt.Errorf("%d of %d messages delivered, %d not", delivered, m.messages, other)
+	}
+	m.latency = b.recorder.sorted()
+	b.logger.Info("done", slog.Int("messages", m.messages), slog.Duration("elapsed", m.elapsed.Round(time.Millisecond)),
+		slog.Int("per_sec", int(float64(m.messages)/m.elapsed.Seconds())))
+	return m, nil
+}
+
+// startCPUProfile writes a Go CPU profile to path until stop is called
+// (stop may be called again; later calls do nothing). An empty path
+// profiles nothing.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("create the CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start the CPU profile: %w", err)
+	}
+	return sync.OnceValue(func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("write the CPU profile: %w", err)
+		}
+		return nil
+	}), nil
+}

@@ -1,0 +1,3 @@
+-- name: SchemaInstalled :one
+-- SchemaInstalled reports whether the demo's schema exists (Install).
+SELECT (to_regnamespace('switchyard_demo') IS NOT NULL)::boolean AS installed;
