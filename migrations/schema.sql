@@ -111,29 +111,6 @@ CREATE FUNCTION switchyard.audit_row_hash(prev bytea, r switchyard.audit_log) RE
 $$;
 
 --
--- Name: demo_customer_upsert(bigint, integer, text, text, text); Type: FUNCTION; Schema: switchyard; Owner: -
---
-
-CREATE FUNCTION switchyard.demo_customer_upsert(lock_key bigint, timeout_ms integer, p_external_id text, p_name text, p_email text) RETURNS boolean
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-    IF NOT pg_try_advisory_xact_lock(lock_key) THEN
-        PERFORM switchyard.advisory_xact_lock(lock_key, timeout_ms);
-    END IF;
-    INSERT INTO switchyard.demo_customers (external_id, name, email)
-    SELECT p_external_id, p_name, p_email
-    WHERE NOT EXISTS (SELECT 1 FROM switchyard.demo_customers c WHERE c.external_id = p_external_id);
-    IF FOUND THEN
-        RETURN true;
-    END IF;
-    UPDATE switchyard.demo_customers c SET name = p_name, email = p_email, updated_at = now()
-    WHERE c.external_id = p_external_id;
-    RETURN false;
-END;
-$$;
-
---
 -- Name: outbox_assign_seq(); Type: FUNCTION; Schema: switchyard; Owner: -
 --
 
@@ -345,56 +322,6 @@ CREATE TABLE switchyard.delivery_stats (
     retried integer DEFAULT 0 NOT NULL,
     dead integer DEFAULT 0 NOT NULL,
     latency_ms_sum double precision DEFAULT 0 NOT NULL
-);
-
---
--- Name: demo_customers; Type: TABLE; Schema: switchyard; Owner: -
---
-
-CREATE TABLE switchyard.demo_customers (
-    id bigint NOT NULL,
-    external_id text NOT NULL,
-    name text DEFAULT ''::text NOT NULL,
-    email text DEFAULT ''::text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
-);
-
---
--- Name: demo_customers_id_seq; Type: SEQUENCE; Schema: switchyard; Owner: -
---
-
-ALTER TABLE switchyard.demo_customers ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
-    SEQUENCE NAME switchyard.demo_customers_id_seq
-    START WITH 1
-    INCREMENT BY 1
-    NO MINVALUE
-    NO MAXVALUE
-    CACHE 1
-);
-
---
--- Name: demo_orders; Type: TABLE; Schema: switchyard; Owner: -
---
-
-CREATE TABLE switchyard.demo_orders (
-    id bigint NOT NULL,
-    customer text NOT NULL,
-    amount_cents bigint NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
-);
-
---
--- Name: demo_orders_id_seq; Type: SEQUENCE; Schema: switchyard; Owner: -
---
-
-ALTER TABLE switchyard.demo_orders ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
-    SEQUENCE NAME switchyard.demo_orders_id_seq
-    START WITH 1
-    INCREMENT BY 1
-    NO MINVALUE
-    NO MAXVALUE
-    CACHE 1
 );
 
 --
@@ -804,20 +731,6 @@ ALTER TABLE ONLY switchyard.delivery_stats
     ADD CONSTRAINT delivery_stats_pkey PRIMARY KEY (second, destination, topic, worker);
 
 --
--- Name: demo_customers demo_customers_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
---
-
-ALTER TABLE ONLY switchyard.demo_customers
-    ADD CONSTRAINT demo_customers_pkey PRIMARY KEY (id);
-
---
--- Name: demo_orders demo_orders_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
---
-
-ALTER TABLE ONLY switchyard.demo_orders
-    ADD CONSTRAINT demo_orders_pkey PRIMARY KEY (id);
-
---
 -- Name: destinations destinations_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
 --
 
@@ -992,12 +905,6 @@ CREATE UNIQUE INDEX changes_cursor ON switchyard.changes USING btree (xid, id);
 --
 
 CREATE INDEX dead_letter_groups_last ON switchyard.dead_letter_groups USING btree (last_dead_at DESC, fingerprint);
-
---
--- Name: demo_customers_external_id; Type: INDEX; Schema: switchyard; Owner: -
---
-
-CREATE INDEX demo_customers_external_id ON switchyard.demo_customers USING btree (external_id);
 
 --
 -- Name: idempotency_keys_expires; Type: INDEX; Schema: switchyard; Owner: -
