@@ -19,12 +19,15 @@ import (
 // 32 MiB memory budget (which used to be spooled to the temporary
 // directory, and kept there for good) sent to /login, /logout and the JSON
 // API, by a client without a session, find the console's TMPDIR empty
-// afterwards. And /metrics asks for its token.
+// afterwards. And /metrics is served on --metrics-listen only, behind its
+// token.
 func TestNoRequestLeavesATemporaryFile(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir()
+	metricsAddr := consoletest.FreeAddr(t)
 	p := consoletest.Serve(t, consoleBinary, []string{
-		"DATABASE_URL=" + dbtest.NewURL(t), "TMPDIR=" + tmp, "SWITCHYARD_METRICS_TOKEN=s3cret", "SWITCHYARD_WORKERS=0",
+		"DATABASE_URL=" + dbtest.NewURL(t), "TMPDIR=" + tmp, "SWITCHYARD_WORKERS=0",
+		"SWITCHYARD_METRICS_TOKEN=s3cret", "SWITCHYARD_METRICS_LISTEN=" + metricsAddr,
 	})
 	var body bytes.Buffer
 	w := multipart.NewWriter(&body)
@@ -49,8 +52,8 @@ func TestNoRequestLeavesATemporaryFile(t *testing.T) {
 	}
 	// The console has answered every request (the last one, after it): no
 	// handler is still writing a file.
-	metrics := func(authorization string) int {
-		req, err := http.NewRequest(http.MethodGet, p.URL+"/metrics", nil)
+	metrics := func(base, authorization string) int {
+		req, err := http.NewRequest(http.MethodGet, base+"/metrics", nil)
 		require.NoError(t, err)
 		if authorization != "" {
 			req.Header.Set("Authorization", authorization)
@@ -60,8 +63,9 @@ func TestNoRequestLeavesATemporaryFile(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	require.Equal(t, http.StatusUnauthorized, metrics(""))
-	require.Equal(t, http.StatusOK, metrics("Bearer s3cret"))
+	require.Equal(t, http.StatusNotFound, metrics(p.URL, "Bearer s3cret"))
+	require.Equal(t, http.StatusUnauthorized, metrics("http://"+metricsAddr, ""))
+	require.Equal(t, http.StatusOK, metrics("http://"+metricsAddr, "Bearer s3cret"))
 	left, err := os.ReadDir(tmp)
 	require.NoError(t, err)
 	require.Empty(t, left, "temporary files left behind")

@@ -8,8 +8,8 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/switchyard/switchyard/internal/console"
 	"github.com/switchyard/switchyard/internal/httpserver"
 )
 
@@ -28,8 +28,9 @@ func isLoopbackHost(host string) bool {
 }
 
 // metricsHidden reports whether the console's own address answers
-// /metrics 404: when they are served on an address of their own, or when
-// the console listens beyond loopback and no token guards them.
+// /metrics 404: when they are served on an address of their own (behind
+// the token there, if one is set), or when the console listens beyond
+// loopback and no token guards them.
 func (cfg config) metricsHidden() bool {
 	if cfg.web.metricsListen != "" {
 		return true
@@ -52,7 +53,7 @@ func serveMetrics(ctx context.Context, cfg config, loopback bool, registry *prom
 		return nil, fmt.Errorf("listen for metrics on %s: %w", cfg.web.metricsListen, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", console.MetricsHandler(registry, cfg.web.metricsToken))
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

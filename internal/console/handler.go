@@ -37,9 +37,9 @@ type Deps struct {
 	// Gatherer serves /metrics.
 	Gatherer prometheus.Gatherer
 	// MetricsToken, when set, is the bearer token GET /metrics asks for;
-	// MetricsHidden (without a token) answers it 404, for a console
-	// whose metrics are served elsewhere or not at all. Neither: public,
-	// which cmd/console allows only on loopback.
+	// MetricsHidden answers it 404, for a console whose metrics are
+	// served elsewhere or not at all. Neither: public, which cmd/console
+	// allows only on loopback.
 	MetricsToken  string
 	MetricsHidden bool
 	// Events serves GET /events, the live change stream: the process's

@@ -127,7 +127,8 @@ func TestMetricsAccess(t *testing.T) {
 		{"s3cret", false, "Bearer wrong", http.StatusUnauthorized},
 		{"s3cret", false, "Bearer ", http.StatusUnauthorized},
 		{"s3cret", false, "s3cret", http.StatusUnauthorized},
-		{"s3cret", true, "Bearer s3cret", http.StatusOK},
+		{"s3cret", false, "Bearer s3cret", http.StatusOK},
+		{"s3cret", true, "Bearer s3cret", http.StatusNotFound},
 	} {
 		h := console.New(console.Deps{Assets: assets, Gatherer: registry, MetricsToken: tc.token, MetricsHidden: tc.hidden})
 		e, err := httpserver.New(httpserver.Config{Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry()})

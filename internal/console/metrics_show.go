@@ -7,25 +7,38 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// metricsShow serves GET /metrics on the console's address: to anyone, to
-// bearers of Deps.MetricsToken when it is set, to nobody (404) when
-// Deps.MetricsHidden. The counts include sign-in successes and failures as
-// they happen: worth keeping from strangers.
+// metricsShow serves GET /metrics on the console's address: nobody (404)
+// when Deps.MetricsHidden, else MetricsHandler's answer. The counts include
+// sign-in successes and failures as they happen: worth keeping from
+// strangers.
 func (h *Handler) metricsShow(c echo.Context) error {
-	switch {
-	case h.deps.MetricsToken != "":
-		if !bearerIs(c.Request(), h.deps.MetricsToken) {
-			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
-			return echo.NewHTTPError(http.StatusUnauthorized, "Metrics need the metrics token (Authorization: Bearer).")
-		}
-	case h.deps.MetricsHidden:
+	if h.deps.MetricsHidden {
 		return echo.NewHTTPError(http.StatusNotFound)
 	}
-	promhttp.HandlerFor(h.deps.Gatherer, promhttp.HandlerOpts{}).ServeHTTP(c.Response(), c.Request())
+	MetricsHandler(h.deps.Gatherer, h.deps.MetricsToken).ServeHTTP(c.Response(), c.Request())
 	return nil
+}
+
+// MetricsHandler serves g's metrics in Prometheus's format: to anyone when
+// token is "", else only to requests with Authorization: Bearer token
+// (others get 401).
+func MetricsHandler(g prometheus.Gatherer, token string) http.Handler {
+	metrics := promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+	if token == "" {
+		return metrics
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !bearerIs(r, token) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
+			http.Error(w, "Metrics need the metrics token (Authorization: Bearer).", http.StatusUnauthorized)
+			return
+		}
+		metrics.ServeHTTP(w, r)
+	})
 }
 
 // bearerIs reports whether r carries Authorization: Bearer token. The
