@@ -59,11 +59,10 @@ func ErrorHandler(logger *slog.Logger, render ErrorRenderer) echo.HTTPErrorHandl
 	}
 }
 
-// wantsJSON reports whether r came from a program: the JSON API, a client
-// that accepts JSON, or one that sent JSON (a webhook sender refused
-// before its handler ran).
 func wantsJSON(r *http.Request) bool {
 	return strings.HasPrefix(r.URL.Path, "/api/") ||
 		strings.Contains(r.Header.Get("Accept"), "application/json") ||
+		// A program that sent JSON (a webhook sender refused before
+		// its handler ran) reads JSON back.
 		strings.HasPrefix(r.Header.Get("Content-Type"), "application/json")
 }
