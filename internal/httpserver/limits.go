@@ -69,10 +69,7 @@ func guardBody(limit func(c echo.Context) int64, streaming func(c echo.Context) 
 			defer removeMultipart(c)
 			req := c.Request()
 			if streaming != nil && streaming(c) {
-				rc := http.NewResponseController(c.Response())
-				// Not supported by test recorders, which have no deadline.
-				_ = rc.SetReadDeadline(time.Time{})
-				_ = rc.SetWriteDeadline(time.Time{})
+				liftDeadlines(c)
 			}
 			if isMultipart(req) {
 				return echo.NewHTTPError(http.StatusUnsupportedMediaType, "This console takes no uploads: send the form as application/x-www-form-urlencoded or JSON.")
@@ -97,6 +94,16 @@ func guardBody(limit func(c echo.Context) int64, streaming func(c echo.Context) 
 			return err
 		}
 	}
+}
+
+// liftDeadlines lifts the server's read and write deadlines from c's
+// connection. A read deadline left in place would also cancel the
+// request's context when it passes (net/http's background read fails).
+func liftDeadlines(c echo.Context) {
+	rc := http.NewResponseController(c.Response())
+	// Not supported by test recorders, which have no deadline.
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
 }
 
 func isMultipart(req *http.Request) bool {
