@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -61,7 +62,9 @@ func (h *Handler) require(need auth.Role, next echo.HandlerFunc) echo.HandlerFun
 		// hands it to another cookie.
 		hdr := c.Response().Header()
 		hdr.Set("Cache-Control", "no-store")
-		hdr.Add("Vary", "Cookie")
+		if !slices.Contains(hdr.Values("Vary"), "Cookie") { // the CSRF check may have said so
+			hdr.Add("Vary", "Cookie")
+		}
 		req := c.Request()
 		v := templates.Viewer{Name: p.Name, Role: p.Role.String(), Admin: p.Role.Allows(auth.Admin),
 			Demo: p.SessionID == 0, CSRFToken: httpserver.CSRFToken(c)}
