@@ -41,6 +41,9 @@ type config struct {
 	viewerPayloads bool
 	// sessionIdle and sessionMax end sessions (idle and absolute).
 	sessionIdle, sessionMax time.Duration
+	// web: the HTTP server's timeouts, connection caps and metrics
+	// (config_web.go).
+	web webConfig
 	// getenv reads the secrets that destinations name (secret_ref); the
 	// only environment access after start.
 	getenv func(string) string
@@ -70,6 +73,13 @@ var settings = []setting{
 	{"viewer-payloads", "SWITCHYARD_VIEWER_PAYLOADS", "false", "show message payloads to viewers (by default only operators and admins see them)"},
 	{"session-idle", "SWITCHYARD_SESSION_IDLE", "30m", "a session unused this long ends"},
 	{"session-max", "SWITCHYARD_SESSION_MAX", "12h", "a session ends this long after sign-in, used or not"},
+	{"read-timeout", "SWITCHYARD_READ_TIMEOUT", "30s", "longest a request may take to arrive, body included (the live stream excepted)"},
+	{"write-timeout", "SWITCHYARD_WRITE_TIMEOUT", "60s", "longest a response may take to be sent (the live stream bounds each write instead)"},
+	{"idle-timeout", "SWITCHYARD_IDLE_TIMEOUT", "2m", "how long a kept-alive connection may wait for its next request"},
+	{"max-conns-per-address", "SWITCHYARD_MAX_CONNS_PER_ADDRESS", "128", "most connections one client address may hold open; more are closed at once (behind a proxy, raise it to --max-conns)"},
+	{"max-conns", "SWITCHYARD_MAX_CONNS", "2048", "most connections open at once; more are closed at once"},
+	{"metrics-listen", "SWITCHYARD_METRICS_LISTEN", "", "serve /metrics on this address only, instead of the console's (empty: the console's); behind --metrics-token too, if set"},
+	{"metrics-token", "SWITCHYARD_METRICS_TOKEN", "", "/metrics asks for Authorization: Bearer TOKEN (empty: public on a loopback --listen, not served on others unless on --metrics-listen)"},
 	{"log-level", "SWITCHYARD_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"log-format", "SWITCHYARD_LOG_FORMAT", "text", "text or json"},
 	{"shutdown-timeout", "SWITCHYARD_SHUTDOWN_TIMEOUT", "10s", "how long requests in flight may take to finish at shutdown"},
@@ -142,6 +152,9 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 	cfg.natsURL = *values["nats-url"]
 	if cfg.inboxMaxBody, err = strconv.ParseInt(*values["inbox-max-body"], 10, 64); err != nil || cfg.inboxMaxBody < 1 {
 		return cfg, fmt.Errorf("invalid inbox max body %q: want a number of bytes, 1 or more", *values["inbox-max-body"])
+	}
+	if cfg.web, err = parseWeb(values); err != nil {
+		return cfg, err
 	}
 	return cfg, parseAccess(&cfg, values, flags)
 }

@@ -121,8 +121,13 @@ func serveWith(ctx context.Context, cfg config, logger *slog.Logger, extras serv
 	if extras != nil {
 		extras.start(ctx, db.pool, "http://"+ln.Addr().String())
 	}
+	stopMetrics, err := serveMetrics(ctx, cfg, loopback, registry, logger)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	logger.Info("console listening", slog.String("url", "http://"+ln.Addr().String()))
-	err = httpserver.Run(ctx, e, ln, cfg.shutdownTimeout, logger)
+	err = httpserver.Run(ctx, e, ln, cfg.serveConfig(logger))
 	logger.Info("console stopped")
 	return err
 }
@@ -136,8 +141,7 @@ func listen(addr string, demo bool) (net.Listener, bool, error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("invalid listen address %q: %w", addr, err)
 	}
-	ip := net.ParseIP(host)
-	loopback := host == "localhost" || (ip != nil && ip.IsLoopback())
+	loopback := isLoopbackHost(host)
 	if demo && !loopback {
 		return nil, false, fmt.Errorf("refusing to listen on %s in demo mode: demo mode signs everyone in as an administrator, so it serves only on a loopback address such as 127.0.0.1:8080", addr)
 	}
@@ -238,6 +242,7 @@ func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logge
 		Inbox:     receiver, InboxMaxBody: cfg.inboxMaxBody,
 		Auth: acc.accounts, Streams: acc.guard, AuditLog: audit.Log{DB: db.pool},
 		Demo: cfg.demo, SecureCookies: cfg.secureCookies, ViewerPayloads: cfg.viewerPayloads,
+		MetricsToken: cfg.web.metricsToken, MetricsHidden: cfg.metricsHidden(),
 		DB:        db.pool,
 		Stats:     stats.NewReader(db.pool, 0),
 		DemoPanel: demo,
@@ -251,8 +256,8 @@ func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logge
 	}
 	e, err := httpserver.New(httpserver.Config{
 		Logger: logger, Registerer: registry, RenderError: handler.RenderError,
-		AllowedHosts: hosts,
-		CSRF:         &httpserver.CSRFConfig{Secure: cfg.secureCookies, Exempt: console.CSRFExempt},
+		AllowedHosts: hosts, BodyLimit: handler.BodyLimit, Streaming: console.Streaming,
+		CSRF: &httpserver.CSRFConfig{Secure: cfg.secureCookies, Exempt: console.CSRFExempt, Session: handler.SessionToken},
 	})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -56,6 +57,14 @@ func (h *Handler) require(need auth.Role, next echo.HandlerFunc) echo.HandlerFun
 			return h.forbidden(c, p, need, fmt.Sprintf("Your role (%s) may not use this; it needs %s.", p.Role, need))
 		}
 		c.Set(principalKey, p)
+		// What a signed-in person sees stays theirs: no cache keeps it
+		// (Back after signing out shows nothing), and no shared cache
+		// hands it to another cookie.
+		hdr := c.Response().Header()
+		hdr.Set("Cache-Control", "no-store")
+		if !slices.Contains(hdr.Values("Vary"), "Cookie") { // the CSRF check may have said so
+			hdr.Add("Vary", "Cookie")
+		}
 		req := c.Request()
 		v := templates.Viewer{Name: p.Name, Role: p.Role.String(), Admin: p.Role.Allows(auth.Admin),
 			Demo: p.SessionID == 0, CSRFToken: httpserver.CSRFToken(c)}
@@ -162,3 +171,13 @@ func (h *Handler) PayloadVisible(c echo.Context) bool {
 
 // RedactedPayload is shown in place of a payload the viewer may not see.
 const RedactedPayload = "(payload hidden: viewers see payloads only when the console runs with --viewer-payloads)"
+
+// SessionToken is httpserver.CSRFConfig.Session: the session cookie's
+// token, from which the CSRF token is derived ("" without one). It is not
+// checked here: a request with a dead session fails its role check anyway.
+func (h *Handler) SessionToken(c echo.Context) string {
+	if cookie, err := c.Cookie(h.cookieName()); err == nil {
+		return cookie.Value
+	}
+	return ""
+}

@@ -244,8 +244,8 @@ func (b accessBundle) anotherInstance(t *testing.T) accessBundle {
 		Auth: svc, AuditLog: audit.Log{DB: b.pool}, DB: b.pool,
 	})
 	e, err := httpserver.New(httpserver.Config{
-		Logger: logger, Registerer: registry, RenderError: h.RenderError,
-		CSRF: &httpserver.CSRFConfig{Exempt: console.CSRFExempt},
+		Logger: logger, Registerer: registry, RenderError: h.RenderError, BodyLimit: h.BodyLimit, Streaming: console.Streaming,
+		CSRF: &httpserver.CSRFConfig{Exempt: console.CSRFExempt, Session: h.SessionToken},
 	})
 	require.NoError(t, err)
 	h.Register(e)

@@ -37,6 +37,12 @@ type Deps struct {
 	Readiness Readiness
 	// Gatherer serves /metrics.
 	Gatherer prometheus.Gatherer
+	// MetricsToken, when set, is the bearer token GET /metrics asks for;
+	// MetricsHidden answers it 404, for a console whose metrics are
+	// served elsewhere or not at all. Neither: public, which cmd/console
+	// allows only on loopback.
+	MetricsToken  string
+	MetricsHidden bool
 	// Events serves GET /events, the live change stream: the process's
 	// one *sse.Hub. Optional: without it the route answers 503.
 	Events http.Handler

@@ -17,6 +17,14 @@ import (
 // reads when Deps.InboxMaxBody is 0.
 const DefaultInboxMaxBody = 1 << 20
 
+// inboxMaxBody is the largest body POST /inbox/:source reads.
+func (h *Handler) inboxMaxBody() int64 {
+	if h.deps.InboxMaxBody <= 0 {
+		return DefaultInboxMaxBody
+	}
+	return h.deps.InboxMaxBody
+}
+
 // inboxReadTimeout bounds how long reading one event's body may take.
 const inboxReadTimeout = 30 * time.Second
 
@@ -29,10 +37,7 @@ func (h *Handler) inboxReceive(c echo.Context) error {
 	if h.deps.Inbox == nil {
 		return inboxAnswer(c, http.StatusNotFound, "error", "unknown source")
 	}
-	limit := h.deps.InboxMaxBody
-	if limit <= 0 {
-		limit = DefaultInboxMaxBody
-	}
+	limit := h.inboxMaxBody()
 	req := c.Request()
 	if req.ContentLength > limit {
 		return inboxAnswer(c, http.StatusRequestEntityTooLarge, "error", fmt.Sprintf("body larger than %d bytes", limit))

@@ -76,7 +76,7 @@ func setupInbox(t *testing.T) inboxBundle {
 	require.NoError(t, err)
 	h := console.New(console.Deps{Logger: logger, Assets: assets, Gatherer: registry, Inbox: receiver,
 		Readiness: console.DatabaseReadiness{Pool: pool}})
-	e, err := httpserver.New(httpserver.Config{Logger: logger, Registerer: registry, RenderError: h.RenderError})
+	e, err := httpserver.New(httpserver.Config{Logger: logger, Registerer: registry, RenderError: h.RenderError, BodyLimit: h.BodyLimit, Streaming: console.Streaming})
 	require.NoError(t, err)
 	h.Register(e)
 	return inboxBundle{e: e, pool: pool, reg: registry, changed: changed}

@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/switchyard/switchyard/internal/auth"
 	"github.com/switchyard/switchyard/web/static"
@@ -23,12 +22,12 @@ type route struct {
 func (h *Handler) routes() []route {
 	assets := echo.WrapHandler(h.deps.Assets.Handler())
 	rs := []route{
-		// Machine endpoints: public. /metrics holds counts labelled by
+		// Machine endpoints: no session. /metrics holds counts labelled by
 		// route template and destination name, no payloads; scrapers
-		// cannot sign in. Block it at the proxy if that is too much.
+		// cannot sign in, so it has a token of its own (metrics_show.go).
 		{http.MethodGet, "/healthz", auth.Public, h.healthShow},
 		{http.MethodGet, "/readyz", auth.Public, h.readinessShow},
-		{http.MethodGet, "/metrics", auth.Public, echo.WrapHandler(promhttp.HandlerFor(h.deps.Gatherer, promhttp.HandlerOpts{}))},
+		{http.MethodGet, "/metrics", auth.Public, h.metricsShow},
 		{http.MethodGet, static.Prefix + "*", auth.Public, assets},
 		{http.MethodHead, static.Prefix + "*", auth.Public, assets},
 

@@ -1,12 +1,17 @@
 package httpserver
 
 import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 )
@@ -19,6 +24,12 @@ type CSRFConfig struct {
 	// own authentication). Nil: none. It runs after routing: c.Path() is
 	// the route.
 	Exempt func(c echo.Context) bool
+	// Session returns the secret that identifies the request's session
+	// (its cookie's token), or "" without one. A session's CSRF token is
+	// derived from it: it changes at every sign-in and is worthless for
+	// any other session. Requests without a session (the sign-in form)
+	// use a random token kept in a cookie of its own. Nil: no sessions.
+	Session func(c echo.Context) string
 }
 
 // csrfKey is the echo context key of the request's CSRF token.
@@ -28,10 +39,25 @@ const csrfKey = "csrf"
 // from the page's meta tag).
 const CSRFHeader = "X-CSRF-Token"
 
-// csrf is echo's CSRF middleware. Browsers that send Sec-Fetch-Site are
-// judged by it: same-origin passes, same-site and cross-site are refused
-// with 403. Other clients must echo the token from the cookie in the
-// X-CSRF-Token header or the _csrf form field.
+// csrfFormField is the form field that carries the token (in the body;
+// never the query string, which ends up in logs and Referer headers).
+const csrfFormField = "_csrf"
+
+// usingSecFetchSite is the context value of a request vouched for by the
+// browser's Sec-Fetch-Site: it needs no token.
+const usingSecFetchSite = "_sec_fetch_site"
+
+var (
+	errCSRFMissing = errors.New("csrf: no token in the X-CSRF-Token header or the _csrf form field")
+	errCSRFWrong   = errors.New("csrf: the token is not this session's")
+)
+
+// csrf checks every unsafe method. Browsers that send Sec-Fetch-Site are
+// judged by it, as echo's CSRF middleware does: same-origin (and none, a
+// navigation the user typed) passes, same-site and cross-site are refused
+// with 403. Other clients must send the session's token in the
+// X-CSRF-Token header or the _csrf form field; an empty token never
+// matches.
 //
 // A refusal is logged and counted (refused, by reason), not audited: the
 // request carries no identity worth recording (a forged request carries
@@ -42,10 +68,6 @@ func csrf(cfg CSRFConfig, logger *slog.Logger, refused *prometheus.CounterVec) e
 	name := "switchyard_csrf"
 	if cfg.Secure {
 		name = "__Host-switchyard_csrf"
-	}
-	skip := middleware.DefaultSkipper
-	if cfg.Exempt != nil {
-		skip = cfg.Exempt
 	}
 	refusal := echo.NewHTTPError(http.StatusForbidden, "Refused: this request did not come from a page of this console. Reload the page and try again.")
 	// Any web page can make its visitors' browsers send refused requests:
@@ -63,22 +85,82 @@ func csrf(cfg CSRFConfig, logger *slog.Logger, refused *prometheus.CounterVec) e
 		})
 		return refusal
 	}
-	return middleware.CSRFWithConfig(middleware.CSRFConfig{
-		Skipper: skip,
-		// A state-changing request that the browser says came from
-		// another origin is refused, same-site ones too: echo would let a
-		// same-site request through on a token matching the cookie, and a
-		// sibling subdomain can plant that cookie unless it is __Host-.
-		AllowSecFetchSiteFunc: func(c echo.Context) (bool, error) { return false, refuse(c, "sec_fetch_site", nil) },
-		TokenLookup:           "header:" + CSRFHeader + ",form:_csrf",
-		ContextKey:            csrfKey,
-		CookieName:            name,
-		CookiePath:            "/",
-		CookieHTTPOnly:        true,
-		CookieSecure:          cfg.Secure,
-		CookieSameSite:        http.SameSiteStrictMode,
-		ErrorHandler:          func(err error, c echo.Context) error { return refuse(c, "token", err) },
-	})
+	tokens := csrfTokens{cookie: name, secure: cfg.Secure, session: cfg.Session}
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if cfg.Exempt != nil && cfg.Exempt(c) {
+				return next(c)
+			}
+			req := c.Request()
+			safe := slices.Contains([]string{http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace}, req.Method)
+			if site := req.Header.Get("Sec-Fetch-Site"); site != "" {
+				// Same-site is refused too: a sibling subdomain can plant
+				// cookies unless they are __Host-.
+				if !safe && site != "same-origin" && site != "none" {
+					return refuse(c, "sec_fetch_site", nil)
+				}
+				c.Set(csrfKey, usingSecFetchSite)
+				return next(c)
+			}
+			want := tokens.expected(c)
+			if !safe {
+				got := req.Header.Get(CSRFHeader)
+				if got == "" {
+					got = req.PostFormValue(csrfFormField)
+				}
+				switch {
+				case got == "":
+					return refuse(c, "token", errCSRFMissing)
+				case want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(got)) != 1:
+					return refuse(c, "token", errCSRFWrong)
+				}
+			}
+			c.Set(csrfKey, want)
+			c.Response().Header().Add(echo.HeaderVary, echo.HeaderCookie)
+			return next(c)
+		}
+	}
+}
+
+// csrfTokens finds the token a request must carry.
+type csrfTokens struct {
+	cookie  string // the pre-session token's cookie
+	secure  bool
+	session func(c echo.Context) string
+}
+
+// expected returns the request's token: derived from its session, or
+// (without a session) the pre-session cookie's, set to a new random one
+// when it has none. Signed in, a pre-session cookie is deleted: the token
+// changes at sign-in.
+func (t csrfTokens) expected(c echo.Context) string {
+	if t.session != nil {
+		if secret := t.session(c); secret != "" {
+			if _, err := c.Cookie(t.cookie); err == nil {
+				c.SetCookie(t.newCookie("", -1))
+			}
+			sum := sha256.Sum256([]byte("switchyard csrf v1\x00" + secret))
+			return base64.RawURLEncoding.EncodeToString(sum[:])
+		}
+	}
+	if k, err := c.Cookie(t.cookie); err == nil && len(k.Value) == csrfTokenLen {
+		return k.Value
+	}
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on Linux (Go 1.24+ panics instead)
+	token := base64.RawURLEncoding.EncodeToString(b)
+	c.SetCookie(t.newCookie(token, 24*60*60))
+	return token
+}
+
+// csrfTokenLen is the length of every token (32 bytes, base64url).
+const csrfTokenLen = 43
+
+func (t csrfTokens) newCookie(value string, maxAge int) *http.Cookie {
+	return &http.Cookie{
+		Name: t.cookie, Value: value, Path: "/", MaxAge: maxAge,
+		HttpOnly: true, Secure: t.secure, SameSite: http.SameSiteStrictMode,
+	}
 }
 
 // CSRFToken returns the request's CSRF token for forms and htmx, or ""
@@ -86,7 +168,7 @@ func csrf(cfg CSRFConfig, logger *slog.Logger, refused *prometheus.CounterVec) e
 // token is needed.
 func CSRFToken(c echo.Context) string {
 	t, _ := c.Get(csrfKey).(string)
-	if t == middleware.CSRFUsingSecFetchSite {
+	if t == usingSecFetchSite {
 		return ""
 	}
 	return t

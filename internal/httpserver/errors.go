@@ -83,5 +83,8 @@ func RefusalStatus(k action.Kind) int {
 
 func wantsJSON(r *http.Request) bool {
 	return strings.HasPrefix(r.URL.Path, "/api/") ||
-		strings.Contains(r.Header.Get("Accept"), "application/json")
+		strings.Contains(r.Header.Get("Accept"), "application/json") ||
+		// A program that sent JSON (a webhook sender refused before
+		// its handler ran) reads JSON back.
+		strings.HasPrefix(r.Header.Get("Content-Type"), "application/json")
 }

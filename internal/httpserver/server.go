@@ -34,6 +34,25 @@ type Config struct {
 	// RenderError writes the HTML body for a failed request; see
 	// ErrorHandler. Nil: JSON bodies only.
 	RenderError ErrorRenderer
+	// BodyLimit returns the largest request body a route takes, in bytes
+	// (it runs after routing: c.Path() is the route); nil or 0:
+	// FormMaxBody. Larger bodies get 413, multipart ones 415.
+	BodyLimit func(c echo.Context) int64
+	// Streaming reports the routes that stream for as long as the client
+	// stays (Server-Sent Events, WebSockets): the server's read and write
+	// deadlines do not apply to them, and they bound each write
+	// themselves. Nil: none.
+	Streaming func(c echo.Context) bool
+}
+
+// ServeConfig configures Run.
+type ServeConfig struct {
+	Logger *slog.Logger
+	// ShutdownTimeout is how long requests in flight may take to finish
+	// once the context ends.
+	ShutdownTimeout time.Duration
+	Timeouts        Timeouts
+	Conns           ConnLimits
 }
 
 // New returns an echo instance with the shared middleware installed.
@@ -55,6 +74,8 @@ func New(cfg Config) (*echo.Echo, error) {
 		requestLog(cfg.Logger),
 		metrics.middleware,
 		middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true}),
+		// Before anything reads a body (the CSRF check reads forms).
+		guardBody(cfg.BodyLimit, cfg.Streaming),
 	)
 	if len(cfg.AllowedHosts) > 0 {
 		e.Use(allowHosts(cfg.AllowedHosts))
@@ -65,21 +86,31 @@ func New(cfg Config) (*echo.Echo, error) {
 	return e, nil
 }
 
-// Run serves e on ln until ctx is cancelled, then shuts down gracefully:
-// it stops accepting, lets requests in flight finish within timeout, then
-// closes what remains. It returns nil after a clean shutdown.
-func Run(ctx context.Context, e *echo.Echo, ln net.Listener, timeout time.Duration, logger *slog.Logger) error {
+// Run serves h on ln until ctx is cancelled, then shuts down gracefully:
+// it stops accepting, lets requests in flight finish within the shutdown
+// timeout, then closes what remains. It returns nil after a clean shutdown.
+//
+// Every request must arrive within cfg.Timeouts.Read and be answered
+// within cfg.Timeouts.Write (a handler that streams lifts both through an
+// http.ResponseController, as New's Streaming routes do), and connections
+// over cfg.Conns are closed as soon as they are accepted.
+func Run(ctx context.Context, h http.Handler, ln net.Listener, cfg ServeConfig) error {
+	t := cfg.Timeouts.withDefaults()
 	srv := &http.Server{
-		Handler:           e,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		Handler:           h,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 		MaxHeaderBytes:    64 << 10,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		// No WriteTimeout: live streams stay open for hours; they set a
-		// deadline per write instead.
+		ReadHeaderTimeout: t.ReadHeader,
+		ReadTimeout:       t.Read,
+		WriteTimeout:      t.Write,
+		IdleTimeout:       t.Idle,
+	}
+	timeout := cfg.ShutdownTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(LimitListener(ln, cfg.Conns, cfg.Logger)) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve http: %w", err)

@@ -88,7 +88,9 @@ func TestRunDrainsRequestsInFlight(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
-	go func() { ran <- httpserver.Run(ctx, e, ln, 10*time.Second, slog.New(slog.DiscardHandler)) }()
+	go func() {
+		ran <- httpserver.Run(ctx, e, ln, httpserver.ServeConfig{Logger: slog.New(slog.DiscardHandler), ShutdownTimeout: 10 * time.Second})
+	}()
 
 	type result struct {
 		status int

@@ -1,0 +1,184 @@
+package httpserver_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/httpserver"
+)
+
+// dialFrom opens a connection to addr from the loopback address from
+// (127.0.0.0/8 is all loopback on Linux: each stands for another client).
+func dialFrom(t *testing.T, from, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+	conn, err := d.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// closedWithin reports whether the server closed conn (a read returning
+// EOF or a reset) within limit.
+func closedWithin(conn net.Conn, limit time.Duration) bool {
+	_ = conn.SetReadDeadline(time.Now().Add(limit))
+	_, err := io.Copy(io.Discard, conn)
+	var ne net.Error
+	return !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// stillOpen reports whether the server has not closed conn yet.
+func stillOpen(conn net.Conn) bool {
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	_, err := conn.Read(make([]byte, 1))
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// Slow clients cannot hold the server: bodies announced and never sent and
+// responses never read are cut at the read and write deadlines, connections
+// over a client's cap are closed at once, /healthz answers throughout, a
+// live stream outlives the deadlines, and the goroutines return to where
+// they were. (Not parallel: it counts the process's goroutines.)
+func TestSlowClientsAreCutAndHealthzAnswers(t *testing.T) {
+	e, err := httpserver.New(httpserver.Config{
+		Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry(),
+		Streaming: func(c echo.Context) bool { return c.Path() == "/stream" },
+	})
+	require.NoError(t, err)
+	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
+	e.POST("/form", func(c echo.Context) error { return c.String(http.StatusOK, c.FormValue("name")) })
+	big := make(chan error, 100)
+	e.GET("/big", func(c echo.Context) error {
+		_, err := c.Response().Write(make([]byte, 32<<20))
+		big <- err
+		return nil
+	})
+	more := make(chan struct{})
+	e.GET("/stream", func(c echo.Context) error {
+		rc := http.NewResponseController(c.Response())
+		for _, ev := range []string{"first", "second"} {
+			if ev == "second" {
+				<-more
+			}
+			_ = rc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			if _, err := fmt.Fprintf(c.Response(), "data: %s\n\n", ev); err != nil {
+				return err
+			}
+			if err := rc.Flush(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	const deadline = 1500 * time.Millisecond
+	addr := serve(t, e, httpserver.ServeConfig{
+		Timeouts: httpserver.Timeouts{ReadHeader: deadline, Read: deadline, Write: deadline, Idle: deadline},
+		Conns:    httpserver.ConnLimits{PerAddress: 20, Total: 100},
+	})
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	healthz := func() {
+		resp, err := client.Get("http://" + addr + "/healthz")
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	healthz()
+	baseline := runtime.NumGoroutine()
+
+	stream, err := client.Get("http://" + addr + "/stream")
+	require.NoError(t, err)
+	events := bufio.NewReader(stream.Body)
+	line, err := events.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "data: first\n", line)
+	_, err = events.ReadString('\n') // the event's blank line
+	require.NoError(t, err)
+
+	// One client: its cap of stalled bodies, then more that are closed at once.
+	var stalled []net.Conn
+	for range 20 {
+		conn := dialFrom(t, "127.0.0.2", addr)
+		_, err := fmt.Fprintf(conn, "POST /form HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\nname=")
+		require.NoError(t, err)
+		stalled = append(stalled, conn)
+	}
+	// Another: responses never read.
+	var unread []net.Conn
+	for range 10 {
+		conn := dialFrom(t, "127.0.0.3", addr)
+		_, err := fmt.Fprintf(conn, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+		require.NoError(t, err)
+		unread = append(unread, conn)
+	}
+	healthz()
+	for range 10 {
+		excess := dialFrom(t, "127.0.0.2", addr)
+		require.True(t, closedWithin(excess, 5*time.Second), "a connection over the cap is closed")
+	}
+	healthz()
+	open := 0
+	for _, conn := range stalled {
+		if stillOpen(conn) {
+			open++
+		}
+	}
+	require.Positive(t, open, "the excess was closed before any deadline passed")
+
+	start := time.Now()
+	for _, conn := range stalled {
+		require.True(t, closedWithin(conn, 5*time.Second), "a stalled body is cut")
+	}
+	for range unread {
+		select {
+		case err := <-big:
+			require.Error(t, err, "an unread response's write fails at the deadline")
+		case <-time.After(5 * time.Second):
+			t.Fatal("a response nobody reads still holds its handler")
+		}
+	}
+	require.Less(t, time.Since(start), 5*time.Second)
+	healthz()
+
+	// The stream outlived every deadline.
+	close(more)
+	line, err = events.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "data: second\n", line)
+	stream.Body.Close()
+
+	for _, conn := range append(stalled, unread...) {
+		conn.Close()
+	}
+	waitUntil(t, 5*time.Second, func() bool { return runtime.NumGoroutine() <= baseline }, func() string {
+		buf := make([]byte, 1<<20)
+		return fmt.Sprintf("goroutines: %d, baseline %d\n%s", runtime.NumGoroutine(), baseline, buf[:runtime.Stack(buf, true)])
+	})
+}
+
+// waitUntil polls cond until it holds, failing with why() after limit.
+func waitUntil(t *testing.T, limit time.Duration, cond func() bool, why func() string) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	timeout := time.After(limit)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-timeout:
+			t.Fatal(why())
+		}
+	}
+}
