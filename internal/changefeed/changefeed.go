@@ -10,9 +10,9 @@
 //
 // # The watermark
 //
-// Each console instance runs one Listener. It keeps one dedicated LISTEN
-// connection and, on every (re)connect, every wake-up and every poll tick,
-// catches up by reading the table after its cursor. A cursor is the pair
+// Each console instance runs one Listener. It listens on the process's one
+// LISTEN connection (internal/pglisten, shared with the dispatcher) and,
+// on every (re)connect, every wake-up and every poll tick, catches up by reading the table after its cursor. A cursor is the pair
 // (xid, id): the writer's transaction id (xid8) and the row's bigserial id.
 // Ids alone are not safe: they are taken at INSERT, but transactions commit
 // in any order, so a reader that has seen id 12 may later see id 11 commit

@@ -553,7 +553,7 @@ func TestNotifyWakesAnIdleDispatcher(t *testing.T) {
 		// Other tests' dispatchers listen too, in their own databases.
 		var n int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND query = 'LISTEN switchyard_outbox'`).Scan(&n))
+			WHERE datname = current_database() AND query LIKE '%LISTEN' || ' switchyard_outbox%'`).Scan(&n))
 		return n == 1
 	})
 	enqueue(t, pool, Message{Topic: "t", Destination: "quick", Payload: []byte(`{}`)})

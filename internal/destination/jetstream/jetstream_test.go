@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -18,8 +17,6 @@ import (
 	"github.com/switchyard/switchyard/internal/destination/jetstream"
 )
 
-const natsAddr = "127.0.0.1:4222"
-
 // fixture is one test's stream and a destination publishing into it.
 type fixture struct {
 	dest   *jetstream.Destination
@@ -28,26 +25,15 @@ type fixture struct {
 	prefix string // captured by stream as prefix + ".>"
 }
 
-// requireNATS skips the test when nothing listens at natsAddr.
-func requireNATS(t *testing.T) {
-	t.Helper()
-	conn, err := net.DialTimeout("tcp", natsAddr, time.Second)
-	if err != nil {
-		t.Skipf("no NATS server at %s (%v); run nats-server -js there to run this test", natsAddr, err)
-	}
-	_ = conn.Close()
-}
-
 // setup creates a uniquely named memory stream on a unique subject prefix
 // and a destination for it; cleanup deletes the stream and closes both
 // connections.
 func setup(t *testing.T, edit func(*jetstream.Config)) fixture {
 	t.Helper()
-	requireNATS(t)
 	id := rand.Text()
 	f := fixture{prefix: "sytest." + strings.ToLower(id)}
 	var err error
-	f.nc, err = nats.Connect("nats://" + natsAddr)
+	f.nc, err = nats.Connect(natsURL)
 	require.NoError(t, err)
 	t.Cleanup(f.nc.Close)
 	js, err := natsjs.New(f.nc)
@@ -70,7 +56,7 @@ func setup(t *testing.T, edit func(*jetstream.Config)) fixture {
 // newDest connects a destination for prefix, closed in cleanup.
 func newDest(t *testing.T, prefix string, edit func(*jetstream.Config)) *jetstream.Destination {
 	t.Helper()
-	cfg := jetstream.Config{URL: "nats://" + natsAddr, SubjectPrefix: prefix}
+	cfg := jetstream.Config{URL: natsURL, SubjectPrefix: prefix}
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -147,7 +133,6 @@ func TestDeliverHeaders(t *testing.T) {
 // TestDeliverNoStream: a subject no stream captures is a permanent error.
 func TestDeliverNoStream(t *testing.T) {
 	t.Parallel()
-	requireNATS(t)
 	prefix := "sytest.nostream." + strings.ToLower(rand.Text())
 	d := newDest(t, prefix, nil)
 
@@ -163,7 +148,7 @@ func TestDeliverNoStream(t *testing.T) {
 // returned channel receives once per message arrived.
 func blackHole(t *testing.T, prefix string) <-chan struct{} {
 	t.Helper()
-	nc, err := nats.Connect("nats://" + natsAddr)
+	nc, err := nats.Connect(natsURL)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	arrived := make(chan struct{}, 16)
@@ -175,7 +160,6 @@ func blackHole(t *testing.T, prefix string) <-chan struct{} {
 
 func TestDeliverHonoursCancel(t *testing.T) {
 	t.Parallel()
-	requireNATS(t)
 	prefix := "sytest.blackhole." + strings.ToLower(rand.Text())
 	arrived := blackHole(t, prefix)
 	d := newDest(t, prefix, nil)
@@ -192,7 +176,6 @@ func TestDeliverHonoursCancel(t *testing.T) {
 
 func TestDeliverTimeout(t *testing.T) {
 	t.Parallel()
-	requireNATS(t)
 	prefix := "sytest.blackhole." + strings.ToLower(rand.Text())
 	arrived := blackHole(t, prefix)
 	d := newDest(t, prefix, func(c *jetstream.Config) { c.Timeout = 50 * time.Millisecond })
