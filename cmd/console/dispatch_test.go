@@ -129,7 +129,8 @@ func TestKilledDispatcherLosesNothing(t *testing.T) {
 	require.Equal(t, 0, second.WaitExit(t, 30*time.Second))
 }
 
-// console serve runs the dispatcher too, and /metrics shows its work.
+// console serve runs the dispatcher too, and /metrics shows its work; the
+// change feed and the dispatcher hold one LISTEN connection together.
 func TestServeDeliversAndExposesDispatcherMetrics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -158,6 +159,15 @@ func TestServeDeliversAndExposesDispatcherMetrics(t *testing.T) {
 		return strings.Contains(body, `switchyard_outbox_outcomes_total{destination="sink",outcome="delivered"} 2`)
 	})
 	require.Contains(t, body, `switchyard_outbox_breaker_state{destination="sink"} 0`)
+	// The change feed and the dispatcher share the process's one LISTEN
+	// connection (internal/pglisten). The pattern is split so that this
+	// query's own text does not match it.
+	testwait.Until(t, 10*time.Second, "one LISTEN connection for the whole process", func() bool {
+		var listening int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND query LIKE '%LISTEN' || ' switchyard%'`).Scan(&listening))
+		return listening == 1
+	})
 	p.Signal(t, syscall.SIGTERM)
 	require.Equal(t, 0, p.WaitExit(t, 30*time.Second))
 }
