@@ -34,7 +34,9 @@ function chart(id, opts, data) {
 
 function draw() {
   const s = series();
-  if (!s) return;
+  // A snapshot without a series yet (a leader's first, empty one) has
+  // nothing to draw.
+  if (!s || !Array.isArray(s.delivered)) return;
   const n = s.delivered.length;
   const xs = new Array(n);
   const rate = new Array(n);
