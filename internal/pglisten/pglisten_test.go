@@ -63,6 +63,17 @@ func startShared(t *testing.T, pool *pgxpool.Pool, delivered chan<- string) *pgl
 	})
 	require.NoError(t, d.Start(context.Background()))
 	t.Cleanup(d.Stop)
+	// The dispatcher's channel made the connection reconnect: wait for
+	// the one that listens on both.
+	probe := make(chan struct{}, 1)
+	defer shared.Subscribe(outbox.WakeChannel, func() {
+		select {
+		case probe <- struct{}{}:
+		default:
+		}
+	})()
+	testwait.For(t, 10*time.Second, "LISTEN on the dispatcher's channel", probe)
+	testwait.Until(t, 10*time.Second, "one LISTEN connection", func() bool { return len(listenPIDs(t, pool)) == 1 })
 	return shared
 }
 
@@ -114,7 +125,7 @@ func TestDispatcherIsWokenAgainAfterTheListenBackendIsKilled(t *testing.T) {
 	enqueueAndNotify(t, pool, "before")
 	require.Equal(t, "before", testwait.For(t, 30*time.Second, "the first delivery", delivered))
 	before := listenPIDs(t, pool)
-	require.Len(t, before, 1)
+	require.Len(t, before, 1, "one LISTEN connection for the process")
 
 	var killed bool
 	require.NoError(t, pool.QueryRow(ctx, "SELECT pg_terminate_backend($1)", before[0]).Scan(&killed))
