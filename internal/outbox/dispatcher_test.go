@@ -563,11 +563,7 @@ func TestNotifyWakesAnIdleDispatcher(t *testing.T) {
 	})
 	enqueue(t, pool, Message{Topic: "t", Destination: "quick", Payload: []byte(`{}`)})
 	require.NoError(t, Notify(ctx, pool))
-	select {
-	case <-got:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the notification did not wake the dispatcher (its poll is an hour away)")
-	}
+	testwait.For(t, 30*time.Second, "the notification to wake the dispatcher (its poll is an hour away)", got)
 }
 
 // A destination that hangs holds only the slots of its own deliveries:
@@ -678,7 +674,7 @@ func TestLostLeaseCancelsTheDelivery(t *testing.T) {
 			})
 			startDispatcher(t, pool, Config{Workers: 1, LeaseDuration: 3 * time.Second,
 				Clock: func() time.Time { return base }, Routes: map[string]Route{"alpha": {Destination: holds, Timeout: time.Hour}}})
-			waitFor(t, started, "the delivery started")
+			testwait.For(t, 30*time.Second, "the delivery started", started)
 
 			// An hour later by B's clock, A's lease has long expired.
 			b := New(pool, Config{Clock: func() time.Time { return base.Add(time.Hour) },
@@ -686,17 +682,8 @@ func TestLostLeaseCancelsTheDelivery(t *testing.T) {
 			groups, err := b.claim(ctx, "B", 10, nil)
 			require.NoError(t, err)
 			require.Len(t, groups, 1, "B took the lease over")
-			waitFor(t, cancelled, "A's delivery cancelled at its next heartbeat")
+			testwait.For(t, 30*time.Second, "A's delivery cancelled at its next heartbeat", cancelled)
 		})
-	}
-}
-
-func waitFor(t *testing.T, signal <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-signal:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("timed out waiting for: %s", what)
 	}
 }
 
@@ -748,7 +735,7 @@ func TestAnOpenEnqueueNeverHoldsTheDispatcher(t *testing.T) {
 		return destination.Outcome{StatusCode: 200}, nil
 	})
 	startDispatcher(t, pool, Config{Workers: 1, IdlePoll: 10 * time.Millisecond, Routes: map[string]Route{"d": {Destination: dest}}})
-	waitFor(t, started, "the held aggregate's first delivery started")
+	testwait.For(t, 30*time.Second, "the held aggregate's first delivery started", started)
 
 	producer, err := pool.Begin(ctx)
 	require.NoError(t, err)
