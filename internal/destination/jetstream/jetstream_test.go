@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/destination"
 	"github.com/switchyard/switchyard/internal/destination/jetstream"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // fixture is one test's stream and a destination publishing into it.
@@ -185,11 +186,7 @@ func TestDeliverTimeout(t *testing.T) {
 	assert.False(t, destination.IsPermanent(err))
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "publish to "+prefix+".order.created: no PubAck within 50ms")
-	select { // the publish did go out
-	case <-arrived:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the black hole received nothing within 5s")
-	}
+	testwait.For(t, 5*time.Second, "the publish to reach the black hole", arrived)
 }
 
 // TestDeliverRefusesBadMessage: nothing is published and the error is
