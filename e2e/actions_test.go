@@ -17,6 +17,7 @@ import (
 	"github.com/switchyard/switchyard/internal/changefeed"
 	"github.com/switchyard/switchyard/internal/consoletest"
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // startConsoleForActions is startConsoleWithAccounts without dispatcher
@@ -356,9 +357,7 @@ func TestBigBulkReplayShowsProgressClimbingLive(t *testing.T) {
 
 	progress := regexp.MustCompile(`^(\d+) replayed, 0 skipped of \d+$`)
 	var seen []int
-	deadline := time.Now().Add(time.Minute)
-	for len(seen) == 0 || seen[len(seen)-1] < messages {
-		require.True(t, time.Now().Before(deadline), "progress stopped at %v", seen)
+	testwait.Until(t, time.Minute, "the job's progress to reach the end", func() bool {
 		text, err := job.GetByTestId("job-progress").TextContent()
 		require.NoError(t, err)
 		m := progress.FindStringSubmatch(text)
@@ -372,8 +371,8 @@ func TestBigBulkReplayShowsProgressClimbingLive(t *testing.T) {
 				screenshot(t, page, "replays-big-running")
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return seen[len(seen)-1] >= messages
+	})
 	var between int
 	for _, n := range seen {
 		if n > 0 && n < messages {

@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/mxschmitt/playwright-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/internal/audit"
 	"github.com/switchyard/switchyard/internal/consoletest"
 	"github.com/switchyard/switchyard/internal/dbtest"
 )
@@ -34,13 +36,25 @@ func outagePage(t *testing.T, baseURL string) playwright.Page {
 	})
 }
 
+// livePage is one live page of the console, and how to see that it
+// converged after its stream was cut.
+type livePage struct {
+	name, path string
+	// converged waits until the page shows what changed while the
+	// console was down (outage), without a reload.
+	converged func(p playwright.Page) error
+	page      playwright.Page
+}
+
 // TestLivePagesConvergeAfterTheStreamIsCut cuts the browsers' live streams
 // for real: the console process is stopped (its SSE streams and its LISTEN
-// connection end with it), messages are enqueued while it is down, and a
-// new console is started on the same address. The dashboard and the
-// message list, never reloaded, reconnect their streams and show what
+// connection end with it), every live page's data changes while it is
+// down (messages enqueued, one goes dead, a bulk replay job and an audit
+// entry recorded), and a new console is started on the same address.
+// Every live page, never reloaded, reconnects its stream and shows what
 // happened meanwhile, although no change happens after they reconnect:
-// the refresh on the stream's ready event is what converges them.
+// the refresh on the stream's ready event is what converges them
+// (LiveRegion; invariant 8).
 func TestLivePagesConvergeAfterTheStreamIsCut(t *testing.T) {
 	t.Parallel()
 	dbURL := dbtest.NewURL(t)
@@ -61,6 +75,9 @@ func TestLivePagesConvergeAfterTheStreamIsCut(t *testing.T) {
 	require.NoError(t, err)
 	enqueue(t, pool, "e2e-hook", 2)
 	expect := playwright.NewPlaywrightAssertions()
+	within := func(ms float64) playwright.LocatorAssertionsToHaveCountOptions {
+		return playwright.LocatorAssertionsToHaveCountOptions{Timeout: playwright.Float(ms)}
+	}
 
 	var streams atomic.Int64
 	dash := outagePage(t, first.URL)
@@ -79,7 +96,31 @@ func TestLivePagesConvergeAfterTheStreamIsCut(t *testing.T) {
 		return err
 	})
 	require.NoError(t, err)
-	for _, p := range []playwright.Page{dash, msgs} {
+	others := []*livePage{
+		{name: "dead letters", path: "/dead-letters", converged: func(p playwright.Page) error {
+			return expect.Locator(p.GetByTestId("dead-letter-group")).ToHaveCount(1, within(5000))
+		}},
+		{name: "message", path: "/messages/1", converged: func(p playwright.Page) error {
+			return expect.Locator(p.GetByTestId("message-actions-link")).ToHaveCount(1, within(5000))
+		}},
+		{name: "message actions", path: "/messages/1/actions", converged: func(p playwright.Page) error {
+			return expect.Locator(p.GetByTestId("message-state")).ToHaveText("dead", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(5000)})
+		}},
+		{name: "replays", path: "/replays", converged: func(p playwright.Page) error {
+			return expect.Locator(p.GetByTestId("replay-job")).ToHaveCount(1, within(5000))
+		}},
+		{name: "audit", path: "/audit", converged: func(p playwright.Page) error {
+			return expect.Locator(p.GetByTestId("audit-row").Filter(playwright.LocatorFilterOptions{HasText: "e2e.outage"})).ToHaveCount(1, within(5000))
+		}},
+	}
+	pages := []playwright.Page{dash, msgs}
+	for _, lp := range others {
+		lp.page = outagePage(t, first.URL)
+		_, err := lp.page.Goto(lp.path)
+		require.NoError(t, err, lp.name)
+		pages = append(pages, lp.page)
+	}
+	for _, p := range pages {
 		_, err = p.Evaluate(`() => {
 			window.e2eNoReload = true;
 			window.e2eStreamErrors = 0;
@@ -90,11 +131,11 @@ func TestLivePagesConvergeAfterTheStreamIsCut(t *testing.T) {
 	opened := streams.Load()
 
 	first.Stop(t)
-	for _, p := range []playwright.Page{dash, msgs} {
+	for _, p := range pages {
 		_, err = p.WaitForFunction(`() => window.e2eStreamErrors > 0`, nil)
-		require.NoError(t, err, "the page did not see its stream end")
+		require.NoError(t, err, "the page did not see its stream end: %s", p.URL())
 	}
-	enqueue(t, pool, "e2e-hook", 3)
+	changeEveryLivePage(t, pool)
 
 	// The pages converge through the refresh that the reconnected
 	// stream's ready event asks for (fresh=1), not through a later change.
@@ -104,18 +145,44 @@ func TestLivePagesConvergeAfterTheStreamIsCut(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	require.NoError(t, expect.Locator(pending).ToHaveText("5", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(5000)}),
+	require.NoError(t, expect.Locator(pending).ToHaveText("4", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(5000)}),
 		"the dashboard did not converge after its stream was cut")
 	require.Greater(t, streams.Load(), opened, "the dashboard opened a new stream")
 	require.NoError(t, expect.Locator(msgs.GetByTestId("new-messages-link")).ToHaveText("3 new messages: show", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(5000)}),
 		"the message list did not converge after its stream was cut")
 	require.NoError(t, expect.Locator(msgs.GetByTestId("message-row").First().Locator("td").First()).ToHaveText("2"))
-	for _, p := range []playwright.Page{dash, msgs} {
+	for _, lp := range others {
+		require.NoError(t, lp.converged(lp.page), "the %s page did not converge after its stream was cut", lp.name)
+	}
+	for _, p := range pages {
 		kept, err := p.Evaluate(`() => window.e2eNoReload === true`)
 		require.NoError(t, err)
-		require.Equal(t, true, kept, "the page reloaded")
+		require.Equal(t, true, kept, "the page reloaded: %s", p.URL())
 	}
 	screenshot(t, dash, "dashboard-reconnected")
 	screenshot(t, msgs, "messages-reconnected")
+	for _, lp := range others {
+		screenshot(t, lp.page, strings.ReplaceAll(lp.name, " ", "-")+"-reconnected")
+	}
 	second.Stop(t)
+}
+
+// changeEveryLivePage changes what every live page shows, while no
+// console runs: three more messages, message 1 dead in a dead-letter
+// group, a finished bulk replay job and an audit entry.
+func changeEveryLivePage(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	enqueue(t, pool, "e2e-hook", 3)
+	_, err := pool.Exec(ctx, `
+		UPDATE switchyard.outbox SET state = 'dead', last_error = 'e2e: refused', error_fingerprint = 'e2e-refused' WHERE id = 1;
+		INSERT INTO switchyard.dead_letter_groups (fingerprint, dead, first_dead_at, last_dead_at, sample_id, destinations)
+		VALUES ('e2e-refused', 1, now(), now(), 1, '{e2e-hook}');
+		INSERT INTO switchyard.replay_jobs (filter, filter_key, mode, actor, rate_per_sec, upper_id, state, finished_at)
+		VALUES ('{}', 'e2e', 'redeliver', 'e2e', 10, 5, 'done', now())`)
+	require.NoError(t, err)
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := audit.Record(ctx, tx, audit.Entry{Actor: "e2e", Action: "e2e.outage", Outcome: audit.OK})
+		return err
+	}))
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/switchyard/switchyard/internal/console"
 	"github.com/switchyard/switchyard/internal/consoletest"
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // seedDead writes n dead messages with fingerprint fp, a tenth of them the
@@ -88,19 +89,16 @@ func startJob(t *testing.T, p *consoletest.Process, fp string, rate int) console
 // the job and every distinct progress it saw on the way.
 func waitProgress(t *testing.T, p *consoletest.Process, id uuid.UUID, what string, done func(console.JobView) bool) (console.JobView, []int64) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
 	var seen []int64
-	for {
-		job := consoleAPI(t, p, http.MethodGet, "/api/replay-jobs/"+id.String(), nil)
+	var job console.JobView
+	testwait.Until(t, time.Minute, what+" (the console's log is above)", func() bool {
+		job = consoleAPI(t, p, http.MethodGet, "/api/replay-jobs/"+id.String(), nil)
 		if len(seen) == 0 || seen[len(seen)-1] != job.Replayed {
 			seen = append(seen, job.Replayed)
 		}
-		if done(job) {
-			return job, seen
-		}
-		require.True(t, time.Now().Before(deadline), "timed out waiting for %s: %+v\n%s", what, job, p.Stderr())
-		time.Sleep(100 * time.Millisecond)
-	}
+		return done(job)
+	})
+	return job, seen
 }
 
 func sqlCount(t *testing.T, pool *pgxpool.Pool, query string, args ...any) int64 {

@@ -9,6 +9,7 @@ import (
 	"github.com/switchyard/switchyard/internal/changefeed"
 	"github.com/switchyard/switchyard/internal/destination/registry"
 	"github.com/switchyard/switchyard/internal/outbox"
+	"github.com/switchyard/switchyard/internal/pglisten"
 )
 
 // dispatch runs `console dispatch`: dispatcher workers only, until ctx is
@@ -20,7 +21,12 @@ func dispatch(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	defer db.Close()
 	migrator.Close()
-	stop, err := startDispatcher(ctx, db, cfg, logger, prometheus.NewRegistry())
+	wakes, stopWakes, err := startWakeups(ctx, db, logger)
+	if err != nil {
+		return err
+	}
+	defer stopWakes()
+	stop, err := startDispatcher(ctx, db, cfg, logger, prometheus.NewRegistry(), wakes)
 	if err != nil {
 		return err
 	}
@@ -29,17 +35,38 @@ func dispatch(ctx context.Context, cfg config, logger *slog.Logger) error {
 	return nil
 }
 
+// wakeups are the process's one LISTEN connection and one coalescing
+// NOTIFY sender for the change feed, shared by all its services.
+type wakeups struct {
+	listen   *pglisten.Listener
+	notifier *changefeed.Notifier
+}
+
+// startWakeups starts both; stop stops them, after the services that use
+// them have stopped.
+func startWakeups(ctx context.Context, db *database, logger *slog.Logger) (wakeups, func(), error) {
+	w := wakeups{
+		listen:   pglisten.New(db.pool, pglisten.Config{Logger: logger.With(slog.String("component", "pglisten"))}),
+		notifier: changefeed.NewNotifier(db.pool, logger),
+	}
+	if err := w.listen.Start(ctx); err != nil {
+		return wakeups{}, nil, err
+	}
+	if err := w.notifier.Start(ctx); err != nil {
+		w.listen.Stop()
+		return wakeups{}, nil, err
+	}
+	return w, func() { w.notifier.Stop(); w.listen.Stop() }, nil
+}
+
 // startDispatcher starts cfg.workers dispatcher workers over the configured
 // destinations; stop drains them and closes the destinations.
-func startDispatcher(ctx context.Context, db *database, cfg config, logger *slog.Logger, reg prometheus.Registerer) (stop func(), err error) {
+func startDispatcher(ctx context.Context, db *database, cfg config, logger *slog.Logger, reg prometheus.Registerer, wakes wakeups) (stop func(), err error) {
 	owner := outbox.DefaultOwner()
 	metrics := outbox.NewMetrics(reg)
 	// Dead letters and breaker changes go to the change feed; the notifier
 	// wakes the consoles' listeners after each such commit, coalesced.
-	notifier := changefeed.NewNotifier(db.pool, logger)
-	if err := notifier.Start(ctx); err != nil {
-		return nil, err
-	}
+	notifier := wakes.notifier
 	logger = logger.With(slog.String("component", "dispatcher"))
 	routes := registry.New(db.pool, registry.Config{
 		Owner: owner, Metrics: metrics, Logger: logger, Changed: notifier.Poke,
@@ -47,7 +74,6 @@ func startDispatcher(ctx context.Context, db *database, cfg config, logger *slog
 	})
 	initial, _, err := routes.Sync(ctx)
 	if err != nil {
-		notifier.Stop()
 		return nil, err
 	}
 	if len(initial) == 0 {
@@ -56,11 +82,10 @@ func startDispatcher(ctx context.Context, db *database, cfg config, logger *slog
 	}
 	d := outbox.New(db.pool, outbox.Config{
 		Owner: owner, Workers: cfg.workers, LeaseDuration: cfg.lease, Routes: initial,
-		Logger: logger, Metrics: metrics, Changed: notifier.Poke,
+		Logger: logger, Metrics: metrics, Changed: notifier.Poke, Notifications: wakes.listen,
 	})
 	if err := d.Start(ctx); err != nil {
 		routes.Close()
-		notifier.Stop()
 		return nil, err
 	}
 	reloadCtx, stopReload := context.WithCancel(ctx)
@@ -75,7 +100,6 @@ func startDispatcher(ctx context.Context, db *database, cfg config, logger *slog
 		<-reloaded
 		d.Stop()
 		routes.Close()
-		notifier.Stop()
 		logger.Info("dispatcher stopped")
 	}, nil
 }

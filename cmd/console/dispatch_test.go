@@ -19,6 +19,7 @@ import (
 	"github.com/switchyard/switchyard/internal/dbtest"
 	"github.com/switchyard/switchyard/internal/destination/webhook"
 	"github.com/switchyard/switchyard/internal/outbox"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -116,16 +117,11 @@ func TestKilledDispatcherLosesNothing(t *testing.T) {
 	receiver.release()
 
 	second := startConsole(t, env, "dispatch", "--lease", "2s", "--workers", "2")
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	testwait.Until(t, 2*time.Minute, "every message delivered (the console's log is above)", func() bool {
 		var delivered int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM switchyard.outbox WHERE state = 'delivered'`).Scan(&delivered))
-		if delivered == messages {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "only %d of %d delivered: %s", delivered, messages, second.Stderr())
-		time.Sleep(50 * time.Millisecond)
-	}
+		return delivered == messages
+	})
 	receiver.mu.Lock()
 	defer receiver.mu.Unlock()
 	require.Len(t, receiver.received, messages, "every message reached the receiver")
@@ -133,7 +129,8 @@ func TestKilledDispatcherLosesNothing(t *testing.T) {
 	require.Equal(t, 0, second.WaitExit(t, 30*time.Second))
 }
 
-// console serve runs the dispatcher too, and /metrics shows its work.
+// console serve runs the dispatcher too, and /metrics shows its work; the
+// change feed and the dispatcher hold one LISTEN connection together.
 func TestServeDeliversAndExposesDispatcherMetrics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -154,17 +151,23 @@ func TestServeDeliversAndExposesDispatcherMetrics(t *testing.T) {
 		return err
 	}))
 	p := serveConsole(t, []string{"DATABASE_URL=" + url, "SINK_SECRET=" + testSecret})
-	deadline := time.Now().Add(time.Minute)
-	for {
-		status, body := get(t, p.URL+"/metrics")
+	var body string
+	testwait.Until(t, time.Minute, "two deliveries in the metrics (the console's log is above)", func() bool {
+		var status int
+		status, body = get(t, p.URL+"/metrics")
 		require.Equal(t, 200, status)
-		if strings.Contains(body, `switchyard_outbox_outcomes_total{destination="sink",outcome="delivered"} 2`) {
-			require.Contains(t, body, `switchyard_outbox_breaker_state{destination="sink"} 0`)
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "no deliveries in the metrics: %s", p.Stderr())
-		time.Sleep(50 * time.Millisecond)
-	}
+		return strings.Contains(body, `switchyard_outbox_outcomes_total{destination="sink",outcome="delivered"} 2`)
+	})
+	require.Contains(t, body, `switchyard_outbox_breaker_state{destination="sink"} 0`)
+	// The change feed and the dispatcher share the process's one LISTEN
+	// connection (internal/pglisten). The pattern is split so that this
+	// query's own text does not match it.
+	testwait.Until(t, 10*time.Second, "one LISTEN connection for the whole process", func() bool {
+		var listening int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND query LIKE '%LISTEN' || ' switchyard%'`).Scan(&listening))
+		return listening == 1
+	})
 	p.Signal(t, syscall.SIGTERM)
 	require.Equal(t, 0, p.WaitExit(t, 30*time.Second))
 }

@@ -67,20 +67,21 @@ func serveWith(ctx context.Context, cfg config, logger *slog.Logger, extras serv
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Inbox failures, audit rows, revoked sessions and bulk replay progress
+	// go to the change feed; the notifier wakes every console's listener
+	// after each such commit, coalesced.
+	wakes, stopWakes, err := startWakeups(ctx, db, logger)
+	if err != nil {
+		return err
+	}
+	defer stopWakes()
+	notifier := wakes.notifier
 	guard := auth.NewStreamGuard()
-	hub, stopLive, err := startLive(ctx, db, guard, logger)
+	hub, stopLive, err := startLive(ctx, db, wakes, guard, logger)
 	if err != nil {
 		return err
 	}
 	defer stopLive()
-	// Inbox failures, audit rows, revoked sessions and bulk replay progress
-	// go to the change feed; the notifier wakes every console's listener
-	// after each such commit, coalesced.
-	notifier := changefeed.NewNotifier(db.pool, logger)
-	if err := notifier.Start(ctx); err != nil {
-		return err
-	}
-	defer notifier.Stop()
 	accounts := auth.New(db.pool, auth.Config{
 		IdleTimeout: cfg.sessionIdle, AbsoluteTimeout: cfg.sessionMax,
 		Notify: notifier.Poke, Logger: logger.With(slog.String("component", "auth")),
@@ -112,7 +113,7 @@ func serveWith(ctx context.Context, cfg config, logger *slog.Logger, extras serv
 		return err
 	}
 	if cfg.workers > 0 {
-		stopDispatcher, err := startDispatcher(ctx, db, cfg, logger, registry)
+		stopDispatcher, err := startDispatcher(ctx, db, cfg, logger, registry, wakes)
 		if err != nil {
 			return err
 		}
@@ -197,15 +198,17 @@ func openMigrated(ctx context.Context, cfg config, logger *slog.Logger) (*databa
 	return db, migrator, nil
 }
 
-// startLive starts the process's one change feed listener (one LISTEN
-// connection) and the one SSE hub that fans it out to every browser. The
+// startLive starts the process's one change feed listener (on the one
+// LISTEN connection) and the one SSE hub that fans it out to every browser. The
 // hub closes as soon as ctx ends, so open streams end before the HTTP
 // server waits for requests in flight; stop stops the rest.
 //
 // guard follows the same listener, so that revoked sessions' streams close
 // on this instance whichever instance revoked them.
-func startLive(ctx context.Context, db *database, guard *auth.StreamGuard, logger *slog.Logger) (*sse.Hub, func(), error) {
-	listener := changefeed.NewListener(db.pool, changefeed.Config{Logger: logger.With(slog.String("component", "changefeed"))})
+func startLive(ctx context.Context, db *database, wakes wakeups, guard *auth.StreamGuard, logger *slog.Logger) (*sse.Hub, func(), error) {
+	listener := changefeed.NewListener(db.pool, changefeed.Config{
+		Logger: logger.With(slog.String("component", "changefeed")), Notifications: wakes.listen,
+	})
 	if err := listener.Start(ctx); err != nil {
 		return nil, nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/changefeed"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 func TestLoginStartsASessionThatAuthenticates(t *testing.T) {
@@ -174,12 +175,8 @@ func TestStreamGuardCancelsStreamsOfRevokedSessions(t *testing.T) {
 
 	require.NoError(t, svc.RevokeSession(ctx, Principal{Name: "bob", UserID: other.Principal.UserID}, mine.Principal.SessionID, ""))
 	require.NoError(t, changefeed.Notify(ctx, pool))
-	select {
-	case <-watched.Done():
-		require.True(t, errors.Is(context.Cause(watched), ErrSessionRevoked))
-	case <-time.After(10 * time.Second):
-		t.Fatal("the revoked session's stream is still open")
-	}
+	testwait.For(t, 10*time.Second, "the revoked session's stream to end", watched.Done())
+	require.True(t, errors.Is(context.Cause(watched), ErrSessionRevoked))
 	require.NoError(t, untouched.Err())
 	stop()
 	require.Equal(t, 1, guard.Watched())
@@ -226,12 +223,8 @@ func TestStreamGuardEndsStreamsAtExpiry(t *testing.T) {
 	guard := NewStreamGuard()
 	watched, stop := guard.Watch(context.Background(), 7, time.Now().Add(50*time.Millisecond))
 	defer stop()
-	select {
-	case <-watched.Done():
-		require.ErrorIs(t, context.Cause(watched), ErrSessionExpired)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the stream outlived its session")
-	}
+	testwait.For(t, 10*time.Second, "the stream to end with its session", watched.Done())
+	require.ErrorIs(t, context.Cause(watched), ErrSessionExpired)
 	stop()
 	require.Zero(t, guard.Watched())
 }

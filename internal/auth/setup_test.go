@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/testlog"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -19,6 +20,9 @@ const goodPassword = "correct horse battery"
 func setup(t *testing.T, cfg Config) (*Service, *pgxpool.Pool) {
 	t.Helper()
 	pool := dbtest.New(t)
+	if cfg.Logger == nil {
+		cfg.Logger = testlog.New(t)
+	}
 	svc := New(pool, cfg)
 	ctx := context.Background()
 	require.NoError(t, svc.AddUser(ctx, CLI, "alice", Admin, goodPassword))

@@ -13,6 +13,8 @@ import (
 	"github.com/switchyard/switchyard/internal/dbtest"
 	"github.com/switchyard/switchyard/internal/outbox"
 	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/internal/testlog"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -53,6 +55,9 @@ func start(t *testing.T, pool *pgxpool.Pool, s Spec) (Job, error) {
 
 func runner(t *testing.T, pool *pgxpool.Pool, cfg Config) *Runner {
 	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = testlog.New(t)
+	}
 	r := NewRunner(pool, cfg)
 	require.NoError(t, r.Start(context.Background()))
 	t.Cleanup(r.Stop)
@@ -68,18 +73,14 @@ func count(t *testing.T, pool *pgxpool.Pool, query string, args ...any) int {
 
 func waitJob(t *testing.T, pool *pgxpool.Pool, job Job, what string, done func(Job) bool) Job {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		j, err := Get(context.Background(), pool, job.ID)
+	var j Job
+	testwait.Until(t, time.Minute, what, func() bool {
+		var err error
+		j, err = Get(context.Background(), pool, job.ID)
 		require.NoError(t, err)
-		if done(j) {
-			return j
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: job is %+v", what, j)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return done(j)
+	})
+	return j
 }
 
 // A job replays every dead message its filter matches, once each, and

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/outbox"
 	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/internal/service"
 )
 
 // DefaultBatchSize is Config.BatchSize's default.
@@ -70,10 +70,7 @@ type Runner struct {
 	cfg  Config
 	pool *pgxpool.Pool
 	wake chan struct{}
-
-	mu     sync.Mutex
-	cancel context.CancelFunc // guarded by mu; set while running
-	done   chan struct{}      // guarded by mu
+	life service.Lifecycle
 }
 
 // NewRunner returns a Runner; Start runs it.
@@ -81,34 +78,14 @@ func NewRunner(pool *pgxpool.Pool, cfg Config) *Runner {
 	return &Runner{cfg: cfg.withDefaults(), pool: pool, wake: make(chan struct{}, 1)}
 }
 
-// Start runs the runner until Stop. It returns an error if already running.
+// Start runs the runner until Stop. It returns an error if already started.
 func (r *Runner) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cancel != nil {
-		return errors.New("bulkreplay: runner already started")
-	}
-	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	r.done = make(chan struct{})
-	go func(done chan struct{}) {
-		defer close(done)
-		r.loop(ctx)
-	}(r.done)
-	return nil
+	return r.life.Start(ctx, nil, r.loop)
 }
 
 // Stop ends the runner: a batch in progress is rolled back, and the job is
 // resumed by any runner once its lease expires. It is idempotent.
-func (r *Runner) Stop() {
-	r.mu.Lock()
-	cancel, done := r.cancel, r.done
-	r.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (r *Runner) Stop() { r.life.Stop() }
 
 // Wake makes an idle runner look for a job now: call it after Start.
 func (r *Runner) Wake() {

@@ -10,9 +10,9 @@
 //
 // # The watermark
 //
-// Each console instance runs one Listener. It keeps one dedicated LISTEN
-// connection and, on every (re)connect, every wake-up and every poll tick,
-// catches up by reading the table after its cursor. A cursor is the pair
+// Each console instance runs one Listener. It listens on the process's one
+// LISTEN connection (internal/pglisten, shared with the dispatcher) and,
+// on every (re)connect, every wake-up and every poll tick, catches up by reading the table after its cursor. A cursor is the pair
 // (xid, id): the writer's transaction id (xid8) and the row's bigserial id.
 // Ids alone are not safe: they are taken at INSERT, but transactions commit
 // in any order, so a reader that has seen id 12 may later see id 11 commit
@@ -88,7 +88,23 @@ const (
 	// (finalize writes no feed row); open pages catch up on those when
 	// their stream reconnects or their tab becomes visible.
 	KindMessageChanged = "message_changed"
+	// KindStats: the statistics leader stored a new snapshot
+	// (internal/stats; written by the StatsSnapshotSave query). Subject:
+	// "". Payload: {"version", "newest_outbox_id"}.
+	KindStats = "stats"
+	// KindReplayJob: a bulk replay job advanced, finished or was cancelled
+	// (internal/bulkreplay; written by the ReplayJob queries). Subject: the
+	// job id. Payload: {"state", "replayed", "skipped", "estimate"}.
+	KindReplayJob = "replay_job"
 )
+
+// Kinds lists every kind of change, for checks and for pages that must
+// know them all. A kind written anywhere (Go or SQL) is one of these; a
+// test holds the SQL to it.
+var Kinds = []string{
+	KindDeadLetter, KindBreaker, KindInboxFailure, KindAudit,
+	KindSessionRevoked, KindMessageChanged, KindStats, KindReplayJob,
+}
 
 // MaxPayloadBytes bounds a change's payload: the feed says what changed,
 // never carries the data itself (the migration enforces a looser bound).

@@ -11,7 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/switchyard/switchyard/internal/pglisten"
 	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/internal/service"
 )
 
 // Config configures a Listener. Zero fields take the documented defaults.
@@ -29,8 +31,14 @@ type Config struct {
 	// rows wait behind the watermark; it doubles up to PollInterval.
 	// Default 20ms.
 	SettleRetry time.Duration
+	// Notifications is the process's one LISTEN connection
+	// (internal/pglisten): the Listener subscribes to Channel on it, and
+	// catches up after each of its (re)connects. The caller starts and
+	// stops it. Nil: the Listener runs one of its own, configured by
+	// ReconnectMin, ReconnectMax, QueryTimeout, Connect and Logger.
+	Notifications *pglisten.Listener
 	// ReconnectMin and ReconnectMax bound the backoff between attempts to
-	// re-establish the LISTEN connection. Defaults 100ms and 2s.
+	// re-establish an own LISTEN connection. Defaults 100ms and 2s.
 	ReconnectMin, ReconnectMax time.Duration
 	// BatchSize is the most rows one read returns. Default 500.
 	BatchSize int
@@ -39,10 +47,13 @@ type Config struct {
 	// Retention is how long rows are kept; Prune runs every PruneInterval.
 	// Defaults 24h and 1m. A negative PruneInterval disables pruning here.
 	Retention, PruneInterval time.Duration
-	// Connect opens the dedicated LISTEN connection. Default: a new
-	// connection with the pool's connection settings, outside the pool.
+	// Connect opens an own LISTEN connection. Default: a new connection
+	// with the pool's connection settings, outside the pool.
 	Connect func(ctx context.Context) (*pgx.Conn, error)
 }
+
+// Channel is the feed's LISTEN/NOTIFY channel, for a pglisten.Listener.
+var Channel = pglisten.Channel{Name: channel, Listen: (*queries.Queries).ChangeListen}
 
 func (c Config) withDefaults(pool *pgxpool.Pool) Config {
 	if c.Logger == nil {
@@ -57,11 +68,6 @@ func (c Config) withDefaults(pool *pgxpool.Pool) Config {
 	c.PruneInterval = orDefault(c.PruneInterval, time.Minute)
 	if c.BatchSize <= 0 {
 		c.BatchSize = 500
-	}
-	if c.Connect == nil {
-		c.Connect = func(ctx context.Context) (*pgx.Conn, error) {
-			return pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
-		}
 	}
 	return c
 }
@@ -78,11 +84,13 @@ func orDefault(d, def time.Duration) time.Duration {
 // return quickly and must not call the Listener.
 type Subscriber func(batch []Change)
 
-// Listener follows the feed for one process: one LISTEN connection, one
-// reader, any number of subscribers. Start it once; Stop it once or more.
+// Listener follows the feed for one process: one LISTEN connection
+// (shared, see Config.Notifications), one reader, any number of
+// subscribers. Start it once; Stop it once or more.
 type Listener struct {
 	pool *pgxpool.Pool
 	cfg  Config
+	life service.Lifecycle
 	// wake holds at most one pending wake-up: wake-ups that arrive while
 	// the reader reads fold into one more read.
 	wake chan struct{}
@@ -91,8 +99,6 @@ type Listener struct {
 	cursor Cursor             // guarded by mu: the last change delivered
 	subs   map[int]Subscriber // guarded by mu
 	nextID int                // guarded by mu
-	cancel context.CancelFunc // guarded by mu; nil until Start
-	done   chan struct{}      // closed when every goroutine has returned
 
 	// onRead, when set (by tests, before Start), is called after each read.
 	onRead func(held bool, err error)
@@ -107,33 +113,47 @@ func NewListener(pool *pgxpool.Pool, cfg Config) *Listener {
 }
 
 // ErrStarted is returned by a second Start.
-var ErrStarted = errors.New("changefeed: listener already started")
+var ErrStarted = service.ErrStarted
 
-// Start resolves the starting cursor and starts the LISTEN connection, the
-// reader and the pruner. It returns once the starting cursor is known (so
-// Subscribe then returns a real cursor); the LISTEN connection may still be
-// connecting. The goroutines run until Stop or until ctx ends.
+// Start resolves the starting cursor, subscribes to the LISTEN
+// connection and starts the reader and the pruner. It returns once the
+// starting cursor is known (so Subscribe then returns a real cursor); the
+// LISTEN connection may still be connecting. The goroutines run until
+// Stop.
 func (l *Listener) Start(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cancel != nil {
-		return ErrStarted
+	setup := func(ctx context.Context) error {
+		from, err := l.startCursor(ctx)
+		if err != nil {
+			return err
+		}
+		l.mu.Lock()
+		l.cursor = from
+		l.mu.Unlock()
+		return nil
 	}
-	from, err := l.startCursor(ctx)
-	if err != nil {
-		return err
+	return l.life.Start(ctx, setup, l.run)
+}
+
+// run follows the feed until ctx ends.
+func (l *Listener) run(ctx context.Context) {
+	notifications := l.cfg.Notifications
+	if notifications == nil {
+		notifications = pglisten.New(l.pool, pglisten.Config{
+			Logger: l.cfg.Logger, ReconnectMin: l.cfg.ReconnectMin, ReconnectMax: l.cfg.ReconnectMax,
+			QueryTimeout: l.cfg.QueryTimeout, Connect: l.cfg.Connect,
+		})
+		if err := notifications.Start(ctx); err != nil {
+			l.cfg.Logger.Error("change feed: start LISTEN connection; polling only", slog.Any("error", err))
+		}
+		defer notifications.Stop()
 	}
-	l.cursor = from
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	l.cancel, l.done = cancel, make(chan struct{})
+	defer notifications.Subscribe(Channel, l.Wake)()
 	var wg sync.WaitGroup
-	wg.Go(func() { l.listenLoop(ctx) })
 	wg.Go(func() { l.readLoop(ctx) })
 	if l.cfg.PruneInterval > 0 {
 		wg.Go(func() { l.pruneLoop(ctx) })
 	}
-	go func() { wg.Wait(); close(l.done) }()
-	return nil
+	wg.Wait()
 }
 
 func (l *Listener) startCursor(ctx context.Context) (Cursor, error) {
@@ -152,18 +172,10 @@ func (l *Listener) startCursor(ctx context.Context) (Cursor, error) {
 	return toCursor(head.Xid, head.ID), nil
 }
 
-// Stop ends the Listener's goroutines and closes its LISTEN connection,
-// and waits for them. It is safe to call more than once, and before Start.
-func (l *Listener) Stop() {
-	l.mu.Lock()
-	cancel, done := l.cancel, l.done
-	l.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+// Stop ends the Listener's goroutines (and closes its own LISTEN
+// connection, if it has one) and waits for them. It is safe to call more
+// than once, and before Start.
+func (l *Listener) Stop() { l.life.Stop() }
 
 // Subscribe registers fn and returns the cursor it starts after: fn will
 // receive every change after that cursor, and none before. The returned
@@ -171,11 +183,11 @@ func (l *Listener) Stop() {
 // not known yet, and a subscriber that trusted a zero cursor would believe
 // it had seen everything before the real one.
 func (l *Listener) Subscribe(fn Subscriber) (Cursor, func()) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cancel == nil {
+	if !l.life.Started() {
 		panic("changefeed: Subscribe before Start")
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	id := l.nextID
 	l.nextID++
 	l.subs[id] = fn

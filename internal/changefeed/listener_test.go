@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 func TestCursorRoundTripsAndOrders(t *testing.T) {
@@ -76,7 +77,7 @@ func TestListenerStartsAtTheHead(t *testing.T) {
 	appendCommitted(t, pool, "k", "old-1", "old-2")
 	// Other tests' transactions on the server hold the watermark back for
 	// a moment; the head is the newest settled change.
-	waitUntil(t, 10*time.Second, "the old changes to settle", func() bool {
+	testwait.Until(t, 10*time.Second, "the old changes to settle", func() bool {
 		var n int
 		require.NoError(t, pool.QueryRow(context.Background(),
 			"SELECT count(*) FROM switchyard.changes WHERE xid < pg_snapshot_xmin(pg_current_snapshot())").Scan(&n))
@@ -225,21 +226,10 @@ func TestListenerReconnectsAndCatchesUpAfterTerminate(t *testing.T) {
 	got := c.waitFor(t, 3, 3*time.Second)
 	require.Equal(t, []string{"before", "during-1", "during-2"}, subjects(got))
 	requireCursorOrder(t, got)
-	waitUntil(t, 10*time.Second, "one new LISTEN connection", func() bool {
+	testwait.Until(t, 10*time.Second, "one new LISTEN connection", func() bool {
 		now := listenerPIDs(t, pool)
 		return len(now) == 1 && now[0] != pids[0]
 	})
-}
-
-func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // With no NOTIFY at all, the poll still delivers.

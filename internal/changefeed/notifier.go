@@ -3,10 +3,11 @@ package changefeed
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchyard/switchyard/internal/service"
 )
 
 // Notifier sends the post-commit wake-up for writers that append often (a
@@ -17,10 +18,7 @@ type Notifier struct {
 	pool    *pgxpool.Pool
 	logger  *slog.Logger
 	pending chan struct{} // at most one NOTIFY owed
-
-	mu     sync.Mutex
-	cancel context.CancelFunc // guarded by mu; nil until Start
-	done   chan struct{}
+	life    service.Lifecycle
 }
 
 // NewNotifier returns a Notifier sending through pool. A nil logger
@@ -41,21 +39,12 @@ func (n *Notifier) Poke() {
 	}
 }
 
-// Start runs the sending goroutine until Stop or until ctx ends.
+// Start runs the sending goroutine until Stop.
 func (n *Notifier) Start(ctx context.Context) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cancel != nil {
-		return ErrStarted
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	n.cancel, n.done = cancel, make(chan struct{})
-	go n.run(ctx)
-	return nil
+	return n.life.Start(ctx, nil, n.run)
 }
 
 func (n *Notifier) run(ctx context.Context) {
-	defer close(n.done)
 	for {
 		select {
 		case <-ctx.Done():
@@ -74,13 +63,4 @@ func (n *Notifier) run(ctx context.Context) {
 
 // Stop ends the sending goroutine and waits for it. A poke still owed is
 // dropped: the listeners' poll covers it.
-func (n *Notifier) Stop() {
-	n.mu.Lock()
-	cancel, done := n.cancel, n.done
-	n.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (n *Notifier) Stop() { n.life.Stop() }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // Since returns exactly the range asked for while nothing is pruned; after
@@ -64,7 +65,7 @@ func TestListenerPrunesOnItsInterval(t *testing.T) {
 	_, err := pool.Exec(context.Background(), "UPDATE switchyard.changes SET created_at = now() - interval '2 hours'")
 	require.NoError(t, err)
 	start(t, NewListener(pool, Config{Retention: time.Hour, PruneInterval: 50 * time.Millisecond}))
-	waitUntil(t, 10*time.Second, "the old change to be pruned", func() bool {
+	testwait.Until(t, 10*time.Second, "the old change to be pruned", func() bool {
 		var n int
 		require.NoError(t, pool.QueryRow(context.Background(), "SELECT count(*) FROM switchyard.changes").Scan(&n))
 		return n == 0

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/testlog"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -57,9 +58,11 @@ func (c *collector) waitFor(t *testing.T, n int, limit time.Duration) []Change {
 	}
 }
 
-// start starts l and stops it when the test ends.
+// start starts l, logging to the test's log, and stops it when the test
+// ends.
 func start(t *testing.T, l *Listener) {
 	t.Helper()
+	l.cfg.Logger = testlog.New(t)
 	require.NoError(t, l.Start(context.Background()))
 	t.Cleanup(l.Stop)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/switchyard/switchyard/internal/destination"
 	"github.com/switchyard/switchyard/internal/destination/guard"
+	"github.com/switchyard/switchyard/internal/testlog"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // A destination that keeps failing opens its breaker; while open its
@@ -27,7 +28,7 @@ func TestBreakerHoldsAFailingDestinationAndSparesTheOthers(t *testing.T) {
 	states := make(chan guard.State, 4096)
 	var halfOpens atomic.Int64
 	var announced atomic.Int64
-	record := BreakerRecorder(pool, "breaker-test", slog.New(slog.DiscardHandler), func() { announced.Add(1) })
+	record := BreakerRecorder(pool, "breaker-test", testlog.New(t), func() { announced.Add(1) })
 	// One delivery at a time: with several in flight, one admitted while
 	// the breaker was closed could see it open (opened by the others'
 	// failures) and count as a call while open.
@@ -71,7 +72,7 @@ func TestBreakerHoldsAFailingDestinationAndSparesTheOthers(t *testing.T) {
 		later = append(later, Message{Topic: "t", Destination: "up", Payload: fmt.Appendf(nil, `{"n":%d}`, i)})
 	}
 	enqueue(t, pool, later...)
-	waitUntil(t, time.Minute, "the healthy destination delivered", func() bool {
+	testwait.Until(t, time.Minute, "the healthy destination delivered", func() bool {
 		return countWhere(t, pool, "destination = 'up' AND state = 'delivered'") == 40
 	})
 	waitState(t, states, guard.HalfOpen) // at least one probe was admitted and failed
@@ -79,7 +80,7 @@ func TestBreakerHoldsAFailingDestinationAndSparesTheOthers(t *testing.T) {
 
 	healthy.Store(true)
 	waitState(t, states, guard.Closed)
-	waitUntil(t, time.Minute, "the recovered destination delivered", func() bool {
+	testwait.Until(t, time.Minute, "the recovered destination delivered", func() bool {
 		return countWhere(t, pool, "destination = 'down' AND state = 'delivered'") == 40
 	})
 	var attempts int64
@@ -87,7 +88,7 @@ func TestBreakerHoldsAFailingDestinationAndSparesTheOthers(t *testing.T) {
 		`SELECT sum(attempts) FROM switchyard.outbox WHERE destination = 'down'`).Scan(&attempts))
 	require.Equal(t, calls.Load(), attempts, "an attempt is counted only when the destination was called")
 	require.LessOrEqual(t, callsWhileOpen.Load(), halfOpens.Load(), "while not closed, only one probe per half-open spell reaches the destination")
-	waitUntil(t, 10*time.Second, "breaker changes recorded", func() bool {
+	testwait.Until(t, 10*time.Second, "breaker changes recorded", func() bool {
 		var n int
 		require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(DISTINCT to_state) FROM switchyard.breaker_events
 			WHERE destination = 'down' AND owner = 'breaker-test'`).Scan(&n))
@@ -100,7 +101,7 @@ func TestBreakerHoldsAFailingDestinationAndSparesTheOthers(t *testing.T) {
 		(SELECT count(*) FROM switchyard.breaker_events WHERE destination = 'down'),
 		(SELECT count(*) FROM switchyard.changes WHERE kind = 'breaker' AND subject = 'down')`).Scan(&events, &feed))
 	require.Equal(t, events, feed)
-	waitUntil(t, 10*time.Second, "every change announced", func() bool { return announced.Load() == events })
+	testwait.Until(t, 10*time.Second, "every change announced", func() bool { return announced.Load() == events })
 }
 
 func waitState(t *testing.T, states <-chan guard.State, want guard.State) {

@@ -3,7 +3,6 @@ package outbox
 import (
 	"context"
 	crand "crypto/rand"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -19,7 +18,9 @@ import (
 	"github.com/switchyard/switchyard/internal/backoff"
 	"github.com/switchyard/switchyard/internal/destination"
 	"github.com/switchyard/switchyard/internal/destination/guard"
+	"github.com/switchyard/switchyard/internal/pglisten"
 	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/internal/service"
 )
 
 // Route is how the dispatcher reaches one destination.
@@ -79,6 +80,11 @@ type Config struct {
 	// change feed (switchyard.changes): messages went dead. It must not
 	// block; a coalescing notifier's Poke (internal/changefeed) fits.
 	Changed func()
+	// Notifications is the process's one LISTEN connection
+	// (internal/pglisten): the dispatcher subscribes to WakeChannel on it.
+	// The caller starts and stops it. Nil: the dispatcher runs one of its
+	// own.
+	Notifications *pglisten.Listener
 	// Logger receives stale finalizes and errors. Default: discard.
 	Logger  *slog.Logger
 	Metrics *Metrics
@@ -121,12 +127,11 @@ type Dispatcher struct {
 	wake       chan struct{}
 	inFlight   atomic.Int64 // messages claimed and not yet finalized
 	isStopping atomic.Bool  // set when Stop begins
+	life       service.Lifecycle
 
 	mu      sync.Mutex
-	cancel  context.CancelFunc // guarded by mu; set while running
 	hardCtx context.Context    // guarded by mu: deliveries run under it
 	hardEnd context.CancelFunc // guarded by mu
-	done    chan struct{}      // guarded by mu; closed when all workers have returned
 }
 
 // New returns a Dispatcher; Start runs it.
@@ -137,58 +142,53 @@ func New(pool *pgxpool.Pool, cfg Config) *Dispatcher {
 	return d
 }
 
-// Start launches the workers. It returns an error if already running.
+// Start launches the workers. It returns an error if already started.
 func (d *Dispatcher) Start(ctx context.Context) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.cancel != nil {
-		return errors.New("outbox: dispatcher already started")
+	setup := func(ctx context.Context) error {
+		// Registered before the first lease, so that the console never
+		// sees leases held by a dispatcher it does not know.
+		d.heartbeat(ctx)
+		d.mu.Lock()
+		d.hardCtx, d.hardEnd = context.WithCancel(context.WithoutCancel(ctx))
+		d.mu.Unlock()
+		return nil
 	}
-	// Registered before the first lease, so that the console never sees
-	// leases held by a dispatcher it does not know.
-	d.heartbeat(ctx)
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	d.hardCtx, d.hardEnd = context.WithCancel(context.WithoutCancel(ctx))
-	d.cancel, d.done = cancel, make(chan struct{})
+	return d.life.Start(ctx, setup, d.run)
+}
+
+// run runs the workers until ctx ends, then gives deliveries in flight
+// StopGrace to finish before cancelling them.
+func (d *Dispatcher) run(ctx context.Context) {
+	d.mu.Lock()
+	hardEnd := d.hardEnd
+	d.mu.Unlock()
 	var wg sync.WaitGroup
 	for i := range d.cfg.Workers {
-		wg.Go(func() { d.work(runCtx, fmt.Sprintf("%s/%d", d.cfg.Owner, i)) })
+		wg.Go(func() { d.work(ctx, fmt.Sprintf("%s/%d", d.cfg.Owner, i)) })
 	}
-	wg.Go(func() { d.retentionLoop(runCtx) })
-	wg.Go(func() { d.listenLoop(runCtx) })
-	beat := make(chan struct{})
-	go func() {
-		defer close(beat)
-		d.heartbeatLoop(runCtx)
-	}()
-	go func(done chan struct{}) {
+	wg.Go(func() { d.retentionLoop(ctx) })
+	wg.Go(func() { d.listen(ctx) })
+	wg.Go(func() { d.heartbeatLoop(ctx) })
+	// Once stopping, deliveries in flight get StopGrace, then are
+	// cancelled.
+	context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(d.cfg.StopGrace, hardEnd)
 		wg.Wait()
-		<-beat
-		d.markStopped()
-		close(done)
-	}(d.done)
-	return nil
+		t.Stop()
+	})
+	wg.Wait()
+	d.markStopped()
+	hardEnd()
 }
 
 // Stop stops claiming, lets deliveries in flight finish for up to StopGrace
 // (then cancels them), finalizes what finished and releases what never
 // started. It is idempotent.
 func (d *Dispatcher) Stop() {
-	d.mu.Lock()
-	cancel, done, hardEnd := d.cancel, d.done, d.hardEnd
-	d.mu.Unlock()
-	if cancel == nil {
-		return
+	if d.life.Started() {
+		d.isStopping.Store(true)
 	}
-	d.isStopping.Store(true)
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(d.cfg.StopGrace):
-		hardEnd()
-		<-done
-	}
-	hardEnd()
+	d.life.Stop()
 }
 
 // stopping reports whether Stop has begun.

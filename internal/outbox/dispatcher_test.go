@@ -18,6 +18,8 @@ import (
 	"github.com/switchyard/switchyard/internal/backoff"
 	"github.com/switchyard/switchyard/internal/destination"
 	"github.com/switchyard/switchyard/internal/destination/guard"
+	"github.com/switchyard/switchyard/internal/testlog"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 func fastRetry(maxAttempts int) backoff.Policy {
@@ -26,6 +28,9 @@ func fastRetry(maxAttempts int) backoff.Policy {
 
 func startDispatcher(t *testing.T, pool *pgxpool.Pool, cfg Config) *Dispatcher {
 	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = testlog.New(t)
+	}
 	d := New(pool, cfg)
 	require.NoError(t, d.Start(context.Background()))
 	t.Cleanup(d.Stop)
@@ -216,7 +221,7 @@ func TestManyWorkersDeliverEverythingOnce(t *testing.T) {
 	for i := range 2 {
 		startDispatcher(t, pool, Config{Owner: fmt.Sprint("d", i), Workers: 4, BatchSize: 100, Routes: map[string]Route{"flaky": route}})
 	}
-	waitUntil(t, 2*time.Minute, "every message delivered or dead", func() bool {
+	testwait.Until(t, 2*time.Minute, "every message delivered or dead", func() bool {
 		return countWhere(t, pool, "state = 'pending'") == 0
 	})
 	dest.mu.Lock()
@@ -289,7 +294,7 @@ func TestDeadLettersAreGroupedByFingerprint(t *testing.T) {
 		"a": {Destination: fails("order %s rejected: 422 from 10.1.2.3")},
 		"b": {Destination: fails("no such customer %s")},
 	}})
-	waitUntil(t, time.Minute, "every message dead", func() bool { return countWhere(t, pool, "state = 'dead'") == 30 })
+	testwait.Until(t, time.Minute, "every message dead", func() bool { return countWhere(t, pool, "state = 'dead'") == 30 })
 	d.Stop() // every finalize has returned
 	var fed, rows int64
 	require.NoError(t, pool.QueryRow(context.Background(),
@@ -322,7 +327,7 @@ func TestOrderWithinAggregates(t *testing.T) {
 	for i := range 2 {
 		startDispatcher(t, pool, Config{Owner: fmt.Sprint("d", i), Workers: 4, BatchSize: 64, Routes: map[string]Route{"ordered": route}})
 	}
-	waitUntil(t, 2*time.Minute, "every message delivered", func() bool {
+	testwait.Until(t, 2*time.Minute, "every message delivered", func() bool {
 		return countWhere(t, pool, "state = 'delivered'") == aggregates*perAggregate
 	})
 	dest.mu.Lock()
@@ -358,7 +363,7 @@ func TestDeadHeadBlocksItsAggregateOnly(t *testing.T) {
 	}
 	enqueue(t, pool, msgs...)
 	d := startDispatcher(t, pool, Config{Routes: map[string]Route{"strict": {Destination: dest, Retry: fastRetry(5)}}})
-	waitUntil(t, time.Minute, "healthy aggregate delivered", func() bool {
+	testwait.Until(t, time.Minute, "healthy aggregate delivered", func() bool {
 		return countWhere(t, pool, "aggregate_id = 'healthy' AND state = 'delivered'") == 3 &&
 			countWhere(t, pool, "aggregate_id = 'poisoned' AND state = 'dead'") == 1
 	})
@@ -402,7 +407,7 @@ func TestDispatcherRegistersAndKeepsStats(t *testing.T) {
 	})
 	d := New(pool, Config{Owner: "stats-test", Workers: 2, Routes: map[string]Route{"stats": {Destination: dest}}})
 	require.NoError(t, d.Start(ctx))
-	waitUntil(t, time.Minute, "all finished", func() bool { return countWhere(t, pool, "state = 'pending'") == 0 })
+	testwait.Until(t, time.Minute, "all finished", func() bool { return countWhere(t, pool, "state = 'pending'") == 0 })
 	var workers int
 	var stopped *time.Time
 	require.NoError(t, pool.QueryRow(ctx, `SELECT workers, stopped_at FROM switchyard.dispatchers WHERE owner = 'stats-test'`).Scan(&workers, &stopped))
@@ -527,7 +532,7 @@ func TestStopFinishesInFlightAndReleasesTheRest(t *testing.T) {
 		d.Stop()
 		close(stopped)
 	}()
-	waitUntil(t, 10*time.Second, "stop to begin", func() bool { return d.stopping() })
+	testwait.Until(t, 10*time.Second, "stop to begin", func() bool { return d.stopping() })
 	close(finish)
 	<-stopped
 	require.Equal(t, 0, countWhere(t, pool, "lease_owner IS NOT NULL"), "no lease is left held")
@@ -549,20 +554,16 @@ func TestNotifyWakesAnIdleDispatcher(t *testing.T) {
 		return destination.Outcome{StatusCode: 200}, nil
 	})
 	startDispatcher(t, pool, Config{IdlePoll: time.Hour, Routes: map[string]Route{"quick": {Destination: dest}}})
-	waitUntil(t, time.Minute, "the dispatcher to listen", func() bool {
+	testwait.Until(t, time.Minute, "the dispatcher to listen", func() bool {
 		// Other tests' dispatchers listen too, in their own databases.
 		var n int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND query = 'LISTEN switchyard_outbox'`).Scan(&n))
+			WHERE datname = current_database() AND query LIKE '%LISTEN' || ' switchyard_outbox%'`).Scan(&n))
 		return n == 1
 	})
 	enqueue(t, pool, Message{Topic: "t", Destination: "quick", Payload: []byte(`{}`)})
 	require.NoError(t, Notify(ctx, pool))
-	select {
-	case <-got:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the notification did not wake the dispatcher (its poll is an hour away)")
-	}
+	testwait.For(t, 30*time.Second, "the notification to wake the dispatcher (its poll is an hour away)", got)
 }
 
 // A destination that hangs holds only the slots of its own deliveries:
@@ -595,7 +596,7 @@ func TestHangingDestinationDoesNotSlowTheOthers(t *testing.T) {
 		"hangs": {Destination: hangs, Timeout: time.Hour, Retry: fastRetry(3)},
 		"flows": {Destination: flows},
 	}})
-	waitUntil(t, time.Minute, "the healthy destination drained while the other hangs", func() bool {
+	testwait.Until(t, time.Minute, "the healthy destination drained while the other hangs", func() bool {
 		return countWhere(t, pool, "destination = 'flows' AND state = 'delivered'") == 380
 	})
 	require.Equal(t, 20, countWhere(t, pool, "destination = 'hangs' AND state = 'pending'"))
@@ -638,7 +639,7 @@ func TestSaturatedDestinationDoesNotHoldTheWindow(t *testing.T) {
 			return destination.Outcome{}, nil
 		})},
 	}})
-	waitUntil(t, time.Minute, "the other destination drained while the narrow one is full", func() bool {
+	testwait.Until(t, time.Minute, "the other destination drained while the narrow one is full", func() bool {
 		return countWhere(t, pool, "destination = 'flows' AND state = 'delivered'") == 60
 	})
 	require.Equal(t, int64(2), started.Load(), "the narrow destination ran only what its bulkhead allows")
@@ -673,7 +674,7 @@ func TestLostLeaseCancelsTheDelivery(t *testing.T) {
 			})
 			startDispatcher(t, pool, Config{Workers: 1, LeaseDuration: 3 * time.Second,
 				Clock: func() time.Time { return base }, Routes: map[string]Route{"alpha": {Destination: holds, Timeout: time.Hour}}})
-			waitFor(t, started, "the delivery started")
+			testwait.For(t, 30*time.Second, "the delivery started", started)
 
 			// An hour later by B's clock, A's lease has long expired.
 			b := New(pool, Config{Clock: func() time.Time { return base.Add(time.Hour) },
@@ -681,17 +682,8 @@ func TestLostLeaseCancelsTheDelivery(t *testing.T) {
 			groups, err := b.claim(ctx, "B", 10, nil)
 			require.NoError(t, err)
 			require.Len(t, groups, 1, "B took the lease over")
-			waitFor(t, cancelled, "A's delivery cancelled at its next heartbeat")
+			testwait.For(t, 30*time.Second, "A's delivery cancelled at its next heartbeat", cancelled)
 		})
-	}
-}
-
-func waitFor(t *testing.T, signal <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-signal:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("timed out waiting for: %s", what)
 	}
 }
 
@@ -705,13 +697,13 @@ func TestSetRoutesWhileRunning(t *testing.T) {
 	})
 	enqueue(t, pool, Message{Topic: "t", Destination: "a", Payload: []byte(`{}`)}, Message{Topic: "t", Destination: "b", Payload: []byte(`{}`)})
 	d := startDispatcher(t, pool, Config{Workers: 1, IdlePoll: 10 * time.Millisecond, Routes: map[string]Route{"a": {Destination: ok}}})
-	waitUntil(t, time.Minute, "a delivered", func() bool { return countWhere(t, pool, "destination = 'a' AND state = 'delivered'") == 1 })
+	testwait.Until(t, time.Minute, "a delivered", func() bool { return countWhere(t, pool, "destination = 'a' AND state = 'delivered'") == 1 })
 	require.Equal(t, 1, countWhere(t, pool, "destination = 'b' AND state = 'pending' AND attempts = 0"), "b has no route yet")
 
 	d.SetRoutes(map[string]Route{"b": {Destination: ok}})
-	waitUntil(t, time.Minute, "b delivered once routed", func() bool { return countWhere(t, pool, "destination = 'b' AND state = 'delivered'") == 1 })
+	testwait.Until(t, time.Minute, "b delivered once routed", func() bool { return countWhere(t, pool, "destination = 'b' AND state = 'delivered'") == 1 })
 	enqueue(t, pool, Message{Topic: "t", Destination: "a", Payload: []byte(`{}`)}, Message{Topic: "t", Destination: "b", Payload: []byte(`{}`)})
-	waitUntil(t, time.Minute, "the new b delivered", func() bool { return countWhere(t, pool, "destination = 'b' AND state = 'delivered'") == 2 })
+	testwait.Until(t, time.Minute, "the new b delivered", func() bool { return countWhere(t, pool, "destination = 'b' AND state = 'delivered'") == 2 })
 	require.Equal(t, 1, countWhere(t, pool, "destination = 'a' AND state = 'pending' AND attempts = 0"), "a lost its route")
 }
 
@@ -743,7 +735,7 @@ func TestAnOpenEnqueueNeverHoldsTheDispatcher(t *testing.T) {
 		return destination.Outcome{StatusCode: 200}, nil
 	})
 	startDispatcher(t, pool, Config{Workers: 1, IdlePoll: 10 * time.Millisecond, Routes: map[string]Route{"d": {Destination: dest}}})
-	waitFor(t, started, "the held aggregate's first delivery started")
+	testwait.For(t, 30*time.Second, "the held aggregate's first delivery started", started)
 
 	producer, err := pool.Begin(ctx)
 	require.NoError(t, err)
@@ -753,13 +745,13 @@ func TestAnOpenEnqueueNeverHoldsTheDispatcher(t *testing.T) {
 	close(release) // the held aggregate's deliveries finish; their finalize must not wait
 
 	enqueue(t, pool, msg("other", 0))
-	waitUntil(t, time.Minute, "another aggregate delivered while the enqueue is open", func() bool {
+	testwait.Until(t, time.Minute, "another aggregate delivered while the enqueue is open", func() bool {
 		return countWhere(t, pool, "aggregate_id = 'other' AND state = 'delivered'") == 1
 	})
 	require.Equal(t, 2, countWhere(t, pool, "aggregate_id = 'held' AND state = 'pending'"), "the held outcomes wait for the enqueue")
 
 	require.NoError(t, producer.Commit(ctx))
-	waitUntil(t, time.Minute, "the held aggregate delivered", func() bool {
+	testwait.Until(t, time.Minute, "the held aggregate delivered", func() bool {
 		return countWhere(t, pool, "aggregate_id = 'held' AND state = 'delivered'") == 3
 	})
 	mu.Lock()

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // batchScenario fills a fresh database with the cases a bulk replay meets,
@@ -60,7 +62,7 @@ func batchScenario(t *testing.T) (*pgxpool.Pool, []int64) {
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return Discard(ctx, tx, restored) }))
 	enqueue(t, pool, msg("restored"))
 	d := startDispatcher(t, pool, Config{Workers: 1, Routes: map[string]Route{"d": {Destination: dest}}})
-	waitUntil(t, 60e9, "the restored aggregate's next message delivered", func() bool { return countWhere(t, pool, "state = 'delivered'") == 1 })
+	testwait.Until(t, 60e9, "the restored aggregate's next message delivered", func() bool { return countWhere(t, pool, "state = 'delivered'") == 1 })
 	d.Stop()
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return Restore(ctx, tx, restored) }))
 

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/destination"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // switchable is a destination that refuses every delivery (permanently)
@@ -48,7 +49,7 @@ func deadMessages(t *testing.T, pool *pgxpool.Pool, dead int, msgs ...Message) *
 	dest := &switchable{}
 	enqueue(t, pool, msgs...)
 	d := startDispatcher(t, pool, Config{Workers: 1, Routes: map[string]Route{"d": {Destination: dest}}})
-	waitUntil(t, time.Minute, "the messages dead", func() bool { return countWhere(t, pool, "state = 'dead'") == dead })
+	testwait.Until(t, time.Minute, "the messages dead", func() bool { return countWhere(t, pool, "state = 'dead'") == dead })
 	d.Stop()
 	dest.healed.Store(true)
 	return dest
@@ -183,7 +184,7 @@ func TestReplayModesKeysAndMarks(t *testing.T) {
 	requireDeadLetterGroupsMatch(t, pool)
 
 	d := startDispatcher(t, pool, Config{Workers: 1, Routes: map[string]Route{"d": {Destination: dest}}})
-	waitUntil(t, time.Minute, "the replay delivered", func() bool { return countWhere(t, pool, "state = 'delivered'") == 1 })
+	testwait.Until(t, time.Minute, "the replay delivered", func() bool { return countWhere(t, pool, "state = 'delivered'") == 1 })
 	d.Stop()
 	require.Equal(t, key.String(), dest.deliveries()[0].MessageID)
 
@@ -203,7 +204,7 @@ func TestReplayModesKeysAndMarks(t *testing.T) {
 
 	dest.healed.Store(false)
 	d = startDispatcher(t, pool, Config{Workers: 1, Routes: map[string]Route{"d": {Destination: dest}}})
-	waitUntil(t, time.Minute, "the reapplied replay dead again", func() bool {
+	testwait.Until(t, time.Minute, "the reapplied replay dead again", func() bool {
 		return countWhere(t, pool, "id = $1 AND state = 'dead'", reapplied.ID) == 1
 	})
 	d.Stop()
@@ -236,7 +237,7 @@ func TestReplayOrDiscardOfADeadHeadUnblocksItsAggregate(t *testing.T) {
 	require.NoError(t, pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error { return Discard(context.Background(), tx, discarded) }))
 
 	startDispatcher(t, pool, Config{Workers: 2, Routes: map[string]Route{"d": {Destination: dest}}})
-	waitUntil(t, time.Minute, "both aggregates drained", func() bool { return countWhere(t, pool, "state = 'pending'") == 0 })
+	testwait.Until(t, time.Minute, "both aggregates drained", func() bool { return countWhere(t, pool, "state = 'pending'") == 0 })
 	order := map[string][]int{}
 	for _, d := range dest.deliveries() {
 		order[d.AggregateID] = append(order[d.AggregateID], payloadN(d.Payload))

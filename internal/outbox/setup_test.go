@@ -3,7 +3,6 @@ package outbox
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -46,17 +45,4 @@ func countWhere(t *testing.T, pool *pgxpool.Pool, cond string, args ...any) int 
 	var n int
 	require.NoError(t, pool.QueryRow(context.Background(), "SELECT count(*) FROM switchyard.outbox WHERE "+cond, args...).Scan(&n))
 	return n
-}
-
-// waitUntil polls the database-side condition until it holds or the deadline
-// passes: the dispatcher's progress is only visible there.
-func waitUntil(t *testing.T, limit time.Duration, what string, done func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !done() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

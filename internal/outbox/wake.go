@@ -3,16 +3,16 @@ package outbox
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/switchyard/switchyard/internal/pglisten"
 	"github.com/switchyard/switchyard/internal/queries"
 )
 
-// wakeChannel is the LISTEN/NOTIFY channel that tells idle dispatchers that
-// messages were committed.
-const wakeChannel = "switchyard_outbox"
+// WakeChannel is the LISTEN/NOTIFY channel that tells idle dispatchers
+// that messages were committed, for a pglisten.Listener.
+var WakeChannel = pglisten.Channel{Name: "switchyard_outbox", Listen: (*queries.Queries).OutboxListen}
 
 // Notify wakes idle dispatchers on every process at once. Call it AFTER
 // the transaction that enqueued has committed, never inside it: a NOTIFY
@@ -26,36 +26,18 @@ func Notify(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-// listenLoop holds one connection listening on wakeChannel and wakes the
-// workers on each notification. A lost connection is re-established after a
-// pause; meanwhile the workers' polling covers.
-func (d *Dispatcher) listenLoop(ctx context.Context) {
-	for ctx.Err() == nil {
-		if err := d.listen(ctx); err != nil && ctx.Err() == nil {
-			d.cfg.Logger.Warn("outbox listen connection lost; polling meanwhile", "error", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
+// listen wakes the workers on every notification on WakeChannel (and after
+// every reconnect of the LISTEN connection) until ctx ends. Without a
+// shared connection (Config.Notifications) it runs one of its own.
+func (d *Dispatcher) listen(ctx context.Context) {
+	notifications := d.cfg.Notifications
+	if notifications == nil {
+		notifications = pglisten.New(d.pool, pglisten.Config{Logger: d.cfg.Logger})
+		if err := notifications.Start(ctx); err != nil {
+			d.cfg.Logger.Error("outbox: start LISTEN connection; polling only", "error", err)
 		}
+		defer notifications.Stop()
 	}
-}
-
-func (d *Dispatcher) listen(ctx context.Context) error {
-	conn, err := d.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("acquire: %w", err)
-	}
-	// The connection leaves the pool for good: it stays in LISTEN state.
-	raw := conn.Hijack()
-	defer raw.Close(context.WithoutCancel(ctx))
-	if _, err := raw.Exec(ctx, "LISTEN "+wakeChannel); err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	for {
-		if _, err := raw.WaitForNotification(ctx); err != nil {
-			return fmt.Errorf("wait for notification: %w", err)
-		}
-		d.Wake()
-	}
+	defer notifications.Subscribe(WakeChannel, d.Wake)()
+	<-ctx.Done()
 }

@@ -997,6 +997,17 @@ func (q *Queries) OutboxInsert(ctx context.Context, arg OutboxInsertParams) (int
 	return id, err
 }
 
+const outboxListen = `-- name: OutboxListen :exec
+LISTEN switchyard_outbox
+`
+
+// OutboxListen subscribes the process's LISTEN connection (internal/pglisten)
+// to the dispatchers' wake-up.
+func (q *Queries) OutboxListen(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, outboxListen)
+	return err
+}
+
 const outboxNotify = `-- name: OutboxNotify :exec
 SELECT pg_notify('switchyard_outbox', '')
 `

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/changefeed"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 func TestStreamHeadersAndReadyEvent(t *testing.T) {
@@ -262,11 +263,7 @@ func TestStuckClientIsDroppedAtTheWriteDeadline(t *testing.T) {
 		defer close(done)
 		b.hub.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
 	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("a stuck client kept its stream")
-	}
+	testwait.For(t, 10*time.Second, "the stuck client's stream to end", done)
 	require.Zero(t, b.hub.Clients())
 }
 
@@ -278,11 +275,7 @@ func TestCloseEndsStreamsAndRefusesNewOnes(t *testing.T) {
 	require.Equal(t, 1, b.hub.Clients())
 	b.hub.Close()
 	b.hub.Close()
-	select {
-	case <-c.done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("stream still open after Close")
-	}
+	testwait.For(t, 10*time.Second, "the stream to end after Close", c.done)
 	resp, err := http.Get(b.srv.URL)
 	require.NoError(t, err)
 	resp.Body.Close()

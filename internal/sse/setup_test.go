@@ -16,6 +16,8 @@ import (
 
 	"github.com/switchyard/switchyard/internal/changefeed"
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/testlog"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -32,9 +34,12 @@ type bundle struct {
 func setup(t *testing.T, cfg Config) bundle {
 	t.Helper()
 	pool := dbtest.New(t)
-	l := changefeed.NewListener(pool, changefeed.Config{PollInterval: 100 * time.Millisecond, SettleRetry: 5 * time.Millisecond})
+	l := changefeed.NewListener(pool, changefeed.Config{PollInterval: 100 * time.Millisecond, SettleRetry: 5 * time.Millisecond, Logger: testlog.New(t)})
 	require.NoError(t, l.Start(context.Background()))
 	t.Cleanup(l.Stop)
+	if cfg.Logger == nil {
+		cfg.Logger = testlog.New(t)
+	}
 	hub := New(l, cfg)
 	srv := httptest.NewServer(hub)
 	t.Cleanup(func() {
@@ -81,19 +86,11 @@ func (b bundle) newest(t *testing.T) changefeed.Cursor {
 func (b bundle) waitCaughtUp(t *testing.T) {
 	t.Helper()
 	want := b.newest(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Until(t, 10*time.Second, "the hub at "+want.String(), func() bool {
 		b.hub.mu.Lock()
-		c := b.hub.cursor
-		b.hub.mu.Unlock()
-		if c == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("hub at %s, want %s", c, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer b.hub.mu.Unlock()
+		return b.hub.cursor == want
+	})
 }
 
 // sseEvent is one parsed event, or a comment when comment is set.

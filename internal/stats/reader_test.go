@@ -3,6 +3,7 @@ package stats
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // lockSnapshot holds an ACCESS EXCLUSIVE lock on the snapshot table in a
@@ -32,32 +35,19 @@ func lockSnapshot(t *testing.T, pool *pgxpool.Pool) (release func()) {
 // the Reader's read has reached the database and is stuck there.
 func waitBlocked(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Until(t, 10*time.Second, "the read to block on the lock", func() bool {
 		var n int
 		require.NoError(t, pool.QueryRow(context.Background(), `
 			SELECT count(*) FROM pg_locks
 			WHERE NOT granted AND relation = 'switchyard.stats_snapshot'::regclass`).Scan(&n))
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the read never blocked on the lock")
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition, with a deadline
-	}
+		return n > 0
+	})
 }
 
 // waitWaiters waits until n callers wait for the Reader's read.
 func waitWaiters(t *testing.T, r *Reader, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for r.waiters() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d callers wait, want %d", r.waiters(), n)
-		}
-		time.Sleep(time.Millisecond) // polling a condition, with a deadline
-	}
+	testwait.Until(t, 10*time.Second, fmt.Sprintf("%d callers to wait", n), func() bool { return r.waiters() == n })
 }
 
 // TestReaderCallerGivesUpWhileTheReadIsBlocked: while one caller's read is

@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/changefeed"
 	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/internal/service"
 )
 
 // LeaderLockKey is the session advisory lock the leader holds: "swstats".
@@ -26,7 +25,7 @@ const LeaderLockKey int64 = 0x73777374617473
 const touchEvery = 5 * time.Second
 
 // ErrStarted: Start was called twice.
-var ErrStarted = errors.New("stats: service already started")
+var ErrStarted = service.ErrStarted
 
 // Config configures a Service. Zero fields take the documented defaults.
 type Config struct {
@@ -78,9 +77,7 @@ type Service struct {
 	pool *pgxpool.Pool
 	cfg  Config
 
-	mu     sync.Mutex
-	cancel context.CancelFunc // guarded by mu; nil until Start
-	done   chan struct{}
+	life service.Lifecycle
 }
 
 // New returns a Service reading and writing through pool.
@@ -88,33 +85,15 @@ func New(pool *pgxpool.Pool, cfg Config) *Service {
 	return &Service{pool: pool, cfg: cfg.withDefaults()}
 }
 
-// Start runs the service in the background until Stop or until ctx ends.
+// Start runs the service in the background until Stop.
 func (s *Service) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cancel != nil {
-		return ErrStarted
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.cancel, s.done = cancel, make(chan struct{})
-	go s.run(ctx)
-	return nil
+	return s.life.Start(ctx, nil, s.run)
 }
 
 // Stop ends the service, releasing leadership, and waits for it.
-func (s *Service) Stop() {
-	s.mu.Lock()
-	cancel, done := s.cancel, s.done
-	s.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (s *Service) Stop() { s.life.Stop() }
 
 func (s *Service) run(ctx context.Context) {
-	defer close(s.done)
 	for ctx.Err() == nil {
 		err := s.tryLead(ctx)
 		if err != nil && ctx.Err() == nil {

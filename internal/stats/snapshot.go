@@ -44,10 +44,12 @@ package stats
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/changefeed"
 )
 
 // ChangeKind is the change-feed kind announcing a new snapshot.
-const ChangeKind = "stats"
+const ChangeKind = changefeed.KindStats
 
 // SeriesSeconds is how many seconds the dashboard's charts cover.
 const SeriesSeconds = 15 * 60

@@ -2,7 +2,6 @@ package stats
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/testlog"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -25,14 +25,9 @@ func setup(t *testing.T) *pgxpool.Pool {
 	return pool
 }
 
-// tlog writes the service's log to the test's.
-type tlog struct{ t *testing.T }
-
-func (w tlog) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
-
 func start(t *testing.T, pool *pgxpool.Pool, owner string) *Service {
 	t.Helper()
-	s := New(pool, Config{Owner: owner, Logger: slog.New(slog.NewTextHandler(tlog{t}, nil)), Interval: 20 * time.Millisecond, RetryInterval: 50 * time.Millisecond})
+	s := New(pool, Config{Owner: owner, Logger: testlog.New(t), Interval: 20 * time.Millisecond, RetryInterval: 50 * time.Millisecond})
 	require.NoError(t, s.Start(context.Background()))
 	t.Cleanup(s.Stop)
 	return s

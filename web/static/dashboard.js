@@ -1,5 +1,6 @@
-// dashboard.js: the dashboard's charts (uPlot) and its resync when a hidden
-// tab becomes visible again. Loaded as a module with the page's CSP nonce;
+// dashboard.js: the dashboard's charts (uPlot), and fresh reads for the
+// refreshes that follow a lost stream or a hidden tab. Loaded as a module
+// with the page's CSP nonce;
 // htmx and uPlot are loaded before it (deferred classic scripts run first).
 
 const charts = new Map();
@@ -33,7 +34,9 @@ function chart(id, opts, data) {
 
 function draw() {
   const s = series();
-  if (!s) return;
+  // A snapshot without a series yet (a leader's first, empty one) has
+  // nothing to draw.
+  if (!s || !Array.isArray(s.delivered)) return;
   const n = s.delivered.length;
   const xs = new Array(n);
   const rate = new Array(n);
@@ -59,11 +62,12 @@ function draw() {
 
 // A refresh caused by a stats event asks for at least the version the
 // event announced, so that no cache serves an older one; one caused by the
-// stream (re)connecting or a resync asks for a fresh read.
+// stream (re)connecting, a resync or the tab's visibility changing asks for
+// a fresh read.
 document.body.addEventListener("htmx:configRequest", (e) => {
   const trigger = e.detail.triggeringEvent;
   if (!e.detail.elt || e.detail.elt.id !== "dash-live" || !trigger) return;
-  if (trigger.type === "sse:ready" || trigger.type === "sse:resync" || trigger.type === "dashboard:refresh") {
+  if (trigger.type === "sse:ready" || trigger.type === "sse:resync" || trigger.type === "visibilitychange") {
     e.detail.parameters.fresh = "1";
     return;
   }
@@ -78,12 +82,6 @@ document.body.addEventListener("htmx:configRequest", (e) => {
 
 document.body.addEventListener("htmx:afterSettle", (e) => {
   if (e.target && e.target.id === "dash-live") draw();
-});
-
-document.addEventListener("visibilitychange", () => {
-  if (document.visibilityState === "visible" && window.htmx) {
-    window.htmx.trigger(document.body, "dashboard:refresh");
-  }
 });
 
 window.addEventListener("resize", () => {

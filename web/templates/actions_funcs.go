@@ -3,12 +3,19 @@ package templates
 import (
 	"encoding/json"
 	"strconv"
+
+	"github.com/a-h/templ"
 )
 
-// liveMessageStream is the live stream of one message's changes: the hub
-// sends a page only what concerns its message.
-func liveMessageStream(id int64) string {
-	return "/events?kind=message_changed&subject=" + strconv.FormatInt(id, 10)
+// messageLiveAttrs are the attributes of a message page's hidden live
+// region (messageLiveTrigger): it swaps nothing itself and takes regions
+// from the answer by id.
+func messageLiveAttrs(url, regions, include string) templ.Attributes {
+	a := templ.Attributes{"hidden": true, "data-testid": "message-live", "hx-get": url, "hx-swap": "none", "hx-select-oob": regions}
+	if include != "" {
+		a["hx-include"] = include
+	}
+	return a
 }
 
 func messageActionsURL(id int64) string {

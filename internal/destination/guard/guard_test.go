@@ -3,6 +3,7 @@ package guard_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchyard/switchyard/internal/destination/guard"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -43,12 +45,8 @@ func setup(t *testing.T, cfg guard.Config) bundle {
 // expect waits for the next reported change and checks it.
 func (b bundle) expect(t *testing.T, from, to guard.State) {
 	t.Helper()
-	select {
-	case c := <-b.changes:
-		require.Equal(t, change{from, to}, c, "next state change")
-	case <-time.After(signalTimeout):
-		t.Fatalf("no change %v -> %v within %v", from, to, signalTimeout)
-	}
+	c := testwait.For(t, signalTimeout, fmt.Sprintf("the change %v -> %v", from, to), b.changes)
+	require.Equal(t, change{from, to}, c, "next state change")
 }
 
 // expectNone checks that no change has been reported.
@@ -328,11 +326,7 @@ func TestBulkhead(t *testing.T) {
 		})
 	}
 	for range slots {
-		select {
-		case <-acquired:
-		case <-time.After(signalTimeout):
-			t.Fatal("the bulkhead's slots were not all taken")
-		}
+		testwait.For(t, signalTimeout, "every slot of the bulkhead taken", acquired)
 	}
 	close(release)
 	wg.Wait()
@@ -353,12 +347,7 @@ func TestBulkheadWaitHonoursContext(t *testing.T) {
 		errs <- err
 	}()
 	cancel()
-	select {
-	case err := <-errs:
-		require.ErrorIs(t, err, context.Canceled)
-	case <-time.After(signalTimeout):
-		t.Fatal("Acquire kept waiting after its context ended")
-	}
+	require.ErrorIs(t, testwait.For(t, signalTimeout, "Acquire to give up once its context ended", errs), context.Canceled)
 
 	// The cancelled wait took nothing: once released, the slot is free.
 	held(true, true)

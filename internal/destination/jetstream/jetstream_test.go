@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -16,9 +15,8 @@ import (
 
 	"github.com/switchyard/switchyard/internal/destination"
 	"github.com/switchyard/switchyard/internal/destination/jetstream"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
-
-const natsAddr = "127.0.0.1:4222"
 
 // fixture is one test's stream and a destination publishing into it.
 type fixture struct {
@@ -28,26 +26,15 @@ type fixture struct {
 	prefix string // captured by stream as prefix + ".>"
 }
 
-// requireNATS skips the test when nothing listens at natsAddr.
-func requireNATS(t *testing.T) {
-	t.Helper()
-	conn, err := net.DialTimeout("tcp", natsAddr, time.Second)
-	if err != nil {
-		t.Skipf("no NATS server at %s (%v); run nats-server -js there to run this test", natsAddr, err)
-	}
-	_ = conn.Close()
-}
-
 // setup creates a uniquely named memory stream on a unique subject prefix
 // and a destination for it; cleanup deletes the stream and closes both
 // connections.
 func setup(t *testing.T, edit func(*jetstream.Config)) fixture {
 	t.Helper()
-	requireNATS(t)
 	id := rand.Text()
 	f := fixture{prefix: "sytest." + strings.ToLower(id)}
 	var err error
-	f.nc, err = nats.Connect("nats://" + natsAddr)
+	f.nc, err = nats.Connect(natsURL)
 	require.NoError(t, err)
 	t.Cleanup(f.nc.Close)
 	js, err := natsjs.New(f.nc)
@@ -70,7 +57,7 @@ func setup(t *testing.T, edit func(*jetstream.Config)) fixture {
 // newDest connects a destination for prefix, closed in cleanup.
 func newDest(t *testing.T, prefix string, edit func(*jetstream.Config)) *jetstream.Destination {
 	t.Helper()
-	cfg := jetstream.Config{URL: "nats://" + natsAddr, SubjectPrefix: prefix}
+	cfg := jetstream.Config{URL: natsURL, SubjectPrefix: prefix}
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -147,7 +134,6 @@ func TestDeliverHeaders(t *testing.T) {
 // TestDeliverNoStream: a subject no stream captures is a permanent error.
 func TestDeliverNoStream(t *testing.T) {
 	t.Parallel()
-	requireNATS(t)
 	prefix := "sytest.nostream." + strings.ToLower(rand.Text())
 	d := newDest(t, prefix, nil)
 
@@ -163,7 +149,7 @@ func TestDeliverNoStream(t *testing.T) {
 // returned channel receives once per message arrived.
 func blackHole(t *testing.T, prefix string) <-chan struct{} {
 	t.Helper()
-	nc, err := nats.Connect("nats://" + natsAddr)
+	nc, err := nats.Connect(natsURL)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	arrived := make(chan struct{}, 16)
@@ -175,7 +161,6 @@ func blackHole(t *testing.T, prefix string) <-chan struct{} {
 
 func TestDeliverHonoursCancel(t *testing.T) {
 	t.Parallel()
-	requireNATS(t)
 	prefix := "sytest.blackhole." + strings.ToLower(rand.Text())
 	arrived := blackHole(t, prefix)
 	d := newDest(t, prefix, nil)
@@ -192,7 +177,6 @@ func TestDeliverHonoursCancel(t *testing.T) {
 
 func TestDeliverTimeout(t *testing.T) {
 	t.Parallel()
-	requireNATS(t)
 	prefix := "sytest.blackhole." + strings.ToLower(rand.Text())
 	arrived := blackHole(t, prefix)
 	d := newDest(t, prefix, func(c *jetstream.Config) { c.Timeout = 50 * time.Millisecond })
@@ -202,11 +186,7 @@ func TestDeliverTimeout(t *testing.T) {
 	assert.False(t, destination.IsPermanent(err))
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "publish to "+prefix+".order.created: no PubAck within 50ms")
-	select { // the publish did go out
-	case <-arrived:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the black hole received nothing within 5s")
-	}
+	testwait.For(t, 5*time.Second, "the publish to reach the black hole", arrived)
 }
 
 // TestDeliverRefusesBadMessage: nothing is published and the error is

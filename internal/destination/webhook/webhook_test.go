@@ -21,6 +21,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/destination"
 	"github.com/switchyard/switchyard/internal/destination/webhook"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // request is what a test server received.
@@ -51,13 +52,7 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // next returns the next request the recorder received.
 func (rec *recorder) next(t *testing.T) request {
 	t.Helper()
-	select {
-	case r := <-rec.got:
-		return r
-	case <-time.After(5 * time.Second):
-		t.Fatal("no request received within 5s")
-		return request{}
-	}
+	return testwait.For(t, 5*time.Second, "a request", rec.got)
 }
 
 func newRecorder(status int, body string) *recorder {

@@ -415,6 +415,11 @@ DELETE FROM switchyard.delivery_stats WHERE second < @cutoff;
 -- name: DispatchersPrune :execrows
 DELETE FROM switchyard.dispatchers WHERE heartbeat_at < @cutoff;
 
+-- name: OutboxListen :exec
+-- OutboxListen subscribes the process's LISTEN connection (internal/pglisten)
+-- to the dispatchers' wake-up.
+LISTEN switchyard_outbox;
+
 -- name: OutboxNotify :exec
 -- OutboxNotify wakes idle dispatchers. Never inside an enqueuing
 -- transaction: see outbox.Notify.

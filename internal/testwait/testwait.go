@@ -1,0 +1,49 @@
+// Package testwait is the one way tests wait for something: a condition
+// or a signal, with a deadline, failing with a message that says what was
+// awaited. Tests never sleep for a fixed time hoping that something has
+// happened; they wait for it to be observable, and no longer than limit.
+package testwait
+
+import (
+	"testing"
+	"time"
+)
+
+// pollEvery is how often Until checks its condition: often enough that a
+// test waits little past the moment the condition holds, rarely enough
+// that a condition reading the database costs nothing noticeable.
+const pollEvery = 10 * time.Millisecond
+
+// Until checks cond at once and then every few milliseconds until it
+// returns true, and fails the test (FailNow, so from the test's goroutine
+// only) if limit passes first: "timed out after <limit> waiting for
+// <what>". cond runs on the caller's goroutine, so it may use require.
+func Until(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		case <-tick.C:
+		}
+	}
+}
+
+// For waits until ch delivers (or is closed) and returns what it
+// delivered, or fails the test if limit passes first.
+func For[T any](t testing.TB, limit time.Duration, what string, ch <-chan T) T {
+	t.Helper()
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-deadline.C:
+		t.Fatalf("timed out after %v waiting for %s", limit, what)
+	}
+	panic("unreachable")
+}
