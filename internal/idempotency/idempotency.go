@@ -88,7 +88,7 @@ type Config struct {
 	// MaxStoredBody bounds the response body stored for retries; 0:
 	// DefaultMaxStoredBody.
 	MaxStoredBody int
-	Logger  *slog.Logger
+	Logger        *slog.Logger
 }
 
 // Middleware applies idempotency keys to the requests it wraps (meant for
