@@ -27,6 +27,11 @@ type SwitchyardAuditLog struct {
 	Hash       []byte
 }
 
+type SwitchyardAuthKey struct {
+	Name string
+	Key  []byte
+}
+
 type SwitchyardBreakerEvent struct {
 	ID          int64
 	Destination string
@@ -201,6 +206,7 @@ type SwitchyardLoginFailure struct {
 	Account string
 	Address string
 	At      time.Time
+	Client  string
 }
 
 type SwitchyardOutbox struct {
