@@ -27,6 +27,12 @@ type SwitchyardAuditLog struct {
 	Hash       []byte
 }
 
+type SwitchyardAuditSeal struct {
+	ID       int64
+	Mac      []byte
+	SealedAt time.Time
+}
+
 type SwitchyardAuthKey struct {
 	Name string
 	Key  []byte
