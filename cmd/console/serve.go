@@ -87,6 +87,11 @@ func serveWith(ctx context.Context, cfg config, logger *slog.Logger, extras serv
 	if err := checkAccess(ctx, cfg, loopback, accounts, logger); err != nil {
 		return err
 	}
+	stopAnchors, err := startAnchors(ctx, cfg, db.pool, logger)
+	if err != nil {
+		return err
+	}
+	defer stopAnchors()
 	replays := bulkreplay.NewRunner(db.pool, bulkreplay.Config{
 		LeaseDuration: cfg.lease, Changed: notifier.Poke, Logger: logger.With(slog.String("component", "bulkreplay")),
 	})
@@ -236,10 +241,11 @@ func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logge
 		Inbox:     receiver, InboxMaxBody: cfg.inboxMaxBody,
 		Auth: acc.accounts, Streams: acc.guard, AuditLog: audit.Log{DB: db.pool},
 		Demo: cfg.demo, SecureCookies: cfg.secureCookies, ViewerPayloads: cfg.viewerPayloads,
-		DB:        db.pool,
-		Stats:     stats.NewReader(db.pool, 0),
-		DemoPanel: demo,
-		Notify:    acc.notify,
+		DB:             db.pool,
+		Stats:          stats.NewReader(db.pool, 0),
+		DemoPanel:      demo,
+		Notify:         acc.notify,
+		IdempotencyTTL: cfg.hardening.idempotencyTTL,
 	})
 	hosts := cfg.allowedHosts
 	if cfg.demo {
@@ -249,8 +255,9 @@ func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logge
 	}
 	e, err := httpserver.New(httpserver.Config{
 		Logger: logger, Registerer: registry, RenderError: handler.RenderError,
-		AllowedHosts: hosts,
-		CSRF:         &httpserver.CSRFConfig{Secure: cfg.secureCookies, Exempt: console.CSRFExempt},
+		AllowedHosts:   hosts,
+		CSRF:           &httpserver.CSRFConfig{Secure: cfg.secureCookies, Exempt: console.CSRFExempt},
+		TrustedProxies: cfg.hardening.trustedProxies,
 	})
 	if err != nil {
 		return nil, err

@@ -114,7 +114,7 @@ func (h *Handler) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 		return next // act answers 503
 	}
 	mw := idempotency.Middleware(idempotency.Config{
-		Pool: h.deps.DB, Logger: h.deps.Logger,
+		Pool: h.deps.DB, Logger: h.deps.Logger, TTL: h.deps.IdempotencyTTL,
 		Principal: func(c echo.Context) string {
 			p := current(c)
 			if p.UserID == 0 {
