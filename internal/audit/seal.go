@@ -9,12 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/switchyard/switchyard/internal/lifecycle"
 	"github.com/switchyard/switchyard/internal/queries"
 )
 
@@ -106,12 +106,9 @@ func (c SealerConfig) withDefaults() SealerConfig {
 type Sealer struct {
 	cfg  SealerConfig
 	pool *pgxpool.Pool
-
-	mu     sync.Mutex
-	cancel context.CancelFunc // guarded by mu; set while running
-	done   chan struct{}      // guarded by mu
+	loop lifecycle.Loop
 	// last is the head of the last checkpoint written, and when; used
-	// only by the loop (and by Stop after the loop ended).
+	// only by the loop (and by Stop after the loop returned).
 	last     Checkpoint
 	lastTime time.Time
 }
@@ -127,38 +124,21 @@ func NewSealer(pool *pgxpool.Pool, cfg SealerConfig) (*Sealer, error) {
 // Start seals what is pending and writes a checkpoint at once, then runs
 // until Stop. It returns an error if already started.
 func (s *Sealer) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cancel != nil {
-		return errors.New("audit: sealer already started")
-	}
-	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	s.done = make(chan struct{})
-	go func(done chan struct{}) {
-		defer close(done)
-		s.loop(ctx)
-	}(s.done)
-	return nil
+	return s.loop.Start(ctx, "audit: sealer", s.run)
 }
 
 // Stop ends the sealer after a last seal and checkpoint. It is
 // idempotent.
 func (s *Sealer) Stop() {
-	s.mu.Lock()
-	cancel, done := s.cancel, s.done
-	s.cancel = nil
-	s.mu.Unlock()
-	if cancel == nil {
+	if !s.loop.Stop() {
 		return
 	}
-	cancel()
-	<-done
-	ctx, stop := context.WithTimeout(context.Background(), s.cfg.StatementTimeout)
-	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StatementTimeout)
+	defer cancel()
 	s.tick(ctx, true)
 }
 
-func (s *Sealer) loop(ctx context.Context) {
+func (s *Sealer) run(ctx context.Context) {
 	tick := time.NewTicker(s.cfg.Poll)
 	defer tick.Stop()
 	for {

@@ -20,14 +20,13 @@ package retention
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/switchyard/switchyard/internal/lifecycle"
 	"github.com/switchyard/switchyard/internal/queries"
 )
 
@@ -141,10 +140,7 @@ func drain(ctx context.Context, cfg Config, batch func(context.Context) (int64, 
 type Service struct {
 	cfg  Config
 	pool *pgxpool.Pool
-
-	mu     sync.Mutex
-	cancel context.CancelFunc // guarded by mu; set while running
-	done   chan struct{}      // guarded by mu
+	loop lifecycle.Loop
 }
 
 // New returns a Service on pool; Start runs it.
@@ -155,34 +151,14 @@ func New(pool *pgxpool.Pool, cfg Config) *Service {
 // Start runs a first pass at once and then one every Interval, until
 // Stop. It returns an error if already started.
 func (s *Service) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cancel != nil {
-		return errors.New("retention: already started")
-	}
-	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	s.done = make(chan struct{})
-	go func(done chan struct{}) {
-		defer close(done)
-		s.loop(ctx)
-	}(s.done)
-	return nil
+	return s.loop.Start(ctx, "retention", s.run)
 }
 
 // Stop ends the service, abandoning a pass in progress (each batch is its
 // own statement, so what was deleted stays deleted). It is idempotent.
-func (s *Service) Stop() {
-	s.mu.Lock()
-	cancel, done := s.cancel, s.done
-	s.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (s *Service) Stop() { s.loop.Stop() }
 
-func (s *Service) loop(ctx context.Context) {
+func (s *Service) run(ctx context.Context) {
 	tick := time.NewTicker(s.cfg.Interval)
 	defer tick.Stop()
 	for {
