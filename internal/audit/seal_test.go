@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -131,4 +132,34 @@ func TestCheckpointShowsRowsDeletedFromTheEnd(t *testing.T) {
 			require.ErrorIs(t, err, audit.ErrCheckpointMismatch)
 		}
 	}
+}
+
+// A running sealer seals new rows within its poll and writes a checkpoint
+// once CheckpointRows rows were added since the last one.
+func TestSealerSealsAndCheckpointsAsRowsArrive(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	file := filepath.Join(t.TempDir(), "audit.jsonl")
+	s, err := audit.NewSealer(pool, audit.SealerConfig{Key: key, CheckpointFile: file, CheckpointRows: 3, Poll: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	require.NoError(t, err)
+	_, err = audit.NewSealer(pool, audit.SealerConfig{Key: []byte("short")})
+	require.Error(t, err, "a key under 32 bytes is refused")
+	checkpointOf := func(rows int64) func() bool {
+		return func() bool {
+			cp, err := audit.LastCheckpoint(file)
+			return err == nil && cp.Rows == rows
+		}
+	}
+	record(t, pool, audit.Entry{Actor: "op", Action: "replay", Outcome: audit.OK})
+	require.NoError(t, s.Start(context.Background()))
+	t.Cleanup(s.Stop)
+	require.Eventually(t, checkpointOf(1), 30*time.Second, 10*time.Millisecond, "a checkpoint at start")
+	for i := range 3 {
+		record(t, pool, audit.Entry{Actor: "op", Action: "replay", Target: fmt.Sprint(i), Outcome: audit.OK})
+	}
+	require.Eventually(t, checkpointOf(4), 30*time.Second, 10*time.Millisecond, "a checkpoint after 3 more rows")
+	report, err := audit.Check(context.Background(), pool, audit.CheckConfig{Key: key, CheckpointFile: file})
+	require.NoError(t, err)
+	require.EqualValues(t, 4, report.Sealed)
 }
