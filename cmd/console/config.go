@@ -161,13 +161,11 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 		return cfg, fmt.Errorf("invalid inbox max body %q: want a number of bytes, 1 or more", *values["inbox-max-body"])
 	}
 	cfg.demoCustomerDestination = *values["demo-customer-destination"]
-	if err := parseHardening(&cfg, values); err != nil {
-		return cfg, err
-	}
 	return cfg, parseAccess(&cfg, values, flags)
 }
 
-// parseAccess reads the sign-in and session settings.
+// parseAccess reads the sign-in and session settings, then the
+// hardening ones (hardening.go).
 func parseAccess(cfg *config, values map[string]*string, flags map[string]*bool) error {
 	cfg.demo = *flags["demo"]
 	cfg.secureCookies = *flags["secure-cookies"]
@@ -184,7 +182,7 @@ func parseAccess(cfg *config, values map[string]*string, flags map[string]*bool)
 	if cfg.sessionMax, err = time.ParseDuration(*values["session-max"]); err != nil || cfg.sessionMax < cfg.sessionIdle {
 		return fmt.Errorf("invalid session lifetime %q: want a duration at least the idle timeout", *values["session-max"])
 	}
-	return nil
+	return parseHardening(cfg, values)
 }
 
 // parseInterleaved parses flags wherever they stand among the positional
