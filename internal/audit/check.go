@@ -153,7 +153,8 @@ func checkCheckpoint(ctx context.Context, db queries.DBTX, key []byte, cp Checkp
 		problems = append(problems, fmt.Errorf("%w: truncated: the checkpoint of %s recorded %d rows up to row %d, but the trail now ends at row %d with %d rows",
 			ErrTruncated, when, cp.Rows, cp.ID, at.MaxID, at.Rows))
 	case at.Hash == nil:
-		problems = append(problems, fmt.Errorf("%w: row %d, the head of the checkpoint of %s, is missing", ErrTruncated, cp.ID, when))
+		problems = append(problems, fmt.Errorf("%w: row %d, the head of the checkpoint of %s (%d rows), is missing: rows were deleted; the trail now has %d rows, up to row %d",
+			ErrTruncated, cp.ID, when, cp.Rows, at.Rows, at.MaxID))
 	case !bytes.Equal(at.Hash, hash):
 		problems = append(problems, fmt.Errorf("%w: row %d's hash differs from the checkpoint of %s: rows up to it were changed and re-chained", ErrCheckpointMismatch, cp.ID, when))
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -139,6 +140,15 @@ func (s *Sealer) Stop() {
 }
 
 func (s *Sealer) run(ctx context.Context) {
+	if s.cfg.CheckpointFile != "" {
+		// Continue from the file's last checkpoint: the next one must
+		// extend the trail it vouched for (stillHolds).
+		cp, err := LastCheckpoint(s.cfg.CheckpointFile)
+		if err != nil && !errors.Is(err, ErrNoCheckpoint) {
+			s.logFailure(ctx, "audit checkpoint: read the last", err)
+		}
+		s.last = cp
+	}
 	tick := time.NewTicker(s.cfg.Poll)
 	defer tick.Stop()
 	for {
@@ -155,26 +165,31 @@ func (s *Sealer) run(ctx context.Context) {
 // force, when the head moved since the last).
 func (s *Sealer) tick(ctx context.Context, force bool) {
 	if _, err := s.Seal(ctx); err != nil {
-		if ctx.Err() == nil {
-			s.cfg.Logger.Error("audit trail not sealed", slog.Any("error", err))
-		}
+		s.logFailure(ctx, "audit trail not sealed", err)
 		return
 	}
 	qctx, cancel := context.WithTimeout(ctx, s.cfg.StatementTimeout)
-	head, err := queries.New(s.pool).AuditHead(qctx)
-	cancel()
-	if errors.Is(err, pgx.ErrNoRows) {
-		return // nothing to vouch for yet
+	defer cancel()
+	q := queries.New(s.pool)
+	// The newest id first: counting the rows costs a scan of the trail,
+	// paid only when a checkpoint is written. Ids may have gaps (a
+	// rolled-back insert), so this counts a little early, never late.
+	id, err := q.AuditHeadID(qctx)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && id == s.last.ID) {
+		return // nothing (new) to vouch for
 	}
-	if err != nil {
-		if ctx.Err() == nil {
-			s.cfg.Logger.Error("audit checkpoint: read the head", slog.Any("error", err))
-		}
+	due := force || id-s.last.ID >= s.cfg.CheckpointRows || time.Since(s.lastTime) >= s.cfg.CheckpointInterval
+	if err != nil || !due {
+		s.logFailure(ctx, "audit checkpoint: read the head", err)
 		return
 	}
-	moved := head.ID != s.last.ID || head.Rows != s.last.Rows
-	due := head.Rows-s.last.Rows >= s.cfg.CheckpointRows || time.Since(s.lastTime) >= s.cfg.CheckpointInterval
-	if !moved || !(due || force) {
+	if err := s.stillHolds(qctx, q); err != nil {
+		s.logFailure(ctx, "audit checkpoint refused", err)
+		return
+	}
+	head, err := q.AuditHead(qctx)
+	if err != nil {
+		s.logFailure(ctx, "audit checkpoint: read the head", err)
 		return
 	}
 	cp := newCheckpoint(s.cfg.Key, head.ID, head.Rows, head.Hash, time.Now())
@@ -183,6 +198,31 @@ func (s *Sealer) tick(ctx context.Context, force bool) {
 		return
 	}
 	s.last, s.lastTime = cp, time.Now()
+}
+
+// stillHolds checks that the trail still holds what the last checkpoint
+// vouched for, so that a trail cut short or re-chained is never
+// checkpointed as if it were whole (which would hide it from Check).
+func (s *Sealer) stillHolds(ctx context.Context, q *queries.Queries) error {
+	if s.last.ID == 0 {
+		return nil
+	}
+	at, err := q.AuditAt(ctx, s.last.ID)
+	if err != nil {
+		return fmt.Errorf("audit: compare with the last checkpoint: %w", err)
+	}
+	if hex.EncodeToString(at.Hash) != s.last.Hash || at.RowsUpto != s.last.Rows {
+		return fmt.Errorf("%w: the trail no longer holds row %d and the %d rows up to it as the last checkpoint recorded them: run console audit verify",
+			ErrCheckpointMismatch, s.last.ID, s.last.Rows)
+	}
+	return nil
+}
+
+// logFailure logs err (if any) unless the sealer is stopping.
+func (s *Sealer) logFailure(ctx context.Context, what string, err error) {
+	if err != nil && ctx.Err() == nil {
+		s.cfg.Logger.Error(what, slog.Any("error", err))
+	}
 }
 
 // write appends cp to the checkpoint file (if any) and logs it: the log

@@ -123,13 +123,30 @@ func TestCheckpointShowsRowsDeletedFromTheEnd(t *testing.T) {
 		require.ErrorContains(t, err, fmt.Sprintf("truncated: the checkpoint of %s recorded 6 rows up to row %d, but the trail now ends at row %d with 4 rows",
 			cp.At.Format("2006-01-02 15:04:05Z"), cp.ID, cp.ID-2))
 
+		// A sealer started on the cut trail does not checkpoint it as
+		// whole, and nothing it seals hides the cut.
+		again, err := audit.NewSealer(pool, audit.SealerConfig{Key: k, CheckpointFile: file})
+		require.NoError(t, err)
+		require.NoError(t, again.Start(ctx))
+		record(t, pool, audit.Entry{Actor: "op", Action: "replay", Outcome: audit.OK})
+		again.Stop()
+		last, err := audit.LastCheckpoint(file)
+		require.NoError(t, err)
+		require.Equal(t, cp, last, "no checkpoint of the cut trail")
+		_, err = audit.Check(ctx, pool, audit.CheckConfig{Key: k, CheckpointFile: file})
+		require.ErrorIs(t, err, audit.ErrTruncated)
+		require.ErrorContains(t, err, fmt.Sprintf("row %d, the head of the checkpoint of %s (6 rows), is missing: rows were deleted; the trail now has 5 rows, up to row %d",
+			cp.ID, cp.At.Format("2006-01-02 15:04:05Z"), cp.ID+1))
+
 		// A checkpoint line forged without the key does not verify.
 		if k != nil {
 			forged := cp
 			forged.ID, forged.Rows = cp.ID-2, 4
+			require.NoError(t, pool.QueryRow(ctx, `SELECT encode(hash, 'hex') FROM switchyard.audit_log WHERE id = $1`, forged.ID).Scan(&forged.Hash))
 			require.NoError(t, audit.AppendCheckpoint(file, forged))
 			_, err = audit.Check(ctx, pool, audit.CheckConfig{Key: k, CheckpointFile: file})
 			require.ErrorIs(t, err, audit.ErrCheckpointMismatch)
+			require.ErrorContains(t, err, "does not verify under the key")
 		}
 	}
 }

@@ -62,6 +62,19 @@ func (q *Queries) AuditHead(ctx context.Context) (AuditHeadRow, error) {
 	return i, err
 }
 
+const auditHeadID = `-- name: AuditHeadID :one
+SELECT a.id FROM switchyard.audit_log a ORDER BY a.id DESC LIMIT 1
+`
+
+// AuditHeadID is the newest row's id (no row: the trail is empty); cheap,
+// unlike AuditHead's count.
+func (q *Queries) AuditHeadID(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, auditHeadID)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
 const auditInsert = `-- name: AuditInsert :one
 
 INSERT INTO switchyard.audit_log (actor, actor_id, action, target, reason, outcome, request_id, remote_addr, detail, prev_hash, hash)

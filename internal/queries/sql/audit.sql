@@ -60,6 +60,11 @@ WHERE a.id > @after_id
 ORDER BY a.id
 LIMIT @max_rows;
 
+-- name: AuditHeadID :one
+-- AuditHeadID is the newest row's id (no row: the trail is empty); cheap,
+-- unlike AuditHead's count.
+SELECT a.id FROM switchyard.audit_log a ORDER BY a.id DESC LIMIT 1;
+
 -- name: AuditHead :one
 -- AuditHead is the newest row's id and hash, and how many rows the trail
 -- holds: what a checkpoint records. No row: the trail is empty.
