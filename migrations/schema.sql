@@ -111,6 +111,19 @@ CREATE FUNCTION switchyard.audit_row_hash(prev bytea, r switchyard.audit_log) RE
 $$;
 
 --
+-- Name: audit_seals_refuse_change(); Type: FUNCTION; Schema: switchyard; Owner: -
+--
+
+CREATE FUNCTION switchyard.audit_seals_refuse_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'switchyard.audit_seals is append-only: % refused', TG_OP
+        USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+
+--
 -- Name: outbox_assign_seq(); Type: FUNCTION; Schema: switchyard; Owner: -
 --
 
@@ -150,6 +163,27 @@ CREATE SEQUENCE switchyard.audit_log_id_seq
 --
 
 ALTER SEQUENCE switchyard.audit_log_id_seq OWNED BY switchyard.audit_log.id;
+
+--
+-- Name: audit_seals; Type: TABLE; Schema: switchyard; Owner: -
+--
+
+CREATE TABLE switchyard.audit_seals (
+    id bigint NOT NULL,
+    mac bytea NOT NULL,
+    sealed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT audit_seals_mac_check CHECK ((length(mac) = 32))
+);
+
+--
+-- Name: auth_keys; Type: TABLE; Schema: switchyard; Owner: -
+--
+
+CREATE TABLE switchyard.auth_keys (
+    name text NOT NULL,
+    key bytea NOT NULL,
+    CONSTRAINT auth_keys_key_check CHECK ((length(key) >= 32))
+);
 
 --
 -- Name: breaker_events; Type: TABLE; Schema: switchyard; Owner: -
@@ -480,7 +514,8 @@ CREATE TABLE switchyard.login_failures (
     id bigint NOT NULL,
     account text NOT NULL,
     address text NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    client text DEFAULT ''::text NOT NULL
 );
 
 --
@@ -687,6 +722,20 @@ ALTER TABLE ONLY switchyard.changes ALTER COLUMN id SET DEFAULT nextval('switchy
 
 ALTER TABLE ONLY switchyard.audit_log
     ADD CONSTRAINT audit_log_pkey PRIMARY KEY (id);
+
+--
+-- Name: audit_seals audit_seals_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.audit_seals
+    ADD CONSTRAINT audit_seals_pkey PRIMARY KEY (id);
+
+--
+-- Name: auth_keys auth_keys_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.auth_keys
+    ADD CONSTRAINT auth_keys_pkey PRIMARY KEY (name);
 
 --
 -- Name: breaker_events breaker_events_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
@@ -949,6 +998,12 @@ CREATE INDEX login_failures_address ON switchyard.login_failures USING btree (ad
 CREATE INDEX login_failures_at ON switchyard.login_failures USING btree (at);
 
 --
+-- Name: login_failures_client; Type: INDEX; Schema: switchyard; Owner: -
+--
+
+CREATE INDEX login_failures_client ON switchyard.login_failures USING btree (account, client, at);
+
+--
 -- Name: outbox_aggregate; Type: INDEX; Schema: switchyard; Owner: -
 --
 
@@ -1103,6 +1158,18 @@ CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON switchyard.audit_log FOR
 --
 
 CREATE TRIGGER audit_log_no_update BEFORE DELETE OR UPDATE ON switchyard.audit_log FOR EACH ROW EXECUTE FUNCTION switchyard.audit_log_refuse_change();
+
+--
+-- Name: audit_seals audit_seals_no_truncate; Type: TRIGGER; Schema: switchyard; Owner: -
+--
+
+CREATE TRIGGER audit_seals_no_truncate BEFORE TRUNCATE ON switchyard.audit_seals FOR EACH STATEMENT EXECUTE FUNCTION switchyard.audit_seals_refuse_change();
+
+--
+-- Name: audit_seals audit_seals_no_update; Type: TRIGGER; Schema: switchyard; Owner: -
+--
+
+CREATE TRIGGER audit_seals_no_update BEFORE DELETE OR UPDATE ON switchyard.audit_seals FOR EACH ROW EXECUTE FUNCTION switchyard.audit_seals_refuse_change();
 
 --
 -- Name: outbox outbox_assign_seq; Type: TRIGGER; Schema: switchyard; Owner: -

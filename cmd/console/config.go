@@ -47,6 +47,8 @@ type config struct {
 	// getenv reads the secrets that destinations name (secret_ref); the
 	// only environment access after start.
 	getenv func(string) string
+	// hardening: trusted proxies, audit anchors, retention (hardening.go).
+	hardening hardening
 }
 
 // setting documents one configuration knob; README.md's table lists these.
@@ -83,6 +85,17 @@ var settings = []setting{
 	{"log-level", "SWITCHYARD_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"log-format", "SWITCHYARD_LOG_FORMAT", "text", "text or json"},
 	{"shutdown-timeout", "SWITCHYARD_SHUTDOWN_TIMEOUT", "10s", "how long requests in flight may take to finish at shutdown"},
+	{"trusted-proxies", "SWITCHYARD_TRUSTED_PROXIES", "", "comma-separated CIDRs of the reverse proxies in front of the console: from them, the client address is taken from X-Forwarded-For (empty: never; the client is the peer)"},
+	{"audit-key-file", "SWITCHYARD_AUDIT_KEY_FILE", "", "file holding the key (32 bytes or more) that seals the audit trail outside the database (empty: the chain stays unkeyed, and audit verify says so)"},
+	{"audit-checkpoint-file", "SWITCHYARD_AUDIT_CHECKPOINT_FILE", "", "append-only file of audit trail checkpoints (default: audit-checkpoints.jsonl in --data)"},
+	{"audit-checkpoint-rows", "SWITCHYARD_AUDIT_CHECKPOINT_ROWS", "1000", "write an audit checkpoint after this many new rows"},
+	{"audit-checkpoint-interval", "SWITCHYARD_AUDIT_CHECKPOINT_INTERVAL", "5m", "write an audit checkpoint this often while rows are added (and at shutdown)"},
+	{"idempotency-ttl", "SWITCHYARD_IDEMPOTENCY_TTL", "24h", "how long an Idempotency-Key and its stored response are kept; then retention deletes them"},
+	{"retain-inbox-events", "SWITCHYARD_RETAIN_INBOX_EVENTS", "720h", "processed inbox events are deleted this long after receipt (failed, parked and held ones never)"},
+	{"retain-breaker-events", "SWITCHYARD_RETAIN_BREAKER_EVENTS", "720h", "circuit breaker changes are deleted after this long (each breaker's latest is kept)"},
+	{"retain-replay-jobs", "SWITCHYARD_RETAIN_REPLAY_JOBS", "720h", "finished bulk replay jobs are deleted this long after they finished"},
+	{"retention-interval", "SWITCHYARD_RETENTION_INTERVAL", "5m", "how often retention runs"},
+	{"retention-statement-timeout", "SWITCHYARD_RETENTION_STATEMENT_TIMEOUT", "30s", "longest any retention delete may run"},
 }
 
 var errHelp = errors.New("help requested")
@@ -159,7 +172,8 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 	return cfg, parseAccess(&cfg, values, flags)
 }
 
-// parseAccess reads the sign-in and session settings.
+// parseAccess reads the sign-in and session settings, then the
+// hardening ones (hardening.go).
 func parseAccess(cfg *config, values map[string]*string, flags map[string]*bool) error {
 	cfg.demo = *flags["demo"]
 	cfg.secureCookies = *flags["secure-cookies"]
@@ -176,7 +190,7 @@ func parseAccess(cfg *config, values map[string]*string, flags map[string]*bool)
 	if cfg.sessionMax, err = time.ParseDuration(*values["session-max"]); err != nil || cfg.sessionMax < cfg.sessionIdle {
 		return fmt.Errorf("invalid session lifetime %q: want a duration at least the idle timeout", *values["session-max"])
 	}
-	return nil
+	return parseHardening(cfg, values)
 }
 
 // parseInterleaved parses flags wherever they stand among the positional

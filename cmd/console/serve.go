@@ -89,6 +89,11 @@ func serveWith(ctx context.Context, cfg config, logger *slog.Logger, extras serv
 	if err := checkAccess(ctx, cfg, loopback, accounts, logger); err != nil {
 		return err
 	}
+	stopAnchors, err := startAnchors(ctx, cfg, db.pool, logger)
+	if err != nil {
+		return err
+	}
+	defer stopAnchors()
 	replays := bulkreplay.NewRunner(db.pool, bulkreplay.Config{
 		LeaseDuration: cfg.lease, Changed: notifier.Poke, Logger: logger.With(slog.String("component", "bulkreplay")),
 	})
@@ -246,10 +251,11 @@ func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logge
 		Auth: acc.accounts, Streams: acc.guard, AuditLog: audit.Log{DB: db.pool},
 		Demo: cfg.demo, SecureCookies: cfg.secureCookies, ViewerPayloads: cfg.viewerPayloads,
 		MetricsToken: cfg.web.metricsToken, MetricsHidden: cfg.metricsHidden(),
-		DB:        db.pool,
-		Stats:     stats.NewReader(db.pool, 0),
-		DemoPanel: demo,
-		Notify:    acc.notify,
+		DB:             db.pool,
+		Stats:          stats.NewReader(db.pool, 0),
+		DemoPanel:      demo,
+		Notify:         acc.notify,
+		IdempotencyTTL: cfg.hardening.idempotencyTTL,
 	})
 	hosts := cfg.allowedHosts
 	if cfg.demo {
@@ -260,7 +266,8 @@ func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logge
 	e, err := httpserver.New(httpserver.Config{
 		Logger: logger, Registerer: registry, RenderError: handler.RenderError,
 		AllowedHosts: hosts, BodyLimit: handler.BodyLimit, Streaming: console.Streaming,
-		CSRF: &httpserver.CSRFConfig{Secure: cfg.secureCookies, Exempt: console.CSRFExempt, Session: handler.SessionToken},
+		CSRF:           &httpserver.CSRFConfig{Secure: cfg.secureCookies, Exempt: console.CSRFExempt, Session: handler.SessionToken},
+		TrustedProxies: cfg.hardening.trustedProxies,
 	})
 	if err != nil {
 		return nil, err

@@ -70,7 +70,8 @@ func TestNonLoopbackServingNeedsAnAccount(t *testing.T) {
 		}
 		return ""
 	}, nil, &verify, &verify), verify.String())
-	require.Contains(t, verify.String(), "audit trail intact: 2 rows verified")
+	require.Contains(t, verify.String(), "hash chain: 2 rows verified")
+	require.Contains(t, verify.String(), "audit trail intact")
 }
 
 func freePort(t *testing.T) string {

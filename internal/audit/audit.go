@@ -6,7 +6,11 @@
 // The table refuses UPDATE, DELETE and TRUNCATE in the database itself, and
 // its rows are hash-chained (each hash covers the row and the previous
 // hash), so Verify detects an edit made by someone who bypassed the
-// trigger. Record also appends a KindAudit change to the change feed, so
+// trigger and did not recompute the chain. Against one who did, or who
+// deleted rows from the end, the trail is anchored outside the database
+// (seal.go): a Sealer seals rows under a key the database never holds and
+// writes checkpoints of the head to a file, and Check verifies against
+// both. Record also appends a KindAudit change to the change feed, so
 // the Audit page updates live; the caller sends changefeed.Notify (or a
 // Notifier's Poke) after its commit, as for any change.
 package audit

@@ -8,9 +8,12 @@
 // or when revoked (logout, password change, admin revoke): every
 // revocation appends a changefeed.KindSessionRevoked change in its
 // transaction, so that every console instance closes the streams of those
-// sessions (StreamGuard). Sign-ins are throttled per account and per
-// address in the database, so the limits hold across instances, and a
-// wrong name costs the same argon2id work as a wrong password. Every
+// sessions (StreamGuard). Sign-ins are slowed by delays that grow with
+// failures per account and client, per account and per address, counted
+// in the database so that they hold across instances, with a device
+// cookie that spares a browser which signed in before from what others
+// cause (throttle.go); a wrong name costs the same argon2id work as a
+// wrong password. Every
 // sign-in, sign-out, failure and account change is recorded in the audit
 // trail in the same transaction.
 package auth
@@ -23,9 +26,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,14 +52,6 @@ var (
 	ErrNoUser     = errors.New("auth: no such account")
 )
 
-// ThrottledError means too many recent failures: try again after
-// RetryAfter.
-type ThrottledError struct{ RetryAfter time.Duration }
-
-func (e *ThrottledError) Error() string {
-	return fmt.Sprintf("auth: too many failed sign-ins; retry after %v", e.RetryAfter.Round(time.Second))
-}
-
 // Config configures a Service. Zero fields take the documented defaults.
 type Config struct {
 	// Params hash new passwords. Default DefaultParams.
@@ -68,13 +63,25 @@ type Config struct {
 	// TouchInterval: a session's last use is written at most this often.
 	// Default 1m (so the idle timeout is exact to within it).
 	TouchInterval time.Duration
-	// ThrottleWindow, MaxAccountFailures, MaxAddressFailures: more than
-	// that many failed sign-ins within the window for one account name,
-	// or from one address, refuse further attempts until the oldest leaves
-	// the window. Defaults 15m, 5 and 50.
-	ThrottleWindow     time.Duration
-	MaxAccountFailures int
-	MaxAddressFailures int
+	// Sign-in delays (throttle.go): failures count for ThrottleWindow
+	// (default 15m). Past FreeFailures of one account from one client
+	// (default 5), AccountFreeFailures of one account from clients
+	// without a device cookie (default 20, each address counting at most
+	// FreeFailures) or AddressFreeFailures from one address without a
+	// device cookie (default 50), the next attempt waits BaseDelay
+	// (default 1s) after the latest failure, doubling with each further
+	// failure up to MaxDelay (default 15m).
+	ThrottleWindow      time.Duration
+	FreeFailures        int
+	AccountFreeFailures int
+	AddressFreeFailures int
+	BaseDelay, MaxDelay time.Duration
+	// DeviceLifetime: a device cookie is honoured this long after the
+	// sign-in that set it. Default 90 days.
+	DeviceLifetime time.Duration
+	// Now is the clock device cookies are issued and checked by. Default
+	// time.Now.
+	Now func() time.Time
 	// MaxConcurrentHashes bounds the argon2id computations running at once
 	// (each takes MemoryKiB): a burst of sign-ins queues instead of
 	// exhausting memory. Default 4.
@@ -97,11 +104,14 @@ func (c Config) withDefaults() Config {
 	c.TouchInterval = orDefault(c.TouchInterval, time.Minute)
 	c.ThrottleWindow = orDefault(c.ThrottleWindow, 15*time.Minute)
 	c.DeniedAuditInterval = orDefault(c.DeniedAuditInterval, time.Minute)
-	if c.MaxAccountFailures <= 0 {
-		c.MaxAccountFailures = 5
-	}
-	if c.MaxAddressFailures <= 0 {
-		c.MaxAddressFailures = 50
+	c.FreeFailures = orDefaultInt(c.FreeFailures, 5)
+	c.AccountFreeFailures = orDefaultInt(c.AccountFreeFailures, 20)
+	c.AddressFreeFailures = orDefaultInt(c.AddressFreeFailures, 50)
+	c.BaseDelay = orDefault(c.BaseDelay, time.Second)
+	c.MaxDelay = orDefault(c.MaxDelay, 15*time.Minute)
+	c.DeviceLifetime = orDefault(c.DeviceLifetime, 90*24*time.Hour)
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if c.MaxConcurrentHashes <= 0 {
 		c.MaxConcurrentHashes = 4
@@ -120,6 +130,13 @@ func orDefault(d, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+func orDefaultInt(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
 }
 
 // Principal is who a request acts as.
@@ -156,6 +173,9 @@ type Service struct {
 	// any padding's; see Params.work), so that a test can check that a
 	// wrong name costs the same work as a wrong password.
 	verified, work atomic.Int64
+
+	keyMu  sync.Mutex
+	devKey []byte // guarded by keyMu; the device cookie key, once read
 }
 
 // New returns a Service on pool.
@@ -173,6 +193,10 @@ type Session struct {
 	Token     string
 	Principal Principal
 	ExpiresAt time.Time
+	// Device is a fresh device cookie for the account, to keep until
+	// DeviceExpires (see Attempt.Device).
+	Device        string
+	DeviceExpires time.Time
 }
 
 // NormalizeName is how account names are compared: trimmed, lower case.

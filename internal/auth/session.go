@@ -5,25 +5,33 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/switchyard/switchyard/internal/advisory"
 	"github.com/switchyard/switchyard/internal/audit"
 	"github.com/switchyard/switchyard/internal/queries"
 )
 
-// Login checks name and password, from address addr, and starts a new
-// session. It returns *ThrottledError when the account or the address has
-// failed too often recently, and ErrInvalidCredentials for a wrong name, a
-// wrong password or a disabled account, after the same argon2id work in
-// every case. A failure is counted and audited; a success clears the
-// account's failures and is audited in the session's transaction.
+// Login is SignIn without a device cookie.
 func (s *Service) Login(ctx context.Context, name, password, addr string) (Session, error) {
-	name = NormalizeName(name)
-	if err := s.admit(ctx, name, addr); err != nil {
+	return s.SignIn(ctx, Attempt{Name: name, Password: password, Addr: addr})
+}
+
+// SignIn checks a's name and password and starts a new session, with a
+// fresh device cookie for the account. It returns *ThrottledError while a
+// sign-in delay applies to a (throttle.go), and ErrInvalidCredentials for
+// a wrong name, a wrong password or a disabled account, after the same
+// argon2id work in every case. A failure is counted and audited; a
+// success clears the failures of its client (device or address) and is
+// audited in the session's transaction.
+func (s *Service) SignIn(ctx context.Context, a Attempt) (Session, error) {
+	name, password, addr := NormalizeName(a.Name), a.Password, a.Addr
+	from, err := s.clientOf(ctx, name, a)
+	if err != nil {
+		return Session{}, err
+	}
+	if err := s.admit(ctx, name, addr, from); err != nil {
 		return Session{}, err
 	}
 	q := queries.New(s.pool)
@@ -60,7 +68,7 @@ func (s *Service) Login(ctx context.Context, name, password, addr string) (Sessi
 		}
 		p.SessionID, p.ExpiresAt = row.ID, row.ExpiresAt
 		sess = Session{Token: token, Principal: p, ExpiresAt: row.ExpiresAt}
-		if err := tq.LoginFailureClear(ctx, name); err != nil {
+		if err := tq.LoginFailureClear(ctx, queries.LoginFailureClearParams{Account: name, Client: from.key}); err != nil {
 			return err
 		}
 		// Ended sessions are kept a day (for the Sessions page and
@@ -73,6 +81,10 @@ func (s *Service) Login(ctx context.Context, name, password, addr string) (Sessi
 	if err != nil {
 		return Session{}, fmt.Errorf("auth: start session for %q: %w", name, err)
 	}
+	if sess.Device, err = s.newDevice(ctx, name); err != nil {
+		return Session{}, err
+	}
+	sess.DeviceExpires = s.cfg.Now().Add(s.cfg.DeviceLifetime)
 	if params.weaker(s.cfg.Params) {
 		s.rehash(ctx, name, password)
 	}
@@ -88,44 +100,6 @@ func (s *Service) rehash(ctx context.Context, name, password string) {
 	if err != nil {
 		s.cfg.Logger.WarnContext(ctx, "upgrade password hash", slog.String("user", name), slog.Any("error", err))
 	}
-}
-
-// checkThrottle refuses an attempt when the account or the address has
-// failed too often within the window.
-func (s *Service) checkThrottle(ctx context.Context, q *queries.Queries, name, addr string) error {
-	t, err := q.LoginThrottle(ctx, queries.LoginThrottleParams{
-		Account: name, Address: addr, WindowSeconds: s.cfg.ThrottleWindow.Seconds(),
-	})
-	if err != nil {
-		return fmt.Errorf("auth: check sign-in throttle: %w", err)
-	}
-	if int(t.AccountFailures) < s.cfg.MaxAccountFailures && int(t.AddressFailures) < s.cfg.MaxAddressFailures {
-		return nil
-	}
-	wait := time.Duration(math.Ceil(max(t.RetryAfterSeconds, 1))) * time.Second
-	return &ThrottledError{RetryAfter: wait}
-}
-
-// admit counts a sign-in attempt as a failure before its password is
-// checked (a success clears the account's failures), under locks on the
-// account and the address: concurrent guesses count against each other,
-// so a burst of them gets no more tries than one after another.
-func (s *Service) admit(ctx context.Context, name, addr string) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		q := queries.New(tx)
-		for _, key := range []int64{advisory.Key("switchyard.login.account", name), advisory.Key("switchyard.login.address", addr)} {
-			if err := q.LoginAttemptLock(ctx, key); err != nil {
-				return fmt.Errorf("auth: lock sign-in attempts: %w", err)
-			}
-		}
-		if err := s.checkThrottle(ctx, q, name, addr); err != nil {
-			return err
-		}
-		if err := q.LoginFailureRecord(ctx, queries.LoginFailureRecordParams{Account: name, Address: addr}); err != nil {
-			return fmt.Errorf("auth: count sign-in attempt: %w", err)
-		}
-		return nil
-	})
 }
 
 // failed audits a failed sign-in (admit counted it) and returns

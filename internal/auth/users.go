@@ -112,7 +112,8 @@ func (s *Service) ChangeOwnPassword(ctx context.Context, p Principal, current, n
 	if err := CheckPassword(next); err != nil {
 		return err
 	}
-	if err := s.admit(ctx, p.Name, addr); err != nil {
+	from := client{key: "addr:" + addr}
+	if err := s.admit(ctx, p.Name, addr, from); err != nil {
 		return err
 	}
 	user, err := queries.New(s.pool).UserGetByName(ctx, p.Name)
@@ -130,7 +131,7 @@ func (s *Service) ChangeOwnPassword(ctx context.Context, p Principal, current, n
 		return err
 	}
 	// The attempt admit counted was not a failure.
-	if err := queries.New(s.pool).LoginFailureClear(ctx, p.Name); err != nil {
+	if err := queries.New(s.pool).LoginFailureClear(ctx, queries.LoginFailureClearParams{Account: p.Name, Client: from.key}); err != nil {
 		return fmt.Errorf("auth: clear sign-in failures of %q: %w", p.Name, err)
 	}
 	return nil

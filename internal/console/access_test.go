@@ -223,18 +223,6 @@ func TestSecureCookiesUseTheHostPrefix(t *testing.T) {
 	require.Empty(t, cookie.Domain)
 }
 
-func TestTooManyFailuresAnswer429WithRetryAfter(t *testing.T) {
-	t.Parallel()
-	b := setupAccess(t, false, nil, nil, nil)
-	for range 5 {
-		rec := b.request(http.MethodPost, "/login", "", url.Values{"name": {"admin"}, "password": {"wrong password!"}})
-		require.Equal(t, http.StatusUnauthorized, rec.Code)
-	}
-	rec := b.request(http.MethodPost, "/login", "", url.Values{"name": {"admin"}, "password": {password}})
-	require.Equal(t, http.StatusTooManyRequests, rec.Code)
-	require.Regexp(t, `^[1-9][0-9]*$`, rec.Header().Get("Retry-After"))
-}
-
 // An unsafe request with a valid session cookie from another site is
 // refused, and so is one from a client that proves nothing; the page's
 // token lets a client without Sec-Fetch-Site through. The webhook receiver

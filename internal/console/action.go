@@ -71,7 +71,7 @@ func (h *Handler) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 		return next // the action answers 503
 	}
 	mw := idempotency.Middleware(idempotency.Config{
-		Pool: h.deps.DB, Logger: h.deps.Logger, MaxBody: maxAPIBody,
+		Pool: h.deps.DB, Logger: h.deps.Logger, MaxBody: maxAPIBody, TTL: h.deps.IdempotencyTTL,
 		Principal: func(c echo.Context) string {
 			p := current(c)
 			if p.UserID == 0 {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/a-h/templ"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -51,6 +52,9 @@ type Deps struct {
 	Inbox *inbox.Receiver
 	// InboxMaxBody caps an inbox request's body; 0: DefaultInboxMaxBody.
 	InboxMaxBody int64
+	// IdempotencyTTL: how long an action's Idempotency-Key and response
+	// are kept; 0: idempotency.DefaultTTL.
+	IdempotencyTTL time.Duration
 	// DB is the database the pages read.
 	DB *pgxpool.Pool
 

@@ -13,15 +13,27 @@ import (
 	"github.com/switchyard/switchyard/web/templates"
 )
 
+// Device cookie names (see auth.Attempt.Device), prefixed like the
+// session's.
+const (
+	deviceCookie       = "switchyard_device"
+	secureDeviceCookie = "__Host-switchyard_device"
+)
+
 // loginSubmit signs in. Success rotates the session: a session the browser
-// already had is ended, and a new token is set. Too many failures answer
-// 429 with Retry-After; a wrong name or password 401, with one message for
-// both.
+// already had is ended, and a new token is set, with a fresh device cookie
+// that spares this browser the delays others cause. While a delay applies
+// the answer is 429 with Retry-After (an attempt then is admitted); a
+// wrong name or password 401, with one message for both.
 func (h *Handler) loginSubmit(c echo.Context) error {
 	ctx := c.Request().Context()
 	name, password := c.FormValue("name"), c.FormValue("password")
 	form := templates.LoginForm{Name: name, Next: safeNext(c.FormValue("next"))}
-	sess, err := h.deps.Auth.Login(ctx, name, password, c.RealIP())
+	attempt := auth.Attempt{Name: name, Password: password, Addr: c.RealIP()}
+	if device, err := c.Cookie(h.deviceCookieName()); err == nil {
+		attempt.Device = device.Value
+	}
+	sess, err := h.deps.Auth.SignIn(ctx, attempt)
 	var throttled *auth.ThrottledError
 	switch {
 	case errors.As(err, &throttled):
@@ -44,7 +56,19 @@ func (h *Handler) loginSubmit(c echo.Context) error {
 		}
 	}
 	c.SetCookie(h.sessionCookie(sess.Token, sess.ExpiresAt))
+	c.SetCookie(&http.Cookie{
+		Name: h.deviceCookieName(), Value: sess.Device, Path: "/",
+		HttpOnly: true, Secure: h.deps.SecureCookies, SameSite: http.SameSiteStrictMode,
+		Expires: sess.DeviceExpires,
+	})
 	return c.Redirect(http.StatusSeeOther, form.Next)
+}
+
+func (h *Handler) deviceCookieName() string {
+	if h.deps.SecureCookies {
+		return secureDeviceCookie
+	}
+	return deviceCookie
 }
 
 // sessionCookie is the cookie that carries token until expires; a zero

@@ -56,7 +56,10 @@ func Start(t testing.TB, binary string, env []string, args ...string) *Process {
 	t.Helper()
 	p := &Process{stdout: &buffer{}, stderr: &lineLog{t: t}, exited: make(chan struct{})}
 	p.cmd = exec.Command(binary, args...)
-	p.cmd.Env = append(cleanEnv(), env...)
+	// Audit checkpoints default to the data directory, which is the
+	// working directory's .switchyard with DATABASE_URL: keep them out of
+	// the source tree.
+	p.cmd.Env = append(append(cleanEnv(), "SWITCHYARD_AUDIT_CHECKPOINT_FILE="+filepath.Join(t.TempDir(), "audit-checkpoints.jsonl")), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	p.cmd.WaitDelay = 5 * time.Second
 	if err := p.cmd.Start(); err != nil {

@@ -43,6 +43,10 @@ type Config struct {
 	// deadlines do not apply to them, and they bound each write
 	// themselves. Nil: none.
 	Streaming func(c echo.Context) bool
+	// TrustedProxies are the networks of the reverse proxies in front of
+	// the console, whose X-Forwarded-For is believed (clientip.go).
+	// Empty: none; the client is the peer.
+	TrustedProxies []*net.IPNet
 }
 
 // ServeConfig configures Run.
@@ -65,10 +69,9 @@ func New(cfg Config) (*echo.Echo, error) {
 		return nil, err
 	}
 	e.HTTPErrorHandler = ErrorHandler(cfg.Logger, cfg.RenderError)
-	// The peer's address, never X-Forwarded-For: nothing in front of us is
-	// trusted until a proxy is configured, and logs and the audit trail
-	// must not be spoofable.
-	e.IPExtractor = echo.ExtractIPDirect()
+	// The peer's address, or X-Forwarded-For from a trusted proxy only:
+	// logs, the audit trail and sign-in delays must not be spoofable.
+	e.IPExtractor = clientIP(cfg.TrustedProxies)
 	e.Use(
 		securityHeaders,
 		requestLog(cfg.Logger),

@@ -6,17 +6,23 @@
 //
 //   - first request with the key: its row is inserted in flight (in a
 //     transaction of its own, committed before the handler runs), the
-//     handler runs, and its response (status, headers, body) is stored
-//     verbatim;
+//     handler runs, and what a retry needs of its response is stored: the
+//     status, the few headers that describe the result (storedHeaders) and
+//     the body up to Config.MaxStoredBody (a longer body is not kept: its
+//     retries get the status and headers, with Idempotent-Body-Omitted);
 //   - same key, same request (method, path, query and body: the request
-//     fingerprint), response stored: that response, byte for byte, with
-//     Idempotent-Replayed: true;
+//     fingerprint), response stored: that response (status, kept headers,
+//     body), with Idempotent-Replayed: true;
 //   - same key while the first request is still in flight: 409 Conflict;
 //   - same key, different request: 422 Unprocessable Entity;
 //   - a response that says the request was not carried out is not stored,
-//     and the key is free again: validation failures (400, 422), conflicts
-//     and rate limits (409, 429) and server errors (5xx, which in this
-//     console means the handler's transaction rolled back);
+//     and the key is free again: every 4xx (a validation failure, a refusal,
+//     nothing found, a conflict, a rate limit: the request did nothing) and
+//     every 5xx (which in this console means the handler's transaction
+//     rolled back). Only 2xx and 3xx answers are kept, so a client cannot
+//     fill the store with error pages;
+//   - a key is 1 to 255 visible ASCII characters (a UUID fits); others are
+//     refused with 400;
 //   - keys expire after Config.TTL (24 h by default); an expired key is
 //     like a new one.
 //
@@ -56,6 +62,12 @@ const Header = "Idempotency-Key"
 // ReplayedHeader marks a response served from the store.
 const ReplayedHeader = "Idempotent-Replayed"
 
+// OmittedHeader marks a stored response whose body was too long to keep.
+const OmittedHeader = "Idempotent-Body-Omitted"
+
+// DefaultMaxStoredBody is Config.MaxStoredBody's default.
+const DefaultMaxStoredBody = 64 << 10
+
 // DefaultTTL is how long a key is kept when Config.TTL is 0.
 const DefaultTTL = 24 * time.Hour
 
@@ -73,7 +85,10 @@ type Config struct {
 	Principal func(c echo.Context) string
 	// MaxBody bounds the request body read for the fingerprint; 0: 1 MiB.
 	MaxBody int64
-	Logger  *slog.Logger
+	// MaxStoredBody bounds the response body stored for retries; 0:
+	// DefaultMaxStoredBody.
+	MaxStoredBody int
+	Logger        *slog.Logger
 }
 
 // Middleware applies idempotency keys to the requests it wraps (meant for
@@ -89,14 +104,17 @@ func Middleware(cfg Config) echo.MiddlewareFunc {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = 1 << 20
 	}
+	if cfg.MaxStoredBody <= 0 {
+		cfg.MaxStoredBody = DefaultMaxStoredBody
+	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			key := c.Request().Header.Get(Header)
 			if key == "" {
 				return next(c)
 			}
-			if len(key) > maxKeyLength {
-				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("%s longer than %d characters", Header, maxKeyLength))
+			if !validKey(key) {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("%s must be 1 to %d visible ASCII characters", Header, maxKeyLength))
 			}
 			fp, err := fingerprint(c, cfg.MaxBody)
 			if err != nil {
@@ -105,6 +123,20 @@ func Middleware(cfg Config) echo.MiddlewareFunc {
 			return cfg.serve(c, next, cfg.Principal(c), key, fp)
 		}
 	}
+}
+
+// validKey reports whether key is 1 to maxKeyLength visible ASCII
+// characters: no spaces, controls or bytes a log or a page would mangle.
+func validKey(key string) bool {
+	if len(key) > maxKeyLength {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x21 || key[i] > 0x7e {
+			return false
+		}
+	}
+	return key != ""
 }
 
 // fingerprint hashes what makes a request the same request, and puts the
@@ -174,7 +206,7 @@ func (cfg Config) answerTaken(c echo.Context, principal, key, fp string) error {
 // runAndStore runs the handler with the response captured, then stores it
 // or releases the key.
 func (cfg Config) runAndStore(c echo.Context, next echo.HandlerFunc, principal, key string, claimed time.Time) error {
-	capture := &capturingWriter{ResponseWriter: c.Response().Writer}
+	capture := &capturingWriter{ResponseWriter: c.Response().Writer, limit: cfg.MaxStoredBody}
 	c.Response().Writer = capture
 	defer func() {
 		if r := recover(); r != nil {
@@ -206,11 +238,16 @@ func (cfg Config) runAndStore(c echo.Context, next echo.HandlerFunc, principal, 
 		}
 		return nil
 	}
-	headers, err := json.Marshal(storedHeaders(c.Response().Header()))
+	kept, body := storedHeaders(c.Response().Header()), capture.body.Bytes()
+	if capture.body.Len() > cfg.MaxStoredBody {
+		kept.Set(OmittedHeader, "true")
+		body = nil
+	}
+	headers, err := json.Marshal(kept)
 	if err == nil {
 		s := int32(status)
 		err = q.IdempotencyKeyComplete(ctx, queries.IdempotencyKeyCompleteParams{
-			ResponseStatus: &s, ResponseHeaders: headers, ResponseBody: capture.body.Bytes(),
+			ResponseStatus: &s, ResponseHeaders: headers, ResponseBody: body,
 			Principal: principal, Key: key, CreatedAt: claimed,
 		})
 	}
@@ -228,38 +265,46 @@ func (cfg Config) log(ctx context.Context, what string, err error) {
 	}
 }
 
-// stored reports whether a response with status is kept for replays: see
-// the package documentation.
-func stored(status int) bool {
-	switch status {
-	case http.StatusBadRequest, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusTooManyRequests:
-		return false
-	}
-	return status < 500
-}
+// stored reports whether a response with status is kept for replays:
+// only answers of requests that were carried out (2xx, 3xx). See the
+// package documentation.
+func stored(status int) bool { return status >= 200 && status < 400 }
 
-// storedHeaders are the response headers replayed: all but those that
-// belong to one response only.
+// keptHeaders are the response headers a retry needs: what the result is
+// and where it is. Others (cookies, security headers, caching, dates)
+// belong to one response and are set afresh on the replay.
+var keptHeaders = []string{"Content-Type", "Location", "Retry-After"}
+
+// storedHeaders returns the headers of h that are stored for retries.
 func storedHeaders(h http.Header) http.Header {
-	kept := h.Clone()
-	for _, name := range []string{"Set-Cookie", "Content-Security-Policy", "Date", ReplayedHeader} {
-		kept.Del(name)
+	kept := http.Header{}
+	for _, name := range keptHeaders {
+		if v := h.Values(name); len(v) > 0 {
+			kept[name] = v
+		}
 	}
 	return kept
 }
 
-// capturingWriter keeps a copy of the body written through it.
+// capturingWriter keeps a copy of the body written through it, up to
+// limit+1 bytes: enough to know that a body is too long to store, without
+// holding all of a long one.
 type capturingWriter struct {
 	http.ResponseWriter
-	body bytes.Buffer
+	limit int
+	body  bytes.Buffer
 }
 
 func (w *capturingWriter) Write(b []byte) (int, error) {
-	w.body.Write(b)
+	if room := w.limit + 1 - w.body.Len(); room > 0 {
+		w.body.Write(b[:min(len(b), room)])
+	}
 	return w.ResponseWriter.Write(b)
 }
 
-// Prune deletes expired keys and returns how many; run it now and then.
+// Prune deletes expired keys and returns how many. The console's
+// retention service (internal/retention) deletes them on a schedule, in
+// batches; this is for tools and tests.
 func Prune(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 	n, err := queries.New(pool).IdempotencyKeyPrune(ctx)
 	if err != nil {

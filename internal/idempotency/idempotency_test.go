@@ -195,3 +195,56 @@ func TestPanickingHandlerReleasesItsKey(t *testing.T) {
 	require.Equal(t, http.StatusCreated, post(), "the retry runs, not 409")
 	require.Equal(t, int64(2), calls.Load())
 }
+
+// Answers of requests that did nothing (any 4xx) are not stored; what is
+// stored is what a retry needs: the status, the headers that describe the
+// result, and a bounded body.
+func TestStoresOnlyWhatARetryNeeds(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	e := echo.New()
+	mw := Middleware(Config{Pool: pool, MaxStoredBody: 100})
+	for _, code := range []int{http.StatusNotFound, http.StatusForbidden, http.StatusBadRequest, http.StatusGone} {
+		e.POST("/api/fail/"+strconv.Itoa(code), func(c echo.Context) error {
+			return c.HTML(code, "<html>"+strings.Repeat("an error page ", 1000)+"</html>")
+		}, mw)
+	}
+	e.POST("/api/big", func(c echo.Context) error {
+		c.SetCookie(&http.Cookie{Name: "one", Value: "response only"})
+		c.Response().Header().Set("X-Other", "not kept")
+		c.Response().Header().Set("Location", "/api/big/1")
+		return c.String(http.StatusCreated, strings.Repeat("x", 101))
+	}, mw)
+	post := func(path, key string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{}`))
+		req.Header.Set(Header, key)
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		return rec
+	}
+	for _, code := range []int{http.StatusNotFound, http.StatusForbidden, http.StatusBadRequest, http.StatusGone} {
+		require.Equal(t, code, post("/api/fail/"+strconv.Itoa(code), "k"+strconv.Itoa(code)).Code)
+	}
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM switchyard.idempotency_keys`).Scan(&n))
+	require.Zero(t, n, "no answer of a request that did nothing is stored")
+
+	first := post("/api/big", "big")
+	require.Equal(t, http.StatusCreated, first.Code)
+	require.Len(t, first.Body.String(), 101, "the client gets the whole body the first time")
+	replay := post("/api/big", "big")
+	require.Equal(t, http.StatusCreated, replay.Code)
+	require.Equal(t, "true", replay.Header().Get(ReplayedHeader))
+	require.Equal(t, "true", replay.Header().Get(OmittedHeader))
+	require.Equal(t, "/api/big/1", replay.Header().Get("Location"))
+	require.Empty(t, replay.Header().Get("X-Other"))
+	require.Empty(t, replay.Header().Values("Set-Cookie"))
+	require.Empty(t, replay.Body.String())
+	var stored int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT coalesce(length(response_body), 0) FROM switchyard.idempotency_keys WHERE key = 'big'`).Scan(&stored))
+	require.Zero(t, stored)
+
+	for _, key := range []string{"has space", "tab\tkey", "caf\u00e9", strings.Repeat("k", 256)} {
+		require.Equal(t, http.StatusBadRequest, post("/api/big", key).Code, "%q", key)
+	}
+}

@@ -10,6 +10,71 @@ import (
 	"time"
 )
 
+const auditAt = `-- name: AuditAt :one
+SELECT
+    (SELECT a.hash FROM switchyard.audit_log a WHERE a.id = $1) AS hash,
+    (SELECT count(*) FROM switchyard.audit_log a WHERE a.id <= $1)::bigint AS rows_upto,
+    (SELECT coalesce(max(a.id), 0) FROM switchyard.audit_log a)::bigint AS max_id,
+    (SELECT count(*) FROM switchyard.audit_log a)::bigint AS rows
+`
+
+type AuditAtRow struct {
+	Hash     []byte
+	RowsUpto int64
+	MaxID    int64
+	Rows     int64
+}
+
+// AuditAt compares the trail with a checkpoint at row @id: that row's hash
+// (NULL: no such row), how many rows there are up to it, and the trail's
+// newest id and size now.
+func (q *Queries) AuditAt(ctx context.Context, id int64) (AuditAtRow, error) {
+	row := q.db.QueryRow(ctx, auditAt, id)
+	var i AuditAtRow
+	err := row.Scan(
+		&i.Hash,
+		&i.RowsUpto,
+		&i.MaxID,
+		&i.Rows,
+	)
+	return i, err
+}
+
+const auditHead = `-- name: AuditHead :one
+SELECT a.id, a.hash, (SELECT count(*) FROM switchyard.audit_log)::bigint AS rows
+FROM switchyard.audit_log a
+ORDER BY a.id DESC
+LIMIT 1
+`
+
+type AuditHeadRow struct {
+	ID   int64
+	Hash []byte
+	Rows int64
+}
+
+// AuditHead is the newest row's id and hash, and how many rows the trail
+// holds: what a checkpoint records. No row: the trail is empty.
+func (q *Queries) AuditHead(ctx context.Context) (AuditHeadRow, error) {
+	row := q.db.QueryRow(ctx, auditHead)
+	var i AuditHeadRow
+	err := row.Scan(&i.ID, &i.Hash, &i.Rows)
+	return i, err
+}
+
+const auditHeadID = `-- name: AuditHeadID :one
+SELECT a.id FROM switchyard.audit_log a ORDER BY a.id DESC LIMIT 1
+`
+
+// AuditHeadID is the newest row's id (no row: the trail is empty); cheap,
+// unlike AuditHead's count.
+func (q *Queries) AuditHeadID(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, auditHeadID)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
 const auditInsert = `-- name: AuditInsert :one
 
 INSERT INTO switchyard.audit_log (actor, actor_id, action, target, reason, outcome, request_id, remote_addr, detail, prev_hash, hash)
@@ -112,6 +177,145 @@ func (q *Queries) AuditList(ctx context.Context, arg AuditListParams) ([]AuditLi
 			&i.RemoteAddr,
 			&i.Detail,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const auditSealHead = `-- name: AuditSealHead :one
+SELECT s.id, s.mac, a.hash
+FROM switchyard.audit_seals s JOIN switchyard.audit_log a ON a.id = s.id
+ORDER BY s.id DESC
+LIMIT 1
+`
+
+type AuditSealHeadRow struct {
+	ID   int64
+	Mac  []byte
+	Hash []byte
+}
+
+// AuditSealHead is the newest sealed row: its id, hash and seal.
+func (q *Queries) AuditSealHead(ctx context.Context) (AuditSealHeadRow, error) {
+	row := q.db.QueryRow(ctx, auditSealHead)
+	var i AuditSealHeadRow
+	err := row.Scan(&i.ID, &i.Mac, &i.Hash)
+	return i, err
+}
+
+const auditSealInsert = `-- name: AuditSealInsert :exec
+INSERT INTO switchyard.audit_seals (id, mac)
+SELECT unnest($1::bigint[]), unnest($2::bytea[])
+ON CONFLICT (id) DO NOTHING
+`
+
+type AuditSealInsertParams struct {
+	Ids  []int64
+	Macs [][]byte
+}
+
+// AuditSealInsert stores seals; a row sealed already (by another
+// instance) keeps its seal.
+func (q *Queries) AuditSealInsert(ctx context.Context, arg AuditSealInsertParams) error {
+	_, err := q.db.Exec(ctx, auditSealInsert, arg.Ids, arg.Macs)
+	return err
+}
+
+const auditSealOrphans = `-- name: AuditSealOrphans :one
+SELECT count(*)::bigint AS orphans, coalesce(min(s.id), 0)::bigint AS first_id
+FROM switchyard.audit_seals s
+WHERE NOT EXISTS (SELECT 1 FROM switchyard.audit_log a WHERE a.id = s.id)
+`
+
+type AuditSealOrphansRow struct {
+	Orphans int64
+	FirstID int64
+}
+
+// AuditSealOrphans counts seals whose row is gone, and names the first.
+func (q *Queries) AuditSealOrphans(ctx context.Context) (AuditSealOrphansRow, error) {
+	row := q.db.QueryRow(ctx, auditSealOrphans)
+	var i AuditSealOrphansRow
+	err := row.Scan(&i.Orphans, &i.FirstID)
+	return i, err
+}
+
+const auditSealedRows = `-- name: AuditSealedRows :many
+SELECT a.id, a.hash, s.mac FROM switchyard.audit_log a
+LEFT JOIN switchyard.audit_seals s ON s.id = a.id
+WHERE a.id > $1
+ORDER BY a.id
+LIMIT $2
+`
+
+type AuditSealedRowsParams struct {
+	AfterID int64
+	MaxRows int32
+}
+
+type AuditSealedRowsRow struct {
+	ID   int64
+	Hash []byte
+	Mac  []byte
+}
+
+// AuditSealedRows lists up to @max_rows rows after row @after_id, in chain
+// order, with their seal (NULL: none).
+func (q *Queries) AuditSealedRows(ctx context.Context, arg AuditSealedRowsParams) ([]AuditSealedRowsRow, error) {
+	rows, err := q.db.Query(ctx, auditSealedRows, arg.AfterID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []AuditSealedRowsRow{}
+	for rows.Next() {
+		var i AuditSealedRowsRow
+		if err := rows.Scan(&i.ID, &i.Hash, &i.Mac); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const auditUnsealed = `-- name: AuditUnsealed :many
+SELECT a.id, a.prev_hash, a.hash FROM switchyard.audit_log a
+WHERE a.id > $1
+ORDER BY a.id
+LIMIT $2
+`
+
+type AuditUnsealedParams struct {
+	AfterID int64
+	MaxRows int32
+}
+
+type AuditUnsealedRow struct {
+	ID       int64
+	PrevHash []byte
+	Hash     []byte
+}
+
+// AuditUnsealed lists up to @max_rows rows after row @after_id, in chain
+// order, with their links: the rows to seal next.
+func (q *Queries) AuditUnsealed(ctx context.Context, arg AuditUnsealedParams) ([]AuditUnsealedRow, error) {
+	rows, err := q.db.Query(ctx, auditUnsealed, arg.AfterID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []AuditUnsealedRow{}
+	for rows.Next() {
+		var i AuditUnsealedRow
+		if err := rows.Scan(&i.ID, &i.PrevHash, &i.Hash); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

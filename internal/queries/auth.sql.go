@@ -10,12 +10,23 @@ import (
 	"time"
 )
 
+const authKeyGet = `-- name: AuthKeyGet :one
+SELECT key FROM switchyard.auth_keys WHERE name = $1
+`
+
+func (q *Queries) AuthKeyGet(ctx context.Context, name string) ([]byte, error) {
+	row := q.db.QueryRow(ctx, authKeyGet, name)
+	var key []byte
+	err := row.Scan(&key)
+	return key, err
+}
+
 const loginAttemptLock = `-- name: LoginAttemptLock :exec
 SELECT pg_advisory_xact_lock($1::bigint)
 `
 
 // LoginAttemptLock serialises the sign-in attempts of one key (an account,
-// then an address: always in that order) until the transaction ends, so
+// then a client: always in that order) until the transaction ends, so
 // that concurrent guesses are counted against each other.
 func (q *Queries) LoginAttemptLock(ctx context.Context, key int64) error {
 	_, err := q.db.Exec(ctx, loginAttemptLock, key)
@@ -23,11 +34,18 @@ func (q *Queries) LoginAttemptLock(ctx context.Context, key int64) error {
 }
 
 const loginFailureClear = `-- name: LoginFailureClear :exec
-DELETE FROM switchyard.login_failures WHERE account = $1
+DELETE FROM switchyard.login_failures WHERE account = $1 AND client = $2
 `
 
-func (q *Queries) LoginFailureClear(ctx context.Context, account string) error {
-	_, err := q.db.Exec(ctx, loginFailureClear, account)
+type LoginFailureClearParams struct {
+	Account string
+	Client  string
+}
+
+// LoginFailureClear forgets the failures of one client on one account
+// (after it signed in): other clients' failures still count.
+func (q *Queries) LoginFailureClear(ctx context.Context, arg LoginFailureClearParams) error {
+	_, err := q.db.Exec(ctx, loginFailureClear, arg.Account, arg.Client)
 	return err
 }
 
@@ -44,49 +62,88 @@ func (q *Queries) LoginFailurePrune(ctx context.Context, windowSeconds float64) 
 }
 
 const loginFailureRecord = `-- name: LoginFailureRecord :exec
-INSERT INTO switchyard.login_failures (account, address) VALUES ($1, $2)
+INSERT INTO switchyard.login_failures (account, address, client) VALUES ($1, $2, $3)
 `
 
 type LoginFailureRecordParams struct {
 	Account string
 	Address string
+	Client  string
 }
 
 func (q *Queries) LoginFailureRecord(ctx context.Context, arg LoginFailureRecordParams) error {
-	_, err := q.db.Exec(ctx, loginFailureRecord, arg.Account, arg.Address)
+	_, err := q.db.Exec(ctx, loginFailureRecord, arg.Account, arg.Address, arg.Client)
 	return err
 }
 
 const loginThrottle = `-- name: LoginThrottle :one
+WITH recent AS (
+    SELECT f.account, f.address, f.client, f.at FROM switchyard.login_failures f
+    WHERE (f.account = $1::text OR f.address = $3::text)
+      AND f.at > now() - make_interval(secs => $4::float8)
+), per_address AS (
+    SELECT r.address, count(*) AS n, max(r.at) AS last FROM recent r
+    WHERE r.account = $1::text AND r.client LIKE 'addr:%'
+    GROUP BY r.address
+), by_account AS (
+    SELECT coalesce(sum(least(p.n, $5::int)), 0)::int AS failures, max(p.last) AS last
+    FROM per_address p
+)
 SELECT
-    (SELECT count(*) FROM switchyard.login_failures f
-      WHERE f.account = $1 AND f.at > now() - make_interval(secs => $2::float8))::int AS account_failures,
-    (SELECT count(*) FROM switchyard.login_failures f
-      WHERE f.address = $3 AND f.at > now() - make_interval(secs => $2::float8))::int AS address_failures,
-    coalesce(extract(epoch FROM (
-      SELECT min(f.at) FROM switchyard.login_failures f
-      WHERE (f.account = $1 OR f.address = $3) AND f.at > now() - make_interval(secs => $2::float8)
-    ) + make_interval(secs => $2::float8) - now()), 0)::float8 AS retry_after_seconds
+    coalesce(sum(CASE WHEN r.account = $1::text AND r.client = $2::text THEN 1 END), 0)::int AS pair_failures,
+    coalesce(max(CASE WHEN r.account = $1::text AND r.client = $2::text THEN r.at END), 'epoch')::timestamptz AS pair_last,
+    (SELECT a.failures FROM by_account a)::int AS account_failures,
+    coalesce((SELECT a.last FROM by_account a), 'epoch')::timestamptz AS account_last,
+    coalesce(sum(CASE WHEN r.address = $3::text AND r.client LIKE 'addr:%' THEN 1 END), 0)::int AS address_failures,
+    coalesce(max(CASE WHEN r.address = $3::text AND r.client LIKE 'addr:%' THEN r.at END), 'epoch')::timestamptz AS address_last,
+    now()::timestamptz AS now
+FROM recent r
 `
 
 type LoginThrottleParams struct {
 	Account       string
-	WindowSeconds float64
+	Client        string
 	Address       string
+	WindowSeconds float64
+	AddressCap    int32
 }
 
 type LoginThrottleRow struct {
-	AccountFailures   int32
-	AddressFailures   int32
-	RetryAfterSeconds float64
+	PairFailures    int32
+	PairLast        time.Time
+	AccountFailures int32
+	AccountLast     time.Time
+	AddressFailures int32
+	AddressLast     time.Time
+	Now             time.Time
 }
 
-// LoginThrottle counts the recent failures of an account and of an
-// address, and says when the oldest of each leaves the window.
+// LoginThrottle reads the recent failures (within the window) that the
+// sign-in delays are computed from, with the latest of each, and the
+// database's clock (a "last" with no failure is the epoch):
+//   - pair: of this account from this client (an address or a device);
+//   - account: of this account from clients without a device cookie,
+//     counting each address at most @address_cap times, so that one
+//     address alone cannot slow the account for everybody;
+//   - address: from this address without a device cookie, any account.
 func (q *Queries) LoginThrottle(ctx context.Context, arg LoginThrottleParams) (LoginThrottleRow, error) {
-	row := q.db.QueryRow(ctx, loginThrottle, arg.Account, arg.WindowSeconds, arg.Address)
+	row := q.db.QueryRow(ctx, loginThrottle,
+		arg.Account,
+		arg.Client,
+		arg.Address,
+		arg.WindowSeconds,
+		arg.AddressCap,
+	)
 	var i LoginThrottleRow
-	err := row.Scan(&i.AccountFailures, &i.AddressFailures, &i.RetryAfterSeconds)
+	err := row.Scan(
+		&i.PairFailures,
+		&i.PairLast,
+		&i.AccountFailures,
+		&i.AccountLast,
+		&i.AddressFailures,
+		&i.AddressLast,
+		&i.Now,
+	)
 	return i, err
 }
 

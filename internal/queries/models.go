@@ -27,6 +27,17 @@ type SwitchyardAuditLog struct {
 	Hash       []byte
 }
 
+type SwitchyardAuditSeal struct {
+	ID       int64
+	Mac      []byte
+	SealedAt time.Time
+}
+
+type SwitchyardAuthKey struct {
+	Name string
+	Key  []byte
+}
+
 type SwitchyardBreakerEvent struct {
 	ID          int64
 	Destination string
@@ -185,6 +196,7 @@ type SwitchyardLoginFailure struct {
 	Account string
 	Address string
 	At      time.Time
+	Client  string
 }
 
 type SwitchyardOutbox struct {

@@ -28,3 +28,63 @@ FROM (
            AND a.hash = switchyard.audit_row_hash(a.prev_hash, a) AS ok
     FROM switchyard.audit_log a
 ) c;
+
+-- name: AuditSealHead :one
+-- AuditSealHead is the newest sealed row: its id, hash and seal.
+SELECT s.id, s.mac, a.hash
+FROM switchyard.audit_seals s JOIN switchyard.audit_log a ON a.id = s.id
+ORDER BY s.id DESC
+LIMIT 1;
+
+-- name: AuditUnsealed :many
+-- AuditUnsealed lists up to @max_rows rows after row @after_id, in chain
+-- order, with their links: the rows to seal next.
+SELECT a.id, a.prev_hash, a.hash FROM switchyard.audit_log a
+WHERE a.id > @after_id
+ORDER BY a.id
+LIMIT @max_rows;
+
+-- name: AuditSealInsert :exec
+-- AuditSealInsert stores seals; a row sealed already (by another
+-- instance) keeps its seal.
+INSERT INTO switchyard.audit_seals (id, mac)
+SELECT unnest(@ids::bigint[]), unnest(@macs::bytea[])
+ON CONFLICT (id) DO NOTHING;
+
+-- name: AuditSealedRows :many
+-- AuditSealedRows lists up to @max_rows rows after row @after_id, in chain
+-- order, with their seal (NULL: none).
+SELECT a.id, a.hash, s.mac FROM switchyard.audit_log a
+LEFT JOIN switchyard.audit_seals s ON s.id = a.id
+WHERE a.id > @after_id
+ORDER BY a.id
+LIMIT @max_rows;
+
+-- name: AuditHeadID :one
+-- AuditHeadID is the newest row's id (no row: the trail is empty); cheap,
+-- unlike AuditHead's count.
+SELECT a.id FROM switchyard.audit_log a ORDER BY a.id DESC LIMIT 1;
+
+-- name: AuditHead :one
+-- AuditHead is the newest row's id and hash, and how many rows the trail
+-- holds: what a checkpoint records. No row: the trail is empty.
+SELECT a.id, a.hash, (SELECT count(*) FROM switchyard.audit_log)::bigint AS rows
+FROM switchyard.audit_log a
+ORDER BY a.id DESC
+LIMIT 1;
+
+-- name: AuditAt :one
+-- AuditAt compares the trail with a checkpoint at row @id: that row's hash
+-- (NULL: no such row), how many rows there are up to it, and the trail's
+-- newest id and size now.
+SELECT
+    (SELECT a.hash FROM switchyard.audit_log a WHERE a.id = @id) AS hash,
+    (SELECT count(*) FROM switchyard.audit_log a WHERE a.id <= @id)::bigint AS rows_upto,
+    (SELECT coalesce(max(a.id), 0) FROM switchyard.audit_log a)::bigint AS max_id,
+    (SELECT count(*) FROM switchyard.audit_log a)::bigint AS rows;
+
+-- name: AuditSealOrphans :one
+-- AuditSealOrphans counts seals whose row is gone, and names the first.
+SELECT count(*)::bigint AS orphans, coalesce(min(s.id), 0)::bigint AS first_id
+FROM switchyard.audit_seals s
+WHERE NOT EXISTS (SELECT 1 FROM switchyard.audit_log a WHERE a.id = s.id);

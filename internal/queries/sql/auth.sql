@@ -78,14 +78,16 @@ DELETE FROM switchyard.sessions
 WHERE expires_at < now() - interval '1 day' OR revoked_at < now() - interval '1 day';
 
 -- name: LoginFailureRecord :exec
-INSERT INTO switchyard.login_failures (account, address) VALUES (@account, @address);
+INSERT INTO switchyard.login_failures (account, address, client) VALUES (@account, @address, @client);
 
 -- name: LoginFailureClear :exec
-DELETE FROM switchyard.login_failures WHERE account = @account;
+-- LoginFailureClear forgets the failures of one client on one account
+-- (after it signed in): other clients' failures still count.
+DELETE FROM switchyard.login_failures WHERE account = @account AND client = @client;
 
 -- name: LoginAttemptLock :exec
 -- LoginAttemptLock serialises the sign-in attempts of one key (an account,
--- then an address: always in that order) until the transaction ends, so
+-- then a client: always in that order) until the transaction ends, so
 -- that concurrent guesses are counted against each other.
 SELECT pg_advisory_xact_lock(@key::bigint);
 
@@ -93,17 +95,38 @@ SELECT pg_advisory_xact_lock(@key::bigint);
 DELETE FROM switchyard.login_failures WHERE at < now() - make_interval(secs => @window_seconds::float8);
 
 -- name: LoginThrottle :one
--- LoginThrottle counts the recent failures of an account and of an
--- address, and says when the oldest of each leaves the window.
+-- LoginThrottle reads the recent failures (within the window) that the
+-- sign-in delays are computed from, with the latest of each, and the
+-- database's clock (a "last" with no failure is the epoch):
+--   - pair: of this account from this client (an address or a device);
+--   - account: of this account from clients without a device cookie,
+--     counting each address at most @address_cap times, so that one
+--     address alone cannot slow the account for everybody;
+--   - address: from this address without a device cookie, any account.
+WITH recent AS (
+    SELECT f.account, f.address, f.client, f.at FROM switchyard.login_failures f
+    WHERE (f.account = @account::text OR f.address = @address::text)
+      AND f.at > now() - make_interval(secs => @window_seconds::float8)
+), per_address AS (
+    SELECT r.address, count(*) AS n, max(r.at) AS last FROM recent r
+    WHERE r.account = @account::text AND r.client LIKE 'addr:%'
+    GROUP BY r.address
+), by_account AS (
+    SELECT coalesce(sum(least(p.n, @address_cap::int)), 0)::int AS failures, max(p.last) AS last
+    FROM per_address p
+)
 SELECT
-    (SELECT count(*) FROM switchyard.login_failures f
-      WHERE f.account = @account AND f.at > now() - make_interval(secs => @window_seconds::float8))::int AS account_failures,
-    (SELECT count(*) FROM switchyard.login_failures f
-      WHERE f.address = @address AND f.at > now() - make_interval(secs => @window_seconds::float8))::int AS address_failures,
-    coalesce(extract(epoch FROM (
-      SELECT min(f.at) FROM switchyard.login_failures f
-      WHERE (f.account = @account OR f.address = @address) AND f.at > now() - make_interval(secs => @window_seconds::float8)
-    ) + make_interval(secs => @window_seconds::float8) - now()), 0)::float8 AS retry_after_seconds;
+    coalesce(sum(CASE WHEN r.account = @account::text AND r.client = @client::text THEN 1 END), 0)::int AS pair_failures,
+    coalesce(max(CASE WHEN r.account = @account::text AND r.client = @client::text THEN r.at END), 'epoch')::timestamptz AS pair_last,
+    (SELECT a.failures FROM by_account a)::int AS account_failures,
+    coalesce((SELECT a.last FROM by_account a), 'epoch')::timestamptz AS account_last,
+    coalesce(sum(CASE WHEN r.address = @address::text AND r.client LIKE 'addr:%' THEN 1 END), 0)::int AS address_failures,
+    coalesce(max(CASE WHEN r.address = @address::text AND r.client LIKE 'addr:%' THEN r.at END), 'epoch')::timestamptz AS address_last,
+    now()::timestamptz AS now
+FROM recent r;
+
+-- name: AuthKeyGet :one
+SELECT key FROM switchyard.auth_keys WHERE name = @name;
 
 -- name: SessionDenialCount :one
 -- SessionDenialCount counts a refused request of session @id and says
