@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/switchyard/switchyard/internal/lifecycle"
 	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/internal/service"
 )
 
 // Anchoring the trail outside the database.
@@ -107,7 +107,7 @@ func (c SealerConfig) withDefaults() SealerConfig {
 type Sealer struct {
 	cfg  SealerConfig
 	pool *pgxpool.Pool
-	loop lifecycle.Loop
+	loop service.Lifecycle
 	// last is the head of the last checkpoint written, and when; used
 	// only by the loop (and by Stop after the loop returned).
 	last     Checkpoint
@@ -125,7 +125,7 @@ func NewSealer(pool *pgxpool.Pool, cfg SealerConfig) (*Sealer, error) {
 // Start seals what is pending and writes a checkpoint at once, then runs
 // until Stop. It returns an error if already started.
 func (s *Sealer) Start(ctx context.Context) error {
-	return s.loop.Start(ctx, "audit: sealer", s.run)
+	return s.loop.Start(ctx, nil, s.run)
 }
 
 // Stop ends the sealer after a last seal and checkpoint. It is

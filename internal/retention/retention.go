@@ -26,8 +26,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/switchyard/switchyard/internal/lifecycle"
 	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/internal/service"
 )
 
 // Config says how long each kind of row is kept. Zero fields take the
@@ -140,7 +140,7 @@ func drain(ctx context.Context, cfg Config, batch func(context.Context) (int64, 
 type Service struct {
 	cfg  Config
 	pool *pgxpool.Pool
-	loop lifecycle.Loop
+	loop service.Lifecycle
 }
 
 // New returns a Service on pool; Start runs it.
@@ -151,7 +151,7 @@ func New(pool *pgxpool.Pool, cfg Config) *Service {
 // Start runs a first pass at once and then one every Interval, until
 // Stop. It returns an error if already started.
 func (s *Service) Start(ctx context.Context) error {
-	return s.loop.Start(ctx, "retention", s.run)
+	return s.loop.Start(ctx, nil, s.run)
 }
 
 // Stop ends the service, abandoning a pass in progress (each batch is its

@@ -26,6 +26,8 @@ type Lifecycle struct {
 	mu     sync.Mutex
 	cancel context.CancelFunc // guarded by mu; nil until Start succeeded
 	done   chan struct{}      // guarded by mu; closed when run has returned
+	// stopped is set by the first Stop after Start; guarded by mu.
+	stopped bool
 }
 
 // Start runs setup, if not nil, with ctx; if setup fails, Start returns
@@ -64,14 +66,20 @@ func (l *Lifecycle) Started() bool {
 
 // Stop cancels run's context and waits for run to return. It is safe to
 // call before Start (it does nothing), more than once, and from several
-// goroutines at once: each returns once run has.
-func (l *Lifecycle) Stop() {
+// goroutines at once: each returns once run has. It reports whether this
+// call was the one that stopped a started service, so that a service can
+// do its last work (a final flush) exactly once.
+func (l *Lifecycle) Stop() bool {
 	l.mu.Lock()
-	cancel, done := l.cancel, l.done
+	cancel, done, first := l.cancel, l.done, !l.stopped && l.cancel != nil
+	if first {
+		l.stopped = true
+	}
 	l.mu.Unlock()
 	if cancel == nil {
-		return
+		return false
 	}
 	cancel()
 	<-done
+	return first
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ type key struct{}
 func TestLifecycle(t *testing.T) {
 	t.Parallel()
 	var l Lifecycle
-	l.Stop() // before Start: nothing to stop
+	require.False(t, l.Stop(), "before Start: nothing to stop")
 	require.False(t, l.Started())
 
 	parent, cancelParent := context.WithCancel(context.WithValue(context.Background(), key{}, "v"))
@@ -40,11 +41,14 @@ func TestLifecycle(t *testing.T) {
 	require.ErrorIs(t, l.Start(context.Background(), nil, func(context.Context) {}), ErrStarted)
 
 	var stops sync.WaitGroup
+	var firsts atomic.Int32
 	release := make(chan struct{})
 	for range 3 {
 		stops.Go(func() {
 			<-release
-			l.Stop()
+			if l.Stop() {
+				firsts.Add(1)
+			}
 			select {
 			case <-finished:
 			default:
@@ -54,7 +58,8 @@ func TestLifecycle(t *testing.T) {
 	}
 	close(release)
 	stops.Wait()
-	l.Stop()
+	require.EqualValues(t, 1, firsts.Load(), "exactly one Stop reports that it stopped the service")
+	require.False(t, l.Stop())
 	require.ErrorIs(t, l.Start(context.Background(), nil, func(context.Context) {}), ErrStarted, "a stopped service is not restarted")
 }
 
