@@ -88,6 +88,16 @@ const (
 	// (finalize writes no feed row); open pages catch up on those when
 	// their stream reconnects or their tab becomes visible.
 	KindMessageChanged = "message_changed"
+	// KindReconcileProgress: a reconciliation cycle started, advanced or
+	// ended (internal/reconcile). At most about one a second per running
+	// cycle, plus one when it ends. Subject: the check's name. Payload:
+	// {"cycle": id, "state"}.
+	KindReconcileProgress = "reconcile_progress"
+	// KindReconcileFinding: reconciliation findings opened, reopened,
+	// resolved, or an operator acted on one. One row per batch or action,
+	// not per finding. Subject: the check's name. Payload: {"opened",
+	// "resolved"} counts, or {"finding": id, "action"} for an action.
+	KindReconcileFinding = "reconcile_finding"
 )
 
 // MaxPayloadBytes bounds a change's payload: the feed says what changed,

@@ -1,0 +1,176 @@
+-- Reconciliation: checks, cycles, findings (migrations/00050_reconcile.sql,
+-- internal/reconcile). The one query sqlc cannot serve, a table check's
+-- keyset page over a table named in a row, is internal/reconcile/table.go.
+
+-- name: ReconcileCheckInsert :one
+-- ReconcileCheckInsert adds a check (the console's configuration and tests).
+INSERT INTO switchyard.reconcile_checks (
+    name, kind, batch_size, remote_rate, timeout_ms, interval_ms, remote_url, destination, topic,
+    window_ms, table_schema, table_name, key_column, columns, lease_ms
+) VALUES (
+    @name, @kind, @batch_size, @remote_rate, @timeout_ms, @interval_ms, @remote_url, @destination, @topic,
+    @window_ms, @table_schema, @table_name, @key_column, @columns::text[], @lease_ms
+) RETURNING id;
+
+-- name: ReconcileCheckGet :one
+SELECT * FROM switchyard.reconcile_checks WHERE id = @id;
+
+-- name: ReconcileCheckByName :one
+SELECT * FROM switchyard.reconcile_checks WHERE name = @name;
+
+-- name: ReconcileCheckLease :one
+-- ReconcileCheckLease takes the lease of one due check nobody holds (its
+-- lease expired or was released): one whose cycle is running (a runner
+-- died: resume it) or whose next cycle is due. The new lease_version is
+-- the fencing token every later write of the runner names.
+UPDATE switchyard.reconcile_checks k
+SET lease_owner = @owner::text, lease_version = k.lease_version + 1,
+    lease_expires_at = now() + make_interval(secs => k.lease_ms / 1000.0)
+WHERE k.id = (
+    SELECT c.id FROM switchyard.reconcile_checks c
+    WHERE c.enabled AND (c.lease_expires_at IS NULL OR c.lease_expires_at < now())
+      AND (c.next_cycle_at <= now()
+           OR EXISTS (SELECT 1 FROM switchyard.reconcile_cycles y WHERE y.check_id = c.id AND y.state = 'running'))
+    ORDER BY c.next_cycle_at
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING k.*;
+
+-- name: ReconcileCheckRelease :exec
+-- ReconcileCheckRelease gives the lease back; done: the cycle ended, so
+-- the next one is due interval_ms from now.
+UPDATE switchyard.reconcile_checks
+SET lease_owner = NULL, lease_expires_at = NULL,
+    next_cycle_at = CASE WHEN @done::boolean THEN now() + make_interval(secs => interval_ms / 1000.0) ELSE next_cycle_at END
+WHERE id = @id AND lease_version = @lease_version;
+
+-- name: ReconcileCheckRunNow :exec
+-- ReconcileCheckRunNow makes a check's next cycle due now.
+UPDATE switchyard.reconcile_checks SET next_cycle_at = now() WHERE id = @id;
+
+-- name: ReconcileCycleRunning :one
+SELECT * FROM switchyard.reconcile_cycles WHERE check_id = @check_id AND state = 'running';
+
+-- name: ReconcileCycleStart :one
+-- ReconcileCycleStart opens a cycle, fenced: nothing is written unless
+-- lease_version is the check's. since is the start of a delivery check's
+-- window. The caller sets the bounds in the same transaction.
+INSERT INTO switchyard.reconcile_cycles (check_id, since)
+SELECT k.id, now() - make_interval(secs => k.window_ms / 1000.0)
+FROM switchyard.reconcile_checks k
+WHERE k.id = @check_id AND k.lease_version = @lease_version
+RETURNING *;
+
+-- name: ReconcileCycleSetBounds :one
+-- ReconcileCycleSetBounds fixes a new cycle's upper key (NULL: nothing to
+-- walk) and estimate, in the transaction that started it.
+UPDATE switchyard.reconcile_cycles SET upper_key = sqlc.narg(upper_key)::text, estimate = @estimate::bigint
+WHERE id = @id
+RETURNING *;
+
+-- name: ReconcileCycleResume :one
+-- ReconcileCycleResume counts one more runner taking over a running
+-- cycle, fenced like every write of a runner.
+UPDATE switchyard.reconcile_cycles y SET runs = y.runs + 1, updated_at = now()
+FROM switchyard.reconcile_checks k
+WHERE y.id = @id AND y.state = 'running' AND k.id = y.check_id AND k.lease_version = @lease_version
+RETURNING y.*;
+
+-- name: ReconcileCycleAdvance :one
+-- ReconcileCycleAdvance records one batch: the cursor moves to cursor_key,
+-- the counters grow, the ranges it could not check are appended to
+-- unexamined, and the lease is renewed, in one statement, fenced: a runner
+-- whose lease was taken over gets no row and must stop.
+WITH lease AS (
+    UPDATE switchyard.reconcile_checks k
+    SET lease_expires_at = now() + make_interval(secs => k.lease_ms / 1000.0)
+    WHERE k.id = @check_id AND k.lease_version = @lease_version
+    RETURNING k.id
+)
+UPDATE switchyard.reconcile_cycles y
+SET cursor_key = @cursor_key, updated_at = now(),
+    examined = y.examined + @examined, in_sync = y.in_sync + @in_sync,
+    missing_remote = y.missing_remote + @missing_remote, missing_local = y.missing_local + @missing_local,
+    mismatch = y.mismatch + @mismatch, unknown = y.unknown + @unknown,
+    remote_calls = y.remote_calls + @remote_calls,
+    unexamined = y.unexamined || @unexamined::jsonb,
+    last_error = CASE WHEN @last_error::text = '' THEN y.last_error ELSE @last_error::text END
+FROM lease
+WHERE y.id = @cycle_id AND y.check_id = lease.id AND y.state = 'running'
+RETURNING y.*;
+
+-- name: ReconcileCycleFinish :one
+-- ReconcileCycleFinish ends a running cycle, fenced: complete when every
+-- key was examined, incomplete when some range was not.
+UPDATE switchyard.reconcile_cycles y
+SET state = CASE WHEN y.unexamined = '[]'::jsonb THEN 'complete' ELSE 'incomplete' END,
+    finished_at = now(), updated_at = now()
+FROM switchyard.reconcile_checks k
+WHERE y.id = @id AND y.state = 'running' AND k.id = y.check_id AND k.lease_version = @lease_version
+RETURNING y.*;
+
+-- name: ReconcileFindingsUpsert :one
+-- ReconcileFindingsUpsert records what one batch found: keys[n] has drift
+-- kinds[n] (ref: the message id of a delivery check; diff: a mismatch's
+-- fields). A finding exists once per (check, key, kind): seen again, it
+-- moves to this cycle; resolved before, it is reopened. Keys must be
+-- distinct per kind within one call. History rows say opened/reopened.
+WITH input AS (
+    SELECT (@keys::text[])[n] AS key, (@kinds::text[])[n] AS kind,
+        nullif((@refs::bigint[])[n], 0) AS ref, (@diffs::jsonb[])[n] AS diff
+    FROM generate_series(1, cardinality(@keys::text[])) AS n
+),
+prior AS (
+    SELECT f.id, f.status FROM switchyard.reconcile_findings f
+    JOIN input i ON f.check_id = @check_id AND f.key = i.key AND f.kind = i.kind
+),
+up AS (
+    INSERT INTO switchyard.reconcile_findings AS f (check_id, key, kind, ref, diff, first_cycle_id, last_cycle_id)
+    SELECT @check_id, i.key, i.kind, i.ref, i.diff, @cycle_id, @cycle_id FROM input i
+    ORDER BY i.key, i.kind
+    ON CONFLICT (check_id, key, kind) DO UPDATE
+    SET last_cycle_id = excluded.last_cycle_id, last_seen_at = now(), diff = excluded.diff, ref = excluded.ref,
+        status = CASE WHEN f.status = 'resolved' THEN 'open' ELSE f.status END,
+        resolved_at = CASE WHEN f.status = 'resolved' THEN NULL ELSE f.resolved_at END
+    RETURNING f.id
+),
+ev AS (
+    INSERT INTO switchyard.reconcile_finding_events (finding_id, cycle_id, event)
+    SELECT up.id, @cycle_id, CASE WHEN p.id IS NULL THEN 'opened' ELSE 'reopened' END
+    FROM up LEFT JOIN prior p ON p.id = up.id
+    WHERE p.id IS NULL OR p.status = 'resolved'
+    RETURNING event
+)
+SELECT count(*) FILTER (WHERE event = 'opened')::bigint AS opened,
+    count(*) FILTER (WHERE event = 'reopened')::bigint AS reopened
+FROM ev;
+
+-- name: ReconcileFindingsResolveUnseen :execrows
+-- ReconcileFindingsResolveUnseen resolves the check's open findings that
+-- the complete cycle cycle_id no longer saw, with a history row each.
+WITH resolved AS (
+    UPDATE switchyard.reconcile_findings
+    SET status = 'resolved', resolved_at = now()
+    WHERE check_id = @check_id AND status IN ('open', 'repair_requested') AND last_cycle_id < @cycle_id::bigint
+    RETURNING id
+)
+INSERT INTO switchyard.reconcile_finding_events (finding_id, cycle_id, event)
+SELECT id, @cycle_id::bigint, 'resolved' FROM resolved;
+
+-- name: ReconcileDeliveryBounds :one
+-- ReconcileDeliveryBounds is a delivery check's key space at cycle start:
+-- the messages delivered to destination since, up to the newest.
+SELECT count(*)::bigint AS estimate, coalesce(max(id), 0)::bigint AS upper
+FROM switchyard.outbox
+WHERE destination = @destination AND state = 'delivered' AND finished_at >= @since;
+
+-- name: ReconcileDeliveryPage :many
+-- ReconcileDeliveryPage is the next keyset page of a delivery check: the
+-- idempotency key each message was delivered with, by message id.
+SELECT id, coalesce(delivery_key, message_id) AS key
+FROM switchyard.outbox
+WHERE destination = @destination AND state = 'delivered' AND finished_at >= @since
+  AND id > @after AND id <= @upper
+ORDER BY id
+LIMIT @batch_size;
