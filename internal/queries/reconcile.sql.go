@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const reconcileCheckByName = `-- name: ReconcileCheckByName :one
@@ -577,6 +578,99 @@ func (q *Queries) ReconcileDeliveryPage(ctx context.Context, arg ReconcileDelive
 	return items, nil
 }
 
+const reconcileFindingLock = `-- name: ReconcileFindingLock :one
+SELECT f.id, f.check_id, f.key, f.kind, f.status, f.ref, f.last_cycle_id, f.repair_cycle_id, f.repair_message,
+    k.name AS check_name, k.kind AS check_kind, k.destination, k.topic,
+    k.table_schema, k.table_name, k.key_column, k.columns
+FROM switchyard.reconcile_findings f
+JOIN switchyard.reconcile_checks k ON k.id = f.check_id
+WHERE f.id = $1
+FOR UPDATE OF f
+`
+
+type ReconcileFindingLockRow struct {
+	ID            int64
+	CheckID       int64
+	Key           string
+	Kind          string
+	Status        string
+	Ref           *int64
+	LastCycleID   int64
+	RepairCycleID *int64
+	RepairMessage *int64
+	CheckName     string
+	CheckKind     string
+	Destination   string
+	Topic         string
+	TableSchema   string
+	TableName     string
+	KeyColumn     string
+	Columns       []string
+}
+
+// ReconcileFindingLock locks a finding for an operator action (Repair,
+// Ignore: one at a time per finding) and returns it with its check.
+func (q *Queries) ReconcileFindingLock(ctx context.Context, id int64) (ReconcileFindingLockRow, error) {
+	row := q.db.QueryRow(ctx, reconcileFindingLock, id)
+	var i ReconcileFindingLockRow
+	err := row.Scan(
+		&i.ID,
+		&i.CheckID,
+		&i.Key,
+		&i.Kind,
+		&i.Status,
+		&i.Ref,
+		&i.LastCycleID,
+		&i.RepairCycleID,
+		&i.RepairMessage,
+		&i.CheckName,
+		&i.CheckKind,
+		&i.Destination,
+		&i.Topic,
+		&i.TableSchema,
+		&i.TableName,
+		&i.KeyColumn,
+		&i.Columns,
+	)
+	return i, err
+}
+
+const reconcileFindingMark = `-- name: ReconcileFindingMark :exec
+WITH marked AS (
+    UPDATE switchyard.reconcile_findings
+    SET status = $2::text,
+        repair_cycle_id = coalesce($1::bigint, repair_cycle_id),
+        repair_message = coalesce($5::bigint, repair_message)
+    WHERE reconcile_findings.id = $6::bigint
+    RETURNING reconcile_findings.id AS marked_id
+)
+INSERT INTO switchyard.reconcile_finding_events (finding_id, cycle_id, event, actor, reason)
+SELECT marked_id, $1::bigint, $2::text, $3::text, $4::text FROM marked
+`
+
+type ReconcileFindingMarkParams struct {
+	RepairCycleID *int64
+	Status        string
+	Actor         string
+	Reason        string
+	RepairMessage *int64
+	FindingID     int64
+}
+
+// ReconcileFindingMark moves a finding to status after an operator
+// action, with its history row.
+func (q *Queries) ReconcileFindingMark(ctx context.Context, arg ReconcileFindingMarkParams) error {
+	_, err := q.db.Exec(ctx, reconcileFindingMark,
+		arg.RepairCycleID,
+		arg.Status,
+		arg.Actor,
+		arg.Reason,
+		arg.RepairMessage,
+		arg.FindingID,
+	)
+	return err
+}
+
 const reconcileFindingsResolveUnseen = `-- name: ReconcileFindingsResolveUnseen :execrows
 WITH resolved AS (
     UPDATE switchyard.reconcile_findings
@@ -665,5 +759,70 @@ func (q *Queries) ReconcileFindingsUpsert(ctx context.Context, arg ReconcileFind
 	)
 	var i ReconcileFindingsUpsertRow
 	err := row.Scan(&i.Opened, &i.Reopened)
+	return i, err
+}
+
+const reconcileRedeliver = `-- name: ReconcileRedeliver :one
+WITH ins AS (
+    INSERT INTO switchyard.outbox (
+        topic, destination, aggregate_type, aggregate_id, payload, headers, max_attempts,
+        replay_of, delivery_key, replay_request, replay_mode, replay_actor, replay_reason, generation
+    )
+    SELECT o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.payload, o.headers, o.max_attempts,
+        o.id, coalesce(o.delivery_key, o.message_id), $1::uuid, 'redeliver', $2::text, $3::text, o.generation + 1
+    FROM switchyard.outbox o
+    WHERE o.id = $4 AND o.state = 'delivered'
+    ON CONFLICT (replay_request) WHERE replay_request IS NOT NULL DO NOTHING
+    RETURNING outbox.id, outbox.delivery_key, outbox.replay_of
+), marked AS (
+    UPDATE switchyard.outbox o SET replays = o.replays + 1, replayed_at = now()
+    FROM ins WHERE o.id = ins.replay_of
+)
+SELECT ins.id, ins.delivery_key FROM ins
+`
+
+type ReconcileRedeliverParams struct {
+	RequestID uuid.UUID
+	Actor     string
+	Reason    string
+	ID        int64
+}
+
+type ReconcileRedeliverRow struct {
+	ID          int64
+	DeliveryKey pgtype.UUID
+}
+
+// ReconcileRedeliver redelivers a delivered message as a replay with the
+// idempotency key it was delivered with (a repair of a delivery check's
+// missing_remote; the replay columns of migrations/00020_replays.sql).
+// The request id makes it happen once: a second call with the same one
+// inserts nothing and gets no row (ReconcileReplayByRequest finds it).
+func (q *Queries) ReconcileRedeliver(ctx context.Context, arg ReconcileRedeliverParams) (ReconcileRedeliverRow, error) {
+	row := q.db.QueryRow(ctx, reconcileRedeliver,
+		arg.RequestID,
+		arg.Actor,
+		arg.Reason,
+		arg.ID,
+	)
+	var i ReconcileRedeliverRow
+	err := row.Scan(&i.ID, &i.DeliveryKey)
+	return i, err
+}
+
+const reconcileReplayByRequest = `-- name: ReconcileReplayByRequest :one
+SELECT id, coalesce(delivery_key, message_id)::uuid AS delivery_key
+FROM switchyard.outbox WHERE replay_request = $1::uuid
+`
+
+type ReconcileReplayByRequestRow struct {
+	ID          int64
+	DeliveryKey uuid.UUID
+}
+
+func (q *Queries) ReconcileReplayByRequest(ctx context.Context, requestID uuid.UUID) (ReconcileReplayByRequestRow, error) {
+	row := q.db.QueryRow(ctx, reconcileReplayByRequest, requestID)
+	var i ReconcileReplayByRequestRow
+	err := row.Scan(&i.ID, &i.DeliveryKey)
 	return i, err
 }

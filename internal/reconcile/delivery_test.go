@@ -16,7 +16,7 @@ func (e *env) deliveryCheck(name string) int64 {
 	e.t.Helper()
 	id, err := queries.New(e.pool).ReconcileCheckInsert(context.Background(), queries.ReconcileCheckInsertParams{
 		Name: name, Kind: KindDelivery, BatchSize: 50, RemoteRate: 1000, TimeoutMs: 2000, IntervalMs: 3600000,
-		RemoteUrl: e.remote.URL(), Destination: "d", WindowMs: 3600000, Columns: []string{}, LeaseMs: 30000,
+		RemoteUrl: e.hooks.URL(), Destination: "d", WindowMs: 3600000, Columns: []string{}, LeaseMs: 30000,
 	})
 	require.NoError(e.t, err)
 	return id
@@ -50,7 +50,7 @@ func TestDeliveryCheckFindsLostDeliveries(t *testing.T) {
 	lost := map[int]bool{3: true, 77: true, 119: true}
 	for i, k := range keys {
 		if !lost[i] {
-			e.remote.Put(k.String(), nil)
+			e.hooks.Put(k.String(), nil)
 		}
 	}
 	_, err := e.pool.Exec(context.Background(), `INSERT INTO switchyard.outbox (topic, destination, payload, state, finished_at)

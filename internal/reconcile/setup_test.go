@@ -23,7 +23,8 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 type env struct {
 	t      *testing.T
 	pool   *pgxpool.Pool
-	remote *fakeremote.Provider
+	remote *fakeremote.Provider // the orders' external system
+	hooks  *fakeremote.Provider // the webhook receiver of destination "d"
 	client *http.Client
 }
 
@@ -40,8 +41,8 @@ func setup(t *testing.T, n int) *env {
 	}))
 	_, err := pool.Exec(ctx, `CREATE TABLE public.orders (id bigint PRIMARY KEY, status text NOT NULL, total integer NOT NULL)`)
 	require.NoError(t, err)
-	e := &env{t: t, pool: pool, remote: fakeremote.New(), client: &http.Client{}}
-	t.Cleanup(func() { e.remote.Close(); e.client.CloseIdleConnections() })
+	e := &env{t: t, pool: pool, remote: fakeremote.New(), hooks: fakeremote.New(), client: &http.Client{}}
+	t.Cleanup(func() { e.remote.Close(); e.hooks.Close(); e.client.CloseIdleConnections() })
 	e.addRows(1, n)
 	return e
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -26,7 +27,7 @@ import (
 type TableSource struct {
 	pool *pgxpool.Pool
 	// The statements, built once from checked identifiers.
-	bounds, first, next, exists string
+	bounds, first, next, exists, current string
 }
 
 // NewTableSource returns the source of a table check, or an error wrapping
@@ -60,6 +61,8 @@ WHERE t.%[2]s <= $1 ORDER BY t.%[2]s LIMIT $2`, tbl, k, strings.Join(pairs, ", "
 		next: fmt.Sprintf(`SELECT t.%[2]s::text, jsonb_build_object(%[3]s) FROM %[1]s t
 WHERE t.%[2]s > $1 AND t.%[2]s <= $2 ORDER BY t.%[2]s LIMIT $3`, tbl, k, strings.Join(pairs, ", ")),
 		exists: fmt.Sprintf("SELECT EXISTS (SELECT 1 FROM %[1]s t WHERE t.%[2]s = $1)", tbl, k),
+		current: fmt.Sprintf("SELECT jsonb_build_object(%[3]s) FROM %[1]s t WHERE t.%[2]s = $1",
+			tbl, k, strings.Join(pairs, ", ")),
 	}, nil
 }
 
@@ -102,10 +105,20 @@ func (s *TableSource) Page(ctx context.Context, _ time.Time, after *string, uppe
 	return items, nil
 }
 
-// Exists implements Ranged.
+// sqlstateInvalidText is invalid_text_representation: a remote key that
+// is not even a value of the key column's type.
+const sqlstateInvalidText = "22P02"
+
+// Exists implements Ranged. A key that is not a value of the key column's
+// type does not exist locally.
 func (s *TableSource) Exists(ctx context.Context, key string) (bool, error) {
 	var ok bool
-	if err := s.pool.QueryRow(ctx, s.exists, key).Scan(&ok); err != nil {
+	err := s.pool.QueryRow(ctx, s.exists, key).Scan(&ok)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == sqlstateInvalidText {
+		return false, nil
+	}
+	if err != nil {
 		return false, fmt.Errorf("reconcile: does key %q exist: %w", key, err)
 	}
 	return ok, nil
@@ -124,4 +137,19 @@ func decodeFields(raw []byte) (map[string]any, error) {
 		return nil, errors.New("decode fields: not an object")
 	}
 	return m, nil
+}
+
+// Current returns the compared columns of the row key as a JSON object,
+// read in tx (a repair's transaction, so that what is enqueued is what
+// the row holds when the repair commits); found is false when the row is
+// gone.
+func (s *TableSource) Current(ctx context.Context, tx pgx.Tx, key string) (fields []byte, found bool, err error) {
+	err = tx.QueryRow(ctx, s.current, key).Scan(&fields)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("reconcile: current row %q: %w", key, err)
+	}
+	return fields, true, nil
 }

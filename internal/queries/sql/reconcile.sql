@@ -174,3 +174,55 @@ WHERE destination = @destination AND state = 'delivered' AND finished_at >= @sin
   AND id > @after AND id <= @upper
 ORDER BY id
 LIMIT @batch_size;
+
+-- name: ReconcileFindingLock :one
+-- ReconcileFindingLock locks a finding for an operator action (Repair,
+-- Ignore: one at a time per finding) and returns it with its check.
+SELECT f.id, f.check_id, f.key, f.kind, f.status, f.ref, f.last_cycle_id, f.repair_cycle_id, f.repair_message,
+    k.name AS check_name, k.kind AS check_kind, k.destination, k.topic,
+    k.table_schema, k.table_name, k.key_column, k.columns
+FROM switchyard.reconcile_findings f
+JOIN switchyard.reconcile_checks k ON k.id = f.check_id
+WHERE f.id = @id
+FOR UPDATE OF f;
+
+-- name: ReconcileRedeliver :one
+-- ReconcileRedeliver redelivers a delivered message as a replay with the
+-- idempotency key it was delivered with (a repair of a delivery check's
+-- missing_remote; the replay columns of migrations/00020_replays.sql).
+-- The request id makes it happen once: a second call with the same one
+-- inserts nothing and gets no row (ReconcileReplayByRequest finds it).
+WITH ins AS (
+    INSERT INTO switchyard.outbox (
+        topic, destination, aggregate_type, aggregate_id, payload, headers, max_attempts,
+        replay_of, delivery_key, replay_request, replay_mode, replay_actor, replay_reason, generation
+    )
+    SELECT o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.payload, o.headers, o.max_attempts,
+        o.id, coalesce(o.delivery_key, o.message_id), @request_id::uuid, 'redeliver', @actor::text, @reason::text, o.generation + 1
+    FROM switchyard.outbox o
+    WHERE o.id = @id AND o.state = 'delivered'
+    ON CONFLICT (replay_request) WHERE replay_request IS NOT NULL DO NOTHING
+    RETURNING outbox.id, outbox.delivery_key, outbox.replay_of
+), marked AS (
+    UPDATE switchyard.outbox o SET replays = o.replays + 1, replayed_at = now()
+    FROM ins WHERE o.id = ins.replay_of
+)
+SELECT ins.id, ins.delivery_key FROM ins;
+
+-- name: ReconcileReplayByRequest :one
+SELECT id, coalesce(delivery_key, message_id)::uuid AS delivery_key
+FROM switchyard.outbox WHERE replay_request = @request_id::uuid;
+
+-- name: ReconcileFindingMark :exec
+-- ReconcileFindingMark moves a finding to status after an operator
+-- action, with its history row.
+WITH marked AS (
+    UPDATE switchyard.reconcile_findings
+    SET status = @status::text,
+        repair_cycle_id = coalesce(sqlc.narg(repair_cycle_id)::bigint, repair_cycle_id),
+        repair_message = coalesce(sqlc.narg(repair_message)::bigint, repair_message)
+    WHERE reconcile_findings.id = @finding_id::bigint
+    RETURNING reconcile_findings.id AS marked_id
+)
+INSERT INTO switchyard.reconcile_finding_events (finding_id, cycle_id, event, actor, reason)
+SELECT marked_id, sqlc.narg(repair_cycle_id)::bigint, @status::text, @actor::text, @reason::text FROM marked;
