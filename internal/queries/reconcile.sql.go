@@ -217,6 +217,92 @@ func (q *Queries) ReconcileCheckRunNow(ctx context.Context, id int64) error {
 	return err
 }
 
+const reconcileCheckSummaries = `-- name: ReconcileCheckSummaries :many
+
+SELECT k.id, k.name, k.kind, k.enabled, k.next_cycle_at, k.interval_ms, k.remote_rate, k.batch_size,
+    coalesce(y.id, 0)::bigint AS cycle_id, coalesce(y.state, '')::text AS cycle_state,
+    coalesce(y.started_at, k.created_at) AS started_at, y.finished_at, coalesce(y.updated_at, k.created_at) AS updated_at,
+    coalesce(y.estimate, 0)::bigint AS estimate, coalesce(y.examined, 0)::bigint AS examined,
+    coalesce(y.missing_remote, 0)::bigint AS missing_remote, coalesce(y.missing_local, 0)::bigint AS missing_local,
+    coalesce(y.mismatch, 0)::bigint AS mismatch, coalesce(y.unknown, 0)::bigint AS unknown,
+    (SELECT count(*) FROM (
+        SELECT 1 FROM switchyard.reconcile_findings f
+        WHERE f.check_id = k.id AND f.status IN ('open', 'repair_requested') LIMIT 10001
+    ) o)::bigint AS open_findings
+FROM switchyard.reconcile_checks k
+LEFT JOIN LATERAL (
+    SELECT id, check_id, state, started_at, finished_at, updated_at, since, upper_key, cursor_key, estimate, examined, in_sync, missing_remote, missing_local, mismatch, unknown, remote_calls, unexamined, last_error, runs FROM switchyard.reconcile_cycles c WHERE c.check_id = k.id ORDER BY c.id DESC LIMIT 1
+) y ON true
+ORDER BY k.name
+`
+
+type ReconcileCheckSummariesRow struct {
+	ID            int64
+	Name          string
+	Kind          string
+	Enabled       bool
+	NextCycleAt   time.Time
+	IntervalMs    int64
+	RemoteRate    float64
+	BatchSize     int32
+	CycleID       int64
+	CycleState    string
+	StartedAt     time.Time
+	FinishedAt    *time.Time
+	UpdatedAt     time.Time
+	Estimate      int64
+	Examined      int64
+	MissingRemote int64
+	MissingLocal  int64
+	Mismatch      int64
+	Unknown       int64
+	OpenFindings  int64
+}
+
+// The console's Reconciliation pages (internal/console/reconciliation_*.go).
+// ReconcileCheckSummaries lists every check with its newest cycle and its
+// open drift (counted through the partial index, capped at 10,001).
+func (q *Queries) ReconcileCheckSummaries(ctx context.Context) ([]ReconcileCheckSummariesRow, error) {
+	rows, err := q.db.Query(ctx, reconcileCheckSummaries)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ReconcileCheckSummariesRow{}
+	for rows.Next() {
+		var i ReconcileCheckSummariesRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.Kind,
+			&i.Enabled,
+			&i.NextCycleAt,
+			&i.IntervalMs,
+			&i.RemoteRate,
+			&i.BatchSize,
+			&i.CycleID,
+			&i.CycleState,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.UpdatedAt,
+			&i.Estimate,
+			&i.Examined,
+			&i.MissingRemote,
+			&i.MissingLocal,
+			&i.Mismatch,
+			&i.Unknown,
+			&i.OpenFindings,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const reconcileCycleAdvance = `-- name: ReconcileCycleAdvance :one
 WITH lease AS (
     UPDATE switchyard.reconcile_checks k
@@ -503,6 +589,68 @@ func (q *Queries) ReconcileCycleStart(ctx context.Context, arg ReconcileCycleSta
 	return i, err
 }
 
+const reconcileCyclesRecent = `-- name: ReconcileCyclesRecent :many
+SELECT y.id, y.state, y.started_at, y.finished_at, y.estimate, y.examined, y.in_sync,
+    y.missing_remote, y.missing_local, y.mismatch, y.unknown, y.runs, y.unexamined, k.name AS check_name
+FROM switchyard.reconcile_cycles y
+JOIN switchyard.reconcile_checks k ON k.id = y.check_id
+ORDER BY y.id DESC
+LIMIT $1
+`
+
+type ReconcileCyclesRecentRow struct {
+	ID            int64
+	State         string
+	StartedAt     time.Time
+	FinishedAt    *time.Time
+	Estimate      int64
+	Examined      int64
+	InSync        int64
+	MissingRemote int64
+	MissingLocal  int64
+	Mismatch      int64
+	Unknown       int64
+	Runs          int32
+	Unexamined    []byte
+	CheckName     string
+}
+
+// ReconcileCyclesRecent is the newest cycles of every check.
+func (q *Queries) ReconcileCyclesRecent(ctx context.Context, rowLimit int32) ([]ReconcileCyclesRecentRow, error) {
+	rows, err := q.db.Query(ctx, reconcileCyclesRecent, rowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ReconcileCyclesRecentRow{}
+	for rows.Next() {
+		var i ReconcileCyclesRecentRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.State,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.Estimate,
+			&i.Examined,
+			&i.InSync,
+			&i.MissingRemote,
+			&i.MissingLocal,
+			&i.Mismatch,
+			&i.Unknown,
+			&i.Runs,
+			&i.Unexamined,
+			&i.CheckName,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const reconcileDeliveryBounds = `-- name: ReconcileDeliveryBounds :one
 SELECT count(*)::bigint AS estimate, coalesce(max(id), 0)::bigint AS upper
 FROM switchyard.outbox
@@ -576,6 +724,101 @@ func (q *Queries) ReconcileDeliveryPage(ctx context.Context, arg ReconcileDelive
 		return nil, err
 	}
 	return items, nil
+}
+
+const reconcileFindingEvents = `-- name: ReconcileFindingEvents :many
+SELECT id, cycle_id, event, actor, reason, at
+FROM switchyard.reconcile_finding_events
+WHERE finding_id = $1
+ORDER BY id
+`
+
+type ReconcileFindingEventsRow struct {
+	ID      int64
+	CycleID *int64
+	Event   string
+	Actor   string
+	Reason  string
+	At      time.Time
+}
+
+func (q *Queries) ReconcileFindingEvents(ctx context.Context, findingID int64) ([]ReconcileFindingEventsRow, error) {
+	rows, err := q.db.Query(ctx, reconcileFindingEvents, findingID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ReconcileFindingEventsRow{}
+	for rows.Next() {
+		var i ReconcileFindingEventsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.CycleID,
+			&i.Event,
+			&i.Actor,
+			&i.Reason,
+			&i.At,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const reconcileFindingGet = `-- name: ReconcileFindingGet :one
+SELECT f.id, f.check_id, f.key, f.kind, f.status, f.ref, f.diff, f.first_cycle_id, f.last_cycle_id, f.repair_cycle_id, f.repair_message, f.first_seen_at, f.last_seen_at, f.resolved_at, k.name AS check_name, k.kind AS check_kind, k.destination
+FROM switchyard.reconcile_findings f
+JOIN switchyard.reconcile_checks k ON k.id = f.check_id
+WHERE f.id = $1
+`
+
+type ReconcileFindingGetRow struct {
+	ID            int64
+	CheckID       int64
+	Key           string
+	Kind          string
+	Status        string
+	Ref           *int64
+	Diff          []byte
+	FirstCycleID  int64
+	LastCycleID   int64
+	RepairCycleID *int64
+	RepairMessage *int64
+	FirstSeenAt   time.Time
+	LastSeenAt    time.Time
+	ResolvedAt    *time.Time
+	CheckName     string
+	CheckKind     string
+	Destination   string
+}
+
+func (q *Queries) ReconcileFindingGet(ctx context.Context, id int64) (ReconcileFindingGetRow, error) {
+	row := q.db.QueryRow(ctx, reconcileFindingGet, id)
+	var i ReconcileFindingGetRow
+	err := row.Scan(
+		&i.ID,
+		&i.CheckID,
+		&i.Key,
+		&i.Kind,
+		&i.Status,
+		&i.Ref,
+		&i.Diff,
+		&i.FirstCycleID,
+		&i.LastCycleID,
+		&i.RepairCycleID,
+		&i.RepairMessage,
+		&i.FirstSeenAt,
+		&i.LastSeenAt,
+		&i.ResolvedAt,
+		&i.CheckName,
+		&i.CheckKind,
+		&i.Destination,
+	)
+	return i, err
 }
 
 const reconcileFindingLock = `-- name: ReconcileFindingLock :one
@@ -669,6 +912,77 @@ func (q *Queries) ReconcileFindingMark(ctx context.Context, arg ReconcileFinding
 		arg.FindingID,
 	)
 	return err
+}
+
+const reconcileFindingsPage = `-- name: ReconcileFindingsPage :many
+SELECT f.id, f.key, f.kind, f.status, f.first_seen_at, f.last_seen_at, k.name AS check_name
+FROM switchyard.reconcile_findings f
+JOIN switchyard.reconcile_checks k ON k.id = f.check_id
+WHERE ($1::text = '' OR k.name = $1::text)
+  AND ($2::text = '' OR f.kind = $2::text)
+  AND CASE $3::text
+        WHEN '' THEN true
+        WHEN 'active' THEN f.status IN ('open', 'repair_requested')
+        ELSE f.status = $3::text
+      END
+  AND f.id < $4
+ORDER BY f.id DESC
+LIMIT $5
+`
+
+type ReconcileFindingsPageParams struct {
+	CheckName string
+	Kind      string
+	Status    string
+	BeforeID  int64
+	RowLimit  int32
+}
+
+type ReconcileFindingsPageRow struct {
+	ID          int64
+	Key         string
+	Kind        string
+	Status      string
+	FirstSeenAt time.Time
+	LastSeenAt  time.Time
+	CheckName   string
+}
+
+// ReconcileFindingsPage is a page of findings, newest first, before
+// before_id (keyset), filtered by check name, kind and status (” any;
+// 'active': open or repair_requested).
+func (q *Queries) ReconcileFindingsPage(ctx context.Context, arg ReconcileFindingsPageParams) ([]ReconcileFindingsPageRow, error) {
+	rows, err := q.db.Query(ctx, reconcileFindingsPage,
+		arg.CheckName,
+		arg.Kind,
+		arg.Status,
+		arg.BeforeID,
+		arg.RowLimit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ReconcileFindingsPageRow{}
+	for rows.Next() {
+		var i ReconcileFindingsPageRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Key,
+			&i.Kind,
+			&i.Status,
+			&i.FirstSeenAt,
+			&i.LastSeenAt,
+			&i.CheckName,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const reconcileFindingsResolveUnseen = `-- name: ReconcileFindingsResolveUnseen :execrows

@@ -226,3 +226,63 @@ WITH marked AS (
 )
 INSERT INTO switchyard.reconcile_finding_events (finding_id, cycle_id, event, actor, reason)
 SELECT marked_id, sqlc.narg(repair_cycle_id)::bigint, @status::text, @actor::text, @reason::text FROM marked;
+
+-- The console's Reconciliation pages (internal/console/reconciliation_*.go).
+
+-- name: ReconcileCheckSummaries :many
+-- ReconcileCheckSummaries lists every check with its newest cycle and its
+-- open drift (counted through the partial index, capped at 10,001).
+SELECT k.id, k.name, k.kind, k.enabled, k.next_cycle_at, k.interval_ms, k.remote_rate, k.batch_size,
+    coalesce(y.id, 0)::bigint AS cycle_id, coalesce(y.state, '')::text AS cycle_state,
+    coalesce(y.started_at, k.created_at) AS started_at, y.finished_at, coalesce(y.updated_at, k.created_at) AS updated_at,
+    coalesce(y.estimate, 0)::bigint AS estimate, coalesce(y.examined, 0)::bigint AS examined,
+    coalesce(y.missing_remote, 0)::bigint AS missing_remote, coalesce(y.missing_local, 0)::bigint AS missing_local,
+    coalesce(y.mismatch, 0)::bigint AS mismatch, coalesce(y.unknown, 0)::bigint AS unknown,
+    (SELECT count(*) FROM (
+        SELECT 1 FROM switchyard.reconcile_findings f
+        WHERE f.check_id = k.id AND f.status IN ('open', 'repair_requested') LIMIT 10001
+    ) o)::bigint AS open_findings
+FROM switchyard.reconcile_checks k
+LEFT JOIN LATERAL (
+    SELECT * FROM switchyard.reconcile_cycles c WHERE c.check_id = k.id ORDER BY c.id DESC LIMIT 1
+) y ON true
+ORDER BY k.name;
+
+-- name: ReconcileCyclesRecent :many
+-- ReconcileCyclesRecent is the newest cycles of every check.
+SELECT y.id, y.state, y.started_at, y.finished_at, y.estimate, y.examined, y.in_sync,
+    y.missing_remote, y.missing_local, y.mismatch, y.unknown, y.runs, y.unexamined, k.name AS check_name
+FROM switchyard.reconcile_cycles y
+JOIN switchyard.reconcile_checks k ON k.id = y.check_id
+ORDER BY y.id DESC
+LIMIT @row_limit;
+
+-- name: ReconcileFindingsPage :many
+-- ReconcileFindingsPage is a page of findings, newest first, before
+-- before_id (keyset), filtered by check name, kind and status ('' any;
+-- 'active': open or repair_requested).
+SELECT f.id, f.key, f.kind, f.status, f.first_seen_at, f.last_seen_at, k.name AS check_name
+FROM switchyard.reconcile_findings f
+JOIN switchyard.reconcile_checks k ON k.id = f.check_id
+WHERE (@check_name::text = '' OR k.name = @check_name::text)
+  AND (@kind::text = '' OR f.kind = @kind::text)
+  AND CASE @status::text
+        WHEN '' THEN true
+        WHEN 'active' THEN f.status IN ('open', 'repair_requested')
+        ELSE f.status = @status::text
+      END
+  AND f.id < @before_id
+ORDER BY f.id DESC
+LIMIT @row_limit;
+
+-- name: ReconcileFindingGet :one
+SELECT f.*, k.name AS check_name, k.kind AS check_kind, k.destination
+FROM switchyard.reconcile_findings f
+JOIN switchyard.reconcile_checks k ON k.id = f.check_id
+WHERE f.id = @id;
+
+-- name: ReconcileFindingEvents :many
+SELECT id, cycle_id, event, actor, reason, at
+FROM switchyard.reconcile_finding_events
+WHERE finding_id = @finding_id
+ORDER BY id;
