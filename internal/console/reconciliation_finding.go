@@ -73,16 +73,12 @@ func (h *Handler) findingAct(c echo.Context, act func(reconcile.Actor, int64, st
 	if err != nil && !refused {
 		return err
 	}
-	v, verr := h.findingView(c)
-	if verr != nil {
-		return verr
-	}
 	if refused {
-		v.Error = msg
-	} else {
-		v.Notice = notice
+		return render(c, http.StatusOK, templates.FindingOutcome("", msg))
 	}
-	return render(c, http.StatusOK, templates.FindingLive(v))
+	// The region shows the new status now; the stream tells other pages.
+	c.Response().Header().Set("HX-Trigger", "finding-changed")
+	return render(c, http.StatusOK, templates.FindingOutcome(notice, ""))
 }
 
 // findingRefusal is the sentence an operator sees for a refused action.

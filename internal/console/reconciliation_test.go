@@ -90,8 +90,10 @@ func TestReconciliationPages(t *testing.T) {
 		b.e.ServeHTTP(rec, req)
 		doc = page(t, rec)
 		require.Contains(t, doc.Find("[data-testid=finding-notice]").Text(), "message")
-		require.Equal(t, "repair_requested", doc.Find("[data-testid=finding-status]").Text())
+		require.Equal(t, "finding-changed", rec.Header().Get("HX-Trigger"))
 	}
+	doc = page(t, b.do(t, http.MethodGet, "/reconciliation/findings/"+strconv.FormatInt(id, 10)+"/live"))
+	require.Equal(t, "repair_requested", doc.Find("[data-testid=finding-status]").Text())
 	var n int
 	require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT count(*) FROM switchyard.outbox WHERE destination = 'shop'").Scan(&n))
 	require.Equal(t, 1, n, "two clicks, one repair")

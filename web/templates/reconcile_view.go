@@ -92,8 +92,6 @@ type ReconcileFindingView struct {
 	RepairMessage               int64 // the repair's outbox row; 0 none
 	Events                      []FindingEvent
 	CanOperate, CanRepair       bool
-	// Notice and Error are a repair's or an ignore's outcome.
-	Notice, Error string
 }
 
 // FieldDiff is one mismatched field, its values as JSON text.
