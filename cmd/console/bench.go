@@ -110,6 +110,7 @@ func benchCommand(ctx context.Context, cfg config, args []string, logger *slog.L
 		printInboxBenchUsage(out)
 		printPagesBenchUsage(out)
 		printReplayBenchUsage(out)
+		printReconcileBenchUsage(out)
 		return nil
 	}
 	if len(args) == 0 {
@@ -132,8 +133,10 @@ func benchCommand(ctx context.Context, cfg config, args []string, logger *slog.L
 		result, err = runViewersBench(ctx, cfg, args[1:], logger)
 	case "replay":
 		result, err = runReplayBench(ctx, cfg, args[1:], logger)
+	case "reconcile":
+		result, err = runReconcileBench(ctx, cfg, args[1:], logger)
 	default:
-		return errors.New("bench: want `console bench dispatch|inbox|pages|replay|sse|viewers [flags]` (see console bench -h)")
+		return errors.New("bench: want `console bench dispatch|inbox|pages|reconcile|replay|sse|viewers [flags]` (see console bench -h)")
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		switch args[0] {
@@ -143,6 +146,8 @@ func benchCommand(ctx context.Context, cfg config, args []string, logger *slog.L
 			printPagesBenchUsage(out)
 		case "replay":
 			printReplayBenchUsage(out)
+		case "reconcile":
+			printReconcileBenchUsage(out)
 		default:
 			printBenchUsage(out)
 		}

@@ -218,3 +218,24 @@ func TestTableSourceRefusesUnsafeIdentifiers(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, s.next, `FROM "public"."orders" t`)
 }
+
+// A started runner runs due checks by itself; Stop is idempotent and
+// leaves no check leased.
+func TestStartedRunnerRunsDueChecks(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 300)
+	e.remote.Drop("9")
+	e.tableCheck("orders", 100, 1000, 30_000)
+	r := NewRunner(e.pool, Config{Owner: "bg", Client: e.client, Poll: 20 * time.Millisecond})
+	require.NoError(t, r.Start(context.Background()))
+	require.Error(t, r.Start(context.Background()), "a runner starts once")
+	deadline := time.Now().Add(20 * time.Second)
+	for e.count("SELECT count(*) FROM switchyard.reconcile_cycles WHERE state = 'complete'") == 0 {
+		require.True(t, time.Now().Before(deadline), "no cycle completed")
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.Stop()
+	r.Stop()
+	require.Equal(t, map[string]bool{"missing_remote 9": true}, e.findings(StatusOpen))
+	require.Equal(t, 0, e.count("SELECT count(*) FROM switchyard.reconcile_checks WHERE lease_owner IS NOT NULL"))
+}
