@@ -821,6 +821,56 @@ func (q *Queries) ReconcileFindingGet(ctx context.Context, id int64) (ReconcileF
 	return i, err
 }
 
+const reconcileFindingGroups = `-- name: ReconcileFindingGroups :many
+SELECT k.name AS check_name, f.kind, count(*)::bigint AS findings,
+    min(f.first_seen_at)::timestamptz AS first_seen_at, max(f.last_seen_at)::timestamptz AS last_seen_at,
+    min(f.id)::bigint AS sample_id
+FROM switchyard.reconcile_findings f
+JOIN switchyard.reconcile_checks k ON k.id = f.check_id
+WHERE f.status IN ('open', 'repair_requested')
+GROUP BY k.name, f.kind
+ORDER BY k.name, f.kind
+`
+
+type ReconcileFindingGroupsRow struct {
+	CheckName   string
+	Kind        string
+	Findings    int64
+	FirstSeenAt time.Time
+	LastSeenAt  time.Time
+	SampleID    int64
+}
+
+// ReconcileFindingGroups groups the open drift by (check, kind): what
+// collaborative triage will show as one item each (internal/reconcile,
+// triage.go).
+func (q *Queries) ReconcileFindingGroups(ctx context.Context) ([]ReconcileFindingGroupsRow, error) {
+	rows, err := q.db.Query(ctx, reconcileFindingGroups)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ReconcileFindingGroupsRow{}
+	for rows.Next() {
+		var i ReconcileFindingGroupsRow
+		if err := rows.Scan(
+			&i.CheckName,
+			&i.Kind,
+			&i.Findings,
+			&i.FirstSeenAt,
+			&i.LastSeenAt,
+			&i.SampleID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const reconcileFindingLock = `-- name: ReconcileFindingLock :one
 SELECT f.id, f.check_id, f.key, f.kind, f.status, f.ref, f.last_cycle_id, f.repair_cycle_id, f.repair_message,
     k.name AS check_name, k.kind AS check_kind, k.destination, k.topic,

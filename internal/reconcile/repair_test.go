@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -158,4 +159,52 @@ func TestRepairRefusalsAndIgnore(t *testing.T) {
 	events, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	require.Equal(t, []string{"opened", StatusIgnored}, events)
+}
+
+// A bulk repair of 300 findings run twice at once and then retried makes
+// one outbox row per finding: every finding is repaired by exactly one of
+// the runs, the others find it done. The open drift groups as triage will
+// show it.
+func TestRepairManyMakesOneRowPerFindingWhateverTheRetries(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 600)
+	for i := 2; i <= 600; i += 2 {
+		e.remote.Alter(strconv.Itoa(i), "status", "lost")
+	}
+	e.remote.Drop("601") // nothing: not a local key
+	e.tableCheck("orders", 100, 10_000, 30_000)
+	e.runAll(e.runner("a"))
+
+	groups, err := FindingGroups(context.Background(), e.pool)
+	require.NoError(t, err)
+	require.Len(t, groups, 1)
+	require.Equal(t, "reconcile:orders:mismatch", groups[0].Fingerprint())
+	require.Equal(t, int64(300), groups[0].Findings)
+
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	results := make(chan RepairManyResult, 2)
+	for range 2 {
+		wg.Go(func() {
+			<-start
+			r, err := RepairMany(context.Background(), e.pool, operator, RepairManyInput{Check: "orders", Kind: Mismatch, Reason: "bulk"})
+			if err != nil {
+				t.Errorf("repair many: %v", err)
+			}
+			results <- r
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(results)
+	var total RepairManyResult
+	for r := range results {
+		total.Repaired, total.Existing, total.Refused = total.Repaired+r.Repaired, total.Existing+r.Existing, total.Refused+r.Refused
+	}
+	require.Equal(t, RepairManyResult{Repaired: 300, Existing: 300}, total)
+	retry, err := RepairMany(context.Background(), e.pool, operator, RepairManyInput{Check: "orders", Reason: "bulk, again"})
+	require.NoError(t, err)
+	require.Equal(t, RepairManyResult{Existing: 300}, retry)
+	require.Equal(t, 300, e.count("SELECT count(*) FROM switchyard.outbox"))
+	require.Equal(t, 300, e.count("SELECT count(*) FROM switchyard.audit_log WHERE action = $1", ActionRepair))
 }

@@ -286,3 +286,16 @@ SELECT id, cycle_id, event, actor, reason, at
 FROM switchyard.reconcile_finding_events
 WHERE finding_id = @finding_id
 ORDER BY id;
+
+-- name: ReconcileFindingGroups :many
+-- ReconcileFindingGroups groups the open drift by (check, kind): what
+-- collaborative triage will show as one item each (internal/reconcile,
+-- triage.go).
+SELECT k.name AS check_name, f.kind, count(*)::bigint AS findings,
+    min(f.first_seen_at)::timestamptz AS first_seen_at, max(f.last_seen_at)::timestamptz AS last_seen_at,
+    min(f.id)::bigint AS sample_id
+FROM switchyard.reconcile_findings f
+JOIN switchyard.reconcile_checks k ON k.id = f.check_id
+WHERE f.status IN ('open', 'repair_requested')
+GROUP BY k.name, f.kind
+ORDER BY k.name, f.kind;
