@@ -81,6 +81,34 @@ func (h *Handler) findingAct(c echo.Context, act func(reconcile.Actor, int64, st
 	return render(c, http.StatusOK, templates.FindingOutcome(notice, ""))
 }
 
+// bulkRepairLimit bounds one bulk repair request; the outcome says when
+// more are left (click again: repaired findings are skipped).
+const bulkRepairLimit = 500
+
+// reconciliationRepair is POST /reconciliation/repair: every open finding
+// of a check (and kind) repaired through reconcile.RepairMany, up to
+// bulkRepairLimit per request.
+func (h *Handler) reconciliationRepair(c echo.Context) error {
+	if h.deps.DB == nil {
+		return echo.NewHTTPError(http.StatusServiceUnavailable, "Actions are unavailable: this console has no database.")
+	}
+	p := current(c)
+	r, err := reconcile.RepairMany(c.Request().Context(), h.deps.DB, reconcile.Actor{Name: p.Name, ID: p.ActorID(), Role: p.Role, RemoteAddr: c.RealIP()},
+		reconcile.RepairManyInput{Check: c.FormValue("check"), Kind: c.FormValue("kind"), Reason: strings.TrimSpace(c.FormValue("reason")), Limit: bulkRepairLimit})
+	if msg, refused := findingRefusal(err); refused {
+		return render(c, http.StatusOK, templates.BulkRepairOutcome("", msg))
+	}
+	if err != nil {
+		return err
+	}
+	notice := strconv.Itoa(r.Repaired) + " repairs enqueued, " + strconv.Itoa(r.Existing) + " already requested, " + strconv.Itoa(r.Refused) + " not repairable."
+	if r.More {
+		notice += " More are left: repair again to go on."
+	}
+	c.Response().Header().Set("HX-Trigger", "finding-changed")
+	return render(c, http.StatusOK, templates.BulkRepairOutcome(notice, ""))
+}
+
 // findingRefusal is the sentence an operator sees for a refused action.
 func findingRefusal(err error) (string, bool) {
 	for _, known := range []error{reconcile.ErrForbidden, reconcile.ErrReasonRequired, reconcile.ErrFindingNotFound,

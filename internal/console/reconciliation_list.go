@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/switchyard/switchyard/internal/auth"
 	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/web/templates"
 )
@@ -65,7 +66,13 @@ func (h *Handler) reconcileView(c echo.Context) (templates.ReconcileView, error)
 	if err != nil {
 		return templates.ReconcileView{}, err
 	}
-	v := templates.ReconcileView{Filter: f, Checks: checkViews(checks), Cycles: cycleViews(cycles)}
+	v := templates.ReconcileView{Filter: f, Checks: checkViews(checks), Cycles: cycleViews(cycles),
+		CanOperate: current(c).Role.Allows(auth.Operator)}
+	for _, k := range checks {
+		if k.Name == f.Check {
+			v.Open = k.OpenFindings
+		}
+	}
 	if len(rows) > findingsShown {
 		rows = rows[:findingsShown]
 		v.NextBefore = rows[len(rows)-1].ID

@@ -81,13 +81,7 @@ func TestReconciliationPages(t *testing.T) {
 	require.Equal(t, "opened", doc.Find("[data-testid=history-row] td").Eq(1).Text())
 
 	for range 2 {
-		rec := httptest.NewRecorder()
-		req := httptest.NewRequest(http.MethodPost, "/reconciliation/findings/"+strconv.FormatInt(id, 10)+"/repair",
-			strings.NewReader(url.Values{"reason": {"shop shows the wrong status"}}.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Sec-Fetch-Site", "same-origin")
-		req.RemoteAddr = "127.0.0.1:41000"
-		b.e.ServeHTTP(rec, req)
+		rec := post(b, "/reconciliation/findings/"+strconv.FormatInt(id, 10)+"/repair", url.Values{"reason": {"shop shows the wrong status"}})
 		doc = page(t, rec)
 		require.Contains(t, doc.Find("[data-testid=finding-notice]").Text(), "message")
 		require.Equal(t, "finding-changed", rec.Header().Get("HX-Trigger"))
@@ -97,4 +91,37 @@ func TestReconciliationPages(t *testing.T) {
 	var n int
 	require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT count(*) FROM switchyard.outbox WHERE destination = 'shop'").Scan(&n))
 	require.Equal(t, 1, n, "two clicks, one repair")
+}
+
+// post sends a same-origin form POST as the demo admin.
+func post(b bundle, path string, form url.Values) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	req.RemoteAddr = "127.0.0.1:41000"
+	b.e.ServeHTTP(rec, req)
+	return rec
+}
+
+// With a check chosen, operators can repair all its open findings at
+// once: the button states the estimate, a repeat repairs nothing twice.
+func TestReconciliationBulkRepair(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	reconciled(t, b)
+	doc := page(t, b.do(t, http.MethodGet, "/reconciliation"))
+	require.Equal(t, 0, doc.Find("[data-testid=bulk-repair]").Length(), "no check chosen")
+	doc = page(t, b.do(t, http.MethodGet, "/reconciliation?check=orders"))
+	require.Equal(t, "Repair all 2 open findings of orders", doc.Find("[data-testid=bulk-repair-button]").Text())
+
+	doc = page(t, post(b, "/reconciliation/repair", url.Values{"check": {"orders"}, "reason": {"the shop lost a day"}}))
+	require.Equal(t, "2 repairs enqueued, 0 already requested, 0 not repairable.", doc.Find("[data-testid=finding-notice]").Text())
+	doc = page(t, post(b, "/reconciliation/repair", url.Values{"check": {"orders"}, "reason": {"again"}}))
+	require.Equal(t, "0 repairs enqueued, 0 already requested, 0 not repairable.", doc.Find("[data-testid=finding-notice]").Text())
+	doc = page(t, post(b, "/reconciliation/repair", url.Values{"check": {"orders"}}))
+	require.Contains(t, doc.Find("[data-testid=finding-error]").Text(), "needs a reason")
+	var n int
+	require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT count(*) FROM switchyard.outbox WHERE destination = 'shop'").Scan(&n))
+	require.Equal(t, 2, n)
 }

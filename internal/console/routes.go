@@ -83,6 +83,7 @@ func (h *Handler) routes() []route {
 		route{http.MethodGet, "/reconciliation/findings/:id/live", auth.Viewer, h.findingLive},
 		route{http.MethodPost, "/reconciliation/findings/:id/repair", auth.Operator, h.findingRepair},
 		route{http.MethodPost, "/reconciliation/findings/:id/ignore", auth.Operator, h.findingIgnore},
+		route{http.MethodPost, "/reconciliation/repair", auth.Operator, h.reconciliationRepair},
 	)
 	if h.deps.DemoPanel != nil { // console demo only: its traffic generator's panel
 		rs = append(rs,

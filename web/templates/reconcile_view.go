@@ -16,6 +16,10 @@ type ReconcileView struct {
 	Filter   ReconcileFilter
 	// NextBefore, when not 0, is the keyset cursor of the next page.
 	NextBefore int64
+	// CanOperate shows the bulk repair of the filtered check's open
+	// findings, Open of them (the estimate), when a check is chosen.
+	CanOperate bool
+	Open       int64
 }
 
 // ReconcileFilter is the findings list's filter (query parameters).
