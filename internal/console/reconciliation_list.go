@@ -38,6 +38,19 @@ func (h *Handler) reconciliationLive(c echo.Context) error {
 	return render(c, http.StatusOK, templates.ReconcileLive(v))
 }
 
+// reconciliationDrift is GET /reconciliation/drift: the dashboard's open
+// drift per check.
+func (h *Handler) reconciliationDrift(c echo.Context) error {
+	if h.deps.DB == nil {
+		return render(c, http.StatusOK, templates.DashboardDrift(nil))
+	}
+	checks, err := h.queries().ReconcileCheckSummaries(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, templates.DashboardDrift(checkViews(checks)))
+}
+
 func (h *Handler) reconcileView(c echo.Context) (templates.ReconcileView, error) {
 	if h.deps.DB == nil {
 		return templates.ReconcileView{}, echo.NewHTTPError(http.StatusServiceUnavailable, "Reconciliation is unavailable: this console has no database.")

@@ -73,6 +73,8 @@ func TestReconciliationPages(t *testing.T) {
 	require.Equal(t, 2, doc.Find("[data-testid=finding-row]").Length())
 	live := page(t, b.do(t, http.MethodGet, "/reconciliation/live?kind=mismatch"))
 	require.Equal(t, 1, live.Find("[data-testid=finding-row]").Length())
+	drift := page(t, b.do(t, http.MethodGet, "/reconciliation/drift"))
+	require.Equal(t, "2", drift.Find("[data-testid=drift-open]").Text(), "the dashboard's open drift")
 
 	doc = page(t, b.do(t, http.MethodGet, "/reconciliation/findings/"+strconv.FormatInt(id, 10)))
 	cells := doc.Find("[data-testid=diff-row] td")

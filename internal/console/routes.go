@@ -79,6 +79,7 @@ func (h *Handler) routes() []route {
 	rs = append(rs,
 		route{http.MethodGet, "/reconciliation", auth.Viewer, h.reconciliationList},
 		route{http.MethodGet, "/reconciliation/live", auth.Viewer, h.reconciliationLive},
+		route{http.MethodGet, "/reconciliation/drift", auth.Viewer, h.reconciliationDrift},
 		route{http.MethodGet, "/reconciliation/findings/:id", auth.Viewer, h.findingShow},
 		route{http.MethodGet, "/reconciliation/findings/:id/live", auth.Viewer, h.findingLive},
 		route{http.MethodPost, "/reconciliation/findings/:id/repair", auth.Operator, h.findingRepair},
