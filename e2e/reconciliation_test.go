@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/mxschmitt/playwright-go"
