@@ -143,9 +143,7 @@ SET lease_owner = $1::text, lease_version = k.lease_version + 1,
     lease_expires_at = now() + make_interval(secs => k.lease_ms / 1000.0)
 WHERE k.id = (
     SELECT c.id FROM switchyard.reconcile_checks c
-    WHERE c.enabled AND (c.lease_expires_at IS NULL OR c.lease_expires_at < now())
-      AND (c.next_cycle_at <= now()
-           OR EXISTS (SELECT 1 FROM switchyard.reconcile_cycles y WHERE y.check_id = c.id AND y.state = 'running'))
+    WHERE c.enabled AND (c.lease_expires_at IS NULL OR c.lease_expires_at < now()) AND c.next_cycle_at <= now()
     ORDER BY c.next_cycle_at
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -154,9 +152,11 @@ RETURNING k.id, k.name, k.kind, k.enabled, k.batch_size, k.remote_rate, k.timeou
 `
 
 // ReconcileCheckLease takes the lease of one due check nobody holds (its
-// lease expired or was released): one whose cycle is running (a runner
-// died: resume it) or whose next cycle is due. The new lease_version is
-// the fencing token every later write of the runner names.
+// lease expired or was released). A running cycle's check stays due (only
+// finishing a cycle or a failure moves next_cycle_at on), so a cycle whose
+// runner died is resumed by the next runner that leases it. The new
+// lease_version is the fencing token every later write of the runner
+// names.
 func (q *Queries) ReconcileCheckLease(ctx context.Context, owner string) (SwitchyardReconcileCheck, error) {
 	row := q.db.QueryRow(ctx, reconcileCheckLease, owner)
 	var i SwitchyardReconcileCheck
@@ -190,20 +190,29 @@ func (q *Queries) ReconcileCheckLease(ctx context.Context, owner string) (Switch
 const reconcileCheckRelease = `-- name: ReconcileCheckRelease :exec
 UPDATE switchyard.reconcile_checks
 SET lease_owner = NULL, lease_expires_at = NULL,
-    next_cycle_at = CASE WHEN $1::boolean THEN now() + make_interval(secs => interval_ms / 1000.0) ELSE next_cycle_at END
-WHERE id = $2 AND lease_version = $3
+    next_cycle_at = CASE WHEN $1::boolean THEN now() + make_interval(secs => interval_ms / 1000.0)
+                         ELSE now() + ($2::bigint * interval '1 millisecond') END
+WHERE id = $3 AND lease_version = $4
 `
 
 type ReconcileCheckReleaseParams struct {
 	Done         bool
+	DelayMs      int64
 	ID           int64
 	LeaseVersion int64
 }
 
-// ReconcileCheckRelease gives the lease back; done: the cycle ended, so
-// the next one is due interval_ms from now.
+// ReconcileCheckRelease gives the lease back. done: the cycle ended, the
+// next one is due interval_ms from now; otherwise in delay_ms (0: at
+// once, for the next runner after a stop; more after a failure, so that a
+// failing check is not retried in a tight loop).
 func (q *Queries) ReconcileCheckRelease(ctx context.Context, arg ReconcileCheckReleaseParams) error {
-	_, err := q.db.Exec(ctx, reconcileCheckRelease, arg.Done, arg.ID, arg.LeaseVersion)
+	_, err := q.db.Exec(ctx, reconcileCheckRelease,
+		arg.Done,
+		arg.DelayMs,
+		arg.ID,
+		arg.LeaseVersion,
+	)
 	return err
 }
 

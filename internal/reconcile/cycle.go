@@ -123,40 +123,54 @@ func (r *cycleRun) batch(ctx context.Context) (done bool, err error) {
 	if len(items) > 0 {
 		res.cursor = &items[len(items)-1].Cursor
 	}
+	calls := r.remote.calls
+	lerr := r.examine(ctx, items, after, final, &res)
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	if lerr != nil {
+		final = r.unknown(lerr, after, upper, final, &res)
+	}
+	return final, r.record(ctx, res, r.remote.calls-calls)
+}
+
+// examine asks the remote about items (and, for a ranged source, the
+// batch's key range) and classifies them into res. An error is the
+// remote's (after its retries) or the local existence check's.
+func (r *cycleRun) examine(ctx context.Context, items []Item, after *string, final bool, res *batchResult) error {
 	req := LookupRequest{Keys: distinctKeys(items)}
+	var exists func(context.Context, string) (bool, error)
 	if r.ranged != nil {
-		req.Range = &KeyRange{After: after}
+		req.Range, exists = &KeyRange{After: after}, r.ranged.Exists
 		if !final {
 			req.Range.Through = res.cursor
 		}
 	}
-	calls := r.remote.calls
-	entities, lerr := r.remote.lookup(ctx, req)
-	if ctx.Err() != nil {
-		return false, ctx.Err()
+	entities, err := r.remote.lookup(ctx, req)
+	if err != nil {
+		return err
 	}
-	if lerr == nil {
-		var exists func(context.Context, string) (bool, error)
-		if r.ranged != nil {
-			exists = r.ranged.Exists
-		}
-		r.fails = 0
-		if res.inSync, res.drifts, err = classify(ctx, items, entities, exists); err != nil {
-			return false, err
-		}
-	} else {
-		r.fails++
-		r.log.Warn("reconcile: remote lookup failed", "check", r.check.Name, "cycle", r.cycle.ID, "fails", r.fails, "err", lerr)
-		res.unknown, res.lastError = int64(len(items)), lerr.Error()
-		res.unexamined = append(res.unexamined, KeyRange{After: after, Through: orUpper(res.cursor, upper, final)})
-		if r.fails >= r.maxFails && !final {
-			// The remote is down: stop asking; the rest of the cycle is
-			// reported not examined rather than waited for.
-			res.unexamined = append(res.unexamined, KeyRange{After: res.cursor, Through: &upper})
-			final = true
-		}
+	r.fails = 0
+	res.inSync, res.drifts, err = classify(ctx, items, entities, exists)
+	return err
+}
+
+// unknown records a batch that could not be checked: its keys are
+// unknown and its range unexamined. After maxFails such batches in a row
+// the rest of the cycle is reported unexamined too, and the cycle ends
+// (final).
+func (r *cycleRun) unknown(err error, after *string, upper string, final bool, res *batchResult) bool {
+	r.fails++
+	r.log.Warn("reconcile: remote lookup failed", "check", r.check.Name, "cycle", r.cycle.ID, "fails", r.fails, "err", err)
+	res.unknown, res.lastError, res.inSync, res.drifts = res.examined, err.Error(), 0, nil
+	res.unexamined = append(res.unexamined, KeyRange{After: after, Through: orUpper(res.cursor, upper, final)})
+	if r.fails >= r.maxFails && !final {
+		// The remote is down: stop asking; the rest is reported not
+		// examined rather than waited for.
+		res.unexamined = append(res.unexamined, KeyRange{After: res.cursor, Through: &upper})
+		return true
 	}
-	return final, r.record(ctx, res, r.remote.calls-calls)
+	return final
 }
 
 // orUpper is the end of a batch's range: its last cursor, or the cycle's

@@ -239,3 +239,29 @@ func TestStartedRunnerRunsDueChecks(t *testing.T) {
 	require.Equal(t, map[string]bool{"missing_remote 9": true}, e.findings(StatusOpen))
 	require.Equal(t, 0, e.count("SELECT count(*) FROM switchyard.reconcile_checks WHERE lease_owner IS NOT NULL"))
 }
+
+// A cycle that fails locally (its table dropped under it) is not retried
+// in a tight loop: its check waits a minute, its cycle stays running to be
+// resumed then.
+func TestFailedCycleWaitsBeforeItIsRetried(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 100)
+	e.tableCheck("orders", 10, 10_000, 30_000)
+	e.remote.OnCall(func(n int64) {
+		if n == 3 {
+			_, err := e.pool.Exec(context.Background(), "ALTER TABLE public.orders RENAME TO gone")
+			if err != nil {
+				t.Errorf("rename: %v", err)
+			}
+		}
+	})
+	r := e.runner("a")
+	ran, err := r.RunOnce(context.Background())
+	require.True(t, ran)
+	require.ErrorContains(t, err, "orders")
+	ran, err = r.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.False(t, ran, "the failed check is not due again at once")
+	require.Equal(t, "running", e.lastCycle().State)
+	require.Equal(t, 1, e.count("SELECT count(*) FROM switchyard.reconcile_checks WHERE next_cycle_at > now() + interval '50 seconds' AND lease_owner IS NULL"))
+}

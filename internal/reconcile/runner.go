@@ -160,14 +160,22 @@ func (r *Runner) runOnce(ctx context.Context, releaseOnStop bool) (ran bool, err
 	return true, err
 }
 
+// failureDelay is how long a check whose cycle failed waits before it is
+// tried again (its cycle stays running, and is resumed then).
+const failureDelay = time.Minute
+
 // release gives the lease of c back after a failure or a stop, with its
 // own short deadline (ctx may be over).
 func (r *Runner) release(c Check, stopped bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	// A failed cycle waits for its next interval; a stopped one is due
-	// again at once, for the next runner.
-	err := queries.New(r.pool).ReconcileCheckRelease(ctx, queries.ReconcileCheckReleaseParams{ID: c.ID, LeaseVersion: c.LeaseVersion, Done: !stopped})
+	// A stopped cycle is due again at once, for the next runner; a failed
+	// one after failureDelay.
+	delay := failureDelay
+	if stopped {
+		delay = 0
+	}
+	err := queries.New(r.pool).ReconcileCheckRelease(ctx, queries.ReconcileCheckReleaseParams{ID: c.ID, LeaseVersion: c.LeaseVersion, DelayMs: delay.Milliseconds()})
 	if err != nil {
 		r.cfg.Logger.Warn("reconcile: release a check", "check", c.Name, "err", err)
 	}

@@ -20,17 +20,17 @@ SELECT * FROM switchyard.reconcile_checks WHERE name = @name;
 
 -- name: ReconcileCheckLease :one
 -- ReconcileCheckLease takes the lease of one due check nobody holds (its
--- lease expired or was released): one whose cycle is running (a runner
--- died: resume it) or whose next cycle is due. The new lease_version is
--- the fencing token every later write of the runner names.
+-- lease expired or was released). A running cycle's check stays due (only
+-- finishing a cycle or a failure moves next_cycle_at on), so a cycle whose
+-- runner died is resumed by the next runner that leases it. The new
+-- lease_version is the fencing token every later write of the runner
+-- names.
 UPDATE switchyard.reconcile_checks k
 SET lease_owner = @owner::text, lease_version = k.lease_version + 1,
     lease_expires_at = now() + make_interval(secs => k.lease_ms / 1000.0)
 WHERE k.id = (
     SELECT c.id FROM switchyard.reconcile_checks c
-    WHERE c.enabled AND (c.lease_expires_at IS NULL OR c.lease_expires_at < now())
-      AND (c.next_cycle_at <= now()
-           OR EXISTS (SELECT 1 FROM switchyard.reconcile_cycles y WHERE y.check_id = c.id AND y.state = 'running'))
+    WHERE c.enabled AND (c.lease_expires_at IS NULL OR c.lease_expires_at < now()) AND c.next_cycle_at <= now()
     ORDER BY c.next_cycle_at
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -38,11 +38,14 @@ WHERE k.id = (
 RETURNING k.*;
 
 -- name: ReconcileCheckRelease :exec
--- ReconcileCheckRelease gives the lease back; done: the cycle ended, so
--- the next one is due interval_ms from now.
+-- ReconcileCheckRelease gives the lease back. done: the cycle ended, the
+-- next one is due interval_ms from now; otherwise in delay_ms (0: at
+-- once, for the next runner after a stop; more after a failure, so that a
+-- failing check is not retried in a tight loop).
 UPDATE switchyard.reconcile_checks
 SET lease_owner = NULL, lease_expires_at = NULL,
-    next_cycle_at = CASE WHEN @done::boolean THEN now() + make_interval(secs => interval_ms / 1000.0) ELSE next_cycle_at END
+    next_cycle_at = CASE WHEN @done::boolean THEN now() + make_interval(secs => interval_ms / 1000.0)
+                         ELSE now() + (sqlc.arg(delay_ms)::bigint * interval '1 millisecond') END
 WHERE id = @id AND lease_version = @lease_version;
 
 -- name: ReconcileCheckRunNow :exec
