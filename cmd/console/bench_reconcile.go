@@ -21,11 +21,12 @@ import (
 
 // reconcileBenchOptions are the flags of `console bench reconcile`.
 type reconcileBenchOptions struct {
-	rows    int           // rows of the reconciled table
-	batch   int           // keys per remote lookup
-	rate    float64       // remote lookups per second
-	drift   int           // one row in drift rows drifts (a mismatch)
-	timeout time.Duration // bounds the cycle
+	rows     int           // rows of the reconciled table
+	batch    int           // keys per remote lookup
+	rate     float64       // remote lookups per second
+	drift    int           // one row in drift rows drifts (a mismatch)
+	dispatch int           // messages drained alone and during cycles, for dispatch_ratio; 0: not measured
+	timeout  time.Duration // bounds the cycle
 }
 
 func newReconcileBenchFlags(o *reconcileBenchOptions) *flag.FlagSet {
@@ -36,6 +37,7 @@ func newReconcileBenchFlags(o *reconcileBenchOptions) *flag.FlagSet {
 	fs.IntVar(&o.batch, "batch", 500, "keys per remote lookup (the check's batch size)")
 	fs.Float64Var(&o.rate, "rate", 100000, "remote lookups per second (the check's rate limit)")
 	fs.IntVar(&o.drift, "drift", 1000, "one row in this many differs at the provider (a mismatch finding)")
+	fs.IntVar(&o.dispatch, "dispatch", 0, "also drain this many messages (bench dispatch's drain) alone and then while cycles run, and report dispatch_ratio; 0: skip")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up when the cycle takes longer")
 	return fs
 }
@@ -65,8 +67,8 @@ func parseReconcileBenchOptions(args []string) (reconcileBenchOptions, error) {
 	switch {
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	case o.rows < 1 || o.batch < 1 || o.batch > 10000 || o.drift < 1:
-		return o, errors.New("--rows and --drift must be 1 or more, --batch from 1 to 10000")
+	case o.rows < 1 || o.batch < 1 || o.batch > 10000 || o.drift < 1 || o.dispatch < 0:
+		return o, errors.New("--rows and --drift must be 1 or more, --batch from 1 to 10000, --dispatch 0 or more")
 	case o.rate <= 0 || o.timeout <= 0:
 		return o, errors.New("--rate and --timeout must be positive")
 	}
@@ -88,25 +90,31 @@ func runReconcileBench(ctx context.Context, cfg config, args []string, logger *s
 
 // reconcileBenchResult is the JSON line of `console bench reconcile`.
 // Fields without omitempty are the contract BENCHMARKS.md reads.
-// dispatch_ratio (the dispatcher's drain rate during a cycle over its rate
-// alone) is not measured yet.
 type reconcileBenchResult struct {
-	Rows        int           `json:"rows"`
-	Seconds     float64       `json:"seconds"` // the cycle, started to complete
-	RowsPerSec  float64       `json:"rows_per_sec"`
-	RemoteCalls int64         `json:"remote_calls"`
-	Findings    int64         `json:"findings"`
-	Batch       int           `json:"batch"`
-	SeedSeconds float64       `json:"seed_seconds"`
-	Database    string        `json:"database"`
-	CPUs        int           `json:"cpus"`
-	LoadAverage string        `json:"load_average,omitempty"`
-	Settings    benchSettings `json:"settings"`
+	Rows        int     `json:"rows"`
+	Seconds     float64 `json:"seconds"` // the cycle, started to complete
+	RowsPerSec  float64 `json:"rows_per_sec"`
+	RemoteCalls int64   `json:"remote_calls"`
+	Findings    int64   `json:"findings"`
+	Batch       int     `json:"batch"`
+	// DispatchRatio is the dispatcher's drain rate while cycles run over
+	// its rate alone (with --dispatch).
+	DispatchRatio float64       `json:"dispatch_ratio,omitempty"`
+	DispatchAlone float64       `json:"dispatch_alone_per_sec,omitempty"`
+	SeedSeconds   float64       `json:"seed_seconds"`
+	Database      string        `json:"database"`
+	CPUs          int           `json:"cpus"`
+	LoadAverage   string        `json:"load_average,omitempty"`
+	Settings      benchSettings `json:"settings"`
 }
 
 // benchReconcile runs one reconcile bench in a database of its own.
 func benchReconcile(ctx context.Context, cfg config, opts reconcileBenchOptions, logger *slog.Logger) (reconcileBenchResult, error) {
-	env, err := openBenchEnv(ctx, cfg, benchOptions{enqueuers: 2}, logger)
+	dopts, err := parseBenchOptions([]string{"--messages", strconv.Itoa(max(opts.dispatch, 1)), "--timeout", opts.timeout.String()})
+	if err != nil {
+		return reconcileBenchResult{}, err
+	}
+	env, err := openBenchEnv(ctx, cfg, dopts, logger)
 	if err != nil {
 		return reconcileBenchResult{}, err
 	}
@@ -151,7 +159,39 @@ func benchReconcile(ctx context.Context, cfg config, opts reconcileBenchOptions,
 	if !t.created {
 		r.Database = "in_place"
 	}
+	if opts.dispatch > 0 {
+		if r.DispatchAlone, r.DispatchRatio, err = dispatchRatio(ctx, t, dopts, client, logger); err != nil {
+			return reconcileBenchResult{}, err
+		}
+	}
 	return r, nil
+}
+
+// dispatchRatio drains a backlog alone, then another while reconcile
+// cycles run back to back, and returns the rate alone and the ratio.
+func dispatchRatio(ctx context.Context, t *benchTarget, dopts benchOptions, client *http.Client, logger *slog.Logger) (alone, ratio float64, err error) {
+	if alone, err = drainOnce(ctx, t, dopts, logger); err != nil {
+		return 0, 0, fmt.Errorf("drain alone: %w", err)
+	}
+	cycles, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runner := reconcile.NewRunner(t.pool, reconcile.Config{Owner: t.owner() + "-rc", Client: client, Logger: logger})
+		for cycles.Err() == nil {
+			if _, err := t.pool.Exec(cycles, `UPDATE switchyard.reconcile_checks SET next_cycle_at = now()`); err != nil {
+				return
+			}
+			_, _ = runner.RunOnce(cycles) // a cancelled cycle is the point: the drain is over
+		}
+	}()
+	watched, err := drainOnce(ctx, t, dopts, logger)
+	stop()
+	<-done
+	if err != nil {
+		return 0, 0, fmt.Errorf("drain during cycles: %w", err)
+	}
+	return benchRound(alone, 0), benchRound(watched/alone, 3), nil
 }
 
 // seedReconcileBench writes the table, its mirror at the provider (one
@@ -161,7 +201,7 @@ func seedReconcileBench(ctx context.Context, t *benchTarget, p *fakeremote.Provi
 	_, err := t.pool.Exec(ctx, `CREATE TABLE `+name+` (id bigint PRIMARY KEY, status text NOT NULL, total integer NOT NULL);
 		INSERT INTO `+name+` SELECT g, CASE WHEN g % 3 = 0 THEN 'paid' ELSE 'open' END, g % 100000 FROM generate_series(1, `+strconv.Itoa(opts.rows)+`) g;
 		ANALYZE `+name+`;
-		INSERT INTO switchyard.destinations (name, kind) VALUES ('bench-`+t.suffix+`', 'function')`)
+		INSERT INTO switchyard.destinations (name, kind) VALUES ('bench-rc-`+t.suffix+`', 'function')`)
 	if err != nil {
 		return 0, fmt.Errorf("seed the table: %w", err)
 	}
@@ -179,7 +219,7 @@ func seedReconcileBench(ctx context.Context, t *benchTarget, p *fakeremote.Provi
 	}
 	_, err = queries.New(t.pool).ReconcileCheckInsert(ctx, queries.ReconcileCheckInsertParams{
 		Name: "bench-" + t.suffix, Kind: reconcile.KindTable, BatchSize: int32(opts.batch), RemoteRate: opts.rate,
-		TimeoutMs: 10000, IntervalMs: 3600000, RemoteUrl: p.URL(), Destination: "bench-" + t.suffix, WindowMs: 1,
+		TimeoutMs: 10000, IntervalMs: 3600000, RemoteUrl: p.URL(), Destination: "bench-rc-" + t.suffix, WindowMs: 1,
 		TableSchema: "public", TableName: table, KeyColumn: "id", Columns: []string{"status", "total"}, LeaseMs: 60000,
 	})
 	if err != nil {
@@ -189,8 +229,7 @@ func seedReconcileBench(ctx context.Context, t *benchTarget, p *fakeremote.Provi
 }
 
 // dropReconcileBench removes what an in-place run wrote: the check (its
-// cycles and findings with it) and the table; the target's close removes
-// the destination.
+// cycles and findings with it), the table and the repairs' destination.
 func dropReconcileBench(ctx context.Context, t *benchTarget, table string, logger *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
@@ -199,5 +238,8 @@ func dropReconcileBench(ctx context.Context, t *benchTarget, table string, logge
 	}
 	if _, err := t.pool.Exec(ctx, `DROP TABLE IF EXISTS `+pgx.Identifier{"public", table}.Sanitize()); err != nil {
 		logger.Warn("bench reconcile: drop the table", slog.Any("err", err))
+	}
+	if _, err := t.pool.Exec(ctx, `DELETE FROM switchyard.destinations WHERE name = $1`, "bench-rc-"+t.suffix); err != nil {
+		logger.Warn("bench reconcile: remove the destination", slog.Any("err", err))
 	}
 }

@@ -24,7 +24,7 @@ func TestBenchReconcileInPlace(t *testing.T) {
 	cfg, err := parseConfig([]string{"bench", "--database-url", url}, func(string) string { return "" }, io.Discard)
 	require.NoError(t, err)
 	var out bytes.Buffer
-	err = benchCommand(context.Background(), cfg, []string{"reconcile", "--rows", "5000", "--batch", "250", "--drift", "100"},
+	err = benchCommand(context.Background(), cfg, []string{"reconcile", "--rows", "5000", "--batch", "250", "--drift", "100", "--dispatch", "2000"},
 		slog.New(slog.NewTextHandler(t.Output(), nil)), &out)
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -35,6 +35,8 @@ func TestBenchReconcileInPlace(t *testing.T) {
 	require.Equal(t, int64(20), res.RemoteCalls)
 	require.Positive(t, res.RowsPerSec)
 	require.Equal(t, "in_place", res.Database)
+	require.Positive(t, res.DispatchRatio)
+	require.Positive(t, res.DispatchAlone)
 
 	pool, err := pgxpool.New(context.Background(), url)
 	require.NoError(t, err)
@@ -54,4 +56,6 @@ func TestBenchReconcileFlags(t *testing.T) {
 	o, err := parseReconcileBenchOptions(nil)
 	require.NoError(t, err)
 	require.Equal(t, reconcileBenchOptions{rows: 100000, batch: 500, rate: 100000, drift: 1000, timeout: o.timeout}, o)
+	_, err = parseReconcileBenchOptions([]string{"--dispatch", "-1"})
+	require.Error(t, err)
 }
