@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchyard/switchyard/internal/auth"
+	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/internal/reconcile"
 	"github.com/switchyard/switchyard/web/templates"
 )
@@ -137,7 +138,7 @@ func (h *Handler) findingView(c echo.Context) (templates.ReconcileFindingView, e
 	if err != nil {
 		return templates.ReconcileFindingView{}, err
 	}
-	ctx, q := c.Request().Context(), h.queries()
+	ctx, q := c.Request().Context(), queries.New(h.deps.DB)
 	f, err := q.ReconcileFindingGet(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return templates.ReconcileFindingView{}, echo.NewHTTPError(http.StatusNotFound, "No such finding.")

@@ -44,7 +44,7 @@ func (h *Handler) reconciliationDrift(c echo.Context) error {
 	if h.deps.DB == nil {
 		return render(c, http.StatusOK, templates.DashboardDrift(nil))
 	}
-	checks, err := h.queries().ReconcileCheckSummaries(c.Request().Context())
+	checks, err := queries.New(h.deps.DB).ReconcileCheckSummaries(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func (h *Handler) reconcileView(c echo.Context) (templates.ReconcileView, error)
 	if h.deps.DB == nil {
 		return templates.ReconcileView{}, echo.NewHTTPError(http.StatusServiceUnavailable, "Reconciliation is unavailable: this console has no database.")
 	}
-	ctx, q := c.Request().Context(), h.queries()
+	ctx, q := c.Request().Context(), queries.New(h.deps.DB)
 	f := templates.ReconcileFilter{Check: c.QueryParam("check"), Kind: c.QueryParam("kind"), Status: "active"}
 	if s, ok := c.QueryParams()["status"]; ok {
 		f.Status = s[0]
