@@ -93,6 +93,16 @@ func TestReconciliationPages(t *testing.T) {
 	var n int
 	require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT count(*) FROM switchyard.outbox WHERE destination = 'shop'").Scan(&n))
 	require.Equal(t, 1, n, "two clicks, one repair")
+
+	var lost int64
+	require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT id FROM switchyard.reconcile_findings WHERE kind = 'missing_remote'").Scan(&lost))
+	doc = page(t, post(b, "/reconciliation/findings/"+strconv.FormatInt(lost, 10)+"/ignore", url.Values{"reason": {"test order"}}))
+	require.Equal(t, "Finding ignored.", doc.Find("[data-testid=finding-notice]").Text())
+	doc = page(t, post(b, "/reconciliation/findings/"+strconv.FormatInt(lost, 10)+"/ignore", url.Values{"reason": {"again"}}))
+	require.Contains(t, doc.Find("[data-testid=finding-error]").Text(), "resolved or ignored")
+	doc = page(t, b.do(t, http.MethodGet, "/reconciliation/findings/"+strconv.FormatInt(lost, 10)))
+	require.Equal(t, "ignored", doc.Find("[data-testid=finding-status]").Text())
+	require.Equal(t, 0, doc.Find("[data-testid=repair-button]").Length(), "an ignored finding offers no repair")
 }
 
 // post sends a same-origin form POST as the demo admin.
