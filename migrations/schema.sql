@@ -607,6 +607,162 @@ ALTER TABLE switchyard.outbox ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 );
 
 --
+-- Name: reconcile_checks; Type: TABLE; Schema: switchyard; Owner: -
+--
+
+CREATE TABLE switchyard.reconcile_checks (
+    id bigint NOT NULL,
+    name text NOT NULL,
+    kind text NOT NULL,
+    enabled boolean DEFAULT true NOT NULL,
+    batch_size integer DEFAULT 500 NOT NULL,
+    remote_rate double precision DEFAULT 20 NOT NULL,
+    timeout_ms integer DEFAULT 5000 NOT NULL,
+    interval_ms bigint DEFAULT 3600000 NOT NULL,
+    remote_url text NOT NULL,
+    destination text NOT NULL,
+    topic text DEFAULT ''::text NOT NULL,
+    window_ms bigint DEFAULT 86400000 NOT NULL,
+    table_schema text DEFAULT ''::text NOT NULL,
+    table_name text DEFAULT ''::text NOT NULL,
+    key_column text DEFAULT ''::text NOT NULL,
+    columns text[] DEFAULT '{}'::text[] NOT NULL,
+    lease_ms integer DEFAULT 30000 NOT NULL,
+    lease_owner text,
+    lease_version bigint DEFAULT 0 NOT NULL,
+    lease_expires_at timestamp with time zone,
+    next_cycle_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT reconcile_checks_batch_size_check CHECK (((batch_size >= 1) AND (batch_size <= 10000))),
+    CONSTRAINT reconcile_checks_check CHECK (((kind <> 'table'::text) OR ((table_name <> ''::text) AND (key_column <> ''::text) AND (cardinality(columns) > 0)))),
+    CONSTRAINT reconcile_checks_interval_ms_check CHECK ((interval_ms > 0)),
+    CONSTRAINT reconcile_checks_kind_check CHECK ((kind ~ '^[a-z][a-z0-9_]{0,31}$'::text)),
+    CONSTRAINT reconcile_checks_lease_ms_check CHECK ((lease_ms > 0)),
+    CONSTRAINT reconcile_checks_name_check CHECK ((name ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'::text)),
+    CONSTRAINT reconcile_checks_remote_rate_check CHECK ((remote_rate > (0)::double precision)),
+    CONSTRAINT reconcile_checks_timeout_ms_check CHECK ((timeout_ms > 0)),
+    CONSTRAINT reconcile_checks_window_ms_check CHECK ((window_ms > 0))
+);
+
+--
+-- Name: reconcile_checks_id_seq; Type: SEQUENCE; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE switchyard.reconcile_checks ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME switchyard.reconcile_checks_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: reconcile_cycles; Type: TABLE; Schema: switchyard; Owner: -
+--
+
+CREATE TABLE switchyard.reconcile_cycles (
+    id bigint NOT NULL,
+    check_id bigint NOT NULL,
+    state text DEFAULT 'running'::text NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    since timestamp with time zone,
+    upper_key text,
+    cursor_key text,
+    estimate bigint DEFAULT 0 NOT NULL,
+    examined bigint DEFAULT 0 NOT NULL,
+    in_sync bigint DEFAULT 0 NOT NULL,
+    missing_remote bigint DEFAULT 0 NOT NULL,
+    missing_local bigint DEFAULT 0 NOT NULL,
+    mismatch bigint DEFAULT 0 NOT NULL,
+    unknown bigint DEFAULT 0 NOT NULL,
+    remote_calls bigint DEFAULT 0 NOT NULL,
+    unexamined jsonb DEFAULT '[]'::jsonb NOT NULL,
+    last_error text DEFAULT ''::text NOT NULL,
+    runs integer DEFAULT 1 NOT NULL,
+    CONSTRAINT reconcile_cycles_state_check CHECK ((state = ANY (ARRAY['running'::text, 'complete'::text, 'incomplete'::text]))),
+    CONSTRAINT reconcile_cycles_unexamined_check CHECK ((jsonb_typeof(unexamined) = 'array'::text))
+);
+
+--
+-- Name: reconcile_cycles_id_seq; Type: SEQUENCE; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE switchyard.reconcile_cycles ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME switchyard.reconcile_cycles_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: reconcile_finding_events; Type: TABLE; Schema: switchyard; Owner: -
+--
+
+CREATE TABLE switchyard.reconcile_finding_events (
+    id bigint NOT NULL,
+    finding_id bigint NOT NULL,
+    cycle_id bigint,
+    event text NOT NULL,
+    actor text DEFAULT ''::text NOT NULL,
+    reason text DEFAULT ''::text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: reconcile_finding_events_id_seq; Type: SEQUENCE; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE switchyard.reconcile_finding_events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME switchyard.reconcile_finding_events_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: reconcile_findings; Type: TABLE; Schema: switchyard; Owner: -
+--
+
+CREATE TABLE switchyard.reconcile_findings (
+    id bigint NOT NULL,
+    check_id bigint NOT NULL,
+    key text NOT NULL,
+    kind text NOT NULL,
+    status text DEFAULT 'open'::text NOT NULL,
+    ref bigint,
+    diff jsonb DEFAULT '{}'::jsonb NOT NULL,
+    first_cycle_id bigint NOT NULL,
+    last_cycle_id bigint NOT NULL,
+    repair_cycle_id bigint,
+    repair_message bigint,
+    first_seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    resolved_at timestamp with time zone,
+    CONSTRAINT reconcile_findings_kind_check CHECK ((kind = ANY (ARRAY['missing_remote'::text, 'missing_local'::text, 'mismatch'::text]))),
+    CONSTRAINT reconcile_findings_status_check CHECK ((status = ANY (ARRAY['open'::text, 'repair_requested'::text, 'resolved'::text, 'ignored'::text])))
+);
+
+--
+-- Name: reconcile_findings_id_seq; Type: SEQUENCE; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE switchyard.reconcile_findings ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME switchyard.reconcile_findings_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: replay_jobs; Type: TABLE; Schema: switchyard; Owner: -
 --
 
@@ -878,6 +1034,48 @@ ALTER TABLE ONLY switchyard.outbox
     ADD CONSTRAINT outbox_pkey PRIMARY KEY (id);
 
 --
+-- Name: reconcile_checks reconcile_checks_name_key; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.reconcile_checks
+    ADD CONSTRAINT reconcile_checks_name_key UNIQUE (name);
+
+--
+-- Name: reconcile_checks reconcile_checks_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.reconcile_checks
+    ADD CONSTRAINT reconcile_checks_pkey PRIMARY KEY (id);
+
+--
+-- Name: reconcile_cycles reconcile_cycles_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.reconcile_cycles
+    ADD CONSTRAINT reconcile_cycles_pkey PRIMARY KEY (id);
+
+--
+-- Name: reconcile_finding_events reconcile_finding_events_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.reconcile_finding_events
+    ADD CONSTRAINT reconcile_finding_events_pkey PRIMARY KEY (id);
+
+--
+-- Name: reconcile_findings reconcile_findings_check_id_key_kind_key; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.reconcile_findings
+    ADD CONSTRAINT reconcile_findings_check_id_key_kind_key UNIQUE (check_id, key, kind);
+
+--
+-- Name: reconcile_findings reconcile_findings_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.reconcile_findings
+    ADD CONSTRAINT reconcile_findings_pkey PRIMARY KEY (id);
+
+--
 -- Name: replay_jobs replay_jobs_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
 --
 
@@ -1118,6 +1316,30 @@ CREATE UNIQUE INDEX outbox_replay_request ON switchyard.outbox USING btree (repl
 CREATE INDEX outbox_topic_id ON switchyard.outbox USING btree (topic, id) WHERE (state <> 'delivered'::text);
 
 --
+-- Name: reconcile_cycles_check; Type: INDEX; Schema: switchyard; Owner: -
+--
+
+CREATE INDEX reconcile_cycles_check ON switchyard.reconcile_cycles USING btree (check_id, id DESC);
+
+--
+-- Name: reconcile_cycles_one_running; Type: INDEX; Schema: switchyard; Owner: -
+--
+
+CREATE UNIQUE INDEX reconcile_cycles_one_running ON switchyard.reconcile_cycles USING btree (check_id) WHERE (state = 'running'::text);
+
+--
+-- Name: reconcile_finding_events_finding; Type: INDEX; Schema: switchyard; Owner: -
+--
+
+CREATE INDEX reconcile_finding_events_finding ON switchyard.reconcile_finding_events USING btree (finding_id, id);
+
+--
+-- Name: reconcile_findings_open; Type: INDEX; Schema: switchyard; Owner: -
+--
+
+CREATE INDEX reconcile_findings_open ON switchyard.reconcile_findings USING btree (check_id, id) WHERE (status = ANY (ARRAY['open'::text, 'repair_requested'::text]));
+
+--
 -- Name: replay_jobs_created; Type: INDEX; Schema: switchyard; Owner: -
 --
 
@@ -1204,6 +1426,34 @@ ALTER TABLE ONLY switchyard.outbox
 
 ALTER TABLE ONLY switchyard.outbox
     ADD CONSTRAINT outbox_replay_of_fkey FOREIGN KEY (replay_of) REFERENCES switchyard.outbox(id);
+
+--
+-- Name: reconcile_checks reconcile_checks_destination_fkey; Type: FK CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.reconcile_checks
+    ADD CONSTRAINT reconcile_checks_destination_fkey FOREIGN KEY (destination) REFERENCES switchyard.destinations(name);
+
+--
+-- Name: reconcile_cycles reconcile_cycles_check_id_fkey; Type: FK CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.reconcile_cycles
+    ADD CONSTRAINT reconcile_cycles_check_id_fkey FOREIGN KEY (check_id) REFERENCES switchyard.reconcile_checks(id) ON DELETE CASCADE;
+
+--
+-- Name: reconcile_finding_events reconcile_finding_events_finding_id_fkey; Type: FK CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.reconcile_finding_events
+    ADD CONSTRAINT reconcile_finding_events_finding_id_fkey FOREIGN KEY (finding_id) REFERENCES switchyard.reconcile_findings(id) ON DELETE CASCADE;
+
+--
+-- Name: reconcile_findings reconcile_findings_check_id_fkey; Type: FK CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.reconcile_findings
+    ADD CONSTRAINT reconcile_findings_check_id_fkey FOREIGN KEY (check_id) REFERENCES switchyard.reconcile_checks(id) ON DELETE CASCADE;
 
 --
 -- Name: sessions sessions_user_id_fkey; Type: FK CONSTRAINT; Schema: switchyard; Owner: -

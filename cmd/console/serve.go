@@ -21,6 +21,7 @@ import (
 	"github.com/switchyard/switchyard/internal/inbox"
 	"github.com/switchyard/switchyard/internal/migrate"
 	"github.com/switchyard/switchyard/internal/outbox"
+	"github.com/switchyard/switchyard/internal/reconcile"
 	"github.com/switchyard/switchyard/internal/sse"
 	"github.com/switchyard/switchyard/internal/stats"
 	"github.com/switchyard/switchyard/web/static"
@@ -101,6 +102,13 @@ func serveWith(ctx context.Context, cfg config, logger *slog.Logger, extras serv
 		return err
 	}
 	defer replays.Stop()
+	// Reconciliation checks (internal/reconcile): any number of instances,
+	// one runner per check at a time (its lease).
+	reconciler := reconcile.NewRunner(db.pool, reconcile.Config{Owner: outbox.DefaultOwner(), Logger: logger.With(slog.String("component", "reconcile"))})
+	if err := reconciler.Start(ctx); err != nil {
+		return err
+	}
+	defer reconciler.Stop()
 	receiver, stopInbox, err := newInboxReceiver(ctx, db.pool, cfg, inboxHandlers(extras), registry, logger.With(slog.String("component", "inbox")), notifier.Poke)
 	if err != nil {
 		return err

@@ -120,6 +120,7 @@ func Run(ctx context.Context, cfg Config, args []string, logger *slog.Logger, ou
 		printInboxBenchUsage(out)
 		printPagesBenchUsage(out)
 		printReplayBenchUsage(out)
+		printReconcileBenchUsage(out)
 		return nil
 	}
 	if len(args) == 0 {
@@ -142,8 +143,10 @@ func Run(ctx context.Context, cfg Config, args []string, logger *slog.Logger, ou
 		result, err = runViewersBench(ctx, cfg, args[1:], logger)
 	case "replay":
 		result, err = runReplayBench(ctx, cfg, args[1:], logger)
+	case "reconcile":
+		result, err = runReconcileBench(ctx, cfg, args[1:], logger)
 	default:
-		return errors.New("bench: want `console bench dispatch|inbox|pages|replay|sse|viewers [flags]` (see console bench -h)")
+		return errors.New("bench: want `console bench dispatch|inbox|pages|reconcile|replay|sse|viewers [flags]` (see console bench -h)")
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		switch args[0] {
@@ -153,6 +156,8 @@ func Run(ctx context.Context, cfg Config, args []string, logger *slog.Logger, ou
 			printPagesBenchUsage(out)
 		case "replay":
 			printReplayBenchUsage(out)
+		case "reconcile":
+			printReconcileBenchUsage(out)
 		default:
 			printBenchUsage(out)
 		}

@@ -96,6 +96,17 @@ const (
 	// (internal/bulkreplay; written by the ReplayJob queries). Subject: the
 	// job id. Payload: {"state", "replayed", "skipped", "estimate"}.
 	KindReplayJob = "replay_job"
+	// KindReconcileProgress: a reconciliation cycle started, advanced or
+	// ended (internal/reconcile). At most about one a second per running
+	// cycle, plus one when it ends. Subject: the check's name. Payload:
+	// {"cycle": id, "state"}.
+	KindReconcileProgress = "reconcile_progress"
+	// KindReconcileFinding: reconciliation findings opened, reopened,
+	// resolved, or an operator acted on one. One row per batch or action,
+	// not per finding. Subject: the check's name. Payload: {"opened",
+	// "resolved"} counts, or {"finding": id, "action"} for an action.
+	KindReconcileFinding = "reconcile_finding"
+
 )
 
 // Kinds lists every kind of change, for checks and for pages that must
@@ -104,6 +115,7 @@ const (
 var Kinds = []string{
 	KindDeadLetter, KindBreaker, KindInboxFailure, KindAudit,
 	KindSessionRevoked, KindMessageChanged, KindStats, KindReplayJob,
+	KindReconcileProgress, KindReconcileFinding,
 }
 
 // MaxPayloadBytes bounds a change's payload: the feed says what changed,

@@ -18,11 +18,7 @@ type section struct {
 	empty    templates.EmptyState
 }
 
-var sections = []section{
-	{"/reconciliation", templates.SectionReconciliation, "Reconciliation",
-		"Where our data and external systems disagree.",
-		templates.EmptyState{Heading: "No findings", Text: "Reconciliation runs will list drift between our rows and external systems here."}},
-}
+var sections = []section{}
 
 func (h *Handler) sectionShow(s section) echo.HandlerFunc {
 	return func(c echo.Context) error {

@@ -265,6 +265,81 @@ type SwitchyardOutboxBlockedAggregate struct {
 	BlockedAt     time.Time
 }
 
+type SwitchyardReconcileCheck struct {
+	ID             int64
+	Name           string
+	Kind           string
+	Enabled        bool
+	BatchSize      int32
+	RemoteRate     float64
+	TimeoutMs      int32
+	IntervalMs     int64
+	RemoteUrl      string
+	Destination    string
+	Topic          string
+	WindowMs       int64
+	TableSchema    string
+	TableName      string
+	KeyColumn      string
+	Columns        []string
+	LeaseMs        int32
+	LeaseOwner     *string
+	LeaseVersion   int64
+	LeaseExpiresAt *time.Time
+	NextCycleAt    time.Time
+	CreatedAt      time.Time
+}
+
+type SwitchyardReconcileCycle struct {
+	ID            int64
+	CheckID       int64
+	State         string
+	StartedAt     time.Time
+	FinishedAt    *time.Time
+	UpdatedAt     time.Time
+	Since         *time.Time
+	UpperKey      *string
+	CursorKey     *string
+	Estimate      int64
+	Examined      int64
+	InSync        int64
+	MissingRemote int64
+	MissingLocal  int64
+	Mismatch      int64
+	Unknown       int64
+	RemoteCalls   int64
+	Unexamined    []byte
+	LastError     string
+	Runs          int32
+}
+
+type SwitchyardReconcileFinding struct {
+	ID            int64
+	CheckID       int64
+	Key           string
+	Kind          string
+	Status        string
+	Ref           *int64
+	Diff          []byte
+	FirstCycleID  int64
+	LastCycleID   int64
+	RepairCycleID *int64
+	RepairMessage *int64
+	FirstSeenAt   time.Time
+	LastSeenAt    time.Time
+	ResolvedAt    *time.Time
+}
+
+type SwitchyardReconcileFindingEvent struct {
+	ID        int64
+	FindingID int64
+	CycleID   *int64
+	Event     string
+	Actor     string
+	Reason    string
+	At        time.Time
+}
+
 type SwitchyardReplayJob struct {
 	ID             uuid.UUID
 	Filter         []byte

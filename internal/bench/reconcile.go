@@ -1,0 +1,245 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/internal/reconcile"
+	"github.com/switchyard/switchyard/internal/reconcile/fakeremote"
+)
+
+// reconcileBenchOptions are the flags of `console bench reconcile`.
+type reconcileBenchOptions struct {
+	rows     int           // rows of the reconciled table
+	batch    int           // keys per remote lookup
+	rate     float64       // remote lookups per second
+	drift    int           // one row in drift rows drifts (a mismatch)
+	dispatch int           // messages drained alone and during cycles, for dispatch_ratio; 0: not measured
+	timeout  time.Duration // bounds the cycle
+}
+
+func newReconcileBenchFlags(o *reconcileBenchOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("console bench reconcile", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.IntVar(&o.rows, "rows", 100000, "rows of the reconciled table, all mirrored by the in-process provider")
+	fs.IntVar(&o.batch, "batch", 500, "keys per remote lookup (the check's batch size)")
+	fs.Float64Var(&o.rate, "rate", 100000, "remote lookups per second (the check's rate limit)")
+	fs.IntVar(&o.drift, "drift", 1000, "one row in this many differs at the provider (a mismatch finding)")
+	fs.IntVar(&o.dispatch, "dispatch", 0, "also drain this many messages (bench dispatch's drain) alone and then while cycles run, and report dispatch_ratio; 0: skip")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up when the cycle takes longer")
+	return fs
+}
+
+func printReconcileBenchUsage(w io.Writer) {
+	fs := newReconcileBenchFlags(&reconcileBenchOptions{})
+	fs.SetOutput(w)
+	fmt.Fprint(w, `Usage: console bench reconcile [flags]
+
+Seeds a table of --rows rows in a fresh database of its own and an
+in-process provider (internal/reconcile/fakeremote) mirroring it with one
+row in --drift altered, runs one table check's cycle with a runner as
+console serve does, checks that exactly the altered rows were found, and
+prints one JSON object as its last line.
+
+Flags:
+`)
+	fs.PrintDefaults()
+}
+
+func parseReconcileBenchOptions(args []string) (reconcileBenchOptions, error) {
+	var o reconcileBenchOptions
+	fs := newReconcileBenchFlags(&o)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case o.rows < 1 || o.batch < 1 || o.batch > 10000 || o.drift < 1 || o.dispatch < 0:
+		return o, errors.New("--rows and --drift must be 1 or more, --batch from 1 to 10000, --dispatch 0 or more")
+	case o.rate <= 0 || o.timeout <= 0:
+		return o, errors.New("--rate and --timeout must be positive")
+	}
+	return o, nil
+}
+
+// runReconcileBench is runDispatchBench for `console bench reconcile`.
+func runReconcileBench(ctx context.Context, cfg Config, args []string, logger *slog.Logger) (any, error) {
+	opts, err := parseReconcileBenchOptions(args)
+	if err != nil {
+		return nil, fmt.Errorf("bench reconcile: %w", err)
+	}
+	result, err := benchReconcile(ctx, cfg, opts, logger)
+	if err != nil {
+		return nil, fmt.Errorf("bench reconcile: %w", err)
+	}
+	return result, nil
+}
+
+// reconcileBenchResult is the JSON line of `console bench reconcile`.
+// Fields without omitempty are the contract BENCHMARKS.md reads.
+type reconcileBenchResult struct {
+	Rows        int     `json:"rows"`
+	Seconds     float64 `json:"seconds"` // the cycle, started to complete
+	RowsPerSec  float64 `json:"rows_per_sec"`
+	RemoteCalls int64   `json:"remote_calls"`
+	Findings    int64   `json:"findings"`
+	Batch       int     `json:"batch"`
+	// DispatchRatio is the dispatcher's drain rate while cycles run over
+	// its rate alone (with --dispatch).
+	DispatchRatio float64       `json:"dispatch_ratio,omitempty"`
+	DispatchAlone float64       `json:"dispatch_alone_per_sec,omitempty"`
+	SeedSeconds   float64       `json:"seed_seconds"`
+	Database      string        `json:"database"`
+	CPUs          int           `json:"cpus"`
+	LoadAverage   string        `json:"load_average,omitempty"`
+	Settings      benchSettings `json:"settings"`
+}
+
+// benchReconcile runs one reconcile bench in a database of its own.
+func benchReconcile(ctx context.Context, cfg Config, opts reconcileBenchOptions, logger *slog.Logger) (reconcileBenchResult, error) {
+	dopts, err := parseBenchOptions([]string{"--messages", strconv.Itoa(max(opts.dispatch, 1)), "--timeout", opts.timeout.String()})
+	if err != nil {
+		return reconcileBenchResult{}, err
+	}
+	env, err := openBenchEnv(ctx, cfg, dopts, logger)
+	if err != nil {
+		return reconcileBenchResult{}, err
+	}
+	defer env.close(ctx, logger)
+	t := env.target
+	provider := fakeremote.New()
+	defer provider.Close()
+	table := "bench_reconcile_" + t.suffix
+	if !t.created {
+		defer dropReconcileBench(ctx, t, table, logger)
+	}
+	seedStart := time.Now()
+	want, err := seedReconcileBench(ctx, t, provider, table, opts)
+	if err != nil {
+		return reconcileBenchResult{}, err
+	}
+	seeded := time.Since(seedStart)
+	logger.Info("seeded the reconciled table", slog.Int("rows", opts.rows), slog.Duration("took", seeded))
+	runCtx, cancel := context.WithTimeout(ctx, opts.timeout)
+	defer cancel()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	defer client.CloseIdleConnections()
+	start := time.Now()
+	ran, err := reconcile.NewRunner(t.pool, reconcile.Config{Owner: t.owner(), Client: client, Logger: logger}).RunOnce(runCtx)
+	elapsed := time.Since(start)
+	if err != nil || !ran {
+		return reconcileBenchResult{}, fmt.Errorf("run the cycle (ran %v): %w", ran, err)
+	}
+	var state string
+	var examined, findings, calls int64
+	if err := t.pool.QueryRow(ctx, `SELECT state, examined, mismatch + missing_remote + missing_local, remote_calls
+		FROM switchyard.reconcile_cycles ORDER BY id DESC LIMIT 1`).Scan(&state, &examined, &findings, &calls); err != nil {
+		return reconcileBenchResult{}, fmt.Errorf("read the cycle: %w", err)
+	}
+	if state != "complete" || examined != int64(opts.rows) || findings != want {
+		return reconcileBenchResult{}, fmt.Errorf("cycle %s examined %d of %d rows and found %d of %d drifted", state, examined, opts.rows, findings, want)
+	}
+	r := reconcileBenchResult{Rows: opts.rows, Seconds: benchRound(elapsed.Seconds(), 3),
+		RowsPerSec: benchRound(float64(opts.rows)/elapsed.Seconds(), 0), RemoteCalls: calls, Findings: findings,
+		Batch: opts.batch, SeedSeconds: benchRound(seeded.Seconds(), 3), Database: "created",
+		CPUs: runtime.NumCPU(), LoadAverage: env.load, Settings: env.server}
+	if !t.created {
+		r.Database = "in_place"
+	}
+	if opts.dispatch > 0 {
+		if r.DispatchAlone, r.DispatchRatio, err = dispatchRatio(ctx, t, dopts, client, logger); err != nil {
+			return reconcileBenchResult{}, err
+		}
+	}
+	return r, nil
+}
+
+// dispatchRatio drains a backlog alone, then another while reconcile
+// cycles run back to back, and returns the rate alone and the ratio.
+func dispatchRatio(ctx context.Context, t *benchTarget, dopts benchOptions, client *http.Client, logger *slog.Logger) (alone, ratio float64, err error) {
+	if alone, err = drainOnce(ctx, t, dopts, logger); err != nil {
+		return 0, 0, fmt.Errorf("drain alone: %w", err)
+	}
+	cycles, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runner := reconcile.NewRunner(t.pool, reconcile.Config{Owner: t.owner() + "-rc", Client: client, Logger: logger})
+		for cycles.Err() == nil {
+			if _, err := t.pool.Exec(cycles, `UPDATE switchyard.reconcile_checks SET next_cycle_at = now()`); err != nil {
+				return
+			}
+			_, _ = runner.RunOnce(cycles) // a cancelled cycle is the point: the drain is over
+		}
+	}()
+	watched, err := drainOnce(ctx, t, dopts, logger)
+	stop()
+	<-done
+	if err != nil {
+		return 0, 0, fmt.Errorf("drain during cycles: %w", err)
+	}
+	return benchRound(alone, 0), benchRound(watched/alone, 3), nil
+}
+
+// seedReconcileBench writes the table, its mirror at the provider (one
+// row in opts.drift altered) and the check; it returns the drift count.
+func seedReconcileBench(ctx context.Context, t *benchTarget, p *fakeremote.Provider, table string, opts reconcileBenchOptions) (int64, error) {
+	name := pgx.Identifier{"public", table}.Sanitize()
+	_, err := t.pool.Exec(ctx, `CREATE TABLE `+name+` (id bigint PRIMARY KEY, status text NOT NULL, total integer NOT NULL);
+		INSERT INTO `+name+` SELECT g, CASE WHEN g % 3 = 0 THEN 'paid' ELSE 'open' END, g % 100000 FROM generate_series(1, `+strconv.Itoa(opts.rows)+`) g;
+		ANALYZE `+name+`;
+		INSERT INTO switchyard.destinations (name, kind) VALUES ('bench-rc-`+t.suffix+`', 'function')`)
+	if err != nil {
+		return 0, fmt.Errorf("seed the table: %w", err)
+	}
+	var drift int64
+	for g := 1; g <= opts.rows; g++ {
+		status := "open"
+		if g%3 == 0 {
+			status = "paid"
+		}
+		total := g % 100000
+		if g%opts.drift == 0 {
+			total, drift = -1, drift+1
+		}
+		p.Put(strconv.Itoa(g), map[string]any{"status": status, "total": total})
+	}
+	_, err = queries.New(t.pool).ReconcileCheckInsert(ctx, queries.ReconcileCheckInsertParams{
+		Name: "bench-" + t.suffix, Kind: reconcile.KindTable, BatchSize: int32(opts.batch), RemoteRate: opts.rate,
+		TimeoutMs: 10000, IntervalMs: 3600000, RemoteUrl: p.URL(), Destination: "bench-rc-" + t.suffix, WindowMs: 1,
+		TableSchema: "public", TableName: table, KeyColumn: "id", Columns: []string{"status", "total"}, LeaseMs: 60000,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("add the check: %w", err)
+	}
+	return drift, nil
+}
+
+// dropReconcileBench removes what an in-place run wrote: the check (its
+// cycles and findings with it), the table and the repairs' destination.
+func dropReconcileBench(ctx context.Context, t *benchTarget, table string, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if _, err := t.pool.Exec(ctx, `DELETE FROM switchyard.reconcile_checks WHERE name = $1`, "bench-"+t.suffix); err != nil {
+		logger.Warn("bench reconcile: remove the check", slog.Any("err", err))
+	}
+	if _, err := t.pool.Exec(ctx, `DROP TABLE IF EXISTS `+pgx.Identifier{"public", table}.Sanitize()); err != nil {
+		logger.Warn("bench reconcile: drop the table", slog.Any("err", err))
+	}
+	if _, err := t.pool.Exec(ctx, `DELETE FROM switchyard.destinations WHERE name = $1`, "bench-rc-"+t.suffix); err != nil {
+		logger.Warn("bench reconcile: remove the destination", slog.Any("err", err))
+	}
+}

@@ -1,0 +1,189 @@
+package console
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
+	"github.com/switchyard/switchyard/internal/auth"
+	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/internal/reconcile"
+	"github.com/switchyard/switchyard/web/templates"
+)
+
+// findingShow is GET /reconciliation/findings/:id: the field diff, the
+// history and, for operators, repair and ignore.
+func (h *Handler) findingShow(c echo.Context) error {
+	v, err := h.findingView(c)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, templates.FindingPage(h.page("Finding "+strconv.FormatInt(v.ID, 10), templates.SectionReconciliation), v))
+}
+
+// findingLive is GET /reconciliation/findings/:id/live, the page's live
+// region.
+func (h *Handler) findingLive(c echo.Context) error {
+	v, err := h.findingView(c)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, templates.FindingLive(v))
+}
+
+// findingRepair is POST /reconciliation/findings/:id/repair
+// (reconcile.Repair); a refusal is shown in the region, as its outcome.
+func (h *Handler) findingRepair(c echo.Context) error {
+	return h.findingAct(c, func(a reconcile.Actor, id int64, reason string) (string, error) {
+		r, err := reconcile.Repair(c.Request().Context(), h.deps.DB, a, reconcile.RepairInput{FindingID: id, Reason: reason})
+		if err != nil {
+			return "", err
+		}
+		if r.Existing {
+			return "This finding was already repaired for its last cycle: message " + strconv.FormatInt(r.MessageID, 10) + ".", nil
+		}
+		return "Repair enqueued as message " + strconv.FormatInt(r.MessageID, 10) + ", idempotency key " + r.Key.String() + ".", nil
+	})
+}
+
+// findingIgnore is POST /reconciliation/findings/:id/ignore.
+func (h *Handler) findingIgnore(c echo.Context) error {
+	return h.findingAct(c, func(a reconcile.Actor, id int64, reason string) (string, error) {
+		err := reconcile.Ignore(c.Request().Context(), h.deps.DB, a, reconcile.IgnoreInput{FindingID: id, Reason: reason})
+		return "Finding ignored.", err
+	})
+}
+
+func (h *Handler) findingAct(c echo.Context, act func(reconcile.Actor, int64, string) (string, error)) error {
+	if h.deps.DB == nil {
+		return echo.NewHTTPError(http.StatusServiceUnavailable, "Actions are unavailable: this console has no database.")
+	}
+	id, err := findingID(c)
+	if err != nil {
+		return err
+	}
+	p := current(c)
+	notice, err := act(reconcile.Actor{Name: p.Name, ID: p.ActorID(), Role: p.Role, RemoteAddr: c.RealIP()}, id, strings.TrimSpace(c.FormValue("reason")))
+	msg, refused := findingRefusal(err)
+	if err != nil && !refused {
+		return err
+	}
+	if refused {
+		return render(c, http.StatusOK, templates.FindingOutcome("", msg))
+	}
+	// The region shows the new status now; the stream tells other pages.
+	c.Response().Header().Set("HX-Trigger", "finding-changed")
+	return render(c, http.StatusOK, templates.FindingOutcome(notice, ""))
+}
+
+// bulkRepairLimit bounds one bulk repair request; the outcome says when
+// more are left (click again: repaired findings are skipped).
+const bulkRepairLimit = 500
+
+// reconciliationRepair is POST /reconciliation/repair: every open finding
+// of a check (and kind) repaired through reconcile.RepairMany, up to
+// bulkRepairLimit per request.
+func (h *Handler) reconciliationRepair(c echo.Context) error {
+	if h.deps.DB == nil {
+		return echo.NewHTTPError(http.StatusServiceUnavailable, "Actions are unavailable: this console has no database.")
+	}
+	p := current(c)
+	r, err := reconcile.RepairMany(c.Request().Context(), h.deps.DB, reconcile.Actor{Name: p.Name, ID: p.ActorID(), Role: p.Role, RemoteAddr: c.RealIP()},
+		reconcile.RepairManyInput{Check: c.FormValue("check"), Kind: c.FormValue("kind"), Reason: strings.TrimSpace(c.FormValue("reason")), Limit: bulkRepairLimit})
+	if msg, refused := findingRefusal(err); refused {
+		return render(c, http.StatusOK, templates.BulkRepairOutcome("", msg))
+	}
+	if err != nil {
+		return err
+	}
+	notice := strconv.Itoa(r.Repaired) + " repairs enqueued, " + strconv.Itoa(r.Existing) + " already requested, " + strconv.Itoa(r.Refused) + " not repairable."
+	if r.More {
+		notice += " More are left: repair again to go on."
+	}
+	c.Response().Header().Set("HX-Trigger", "finding-changed")
+	return render(c, http.StatusOK, templates.BulkRepairOutcome(notice, ""))
+}
+
+// findingRefusal is the sentence an operator sees for a refused action.
+func findingRefusal(err error) (string, bool) {
+	for _, known := range []error{reconcile.ErrForbidden, reconcile.ErrReasonRequired, reconcile.ErrFindingNotFound,
+		reconcile.ErrNotRepairable, reconcile.ErrRepairInFlight, reconcile.ErrAlreadyResolved} {
+		if errors.Is(err, known) {
+			s := strings.TrimPrefix(err.Error(), "reconcile: ")
+			return strings.ToUpper(s[:1]) + s[1:] + ".", true
+		}
+	}
+	return "", false
+}
+
+func findingID(c echo.Context) (int64, error) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, echo.NewHTTPError(http.StatusNotFound, "No such finding.")
+	}
+	return id, nil
+}
+
+func (h *Handler) findingView(c echo.Context) (templates.ReconcileFindingView, error) {
+	if h.deps.DB == nil {
+		return templates.ReconcileFindingView{}, echo.NewHTTPError(http.StatusServiceUnavailable, "Reconciliation is unavailable: this console has no database.")
+	}
+	id, err := findingID(c)
+	if err != nil {
+		return templates.ReconcileFindingView{}, err
+	}
+	ctx, q := c.Request().Context(), queries.New(h.deps.DB)
+	f, err := q.ReconcileFindingGet(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return templates.ReconcileFindingView{}, echo.NewHTTPError(http.StatusNotFound, "No such finding.")
+	}
+	if err != nil {
+		return templates.ReconcileFindingView{}, err
+	}
+	events, err := q.ReconcileFindingEvents(ctx, id)
+	if err != nil {
+		return templates.ReconcileFindingView{}, err
+	}
+	operator := current(c).Role.Allows(auth.Operator)
+	v := templates.ReconcileFindingView{ID: f.ID, Check: f.CheckName, CheckKind: f.CheckKind, Key: f.Key, Kind: f.Kind, Status: f.Status,
+		FirstSeen: utc(f.FirstSeenAt), LastSeen: utc(f.LastSeenAt), Diff: diffRows(f.Diff), CanOperate: operator,
+		CanRepair: operator && (f.Status == reconcile.StatusOpen || f.Status == reconcile.StatusRepairRequested)}
+	if f.ResolvedAt != nil {
+		v.Resolved = utc(*f.ResolvedAt)
+	}
+	if f.Ref != nil {
+		v.Ref = *f.Ref
+	}
+	if f.RepairMessage != nil {
+		v.RepairMessage = *f.RepairMessage
+	}
+	for _, e := range events {
+		ev := templates.FindingEvent{At: utc(e.At), Event: e.Event, Actor: e.Actor, Reason: e.Reason}
+		if e.CycleID != nil {
+			ev.Cycle = strconv.FormatInt(*e.CycleID, 10)
+		}
+		v.Events = append(v.Events, ev)
+	}
+	return v, nil
+}
+
+// diffRows turns a mismatch's stored diff into rows, by field name; each
+// value is shown as its JSON text (escaped by the template).
+func diffRows(raw []byte) []templates.FieldDiff {
+	var d map[string]struct{ Local, Remote json.RawMessage }
+	if json.Unmarshal(raw, &d) != nil {
+		return nil
+	}
+	out := make([]templates.FieldDiff, 0, len(d))
+	for name, v := range d {
+		out = append(out, templates.FieldDiff{Field: name, Local: string(v.Local), Remote: string(v.Remote)})
+	}
+	slices.SortFunc(out, func(a, b templates.FieldDiff) int { return strings.Compare(a.Field, b.Field) })
+	return out
+}

@@ -1,0 +1,233 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/auth"
+)
+
+var operator = Actor{Name: "op", Role: auth.Operator}
+
+// findingID returns the id of the finding of kind for key.
+func (e *env) findingID(kind, key string) int64 {
+	e.t.Helper()
+	var id int64
+	require.NoError(e.t, e.pool.QueryRow(context.Background(),
+		"SELECT id FROM switchyard.reconcile_findings WHERE kind = $1 AND key = $2", kind, key).Scan(&id))
+	return id
+}
+
+// runAll runs every due check's cycle.
+func (e *env) runAll(r *Runner) {
+	e.t.Helper()
+	for {
+		ran, err := r.RunOnce(context.Background())
+		require.NoError(e.t, err)
+		if !ran {
+			return
+		}
+	}
+}
+
+func (e *env) count(sql string, args ...any) int {
+	e.t.Helper()
+	var n int
+	require.NoError(e.t, e.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}
+
+// Invariant 6 for repairs: 20 operators clicking repair of one finding at
+// once, for each of two findings (a lost delivery and a mismatched row),
+// make one outbox row per finding; every click is answered with that row.
+// The redelivery carries the original's idempotency key. Each finding's
+// repair is audited once, and once the repairs have reached the remote the
+// next cycle resolves both findings.
+func TestRepairMakesOneOutboxRowWhateverTheClicksAndOperators(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 100)
+	_, keys := e.delivered(10)
+	for i, k := range keys {
+		if i != 4 {
+			e.hooks.Put(k.String(), nil)
+		}
+	}
+	e.remote.Alter("42", "status", "cancelled")
+	e.deliveryCheck("hooks")
+	e.tableCheck("orders", 50, 1000, 30_000)
+	e.runAll(e.runner("a"))
+	lost, mismatch := e.findingID(MissingRemote, keys[4].String()), e.findingID(Mismatch, "42")
+
+	const clicks = 20
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	fresh := map[int64]*atomic.Int64{lost: {}, mismatch: {}}
+	results := make(chan RepairResult, 2*clicks)
+	for _, f := range []int64{lost, mismatch} {
+		for i := range clicks {
+			wg.Go(func() {
+				<-start
+				r, err := Repair(context.Background(), e.pool, Actor{Name: fmt.Sprintf("op%d", i), Role: auth.Operator},
+					RepairInput{FindingID: f, Reason: "customer asked"})
+				if err != nil {
+					t.Errorf("repair %d: %v", f, err)
+					return
+				}
+				if !r.Existing {
+					fresh[f].Add(1)
+				}
+				results <- r
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	close(results)
+	require.Equal(t, int64(1), fresh[lost].Load())
+	require.Equal(t, int64(1), fresh[mismatch].Load())
+	first := map[int64]RepairResult{}
+	for r := range results {
+		if _, ok := first[r.FindingID]; !ok {
+			first[r.FindingID] = r
+		}
+		require.Equal(t, first[r.FindingID].MessageID, r.MessageID, "every click answered with the one row")
+	}
+	require.Equal(t, keys[4], first[lost].Key, "redelivered with the original idempotency key")
+	require.Equal(t, 1, e.count("SELECT count(*) FROM switchyard.outbox WHERE replay_request = $1", RepairKey(lost, 1)))
+	require.Equal(t, 1, e.count("SELECT count(*) FROM switchyard.outbox WHERE message_id = $1", first[mismatch].Key))
+	require.Equal(t, 10+1+1, e.count("SELECT count(*) FROM switchyard.outbox"))
+	require.Equal(t, 2, e.count("SELECT count(*) FROM switchyard.audit_log WHERE action = $1", ActionRepair))
+	require.Equal(t, 2, e.count("SELECT count(*) FROM switchyard.reconcile_findings WHERE status = 'repair_requested'"))
+
+	// The repairs reach the remote (what the destination would do).
+	e.hooks.Put(keys[4].String(), nil)
+	var payload []byte
+	require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT payload FROM switchyard.outbox WHERE id = $1", first[mismatch].MessageID).Scan(&payload))
+	var repaired struct {
+		Key    string         `json:"key"`
+		Fields map[string]any `json:"fields"`
+	}
+	require.NoError(t, json.Unmarshal(payload, &repaired))
+	e.remote.Put(repaired.Key, repaired.Fields)
+	_, err := e.pool.Exec(context.Background(), "UPDATE switchyard.reconcile_checks SET next_cycle_at = now()")
+	require.NoError(t, err)
+	e.runAll(e.runner("a"))
+	require.Equal(t, 2, e.count("SELECT count(*) FROM switchyard.reconcile_findings WHERE status = 'resolved'"))
+	require.Equal(t, 0, e.count("SELECT count(*) FROM switchyard.reconcile_findings WHERE status <> 'resolved'"))
+}
+
+// Refusals say why and write nothing; a missing_local repair enqueues a
+// deletion; an ignored finding is audited and can no longer be repaired.
+func TestRepairRefusalsAndIgnore(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 20)
+	e.remote.Put("21", orderFields(21))
+	e.remote.Drop("5")
+	e.tableCheck("orders", 50, 1000, 30_000)
+	e.runAll(e.runner("a"))
+	extra, lost := e.findingID(MissingLocal, "21"), e.findingID(MissingRemote, "5")
+
+	_, err := Repair(context.Background(), e.pool, Actor{Name: "v", Role: auth.Viewer}, RepairInput{FindingID: extra, Reason: "r"})
+	require.ErrorIs(t, err, ErrForbidden)
+	_, err = Repair(context.Background(), e.pool, operator, RepairInput{FindingID: extra, Reason: " "})
+	require.ErrorIs(t, err, ErrReasonRequired)
+	_, err = Repair(context.Background(), e.pool, operator, RepairInput{FindingID: 1 << 40, Reason: "r"})
+	require.ErrorIs(t, err, ErrFindingNotFound)
+	require.Equal(t, 0, e.count("SELECT count(*) FROM switchyard.outbox"))
+
+	r, err := Repair(context.Background(), e.pool, operator, RepairInput{FindingID: extra, Reason: "gone here"})
+	require.NoError(t, err)
+	var payload string
+	require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT payload::text FROM switchyard.outbox WHERE id = $1", r.MessageID).Scan(&payload))
+	require.JSONEq(t, `{"key": "21", "deleted": true}`, payload)
+
+	require.NoError(t, Ignore(context.Background(), e.pool, operator, IgnoreInput{FindingID: lost, Reason: "known"}))
+	_, err = Repair(context.Background(), e.pool, operator, RepairInput{FindingID: lost, Reason: "r"})
+	require.True(t, errors.Is(err, ErrAlreadyResolved), "%v", err)
+	require.Equal(t, 1, e.count("SELECT count(*) FROM switchyard.audit_log WHERE action = $1", ActionIgnore))
+	rows, err := e.pool.Query(context.Background(), "SELECT event FROM switchyard.reconcile_finding_events WHERE finding_id = $1 ORDER BY id", lost)
+	require.NoError(t, err)
+	events, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"opened", StatusIgnored}, events)
+}
+
+// A bulk repair of 300 findings run twice at once and then retried makes
+// one outbox row per finding: every finding is repaired by exactly one of
+// the runs; a limited run stops and says there is more. The open drift groups as triage will
+// show it.
+func TestRepairManyMakesOneRowPerFindingWhateverTheRetries(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 600)
+	for i := 2; i <= 600; i += 2 {
+		e.remote.Alter(strconv.Itoa(i), "status", "lost")
+	}
+	e.remote.Drop("601") // nothing: not a local key
+	e.tableCheck("orders", 100, 10_000, 30_000)
+	e.runAll(e.runner("a"))
+
+	groups, err := FindingGroups(context.Background(), e.pool)
+	require.NoError(t, err)
+	require.Len(t, groups, 1)
+	require.Equal(t, "reconcile:orders:mismatch", groups[0].Fingerprint())
+	require.Equal(t, int64(300), groups[0].Findings)
+
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	results := make(chan RepairManyResult, 2)
+	for range 2 {
+		wg.Go(func() {
+			<-start
+			r, err := RepairMany(context.Background(), e.pool, operator, RepairManyInput{Check: "orders", Kind: Mismatch, Reason: "bulk"})
+			if err != nil {
+				t.Errorf("repair many: %v", err)
+			}
+			results <- r
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(results)
+	var total RepairManyResult
+	for r := range results {
+		total.Repaired, total.Existing, total.Refused = total.Repaired+r.Repaired, total.Existing+r.Existing, total.Refused+r.Refused
+	}
+	require.Equal(t, 300, total.Repaired, "each finding repaired by one run")
+	require.Zero(t, total.Refused)
+	retry, err := RepairMany(context.Background(), e.pool, operator, RepairManyInput{Check: "orders", Reason: "bulk, again"})
+	require.NoError(t, err)
+	require.Equal(t, RepairManyResult{}, retry, "a retry finds nothing left open")
+	require.Equal(t, 300, e.count("SELECT count(*) FROM switchyard.outbox"))
+	require.Equal(t, 300, e.count("SELECT count(*) FROM switchyard.audit_log WHERE action = $1", ActionRepair))
+}
+
+func TestRepairManyLimit(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 30)
+	for i := 1; i <= 30; i += 3 {
+		e.remote.Drop(strconv.Itoa(i))
+	}
+	e.tableCheck("orders", 100, 10_000, 30_000)
+	e.runAll(e.runner("a"))
+	in := RepairManyInput{Check: "orders", Reason: "in parts", Limit: 4}
+	var parts []RepairManyResult
+	for {
+		r, err := RepairMany(context.Background(), e.pool, operator, in)
+		require.NoError(t, err)
+		parts = append(parts, r)
+		if !r.More {
+			break
+		}
+	}
+	require.Equal(t, []RepairManyResult{{Repaired: 4, More: true}, {Repaired: 4, More: true}, {Repaired: 2}}, parts)
+	require.Equal(t, 10, e.count("SELECT count(*) FROM switchyard.outbox"))
+}
