@@ -88,6 +88,11 @@ const (
 	// (finalize writes no feed row); open pages catch up on those when
 	// their stream reconnects or their tab becomes visible.
 	KindMessageChanged = "message_changed"
+	// KindTriage: a triage item was created, reopened or changed by a
+	// mutation (internal/triage), in the transaction that changed it.
+	// Subject: the item id, in decimal. Payload: {"version", "status"};
+	// a view with an older version re-reads the item.
+	KindTriage = "triage"
 )
 
 // MaxPayloadBytes bounds a change's payload: the feed says what changed,
