@@ -93,6 +93,10 @@ const (
 	// Subject: the item id, in decimal. Payload: {"version", "status"};
 	// a view with an older version re-reads the item.
 	KindTriage = "triage"
+	// KindPresence: who looks at a triage view changed (someone opened
+	// or left it, or their presence expired). Subject: the view, "board"
+	// or "item:<id>". Payload: {}; a view re-reads who is there.
+	KindPresence = "presence"
 )
 
 // MaxPayloadBytes bounds a change's payload: the feed says what changed,

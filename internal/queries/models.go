@@ -367,6 +367,15 @@ type SwitchyardTriageNoteVersion struct {
 	At      time.Time
 }
 
+type SwitchyardTriagePresence struct {
+	ConnID      uuid.UUID
+	Instance    string
+	AccountID   int64
+	AccountName string
+	View        string
+	ExpiresAt   time.Time
+}
+
 type SwitchyardUser struct {
 	ID                int64
 	Name              string

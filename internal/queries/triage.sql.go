@@ -698,6 +698,158 @@ func (q *Queries) TriageNoteLock(ctx context.Context, arg TriageNoteLockParams) 
 	return i, err
 }
 
+const triagePresenceJoin = `-- name: TriagePresenceJoin :one
+WITH old AS (SELECT view FROM switchyard.triage_presence WHERE conn_id = $1)
+INSERT INTO switchyard.triage_presence AS p (conn_id, instance, account_id, account_name, view, expires_at)
+VALUES ($1, $2, $3, $4, $5,
+    coalesce($6::timestamptz, now()) + make_interval(secs => $7::float8))
+ON CONFLICT (conn_id) DO UPDATE SET view = EXCLUDED.view, expires_at = EXCLUDED.expires_at
+RETURNING coalesce((SELECT view FROM old), '')::text AS old_view
+`
+
+type TriagePresenceJoinParams struct {
+	ConnID      uuid.UUID
+	Instance    string
+	AccountID   int64
+	AccountName string
+	View        string
+	Now         *time.Time
+	TtlSeconds  float64
+}
+
+// TriagePresenceJoin records (or moves) a connection's view and returns
+// the view it had before (” if none).
+func (q *Queries) TriagePresenceJoin(ctx context.Context, arg TriagePresenceJoinParams) (string, error) {
+	row := q.db.QueryRow(ctx, triagePresenceJoin,
+		arg.ConnID,
+		arg.Instance,
+		arg.AccountID,
+		arg.AccountName,
+		arg.View,
+		arg.Now,
+		arg.TtlSeconds,
+	)
+	var old_view string
+	err := row.Scan(&old_view)
+	return old_view, err
+}
+
+const triagePresenceLeave = `-- name: TriagePresenceLeave :many
+DELETE FROM switchyard.triage_presence WHERE conn_id = $1 RETURNING view
+`
+
+func (q *Queries) TriagePresenceLeave(ctx context.Context, connID uuid.UUID) ([]string, error) {
+	rows, err := q.db.Query(ctx, triagePresenceLeave, connID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var view string
+		if err := rows.Scan(&view); err != nil {
+			return nil, err
+		}
+		items = append(items, view)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const triagePresenceList = `-- name: TriagePresenceList :many
+SELECT DISTINCT view, account_name FROM switchyard.triage_presence
+WHERE view = ANY($1::text[]) AND expires_at > coalesce($2::timestamptz, now())
+ORDER BY view, account_name
+`
+
+type TriagePresenceListParams struct {
+	Views []string
+	Now   *time.Time
+}
+
+type TriagePresenceListRow struct {
+	View        string
+	AccountName string
+}
+
+// TriagePresenceList is who looks at each of the views (distinct
+// accounts, by name).
+func (q *Queries) TriagePresenceList(ctx context.Context, arg TriagePresenceListParams) ([]TriagePresenceListRow, error) {
+	rows, err := q.db.Query(ctx, triagePresenceList, arg.Views, arg.Now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []TriagePresenceListRow{}
+	for rows.Next() {
+		var i TriagePresenceListRow
+		if err := rows.Scan(&i.View, &i.AccountName); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const triagePresenceRefresh = `-- name: TriagePresenceRefresh :execrows
+UPDATE switchyard.triage_presence
+SET expires_at = coalesce($1::timestamptz, now()) + make_interval(secs => $2::float8)
+WHERE conn_id = $3
+`
+
+type TriagePresenceRefreshParams struct {
+	Now        *time.Time
+	TtlSeconds float64
+	ConnID     uuid.UUID
+}
+
+// TriagePresenceRefresh extends a connection's presence; 0 rows: it was
+// swept meanwhile (join again).
+func (q *Queries) TriagePresenceRefresh(ctx context.Context, arg TriagePresenceRefreshParams) (int64, error) {
+	result, err := q.db.Exec(ctx, triagePresenceRefresh, arg.Now, arg.TtlSeconds, arg.ConnID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const triagePresenceSweep = `-- name: TriagePresenceSweep :many
+WITH gone AS (
+    DELETE FROM switchyard.triage_presence
+    WHERE expires_at <= coalesce($1::timestamptz, now())
+    RETURNING view
+)
+SELECT DISTINCT view FROM gone ORDER BY view
+`
+
+// TriagePresenceSweep deletes the presence of connections whose
+// heartbeats stopped (a dead tab or instance) and returns the views they
+// left, once each.
+func (q *Queries) TriagePresenceSweep(ctx context.Context, now *time.Time) ([]string, error) {
+	rows, err := q.db.Query(ctx, triagePresenceSweep, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var view string
+		if err := rows.Scan(&view); err != nil {
+			return nil, err
+		}
+		items = append(items, view)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const triageTrack = `-- name: TriageTrack :exec
 SELECT switchyard.triage_track($1::text, $2::jsonb, $3::text, $4::text)
 `
