@@ -33,14 +33,14 @@ type conn struct {
 	signal  chan struct{} // cap 1: something waits to be written
 
 	mu        sync.Mutex
-	principal auth.Principal              // guarded by mu: as last checked
-	view      string                      // guarded by mu: presence view; "" before hello
-	board     bool                        // guarded by mu: subscribed to every item
-	items     map[int64]bool              // guarded by mu: subscribed items
-	states    map[int64]triage.Item       // guarded by mu: latest state per item, to write
-	who       map[string][]string         // guarded by mu: presence per view, to write
-	replies   [][]byte                    // guarded by mu: answers, to write in order
-	resync    bool                        // guarded by mu: tell the client to read again
+	principal auth.Principal        // guarded by mu: as last checked
+	view      string                // guarded by mu: presence view; "" before hello
+	board     bool                  // guarded by mu: subscribed to every item
+	items     map[int64]bool        // guarded by mu: subscribed items
+	states    map[int64]triage.Item // guarded by mu: latest state per item, to write
+	who       map[string][]string   // guarded by mu: presence per view, to write
+	replies   [][]byte              // guarded by mu: answers, to write in order
+	resync    bool                  // guarded by mu: tell the client to read again
 }
 
 // maxReplies bounds the answers waiting for a slow client: the token

@@ -114,13 +114,13 @@ type Server struct {
 	wake chan struct{}
 
 	mu      sync.Mutex
-	conns   map[*conn]struct{} // guarded by mu
-	items   map[int64]struct{} // guarded by mu: items changed, not yet fanned out
+	conns   map[*conn]struct{}  // guarded by mu
+	items   map[int64]struct{}  // guarded by mu: items changed, not yet fanned out
 	views   map[string]struct{} // guarded by mu: presence views changed
-	ctx     context.Context    // guarded by mu: the sockets' parent; set by Start
-	cancel  context.CancelFunc // guarded by mu
-	done    chan struct{}      // guarded by mu
-	running sync.WaitGroup     // the sockets being served
+	ctx     context.Context     // guarded by mu: the sockets' parent; set by Start
+	cancel  context.CancelFunc  // guarded by mu
+	done    chan struct{}       // guarded by mu
+	running sync.WaitGroup      // the sockets being served
 }
 
 // New returns a Server; it serves nothing before Start.
