@@ -128,3 +128,12 @@ var (
 	// more): it expired and someone else took it, or it was released.
 	ErrClaimLost = errors.New("triage: the claim is not yours any more")
 )
+
+// NextStatuses returns the statuses a person may move an item from s to.
+func NextStatuses(s Status) []string {
+	out := make([]string, len(transitions[s]))
+	for i, t := range transitions[s] {
+		out[i] = string(t)
+	}
+	return out
+}
