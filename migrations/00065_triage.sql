@@ -160,7 +160,7 @@ CREATE FUNCTION switchyard.triage_track_dead_letter_group() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM switchyard.triage_track('dead_letter_group', jsonb_build_object('fingerprint', NEW.fingerprint),
-        NEW.sample_error, CASE TG_OP WHEN 'INSERT' THEN 'first dead letter' ELSE 'a new dead letter in the group' END
+        coalesce(nullif(NEW.sample_error, ''), 'Dead letters ' || NEW.fingerprint), CASE TG_OP WHEN 'INSERT' THEN 'first dead letter' ELSE 'a new dead letter in the group' END
             || ' (message ' || NEW.sample_id || ')');
     RETURN NULL;
 END
@@ -180,7 +180,7 @@ LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM switchyard.triage_track('inbox_failure_group',
         jsonb_build_object('source', NEW.source, 'fingerprint', coalesce(NEW.error_fingerprint, '')),
-        NEW.source || ': ' || coalesce(NEW.last_error, ''), 'inbound event ' || NEW.event_id || ' parked');
+        NEW.source || ': ' || coalesce(NEW.last_error, 'parked events'), 'inbound event ' || NEW.event_id || ' parked');
     RETURN NULL;
 END
 $$;
@@ -208,7 +208,8 @@ CREATE TRIGGER triage_blocked_aggregate_new AFTER INSERT ON switchyard.outbox_bl
     FOR EACH ROW EXECUTE FUNCTION switchyard.triage_track_blocked_aggregate();
 
 -- Failures that existed before this migration get their items too.
-SELECT switchyard.triage_track('dead_letter_group', jsonb_build_object('fingerprint', g.fingerprint), g.sample_error, 'dead letters before triage existed')
+SELECT switchyard.triage_track('dead_letter_group', jsonb_build_object('fingerprint', g.fingerprint),
+    coalesce(nullif(g.sample_error, ''), 'Dead letters ' || g.fingerprint), 'dead letters before triage existed')
 FROM switchyard.dead_letter_groups g WHERE g.dead > 0;
 SELECT switchyard.triage_track('blocked_aggregate',
     jsonb_build_object('destination', b.destination, 'aggregate_type', b.aggregate_type, 'aggregate_id', b.aggregate_id),

@@ -147,12 +147,9 @@ func TestClaimLeaseExpiresOnTheDatabaseClock(t *testing.T) {
 	item := onlyItem(t, pool, DeadLetterGroup)
 	alice, bob := account(t, pool, "alice", auth.Operator), account(t, pool, "bob", auth.Operator)
 
-	var dbNow time.Time
-	require.NoError(t, pool.QueryRow(ctx, "SELECT now()").Scan(&dbNow))
-	var mu sync.Mutex
-	clock := dbNow
-	engine := &Engine{Pool: pool, Lease: time.Minute, Now: func() *time.Time { mu.Lock(); defer mu.Unlock(); c := clock; return &c }}
-	move := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	clock := newClock(t, pool)
+	engine := &Engine{Pool: pool, Lease: time.Minute, Now: clock.now}
+	move := clock.move
 
 	a := mutate(t, engine, alice, item.ID, OpClaim, Args{}, item.Version)
 	require.True(t, a.OK)

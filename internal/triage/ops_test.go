@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,11 +23,8 @@ func TestNotesEditedByTheirAuthorWithinTenMinutes(t *testing.T) {
 	killDead(t, pool, 1, message(""))
 	item := onlyItem(t, pool, DeadLetterGroup)
 	alice, bob := account(t, pool, "alice", auth.Operator), account(t, pool, "bob", auth.Operator)
-	var dbNow time.Time
-	require.NoError(t, pool.QueryRow(ctx, "SELECT now()").Scan(&dbNow))
-	var mu sync.Mutex
-	clock := dbNow
-	engine := &Engine{Pool: pool, Now: func() *time.Time { mu.Lock(); defer mu.Unlock(); c := clock; return &c }}
+	clock := newClock(t, pool)
+	engine := &Engine{Pool: pool, Now: clock.now}
 
 	tooLong := mutate(t, engine, alice, item.ID, OpNote, Args{Body: strings.Repeat("x", MaxNoteBytes+1)}, 0)
 	require.Equal(t, RejectInvalid, tooLong.Reason)
@@ -42,9 +38,7 @@ func TestNotesEditedByTheirAuthorWithinTenMinutes(t *testing.T) {
 	require.Equal(t, RejectNotAuthor, mutate(t, engine, bob, item.ID, OpNoteEdit, Args{NoteID: detail.NoteID, Body: "mine now"}, 0).Reason)
 	edited := mutate(t, engine, alice, item.ID, OpNoteEdit, Args{NoteID: detail.NoteID, Body: "upstream returns 422 for v2 orders"}, 0)
 	require.True(t, edited.OK, edited.Message)
-	mu.Lock()
-	clock = clock.Add(NoteEditWindow + time.Second)
-	mu.Unlock()
+	clock.move(NoteEditWindow + time.Second)
 	require.Equal(t, RejectEditWindow, mutate(t, engine, alice, item.ID, OpNoteEdit, Args{NoteID: detail.NoteID, Body: "late"}, 0).Reason)
 
 	notes, err := Notes(ctx, pool, item.ID)

@@ -3,6 +3,7 @@ package triage
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,4 +94,31 @@ func onlyItem(t *testing.T, pool *pgxpool.Pool, kind Kind) Item {
 	require.NoError(t, err)
 	require.Len(t, items, 1)
 	return items[0]
+}
+
+// testClock is a database clock that a test moves by hand (Engine.Now):
+// it starts at the server's now().
+type testClock struct {
+	mu sync.Mutex
+	at time.Time // guarded by mu
+}
+
+func newClock(t *testing.T, pool *pgxpool.Pool) *testClock {
+	t.Helper()
+	c := &testClock{}
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT now()").Scan(&c.at))
+	return c
+}
+
+func (c *testClock) now() *time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at := c.at
+	return &at
+}
+
+func (c *testClock) move(d time.Duration) {
+	c.mu.Lock()
+	c.at = c.at.Add(d)
+	c.mu.Unlock()
 }

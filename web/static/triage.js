@@ -295,7 +295,7 @@ function start(root) {
       .then((r) => r.text())
       .then((html) => {
         const doc = new DOMParser().parseFromString(html, "text/html");
-        const selectors = view === "board" ? ["#triage"] : ['[data-region="notes"]', '[data-region="history"]'];
+        const selectors = view === "board" ? ["#triage"] : ['[data-region="notes"]', '[data-region="history"]', '[data-region="statuses"]'];
         for (const sel of selectors) {
           const fresh = doc.querySelector(sel);
           const cur = document.querySelector(sel);

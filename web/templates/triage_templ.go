@@ -151,7 +151,7 @@ func TriageBoard(p Page, b TriageBoardPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "</h1><p class=\"subtitle\">Failures that want a person, worked together: claim one, say what you found, settle it.</p></header><form class=\"filters\" method=\"get\" action=\"/triage\" data-testid=\"triage-filters\"><label><input type=\"checkbox\" name=\"mine\" value=\"1\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "</h1><p class=\"subtitle\">Failures that want a person, worked together: claim one, say what you found, settle it.</p></header><form class=\"filters\" method=\"get\" action=\"/triage\" data-testid=\"triage-filters\"><label class=\"check\"><input type=\"checkbox\" name=\"mine\" value=\"1\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -161,7 +161,7 @@ func TriageBoard(p Page, b TriageBoardPage) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "> Mine</label> <label><input type=\"checkbox\" name=\"unassigned\" value=\"1\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "> Mine</label> <label class=\"check\"><input type=\"checkbox\" name=\"unassigned\" value=\"1\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -877,7 +877,7 @@ func triageActions(d TriageItemPage) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 70, "<div class=\"triage-actions\" data-testid=\"triage-actions\"><button type=\"button\" data-op=\"claim\" data-testid=\"action-claim\">Claim</button> <button type=\"button\" class=\"secondary\" data-op=\"release\" data-testid=\"action-release\">Release</button> <label>Status <select data-arg=\"status\" data-testid=\"status-select\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 70, "<div class=\"triage-actions\" data-testid=\"triage-actions\"><button type=\"button\" data-op=\"claim\" data-testid=\"action-claim\">Claim</button> <button type=\"button\" class=\"secondary\" data-op=\"release\" data-testid=\"action-release\">Release</button> <label>Status <span data-region=\"statuses\"><select data-arg=\"status\" data-testid=\"status-select\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -889,7 +889,7 @@ func triageActions(d TriageItemPage) templ.Component {
 			var templ_7745c5c3_Var50 string
 			templ_7745c5c3_Var50, templ_7745c5c3_Err = templruntime.NewAttributeExpression(s).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/triage.templ`, Line: 132, Col: 22}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/triage.templ`, Line: 133, Col: 23}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var50)
 			if templ_7745c5c3_Err != nil {
@@ -902,7 +902,7 @@ func triageActions(d TriageItemPage) templ.Component {
 			var templ_7745c5c3_Var51 string
 			templ_7745c5c3_Var51, templ_7745c5c3_Err = templ.JoinStringErrs(s)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/triage.templ`, Line: 132, Col: 28}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/triage.templ`, Line: 133, Col: 29}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var51))
 			if templ_7745c5c3_Err != nil {
@@ -913,7 +913,7 @@ func triageActions(d TriageItemPage) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 74, "</select></label> <button type=\"button\" data-op=\"status\" data-testid=\"action-status\">Set status</button> <label>Assign to <input type=\"text\" data-arg=\"assignee\" data-testid=\"assignee-input\" size=\"12\"></label> <button type=\"button\" class=\"secondary\" data-op=\"assign\" data-testid=\"action-assign\">Assign</button> ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 74, "</select></span></label> <button type=\"button\" data-op=\"status\" data-testid=\"action-status\">Set status</button> <label>Assign to <input type=\"text\" data-arg=\"assignee\" data-testid=\"assignee-input\" size=\"12\"></label> <button type=\"button\" class=\"secondary\" data-op=\"assign\" data-testid=\"action-assign\">Assign</button> ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
