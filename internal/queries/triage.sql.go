@@ -517,12 +517,13 @@ func (q *Queries) TriageMutationGet(ctx context.Context, arg TriageMutationGetPa
 }
 
 const triageMutationPrune = `-- name: TriageMutationPrune :execrows
-DELETE FROM switchyard.triage_mutations WHERE created_at < $1
+DELETE FROM switchyard.triage_mutations WHERE created_at < now() - make_interval(secs => $1::float8)
 `
 
-// TriageMutationPrune forgets answers older than the cutoff.
-func (q *Queries) TriageMutationPrune(ctx context.Context, before time.Time) (int64, error) {
-	result, err := q.db.Exec(ctx, triageMutationPrune, before)
+// TriageMutationPrune forgets answers older than keep_seconds
+// (triage_mutations_created).
+func (q *Queries) TriageMutationPrune(ctx context.Context, keepSeconds float64) (int64, error) {
+	result, err := q.db.Exec(ctx, triageMutationPrune, keepSeconds)
 	if err != nil {
 		return 0, err
 	}

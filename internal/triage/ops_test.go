@@ -130,3 +130,16 @@ func TestStatusTransitions(t *testing.T) {
 		require.Equal(t, c.ok, rej == nil, "%s → %s", c.from, c.to)
 	}
 }
+
+func TestPruneMutationsKeepsRecentAnswers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t)
+	_, err := pool.Exec(ctx, `INSERT INTO switchyard.triage_mutations (account_id, mutation_id, request_hash, created_at)
+		VALUES (1, gen_random_uuid(), '\x00', now() - interval '2 days'), (1, gen_random_uuid(), '\x00', now())`)
+	require.NoError(t, err)
+	n, err := PruneMutations(ctx, pool, 24*time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM switchyard.triage_mutations"))
+}

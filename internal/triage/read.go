@@ -169,3 +169,13 @@ func Track(ctx context.Context, tx pgx.Tx, kind Kind, ref json.RawMessage, title
 	}
 	return nil
 }
+
+// PruneMutations forgets stored mutation answers older than keep: a
+// client resends a mutation within seconds of a reconnect, not days.
+func PruneMutations(ctx context.Context, db queries.DBTX, keep time.Duration) (int64, error) {
+	n, err := queries.New(db).TriageMutationPrune(ctx, keep.Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("triage: prune mutation answers: %w", err)
+	}
+	return n, nil
+}

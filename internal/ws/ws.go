@@ -105,6 +105,10 @@ func or[T comparable](v, def T) T {
 	return v
 }
 
+// MutationRetention is how long a mutation's stored answer is kept for
+// resends: far longer than any reconnect.
+const MutationRetention = 24 * time.Hour
+
 // Server holds the process's triage sockets and fans the change feed out
 // to them. Create it with New, Start it, subscribe Observe to the
 // process's changefeed.Listener, and Stop it at shutdown (that closes
@@ -196,12 +200,21 @@ func (s *Server) run(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	sweep := time.NewTicker(s.cfg.SweepInterval)
 	defer sweep.Stop()
+	prune := time.NewTicker(time.Hour)
+	defer prune.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.wake:
 			s.fanOut(ctx)
+		case <-prune.C:
+			// Every instance prunes: the deletes are idempotent and hourly.
+			qctx, cancel := context.WithTimeout(ctx, time.Minute)
+			if _, err := triage.PruneMutations(qctx, s.cfg.Engine.Pool, MutationRetention); err != nil && ctx.Err() == nil {
+				s.cfg.Logger.Warn("prune triage mutation answers", slog.Any("error", err))
+			}
+			cancel()
 		case <-sweep.C:
 			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			if err := s.cfg.Presence.Sweep(qctx); err != nil && ctx.Err() == nil {

@@ -173,3 +173,35 @@ func TestDeadPresenceExpires(t *testing.T) {
 	})
 	require.Equal(t, []string{"alice"}, m.Views[triage.BoardView])
 }
+
+// The server commits, then the connection drops before the client reads
+// the ack: the client resends the same mutation on a new socket and gets
+// the same answer; nothing happens twice.
+func TestResentMutationAfterADropGetsTheStoredAnswer(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	it := e.item(t, "drift")
+	s := e.signIn(t, "alice", auth.Operator)
+	m := mutation(it, triage.OpStatus, triage.Args{Status: triage.Acknowledged})
+
+	first := e.dial(t, s)
+	first.send(m)
+	committed := func() int {
+		var n int
+		require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT count(*) FROM switchyard.triage_events WHERE op = 'status'").Scan(&n))
+		return n
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for committed() == 0 {
+		require.True(t, time.Now().Before(deadline), "the mutation did not commit")
+		time.Sleep(10 * time.Millisecond) // the commit is only visible in the table
+	}
+	first.ws.CloseNow() // the ack is never read
+
+	again := e.dial(t, s)
+	again.send(m)
+	a := again.await(5*time.Second, "the answer", func(m message) bool { return m.Type == "answer" })
+	require.True(t, a.Answer.OK, a.Answer.Message)
+	require.Equal(t, triage.Acknowledged, a.Answer.Item.Status)
+	require.Equal(t, 1, committed(), "no duplicate")
+}

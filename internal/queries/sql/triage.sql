@@ -20,8 +20,9 @@ UPDATE switchyard.triage_mutations SET answer = @answer
 WHERE account_id = @account_id AND mutation_id = @mutation_id;
 
 -- name: TriageMutationPrune :execrows
--- TriageMutationPrune forgets answers older than the cutoff.
-DELETE FROM switchyard.triage_mutations WHERE created_at < @before;
+-- TriageMutationPrune forgets answers older than keep_seconds
+-- (triage_mutations_created).
+DELETE FROM switchyard.triage_mutations WHERE created_at < now() - make_interval(secs => @keep_seconds::float8);
 
 -- name: TriageItemLock :one
 -- TriageItemLock reads an item for a mutation and locks it until the
