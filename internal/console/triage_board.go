@@ -1,7 +1,9 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -109,4 +111,21 @@ func tracked(it triage.Item) (href, label string) {
 		return "/inbox?status=parked&source=" + url.QueryEscape(ref["source"]), "parked events of " + ref["source"]
 	}
 	return "", ""
+}
+
+// triageOf is the view of the item that tracks (kind, ref), for the page
+// of the failure itself; ok is false if no item does.
+func (h *Handler) triageOf(ctx context.Context, kind triage.Kind, ref map[string]string) (v templates.TriageItemView, ok bool, err error) {
+	raw, err := json.Marshal(ref)
+	if err != nil {
+		return v, false, err
+	}
+	it, err := triage.Find(ctx, h.deps.DB, kind, raw)
+	if errors.Is(err, triage.ErrNotFound) {
+		return v, false, nil
+	}
+	if err != nil {
+		return v, false, err
+	}
+	return triageItemView(it), true, nil
 }

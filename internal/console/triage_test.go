@@ -103,3 +103,23 @@ func TestTriagePagesRenderTheItemEscaped(t *testing.T) {
 		require.Equal(t, 1, doc.Find(`script[type="module"]`).Length(), "%s loads triage.js", path)
 	}
 }
+
+// A dead-letter group's page shows its triage item's status and links it.
+func TestDeadLetterGroupPageShowsItsTriageItem(t *testing.T) {
+	t.Parallel()
+	e, pool, _ := triageSetup(t)
+	_, err := pool.Exec(context.Background(), `INSERT INTO switchyard.dead_letter_groups (fingerprint, dead, first_dead_at, last_dead_at, sample_id)
+		VALUES ('fp-1', 1, now(), now(), 1)`)
+	require.NoError(t, err)
+	req := httptest.NewRequest(http.MethodGet, "/dead-letters/fp-1", nil)
+	req.RemoteAddr = "127.0.0.1:41000"
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusOK, rec.Code)
+	doc, err := goquery.NewDocumentFromReader(rec.Body)
+	require.NoError(t, err)
+	summary := doc.Find("[data-testid=triage-summary]")
+	require.Contains(t, summary.Text(), "open")
+	href, _ := summary.Find("a").Attr("href")
+	require.Regexp(t, `^/triage/items/\d+$`, href)
+}

@@ -25,6 +25,19 @@ func Get(ctx context.Context, db queries.DBTX, id int64) (Item, error) {
 	return itemOf(row), nil
 }
 
+// Find reads the item that tracks (kind, ref); ErrNotFound if none does.
+// ref is compared as jsonb, so key order and spacing do not matter.
+func Find(ctx context.Context, db queries.DBTX, kind Kind, ref json.RawMessage) (Item, error) {
+	row, err := queries.New(db).TriageItemByRef(ctx, queries.TriageItemByRefParams{Kind: string(kind), Ref: ref})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Item{}, ErrNotFound
+	}
+	if err != nil {
+		return Item{}, fmt.Errorf("triage: find %s %s: %w", kind, ref, err)
+	}
+	return itemOf(row), nil
+}
+
 // GetMany reads the items of ids that exist, in id order (a page's
 // resync after a reconnect).
 func GetMany(ctx context.Context, db queries.DBTX, ids []int64) ([]Item, error) {

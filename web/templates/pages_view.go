@@ -153,6 +153,8 @@ type DeadLetterGroupPage struct {
 	Group DeadLetterGroup
 	Rows  []MessageRow
 	Pager Pager
+	// Triage is the group's triage item; nil if it has none.
+	Triage *TriageItemView
 }
 
 // BlockedAggregate is an aggregate whose head is dead.
