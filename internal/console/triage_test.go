@@ -123,3 +123,28 @@ func TestDeadLetterGroupPageShowsItsTriageItem(t *testing.T) {
 	href, _ := summary.Find("a").Attr("href")
 	require.Regexp(t, `^/triage/items/\d+$`, href)
 }
+
+// The blocked aggregates list shows each aggregate's triage item.
+func TestBlockedAggregatesShowTheirTriageItems(t *testing.T) {
+	t.Parallel()
+	e, pool, _ := triageSetup(t)
+	_, err := pool.Exec(context.Background(), `
+		INSERT INTO switchyard.destinations (name, kind, address) VALUES ('billing', 'function', 'billing');
+		WITH dead AS (
+			INSERT INTO switchyard.outbox (topic, destination, aggregate_type, aggregate_id, payload, state, finished_at)
+			VALUES ('t', 'billing', 'order', 'o-7', '{}', 'dead', now()) RETURNING id)
+		INSERT INTO switchyard.outbox_blocked_aggregates (destination, aggregate_type, aggregate_id, dead_message_id)
+		SELECT 'billing', 'order', 'o-7', id FROM dead`)
+	require.NoError(t, err)
+	req := httptest.NewRequest(http.MethodGet, "/aggregates/blocked", nil)
+	req.RemoteAddr = "127.0.0.1:41000"
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusOK, rec.Code)
+	doc, err := goquery.NewDocumentFromReader(rec.Body)
+	require.NoError(t, err)
+	cell := doc.Find("[data-testid=blocked-triage]")
+	require.Equal(t, 1, cell.Length())
+	require.Contains(t, cell.Text(), "open")
+	require.Contains(t, cell.Text(), "assigned to nobody")
+}

@@ -451,6 +451,52 @@ func (q *Queries) TriageItemsByIDs(ctx context.Context, ids []int64) ([]Switchya
 	return items, nil
 }
 
+const triageItemsByRefs = `-- name: TriageItemsByRefs :many
+SELECT id, kind, ref, title, status, ignored_until, assignee_id, assignee_name, claim_holder_id, claim_holder_name, claim_expires_at, version, created_at, updated_at FROM switchyard.triage_items WHERE kind = $1 AND ref = ANY($2::jsonb[])
+`
+
+type TriageItemsByRefsParams struct {
+	Kind string
+	Refs [][]byte
+}
+
+// TriageItemsByRefs reads the items of one kind that track refs (a list
+// page shows each row's item; triage_items_tracked).
+func (q *Queries) TriageItemsByRefs(ctx context.Context, arg TriageItemsByRefsParams) ([]SwitchyardTriageItem, error) {
+	rows, err := q.db.Query(ctx, triageItemsByRefs, arg.Kind, arg.Refs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SwitchyardTriageItem{}
+	for rows.Next() {
+		var i SwitchyardTriageItem
+		if err := rows.Scan(
+			&i.ID,
+			&i.Kind,
+			&i.Ref,
+			&i.Title,
+			&i.Status,
+			&i.IgnoredUntil,
+			&i.AssigneeID,
+			&i.AssigneeName,
+			&i.ClaimHolderID,
+			&i.ClaimHolderName,
+			&i.ClaimExpiresAt,
+			&i.Version,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const triageMutationAnswer = `-- name: TriageMutationAnswer :exec
 UPDATE switchyard.triage_mutations SET answer = $1
 WHERE account_id = $2 AND mutation_id = $3

@@ -38,6 +38,20 @@ func Find(ctx context.Context, db queries.DBTX, kind Kind, ref json.RawMessage) 
 	return itemOf(row), nil
 }
 
+// FindMany reads the items of kind that track any of refs (JSON
+// objects); refs without an item have none in the result.
+func FindMany(ctx context.Context, db queries.DBTX, kind Kind, refs [][]byte) ([]Item, error) {
+	rows, err := queries.New(db).TriageItemsByRefs(ctx, queries.TriageItemsByRefsParams{Kind: string(kind), Refs: refs})
+	if err != nil {
+		return nil, fmt.Errorf("triage: find %s items: %w", kind, err)
+	}
+	items := make([]Item, len(rows))
+	for i, r := range rows {
+		items[i] = itemOf(r)
+	}
+	return items, nil
+}
+
 // GetMany reads the items of ids that exist, in id order (a page's
 // resync after a reconnect).
 func GetMany(ctx context.Context, db queries.DBTX, ids []int64) ([]Item, error) {

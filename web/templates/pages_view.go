@@ -166,6 +166,8 @@ type BlockedAggregate struct {
 	BlockedAt     time.Time
 	Waiting       int64 // pending messages behind the head, up to 1,000
 	MessagesURL   string
+	// Triage is the aggregate's triage item; nil if it has none.
+	Triage *TriageItemView
 }
 
 // BlockedAggregatesPage lists the blocked aggregates.

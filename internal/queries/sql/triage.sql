@@ -36,6 +36,11 @@ SELECT * FROM switchyard.triage_items WHERE id = @id;
 -- name: TriageItemByRef :one
 SELECT * FROM switchyard.triage_items WHERE kind = @kind AND ref = @ref;
 
+-- name: TriageItemsByRefs :many
+-- TriageItemsByRefs reads the items of one kind that track refs (a list
+-- page shows each row's item; triage_items_tracked).
+SELECT * FROM switchyard.triage_items WHERE kind = @kind AND ref = ANY(@refs::jsonb[]);
+
 -- name: TriageItemsByIDs :many
 SELECT * FROM switchyard.triage_items WHERE id = ANY(@ids::bigint[]) ORDER BY id;
 
