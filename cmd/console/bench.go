@@ -102,7 +102,7 @@ func parseBenchOptions(args []string) (benchOptions, error) {
 }
 
 // benchCommand runs `console bench <args>`: dispatch, inbox, pages, replay,
-// sse or viewers. Progress goes to logger; out receives one JSON object, the result, as its last
+// sse, triage or viewers. Progress goes to logger; out receives one JSON object, the result, as its last
 // line.
 func benchCommand(ctx context.Context, cfg config, args []string, logger *slog.Logger, out io.Writer) error {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
@@ -132,8 +132,12 @@ func benchCommand(ctx context.Context, cfg config, args []string, logger *slog.L
 		result, err = runViewersBench(ctx, cfg, args[1:], logger)
 	case "replay":
 		result, err = runReplayBench(ctx, cfg, args[1:], logger)
+	case "triage":
+		result, err = runTriageBench(ctx, cfg, args[1:], logger)
+	case "triage-clients": // the child process of bench triage
+		return runTriageClients(ctx, args[1:], out)
 	default:
-		return errors.New("bench: want `console bench dispatch|inbox|pages|replay|sse|viewers [flags]` (see console bench -h)")
+		return errors.New("bench: want `console bench dispatch|inbox|pages|replay|sse|triage|viewers [flags]` (see console bench -h)")
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		switch args[0] {
