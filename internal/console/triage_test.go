@@ -148,3 +148,22 @@ func TestBlockedAggregatesShowTheirTriageItems(t *testing.T) {
 	require.Contains(t, cell.Text(), "open")
 	require.Contains(t, cell.Text(), "assigned to nobody")
 }
+
+// A parked inbound event's page shows its group's triage item.
+func TestParkedInboxEventShowsItsTriageItem(t *testing.T) {
+	t.Parallel()
+	e, pool, _ := triageSetup(t)
+	var id int64
+	err := pool.QueryRow(context.Background(), `INSERT INTO switchyard.inbox_events
+		(source, event_id, payload, status, attempts, last_error, error_fingerprint)
+		VALUES ('shop', 'e-1', '{}', 'parked', 5, 'boom', 'fp-boom') RETURNING id`).Scan(&id)
+	require.NoError(t, err)
+	req := httptest.NewRequest(http.MethodGet, "/inbox/events/"+strconv.FormatInt(id, 10), nil)
+	req.RemoteAddr = "127.0.0.1:41000"
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusOK, rec.Code)
+	doc, err := goquery.NewDocumentFromReader(rec.Body)
+	require.NoError(t, err)
+	require.Contains(t, doc.Find("[data-testid=triage-summary]").Text(), "open")
+}
