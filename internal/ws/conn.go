@@ -51,13 +51,18 @@ const maxReplies = 64
 // console authenticated the session cookie) and serves it until it
 // closes. A foreign Origin is answered 403 and nothing is upgraded.
 func (s *Server) Serve(w http.ResponseWriter, r *http.Request, p auth.Principal, recheck Recheck) {
+	// Counted under mu, where Stop cancels: a socket either is counted
+	// before Stop waits, or sees the server stopped.
 	s.mu.Lock()
 	parent := s.ctx
-	s.mu.Unlock()
 	if parent == nil || parent.Err() != nil {
+		s.mu.Unlock()
 		http.Error(w, ErrNotStarted.Error(), http.StatusServiceUnavailable)
 		return
 	}
+	s.running.Add(1)
+	s.mu.Unlock()
+	defer s.running.Done()
 	// The HTTP server's deadlines (if any) are for requests; the socket
 	// sets its own on every write and finds dead peers by pings.
 	rc := http.NewResponseController(w)
@@ -71,8 +76,6 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, p auth.Principal,
 	sock.SetReadLimit(s.cfg.ReadLimit)
 	c := &conn{srv: s, ws: sock, id: uuid.New(), recheck: recheck, signal: make(chan struct{}, 1),
 		principal: p, items: map[int64]bool{}, states: map[int64]triage.Item{}, who: map[string][]string{}}
-	s.running.Add(1)
-	defer s.running.Done()
 	c.serve(parent)
 }
 

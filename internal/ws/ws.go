@@ -154,11 +154,13 @@ func (s *Server) Start(ctx context.Context) error {
 func (s *Server) Stop() {
 	s.mu.Lock()
 	cancel, done := s.cancel, s.done
+	if cancel != nil {
+		cancel() // under mu: see Serve
+	}
 	s.mu.Unlock()
 	if cancel == nil {
 		return
 	}
-	cancel()
 	<-done
 	s.running.Wait()
 }
