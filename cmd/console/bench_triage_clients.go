@@ -7,9 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -32,41 +29,17 @@ func runTriageClients(ctx context.Context, args []string, out io.Writer) error {
 	if *url == "" || *clients < 1 || *item < 1 {
 		return errors.New("bench triage-clients: --url, --clients and --item are required")
 	}
-	var ready, received atomic.Int64
-	allReady := make(chan struct{})
-	var mu sync.Mutex
-	var latencies []float64 // guarded by mu
-	var wg sync.WaitGroup
-	for range *clients {
-		wg.Go(func() {
-			// A client that fails reports fewer states: received shows it.
-			lat, _ := watchTriage(ctx, *url, *item, *last, func() {
-				if ready.Add(1) == int64(*clients) {
-					close(allReady)
-				}
-			})
-			received.Add(int64(len(lat)))
-			mu.Lock()
-			latencies = append(latencies, lat...)
-			mu.Unlock()
-		})
+	latencies, err := fanInClients(ctx, *clients, out, func(onReady func()) []float64 {
+		// A client that fails reports fewer states: received shows it.
+		lat, _ := watchTriage(ctx, *url, *item, *last, onReady)
+		return lat
+	})
+	if err != nil {
+		return err
 	}
-	select {
-	case <-allReady:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	fmt.Fprintln(out, "connected")
-	wg.Wait()
-	slices.Sort(latencies)
-	pct := func(q float64) float64 {
-		if len(latencies) == 0 {
-			return 0
-		}
-		return benchRound(latencies[min(len(latencies)-1, int(q*float64(len(latencies))))], 2)
-	}
-	line, _ := json.Marshal(map[string]any{"received": received.Load(), "p50": pct(0.5), "p99": pct(0.99), "max": pct(1)})
-	_, err := fmt.Fprintf(out, "%s\n", line)
+	line, _ := json.Marshal(map[string]any{"received": len(latencies),
+		"p50": percentileMs(latencies, 0.5), "p99": percentileMs(latencies, 0.99), "max": percentileMs(latencies, 1)})
+	_, err = fmt.Fprintf(out, "%s\n", line)
 	return err
 }
 

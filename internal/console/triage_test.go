@@ -54,6 +54,15 @@ func triageSetup(t *testing.T) (*echo.Echo, *pgxpool.Pool, int64) {
 	return e, pool, id
 }
 
+// get serves a GET of path to the demo admin (a loopback peer).
+func get(e *echo.Echo, path string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	req.RemoteAddr = "127.0.0.1:41000"
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	return rec
+}
+
 func post(e *echo.Echo, key, body string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(http.MethodPost, "/triage/mutations", strings.NewReader(body))
 	req.RemoteAddr = "127.0.0.1:41000"
@@ -91,10 +100,7 @@ func TestTriagePagesRenderTheItemEscaped(t *testing.T) {
 	t.Parallel()
 	e, _, id := triageSetup(t)
 	for _, path := range []string{"/triage", "/triage/items/" + strconv.FormatInt(id, 10)} {
-		req := httptest.NewRequest(http.MethodGet, path, nil)
-		req.RemoteAddr = "127.0.0.1:41000"
-		rec := httptest.NewRecorder()
-		e.ServeHTTP(rec, req)
+		rec := get(e, path)
 		require.Equal(t, http.StatusOK, rec.Code, path)
 		require.NotContains(t, rec.Body.String(), "<script>drift", path)
 		doc, err := goquery.NewDocumentFromReader(rec.Body)
@@ -111,10 +117,7 @@ func TestDeadLetterGroupPageShowsItsTriageItem(t *testing.T) {
 	_, err := pool.Exec(context.Background(), `INSERT INTO switchyard.dead_letter_groups (fingerprint, dead, first_dead_at, last_dead_at, sample_id)
 		VALUES ('fp-1', 1, now(), now(), 1)`)
 	require.NoError(t, err)
-	req := httptest.NewRequest(http.MethodGet, "/dead-letters/fp-1", nil)
-	req.RemoteAddr = "127.0.0.1:41000"
-	rec := httptest.NewRecorder()
-	e.ServeHTTP(rec, req)
+	rec := get(e, "/dead-letters/fp-1")
 	require.Equal(t, http.StatusOK, rec.Code)
 	doc, err := goquery.NewDocumentFromReader(rec.Body)
 	require.NoError(t, err)
@@ -136,10 +139,7 @@ func TestBlockedAggregatesShowTheirTriageItems(t *testing.T) {
 		INSERT INTO switchyard.outbox_blocked_aggregates (destination, aggregate_type, aggregate_id, dead_message_id)
 		SELECT 'billing', 'order', 'o-7', id FROM dead`)
 	require.NoError(t, err)
-	req := httptest.NewRequest(http.MethodGet, "/aggregates/blocked", nil)
-	req.RemoteAddr = "127.0.0.1:41000"
-	rec := httptest.NewRecorder()
-	e.ServeHTTP(rec, req)
+	rec := get(e, "/aggregates/blocked")
 	require.Equal(t, http.StatusOK, rec.Code)
 	doc, err := goquery.NewDocumentFromReader(rec.Body)
 	require.NoError(t, err)
@@ -158,10 +158,7 @@ func TestParkedInboxEventShowsItsTriageItem(t *testing.T) {
 		(source, event_id, payload, status, attempts, last_error, error_fingerprint)
 		VALUES ('shop', 'e-1', '{}', 'parked', 5, 'boom', 'fp-boom') RETURNING id`).Scan(&id)
 	require.NoError(t, err)
-	req := httptest.NewRequest(http.MethodGet, "/inbox/events/"+strconv.FormatInt(id, 10), nil)
-	req.RemoteAddr = "127.0.0.1:41000"
-	rec := httptest.NewRecorder()
-	e.ServeHTTP(rec, req)
+	rec := get(e, "/inbox/events/"+strconv.FormatInt(id, 10))
 	require.Equal(t, http.StatusOK, rec.Code)
 	doc, err := goquery.NewDocumentFromReader(rec.Body)
 	require.NoError(t, err)
