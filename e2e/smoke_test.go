@@ -15,6 +15,7 @@ var navigation = []struct{ testID, label string }{
 	{"nav-messages", "Messages"},
 	{"nav-dead-letters", "Dead letters"},
 	{"nav-inbox", "Inbox"},
+	{"nav-triage", "Triage"},
 	{"nav-reconciliation", "Reconciliation"},
 	{"nav-audit", "Audit"},
 }
@@ -52,7 +53,7 @@ func TestSmoke(t *testing.T) {
 	screenshot(t, page, "messages")
 }
 
-// requireNavigation checks that the navigation has exactly the six section
+// requireNavigation checks that the navigation has exactly the section
 // links, in order, and that only current is marked as the current page.
 func requireNavigation(t *testing.T, page playwright.Page, current string) {
 	t.Helper()

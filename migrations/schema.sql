@@ -148,6 +148,98 @@ END;
 $$;
 
 --
+-- Name: triage_refuse_change(); Type: FUNCTION; Schema: switchyard; Owner: -
+--
+
+CREATE FUNCTION switchyard.triage_refuse_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION '% is append-only: % refused', TG_TABLE_NAME, TG_OP
+        USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+
+--
+-- Name: triage_track(text, jsonb, text, text); Type: FUNCTION; Schema: switchyard; Owner: -
+--
+
+CREATE FUNCTION switchyard.triage_track(p_kind text, p_ref jsonb, p_title text, p_why text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    it switchyard.triage_items;
+BEGIN
+    INSERT INTO switchyard.triage_items (kind, ref, title) VALUES (p_kind, p_ref, left(p_title, 512))
+    ON CONFLICT (kind, ref) DO NOTHING
+    RETURNING * INTO it;
+    IF FOUND THEN
+        INSERT INTO switchyard.triage_events (item_id, version, actor, op, detail)
+        VALUES (it.id, it.version, 'system', 'created', jsonb_build_object('why', p_why));
+    ELSE
+        UPDATE switchyard.triage_items i
+        SET status = 'open', ignored_until = NULL, version = i.version + 1, updated_at = now()
+        WHERE i.kind = p_kind AND i.ref = p_ref
+          AND (i.status = 'resolved' OR (i.status = 'ignored' AND (i.ignored_until IS NULL OR i.ignored_until <= now())))
+        RETURNING * INTO it;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
+        INSERT INTO switchyard.triage_events (item_id, version, actor, op, detail)
+        VALUES (it.id, it.version, 'system', 'reopened', jsonb_build_object('why', p_why));
+    END IF;
+    INSERT INTO switchyard.changes (kind, subject, payload)
+    VALUES ('triage', it.id::text, jsonb_build_object('version', it.version, 'status', it.status));
+END
+$$;
+
+--
+-- Name: triage_track_blocked_aggregate(); Type: FUNCTION; Schema: switchyard; Owner: -
+--
+
+CREATE FUNCTION switchyard.triage_track_blocked_aggregate() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM switchyard.triage_track('blocked_aggregate',
+        jsonb_build_object('destination', NEW.destination, 'aggregate_type', NEW.aggregate_type, 'aggregate_id', NEW.aggregate_id),
+        NEW.destination || ' ' || NEW.aggregate_type || '/' || NEW.aggregate_id,
+        'blocked by dead message ' || NEW.dead_message_id);
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: triage_track_dead_letter_group(); Type: FUNCTION; Schema: switchyard; Owner: -
+--
+
+CREATE FUNCTION switchyard.triage_track_dead_letter_group() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM switchyard.triage_track('dead_letter_group', jsonb_build_object('fingerprint', NEW.fingerprint),
+        coalesce(nullif(NEW.sample_error, ''), 'Dead letters ' || NEW.fingerprint), CASE TG_OP WHEN 'INSERT' THEN 'first dead letter' ELSE 'a new dead letter in the group' END
+            || ' (message ' || NEW.sample_id || ')');
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: triage_track_inbox_parked(); Type: FUNCTION; Schema: switchyard; Owner: -
+--
+
+CREATE FUNCTION switchyard.triage_track_inbox_parked() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM switchyard.triage_track('inbox_failure_group',
+        jsonb_build_object('source', NEW.source, 'fingerprint', coalesce(NEW.error_fingerprint, '')),
+        NEW.source || ': ' || coalesce(NEW.last_error, 'parked events'), 'inbound event ' || NEW.event_id || ' parked');
+    RETURN NULL;
+END
+$$;
+
+--
 -- Name: audit_log_id_seq; Type: SEQUENCE; Schema: switchyard; Owner: -
 --
 
@@ -838,6 +930,144 @@ CREATE TABLE switchyard.stats_snapshot (
 WITH (fillfactor='50');
 
 --
+-- Name: triage_events; Type: TABLE; Schema: switchyard; Owner: -
+--
+
+CREATE TABLE switchyard.triage_events (
+    id bigint NOT NULL,
+    item_id bigint NOT NULL,
+    version bigint NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    actor text NOT NULL,
+    actor_id bigint,
+    op text NOT NULL,
+    mutation_id uuid,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    CONSTRAINT triage_events_detail_check CHECK ((jsonb_typeof(detail) = 'object'::text)),
+    CONSTRAINT triage_events_op_check CHECK ((op ~ '^[a-z][a-z0-9_.]{0,63}$'::text))
+);
+
+--
+-- Name: triage_events_id_seq; Type: SEQUENCE; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE switchyard.triage_events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME switchyard.triage_events_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: triage_items; Type: TABLE; Schema: switchyard; Owner: -
+--
+
+CREATE TABLE switchyard.triage_items (
+    id bigint NOT NULL,
+    kind text NOT NULL,
+    ref jsonb NOT NULL,
+    title text DEFAULT ''::text NOT NULL,
+    status text DEFAULT 'open'::text NOT NULL,
+    ignored_until timestamp with time zone,
+    assignee_id bigint,
+    assignee_name text,
+    claim_holder_id bigint,
+    claim_holder_name text,
+    claim_expires_at timestamp with time zone,
+    version bigint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT triage_items_check CHECK (((ignored_until IS NULL) OR (status = 'ignored'::text))),
+    CONSTRAINT triage_items_claim CHECK (((claim_holder_id IS NULL) = (claim_expires_at IS NULL))),
+    CONSTRAINT triage_items_kind_check CHECK ((kind = ANY (ARRAY['dead_letter_group'::text, 'inbox_failure_group'::text, 'blocked_aggregate'::text, 'reconcile_findings'::text]))),
+    CONSTRAINT triage_items_ref_check CHECK ((jsonb_typeof(ref) = 'object'::text)),
+    CONSTRAINT triage_items_status_check CHECK ((status = ANY (ARRAY['open'::text, 'acknowledged'::text, 'investigating'::text, 'resolved'::text, 'ignored'::text]))),
+    CONSTRAINT triage_items_title_check CHECK ((length(title) <= 512)),
+    CONSTRAINT triage_items_version_check CHECK ((version > 0))
+);
+
+--
+-- Name: triage_items_id_seq; Type: SEQUENCE; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE switchyard.triage_items ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME switchyard.triage_items_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: triage_mutations; Type: TABLE; Schema: switchyard; Owner: -
+--
+
+CREATE TABLE switchyard.triage_mutations (
+    account_id bigint NOT NULL,
+    mutation_id uuid NOT NULL,
+    request_hash bytea NOT NULL,
+    answer jsonb,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: triage_note_versions; Type: TABLE; Schema: switchyard; Owner: -
+--
+
+CREATE TABLE switchyard.triage_note_versions (
+    note_id bigint NOT NULL,
+    version integer NOT NULL,
+    body text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: triage_notes; Type: TABLE; Schema: switchyard; Owner: -
+--
+
+CREATE TABLE switchyard.triage_notes (
+    id bigint NOT NULL,
+    item_id bigint NOT NULL,
+    author_id bigint NOT NULL,
+    author_name text NOT NULL,
+    body text NOT NULL,
+    edits integer DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    edited_at timestamp with time zone,
+    CONSTRAINT triage_notes_body_check CHECK (((body <> ''::text) AND (octet_length(body) <= 8192)))
+);
+
+--
+-- Name: triage_notes_id_seq; Type: SEQUENCE; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE switchyard.triage_notes ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME switchyard.triage_notes_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: triage_presence; Type: TABLE; Schema: switchyard; Owner: -
+--
+
+CREATE UNLOGGED TABLE switchyard.triage_presence (
+    conn_id uuid NOT NULL,
+    instance text NOT NULL,
+    account_id bigint NOT NULL,
+    account_name text NOT NULL,
+    view text NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT triage_presence_view_check CHECK ((view ~ '^(board|item:[0-9]{1,19})$'::text))
+);
+
+--
 -- Name: users; Type: TABLE; Schema: switchyard; Owner: -
 --
 
@@ -1104,6 +1334,62 @@ ALTER TABLE ONLY switchyard.stats_snapshot
     ADD CONSTRAINT stats_snapshot_pkey PRIMARY KEY (singleton);
 
 --
+-- Name: triage_events triage_events_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.triage_events
+    ADD CONSTRAINT triage_events_pkey PRIMARY KEY (id);
+
+--
+-- Name: triage_events triage_events_version; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.triage_events
+    ADD CONSTRAINT triage_events_version UNIQUE (item_id, version);
+
+--
+-- Name: triage_items triage_items_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.triage_items
+    ADD CONSTRAINT triage_items_pkey PRIMARY KEY (id);
+
+--
+-- Name: triage_items triage_items_tracked; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.triage_items
+    ADD CONSTRAINT triage_items_tracked UNIQUE (kind, ref);
+
+--
+-- Name: triage_mutations triage_mutations_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.triage_mutations
+    ADD CONSTRAINT triage_mutations_pkey PRIMARY KEY (account_id, mutation_id);
+
+--
+-- Name: triage_note_versions triage_note_versions_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.triage_note_versions
+    ADD CONSTRAINT triage_note_versions_pkey PRIMARY KEY (note_id, version);
+
+--
+-- Name: triage_notes triage_notes_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.triage_notes
+    ADD CONSTRAINT triage_notes_pkey PRIMARY KEY (id);
+
+--
+-- Name: triage_presence triage_presence_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.triage_presence
+    ADD CONSTRAINT triage_presence_pkey PRIMARY KEY (conn_id);
+
+--
 -- Name: users users_name_key; Type: CONSTRAINT; Schema: switchyard; Owner: -
 --
 
@@ -1364,6 +1650,42 @@ CREATE INDEX sessions_expires ON switchyard.sessions USING btree (expires_at);
 CREATE INDEX sessions_live_by_user ON switchyard.sessions USING btree (user_id) WHERE (revoked_at IS NULL);
 
 --
+-- Name: triage_items_assignee; Type: INDEX; Schema: switchyard; Owner: -
+--
+
+CREATE INDEX triage_items_assignee ON switchyard.triage_items USING btree (assignee_id) WHERE (assignee_id IS NOT NULL);
+
+--
+-- Name: triage_items_board; Type: INDEX; Schema: switchyard; Owner: -
+--
+
+CREATE INDEX triage_items_board ON switchyard.triage_items USING btree (status, updated_at DESC, id DESC);
+
+--
+-- Name: triage_mutations_created; Type: INDEX; Schema: switchyard; Owner: -
+--
+
+CREATE INDEX triage_mutations_created ON switchyard.triage_mutations USING btree (created_at);
+
+--
+-- Name: triage_notes_item; Type: INDEX; Schema: switchyard; Owner: -
+--
+
+CREATE INDEX triage_notes_item ON switchyard.triage_notes USING btree (item_id, id);
+
+--
+-- Name: triage_presence_expires; Type: INDEX; Schema: switchyard; Owner: -
+--
+
+CREATE INDEX triage_presence_expires ON switchyard.triage_presence USING btree (expires_at);
+
+--
+-- Name: triage_presence_view; Type: INDEX; Schema: switchyard; Owner: -
+--
+
+CREATE INDEX triage_presence_view ON switchyard.triage_presence USING btree (view);
+
+--
 -- Name: audit_log audit_log_chain; Type: TRIGGER; Schema: switchyard; Owner: -
 --
 
@@ -1398,6 +1720,48 @@ CREATE TRIGGER audit_seals_no_update BEFORE DELETE OR UPDATE ON switchyard.audit
 --
 
 CREATE TRIGGER outbox_assign_seq BEFORE INSERT ON switchyard.outbox FOR EACH ROW EXECUTE FUNCTION switchyard.outbox_assign_seq();
+
+--
+-- Name: outbox_blocked_aggregates triage_blocked_aggregate_new; Type: TRIGGER; Schema: switchyard; Owner: -
+--
+
+CREATE TRIGGER triage_blocked_aggregate_new AFTER INSERT ON switchyard.outbox_blocked_aggregates FOR EACH ROW EXECUTE FUNCTION switchyard.triage_track_blocked_aggregate();
+
+--
+-- Name: dead_letter_groups triage_dead_letter_group_again; Type: TRIGGER; Schema: switchyard; Owner: -
+--
+
+CREATE TRIGGER triage_dead_letter_group_again AFTER UPDATE OF last_dead_at ON switchyard.dead_letter_groups FOR EACH ROW WHEN ((new.last_dead_at > old.last_dead_at)) EXECUTE FUNCTION switchyard.triage_track_dead_letter_group();
+
+--
+-- Name: dead_letter_groups triage_dead_letter_group_new; Type: TRIGGER; Schema: switchyard; Owner: -
+--
+
+CREATE TRIGGER triage_dead_letter_group_new AFTER INSERT ON switchyard.dead_letter_groups FOR EACH ROW EXECUTE FUNCTION switchyard.triage_track_dead_letter_group();
+
+--
+-- Name: triage_events triage_events_append_only; Type: TRIGGER; Schema: switchyard; Owner: -
+--
+
+CREATE TRIGGER triage_events_append_only BEFORE DELETE OR UPDATE ON switchyard.triage_events FOR EACH ROW EXECUTE FUNCTION switchyard.triage_refuse_change();
+
+--
+-- Name: inbox_events triage_inbox_parked_again; Type: TRIGGER; Schema: switchyard; Owner: -
+--
+
+CREATE TRIGGER triage_inbox_parked_again AFTER UPDATE OF status ON switchyard.inbox_events FOR EACH ROW WHEN (((new.status = 'parked'::text) AND (old.status <> 'parked'::text))) EXECUTE FUNCTION switchyard.triage_track_inbox_parked();
+
+--
+-- Name: inbox_events triage_inbox_parked_new; Type: TRIGGER; Schema: switchyard; Owner: -
+--
+
+CREATE TRIGGER triage_inbox_parked_new AFTER INSERT ON switchyard.inbox_events FOR EACH ROW WHEN ((new.status = 'parked'::text)) EXECUTE FUNCTION switchyard.triage_track_inbox_parked();
+
+--
+-- Name: triage_note_versions triage_note_versions_append_only; Type: TRIGGER; Schema: switchyard; Owner: -
+--
+
+CREATE TRIGGER triage_note_versions_append_only BEFORE DELETE OR UPDATE ON switchyard.triage_note_versions FOR EACH ROW EXECUTE FUNCTION switchyard.triage_refuse_change();
 
 --
 -- Name: outbox_attempts outbox_attempts_message_id_fkey; Type: FK CONSTRAINT; Schema: switchyard; Owner: -
@@ -1461,6 +1825,34 @@ ALTER TABLE ONLY switchyard.reconcile_findings
 
 ALTER TABLE ONLY switchyard.sessions
     ADD CONSTRAINT sessions_user_id_fkey FOREIGN KEY (user_id) REFERENCES switchyard.users(id) ON DELETE CASCADE;
+
+--
+-- Name: triage_events triage_events_item_id_fkey; Type: FK CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.triage_events
+    ADD CONSTRAINT triage_events_item_id_fkey FOREIGN KEY (item_id) REFERENCES switchyard.triage_items(id);
+
+--
+-- Name: triage_items triage_items_assignee_id_fkey; Type: FK CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.triage_items
+    ADD CONSTRAINT triage_items_assignee_id_fkey FOREIGN KEY (assignee_id) REFERENCES switchyard.users(id) ON DELETE SET NULL;
+
+--
+-- Name: triage_note_versions triage_note_versions_note_id_fkey; Type: FK CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.triage_note_versions
+    ADD CONSTRAINT triage_note_versions_note_id_fkey FOREIGN KEY (note_id) REFERENCES switchyard.triage_notes(id);
+
+--
+-- Name: triage_notes triage_notes_item_id_fkey; Type: FK CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.triage_notes
+    ADD CONSTRAINT triage_notes_item_id_fkey FOREIGN KEY (item_id) REFERENCES switchyard.triage_items(id);
 
 --
 -- PostgreSQL database dump complete

@@ -24,6 +24,8 @@ import (
 	"github.com/switchyard/switchyard/internal/reconcile"
 	"github.com/switchyard/switchyard/internal/sse"
 	"github.com/switchyard/switchyard/internal/stats"
+	"github.com/switchyard/switchyard/internal/triage"
+	"github.com/switchyard/switchyard/internal/ws"
 	"github.com/switchyard/switchyard/web/static"
 )
 
@@ -78,11 +80,16 @@ func serveWith(ctx context.Context, cfg config, logger *slog.Logger, extras serv
 	defer stopWakes()
 	notifier := wakes.notifier
 	guard := auth.NewStreamGuard()
-	hub, stopLive, err := startLive(ctx, db, wakes, guard, logger)
+	triageEngine, triageSocket := newTriage(db.pool, logger)
+	hub, stopLive, err := startLive(ctx, db, wakes, guard, logger, triageSocket.Observe)
 	if err != nil {
 		return err
 	}
 	defer stopLive()
+	if err := triageSocket.Start(ctx); err != nil {
+		return err
+	}
+	defer triageSocket.Stop() // before the feed stops: it closes every socket
 	accounts := auth.New(db.pool, auth.Config{
 		IdleTimeout: cfg.sessionIdle, AbsoluteTimeout: cfg.sessionMax,
 		Notify: notifier.Poke, Logger: logger.With(slog.String("component", "auth")),
@@ -121,7 +128,7 @@ func serveWith(ctx context.Context, cfg config, logger *slog.Logger, extras serv
 		return err
 	}
 	defer statsService.Stop()
-	e, err := newWeb(db, migrator, hub, logger, registry, receiver, cfg, access{accounts: accounts, guard: guard, notify: notifier.Poke}, demoPanel)
+	e, err := newWeb(db, migrator, hub, logger, registry, receiver, cfg, access{accounts: accounts, guard: guard, notify: notifier.Poke, triage: triageEngine, triageSocket: triageSocket}, demoPanel)
 	if err != nil {
 		return err
 	}
@@ -217,8 +224,9 @@ func openMigrated(ctx context.Context, cfg config, logger *slog.Logger) (*databa
 // server waits for requests in flight; stop stops the rest.
 //
 // guard follows the same listener, so that revoked sessions' streams close
-// on this instance whichever instance revoked them.
-func startLive(ctx context.Context, db *database, wakes wakeups, guard *auth.StreamGuard, logger *slog.Logger) (*sse.Hub, func(), error) {
+// on this instance whichever instance revoked them; so do subscribers (the
+// triage sockets).
+func startLive(ctx context.Context, db *database, wakes wakeups, guard *auth.StreamGuard, logger *slog.Logger, subscribers ...changefeed.Subscriber) (*sse.Hub, func(), error) {
 	listener := changefeed.NewListener(db.pool, changefeed.Config{
 		Logger: logger.With(slog.String("component", "changefeed")), Notifications: wakes.listen,
 	})
@@ -226,12 +234,19 @@ func startLive(ctx context.Context, db *database, wakes wakeups, guard *auth.Str
 		return nil, nil, err
 	}
 	_, unwatch := listener.Subscribe(guard.Observe)
+	unsubscribes := make([]func(), len(subscribers))
+	for i, s := range subscribers {
+		_, unsubscribes[i] = listener.Subscribe(s)
+	}
 	hub := sse.New(listener, sse.Config{Logger: logger.With(slog.String("component", "sse"))})
 	stopHub := context.AfterFunc(ctx, hub.Close)
 	return hub, func() {
 		stopHub()
 		hub.Close()
 		unwatch()
+		for _, unsubscribe := range unsubscribes {
+			unsubscribe()
+		}
 		listener.Stop()
 	}, nil
 }
@@ -241,6 +256,9 @@ type access struct {
 	accounts *auth.Service
 	guard    *auth.StreamGuard
 	notify   func() // wakes the change feed after an operator action
+	// triage and triageSocket serve collaborative triage.
+	triage       *triage.Engine
+	triageSocket *ws.Server
 }
 
 // newWeb wires the console's handlers into a configured echo instance.
@@ -264,6 +282,7 @@ func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logge
 		DemoPanel:      demo,
 		Notify:         acc.notify,
 		IdempotencyTTL: cfg.hardening.idempotencyTTL,
+		Triage:         acc.triage, TriageSocket: acc.triageSocket,
 	})
 	hosts := cfg.allowedHosts
 	if cfg.demo {

@@ -109,9 +109,10 @@ type Config struct {
 	Database postgres.Config
 }
 
-// Run runs `console bench <args>`: dispatch, inbox, pages, replay, sse or
-// viewers (and sse-clients, the child process bench sse starts: it
-// re-executes the running program, which must be the console). Progress
+// Run runs `console bench <args>`: dispatch, inbox, pages, reconcile,
+// replay, sse, triage or viewers (and sse-clients and triage-clients, the
+// child processes bench sse and bench triage start: they re-execute the
+// running program, which must be the console). Progress
 // goes to logger; out receives one JSON object, the result, as its last
 // line. -h prints the help to out.
 func Run(ctx context.Context, cfg Config, args []string, logger *slog.Logger, out io.Writer) error {
@@ -145,8 +146,12 @@ func Run(ctx context.Context, cfg Config, args []string, logger *slog.Logger, ou
 		result, err = runReplayBench(ctx, cfg, args[1:], logger)
 	case "reconcile":
 		result, err = runReconcileBench(ctx, cfg, args[1:], logger)
+	case "triage":
+		result, err = runTriageBench(ctx, cfg, args[1:], logger)
+	case "triage-clients": // the child process of bench triage
+		return runTriageClients(ctx, args[1:], out)
 	default:
-		return errors.New("bench: want `console bench dispatch|inbox|pages|reconcile|replay|sse|viewers [flags]` (see console bench -h)")
+		return errors.New("bench: want `console bench dispatch|inbox|pages|reconcile|replay|sse|triage|viewers [flags]` (see console bench -h)")
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		switch args[0] {

@@ -36,21 +36,39 @@ func runSSEClients(ctx context.Context, args []string, out io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1, DisableCompression: true}}
-	var ready, received, resyncs atomic.Int64
+	var resyncs atomic.Int64
+	latencies, err := fanInClients(ctx, *clients, out, func(onReady func()) []float64 {
+		// A client that fails reports fewer events: the result's
+		// received count shows it.
+		lat, _ := readSSE(ctx, client, *url, *events, onReady, &resyncs)
+		return lat
+	})
+	if err != nil {
+		return err
+	}
+	line, _ := json.Marshal(map[string]any{"received": len(latencies), "resyncs": resyncs.Load(),
+		"p50": percentileMs(latencies, 0.5), "p99": percentileMs(latencies, 0.99), "max": percentileMs(latencies, 1)})
+	_, err = fmt.Fprintf(out, "%s\n", line)
+	return err
+}
+
+// fanInClients runs n clients of a bench's child process at once, each
+// watch returning the latencies (ms) it measured; it prints "connected"
+// to out once every client has called its onReady, waits for all of them
+// and returns every latency, sorted.
+func fanInClients(ctx context.Context, n int, out io.Writer, watch func(onReady func()) []float64) ([]float64, error) {
+	var ready atomic.Int64
 	allReady := make(chan struct{})
 	var mu sync.Mutex
 	var latencies []float64 // guarded by mu
 	var wg sync.WaitGroup
-	for range *clients {
+	for range n {
 		wg.Go(func() {
-			// A client that fails reports fewer events: the result's
-			// received count shows it.
-			lat, _ := readSSE(ctx, client, *url, *events, func() {
-				if ready.Add(1) == int64(*clients) {
+			lat := watch(func() {
+				if ready.Add(1) == int64(n) {
 					close(allReady)
 				}
-			}, &resyncs)
-			received.Add(int64(len(lat)))
+			})
 			mu.Lock()
 			latencies = append(latencies, lat...)
 			mu.Unlock()
@@ -59,20 +77,21 @@ func runSSEClients(ctx context.Context, args []string, out io.Writer) error {
 	select {
 	case <-allReady:
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 	fmt.Fprintln(out, "connected")
 	wg.Wait()
 	slices.Sort(latencies)
-	pct := func(q float64) float64 {
-		if len(latencies) == 0 {
-			return 0
-		}
-		return benchRound(latencies[min(len(latencies)-1, int(q*float64(len(latencies))))], 2)
+	return latencies, nil
+}
+
+// percentileMs is the q-quantile of sorted latencies, rounded to 0.01 ms;
+// 0 when there are none.
+func percentileMs(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
 	}
-	line, _ := json.Marshal(map[string]any{"received": received.Load(), "resyncs": resyncs.Load(), "p50": pct(0.5), "p99": pct(0.99), "max": pct(1)})
-	_, err := fmt.Fprintf(out, "%s\n", line)
-	return err
+	return benchRound(sorted[min(len(sorted)-1, int(q*float64(len(sorted))))], 2)
 }
 
 // readSSE reads one stream until it has received want bench changes.

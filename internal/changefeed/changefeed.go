@@ -107,6 +107,16 @@ const (
 	// "resolved"} counts, or {"finding": id, "action"} for an action.
 	KindReconcileFinding = "reconcile_finding"
 
+	// KindTriage: a triage item was created, reopened or changed by a
+	// mutation (internal/triage), in the transaction that changed it.
+	// Subject: the item id, in decimal. Payload: {"version", "status"};
+	// a view with an older version re-reads the item.
+	KindTriage = "triage"
+	// KindPresence: who looks at a triage view changed (someone opened
+	// or left it, or their presence expired). Subject: the view, "board"
+	// or "item:<id>". Payload: {}; a view re-reads who is there.
+	KindPresence = "presence"
+
 )
 
 // Kinds lists every kind of change, for checks and for pages that must
@@ -115,7 +125,7 @@ const (
 var Kinds = []string{
 	KindDeadLetter, KindBreaker, KindInboxFailure, KindAudit,
 	KindSessionRevoked, KindMessageChanged, KindStats, KindReplayJob,
-	KindReconcileProgress, KindReconcileFinding,
+	KindReconcileProgress, KindReconcileFinding, KindTriage, KindPresence,
 }
 
 // MaxPayloadBytes bounds a change's payload: the feed says what changed,

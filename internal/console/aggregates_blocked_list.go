@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/internal/triage"
 	"github.com/switchyard/switchyard/web/templates"
 )
 
@@ -35,6 +37,9 @@ func (h *Handler) aggregatesBlockedList(c echo.Context) error {
 	}
 	rows, pager, err := blockedPage(c.Request().Context(), queries.New(h.deps.DB), next, hasNext, prev, hasPrev)
 	if err != nil {
+		return err
+	}
+	if err := h.blockedTriage(c.Request().Context(), rows); err != nil {
 		return err
 	}
 	return render(c, http.StatusOK, templates.BlockedAggregates(h.page("Blocked aggregates", templates.SectionDeadLetters),
@@ -93,4 +98,38 @@ func blockedView(dest, aggType, aggID string, dead int64, at time.Time, waiting 
 		Destination: dest, AggregateType: aggType, AggregateID: aggID, DeadMessageID: dead,
 		BlockedAt: at, Waiting: waiting, MessagesURL: "/messages" + f.query(),
 	}
+}
+
+// blockedTriage sets each row's triage item, read in one query.
+func (h *Handler) blockedTriage(ctx context.Context, rows []templates.BlockedAggregate) error {
+	type key struct{ Destination, AggregateType, AggregateID string }
+	refs := make([][]byte, len(rows))
+	for i, r := range rows {
+		ref, err := json.Marshal(map[string]string{"destination": r.Destination, "aggregate_type": r.AggregateType, "aggregate_id": r.AggregateID})
+		if err != nil {
+			return err
+		}
+		refs[i] = ref
+	}
+	items, err := triage.FindMany(ctx, h.deps.DB, triage.BlockedAggregate, refs)
+	if err != nil {
+		return err
+	}
+	byKey := make(map[key]templates.TriageItemView, len(items))
+	for _, it := range items {
+		var k struct {
+			Destination   string `json:"destination"`
+			AggregateType string `json:"aggregate_type"`
+			AggregateID   string `json:"aggregate_id"`
+		}
+		if json.Unmarshal(it.Ref, &k) == nil {
+			byKey[key(k)] = triageItemView(it)
+		}
+	}
+	for i, r := range rows {
+		if v, ok := byKey[key{r.Destination, r.AggregateType, r.AggregateID}]; ok {
+			rows[i].Triage = &v
+		}
+	}
+	return nil
 }

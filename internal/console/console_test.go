@@ -70,7 +70,7 @@ func (b bundle) do(t *testing.T, method, path string) *httptest.ResponseRecorder
 	return rec
 }
 
-var wantNav = []string{"Dashboard", "Messages", "Dead letters", "Inbox", "Reconciliation", "Audit"}
+var wantNav = []string{"Dashboard", "Messages", "Dead letters", "Inbox", "Triage", "Reconciliation", "Audit"}
 
 func TestEverySectionRendersWithNavigationAndEmptyState(t *testing.T) {
 	t.Parallel()
@@ -166,7 +166,7 @@ func TestUnknownPageIsAFriendly404(t *testing.T) {
 	doc, err := goquery.NewDocumentFromReader(strings.NewReader(rec.Body.String()))
 	require.NoError(t, err)
 	require.Equal(t, "Not Found", doc.Find("[data-testid=page-title]").Text())
-	require.Equal(t, 6, doc.Find("[data-testid=nav] ul a").Length(), "the error page keeps the navigation")
+	require.Equal(t, len(wantNav), doc.Find("[data-testid=nav] ul a").Length(), "the error page keeps the navigation")
 
 	req := httptest.NewRequest(http.MethodGet, "/no-such-page", nil)
 	req.Header.Set("Accept", "application/json")

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/internal/triage"
 	"github.com/switchyard/switchyard/web/templates"
 )
 
@@ -37,6 +38,13 @@ func (h *Handler) deadLetterGroupShow(c echo.Context) error {
 		return err
 	}
 	page := templates.DeadLetterGroupPage{Group: views[0], Rows: messageRows(rows), Pager: pager}
+	item, tracked, err := h.triageOf(ctx, triage.DeadLetterGroup, map[string]string{"fingerprint": fp})
+	if err != nil {
+		return err
+	}
+	if tracked {
+		page.Triage = &item
+	}
 	return render(c, http.StatusOK, templates.DeadLetterGroupShow(h.page("Dead-letter group", templates.SectionDeadLetters), page))
 }
 

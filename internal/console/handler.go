@@ -20,6 +20,8 @@ import (
 	"github.com/switchyard/switchyard/internal/audit"
 	"github.com/switchyard/switchyard/internal/auth"
 	"github.com/switchyard/switchyard/internal/inbox"
+	"github.com/switchyard/switchyard/internal/triage"
+	"github.com/switchyard/switchyard/internal/ws"
 	"github.com/switchyard/switchyard/web/static"
 	"github.com/switchyard/switchyard/web/templates"
 )
@@ -80,6 +82,10 @@ type Deps struct {
 	// DemoPanel is the running `console demo`; nil otherwise (no demo
 	// panel).
 	DemoPanel DemoPanel
+	// Triage runs triage mutations (the HTTP fallback); TriageSocket
+	// serves /ws. Optional: without them those routes answer 503.
+	Triage       *triage.Engine
+	TriageSocket *ws.Server
 	// Notify is called after an action commits, which appended changes to
 	// the feed (its audit row, at least): a changefeed.Notifier's Poke.
 	// Optional; it must not block.

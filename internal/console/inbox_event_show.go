@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/internal/triage"
 	"github.com/switchyard/switchyard/web/templates"
 )
 
@@ -47,6 +48,15 @@ func (h *Handler) inboxEventShow(c echo.Context) error {
 		Entity: entity(r.EntityKey, r.EntityVersion), Status: r.Status, Tone: inboxTone(r.Status),
 		Attempts: strconv.Itoa(int(r.Attempts)), Error: deref(r.LastError), Fingerprint: deref(r.ErrorFingerprint),
 		Signature: signature(headers), Headers: shown, Payload: payload,
+	}
+	if r.Status == "parked" {
+		item, tracked, err := h.triageOf(c.Request().Context(), triage.InboxFailureGroup, map[string]string{"source": r.Source, "fingerprint": deref(r.ErrorFingerprint)})
+		if err != nil {
+			return err
+		}
+		if tracked {
+			e.Triage = &item
+		}
 	}
 	return render(c, http.StatusOK, templates.InboxEventPage(h.page("Inbound event "+r.EventID, templates.SectionInbox), e))
 }

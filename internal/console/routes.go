@@ -91,6 +91,15 @@ func (h *Handler) routes() []route {
 			route{http.MethodPost, "/demo", auth.Operator, h.demoUpdate},
 		)
 	}
+	// Collaborative triage: pages, the socket and its HTTP fallback. A
+	// viewer may open the socket and post mutations: the engine refuses
+	// and audits their mutations itself, as it does over the socket.
+	rs = append(rs,
+		route{http.MethodGet, "/triage", auth.Viewer, h.triageBoard},
+		route{http.MethodGet, "/triage/items/:id", auth.Viewer, h.triageItemShow},
+		route{http.MethodPost, "/triage/mutations", auth.Viewer, h.triageMutate},
+		route{http.MethodGet, "/ws", auth.Viewer, h.triageSocket},
+	)
 	// Operator actions (action_routes.go).
 	rs = append(rs, h.actionRoutes()...)
 	// Sections without a page of their own yet.

@@ -383,6 +383,70 @@ type SwitchyardStatsSnapshot struct {
 	Snapshot   []byte
 }
 
+type SwitchyardTriageEvent struct {
+	ID         int64
+	ItemID     int64
+	Version    int64
+	At         time.Time
+	Actor      string
+	ActorID    *int64
+	Op         string
+	MutationID pgtype.UUID
+	Detail     []byte
+}
+
+type SwitchyardTriageItem struct {
+	ID              int64
+	Kind            string
+	Ref             []byte
+	Title           string
+	Status          string
+	IgnoredUntil    *time.Time
+	AssigneeID      *int64
+	AssigneeName    *string
+	ClaimHolderID   *int64
+	ClaimHolderName *string
+	ClaimExpiresAt  *time.Time
+	Version         int64
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+type SwitchyardTriageMutation struct {
+	AccountID   int64
+	MutationID  uuid.UUID
+	RequestHash []byte
+	Answer      []byte
+	CreatedAt   time.Time
+}
+
+type SwitchyardTriageNote struct {
+	ID         int64
+	ItemID     int64
+	AuthorID   int64
+	AuthorName string
+	Body       string
+	Edits      int32
+	CreatedAt  time.Time
+	EditedAt   *time.Time
+}
+
+type SwitchyardTriageNoteVersion struct {
+	NoteID  int64
+	Version int32
+	Body    string
+	At      time.Time
+}
+
+type SwitchyardTriagePresence struct {
+	ConnID      uuid.UUID
+	Instance    string
+	AccountID   int64
+	AccountName string
+	View        string
+	ExpiresAt   time.Time
+}
+
 type SwitchyardUser struct {
 	ID                int64
 	Name              string

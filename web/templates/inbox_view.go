@@ -60,6 +60,8 @@ type InboxEvent struct {
 	Signature   string
 	Headers     []KeyValue
 	Payload     string
+	// Triage is the item of its group of parked events; nil if none.
+	Triage *TriageItemView
 }
 
 // KeyValue is one header or field.

@@ -153,6 +153,8 @@ type DeadLetterGroupPage struct {
 	Group DeadLetterGroup
 	Rows  []MessageRow
 	Pager Pager
+	// Triage is the group's triage item; nil if it has none.
+	Triage *TriageItemView
 }
 
 // BlockedAggregate is an aggregate whose head is dead.
@@ -164,6 +166,8 @@ type BlockedAggregate struct {
 	BlockedAt     time.Time
 	Waiting       int64 // pending messages behind the head, up to 1,000
 	MessagesURL   string
+	// Triage is the aggregate's triage item; nil if it has none.
+	Triage *TriageItemView
 }
 
 // BlockedAggregatesPage lists the blocked aggregates.

@@ -12,6 +12,7 @@ const (
 	SectionMessages       Section = "messages"
 	SectionDeadLetters    Section = "dead-letters"
 	SectionInbox          Section = "inbox"
+	SectionTriage         Section = "triage"
 	SectionReconciliation Section = "reconciliation"
 	SectionAudit          Section = "audit"
 )
@@ -30,6 +31,7 @@ func Navigation() []NavItem {
 		{SectionMessages, "Messages", "/messages"},
 		{SectionDeadLetters, "Dead letters", "/dead-letters"},
 		{SectionInbox, "Inbox", "/inbox"},
+		{SectionTriage, "Triage", "/triage"},
 		{SectionReconciliation, "Reconciliation", "/reconciliation"},
 		{SectionAudit, "Audit", "/audit"},
 	}
