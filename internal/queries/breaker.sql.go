@@ -90,3 +90,32 @@ func (q *Queries) BreakerShare(ctx context.Context, arg BreakerShareParams) ([]B
 	}
 	return items, nil
 }
+
+const outboxAggregatesProbeSooner = `-- name: OutboxAggregatesProbeSooner :execrows
+UPDATE switchyard.outbox_aggregates a
+SET due_at = now() + random() * $1::bigint * interval '1 millisecond'
+WHERE a.destination = $2::text
+  AND a.last_seq > a.done_seq AND a.last_seq > a.done_seq + 1
+  AND a.lease_owner IS NULL
+  AND a.due_at > now() + $3::bigint * interval '1 millisecond'
+  AND a.due_at < 'infinity'
+`
+
+type OutboxAggregatesProbeSoonerParams struct {
+	SpreadMs    int64
+	Destination string
+	BoundMs     int64
+}
+
+// Brings forward the retry of aggregates of a destination that delivers
+// again: every aggregate whose head waits for a retry more than bound_ms
+// from now while later messages queue behind it, not leased and not
+// blocked by a dead head, becomes due within the next spread_ms (spread
+// so that they do not all retry at once). Served by outbox_aggregates_due.
+func (q *Queries) OutboxAggregatesProbeSooner(ctx context.Context, arg OutboxAggregatesProbeSoonerParams) (int64, error) {
+	result, err := q.db.Exec(ctx, outboxAggregatesProbeSooner, arg.SpreadMs, arg.Destination, arg.BoundMs)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}

@@ -49,6 +49,10 @@ type Config struct {
 	// ShareInterval is how often Watch shares the breakers' outcomes with
 	// the other processes (see Share); 0: DefaultShareInterval.
 	ShareInterval time.Duration
+	// HeadWait is the longest an aggregate's head, with messages queued
+	// behind it, waits for its retry once its destination delivers again
+	// (see Share); 0: DefaultHeadWait.
+	HeadWait time.Duration
 }
 
 // Registry builds the dispatcher's routes from switchyard.destinations and
@@ -88,6 +92,9 @@ func New(pool *pgxpool.Pool, cfg Config) *Registry {
 	}
 	if cfg.ShareInterval <= 0 {
 		cfg.ShareInterval = DefaultShareInterval
+	}
+	if cfg.HeadWait <= 0 {
+		cfg.HeadWait = DefaultHeadWait
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = outbox.NewMetrics(nil)

@@ -34,3 +34,17 @@ LEFT JOIN switchyard.breaker_outcomes o
    -- that counted failures from before.
    AND o.bucket >= now() - a.lookback_ms * interval '1 millisecond'
 GROUP BY a.destination;
+
+-- name: OutboxAggregatesProbeSooner :execrows
+-- Brings forward the retry of aggregates of a destination that delivers
+-- again: every aggregate whose head waits for a retry more than bound_ms
+-- from now while later messages queue behind it, not leased and not
+-- blocked by a dead head, becomes due within the next spread_ms (spread
+-- so that they do not all retry at once). Served by outbox_aggregates_due.
+UPDATE switchyard.outbox_aggregates a
+SET due_at = now() + random() * sqlc.arg(spread_ms)::bigint * interval '1 millisecond'
+WHERE a.destination = sqlc.arg(destination)::text
+  AND a.last_seq > a.done_seq AND a.last_seq > a.done_seq + 1
+  AND a.lease_owner IS NULL
+  AND a.due_at > now() + sqlc.arg(bound_ms)::bigint * interval '1 millisecond'
+  AND a.due_at < 'infinity';
