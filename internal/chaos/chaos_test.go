@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/chaos"
+	"github.com/switchyard/switchyard/internal/pgembed"
 	"github.com/switchyard/switchyard/internal/testlog"
 )
 
@@ -21,7 +22,11 @@ import (
 // Sized for a busy 2-core machine: 20 business transactions a second.
 func TestChaosRunFixedSeed(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
+	// A directory the server account reaches, so that the cluster is not
+	// relocated out of it; removed at the end.
+	dir, err := pgembed.MkdirTemp("chaos-test-")
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, os.RemoveAll(dir)) })
 	binary := filepath.Join(dir, "console")
 	build := exec.Command("go", "build", "-o", binary, "github.com/switchyard/switchyard/cmd/console")
 	build.Stderr = t.Output()
