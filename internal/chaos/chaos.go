@@ -17,7 +17,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/google/uuid"
 )
 
 const (
@@ -100,21 +100,12 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if err := prepare(ctx, cfg, db, env); err != nil {
 		return Summary{}, err
 	}
-	rec, err := newReceiver(cfg.Seed, failRatio, 20*time.Millisecond)
+	rec, dest, err := startDestination(ctx, cfg.Seed, db)
 	if err != nil {
-		return Summary{}, fmt.Errorf("start the destination: %w", err)
+		return Summary{}, err
 	}
 	defer rec.Close()
-	dest, err := newProxy(rec.Addr())
-	if err != nil {
-		return Summary{}, fmt.Errorf("start the destination proxy: %w", err)
-	}
 	defer dest.Close()
-	if _, err := db.admin.Exec(ctx, `INSERT INTO switchyard.destinations
-		(name, kind, address, secret_ref, retry_base_ms, retry_cap_ms, max_attempts, timeout_ms)
-		VALUES ($1, 'webhook', $2, $3, 100, 5000, 10000, 2000)`, destinationName, "http://"+dest.Addr(), secretEnv); err != nil {
-		return Summary{}, fmt.Errorf("add the destination: %w", err)
-	}
 	ps := newProcs(cfg.Binary, cfg.WorkDir, env, dispatchers)
 	for slot := range dispatchers {
 		if err := ps.start(slot); err != nil {
@@ -138,17 +129,35 @@ func prepare(ctx context.Context, cfg Config, db *database, env []string) error 
 	return nil
 }
 
+// startDestination starts the recording receiver and the proxy in front of
+// it, and registers the proxy as the run's webhook destination: retries
+// from 100 ms to 5 s, and so many attempts that no message goes dead.
+func startDestination(ctx context.Context, seed uint64, db *database) (*receiver, *proxy, error) {
+	rec, err := newReceiver(seed, failRatio, 20*time.Millisecond)
+	if err != nil {
+		return nil, nil, fmt.Errorf("start the destination: %w", err)
+	}
+	dest, err := newProxy(rec.Addr())
+	if err != nil {
+		rec.Close()
+		return nil, nil, fmt.Errorf("start the destination proxy: %w", err)
+	}
+	if _, err := db.admin.Exec(ctx, `INSERT INTO switchyard.destinations
+		(name, kind, address, secret_ref, retry_base_ms, retry_cap_ms, max_attempts, timeout_ms)
+		VALUES ($1, 'webhook', $2, $3, 100, 5000, 10000, 2000)`, destinationName, "http://"+dest.Addr(), secretEnv); err != nil {
+		rec.Close()
+		dest.Close()
+		return nil, nil, fmt.Errorf("add the destination: %w", err)
+	}
+	return rec, dest, nil
+}
+
 // traffic enqueues and injects faults for cfg.Seconds, then heals, drains
 // and checks.
 func traffic(ctx context.Context, cfg Config, db *database, ps *procs, rec *receiver, dest *proxy) (Summary, error) {
-	pcfg, err := pgxpool.ParseConfig(db.processURL())
+	pool, err := connect(ctx, db.processURL(), "chaos-enqueuer")
 	if err != nil {
-		return Summary{}, fmt.Errorf("parse the process URL: %w", err)
-	}
-	pcfg.ConnConfig.RuntimeParams["application_name"] = "chaos-enqueuer"
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return Summary{}, fmt.Errorf("connect the enqueuer: %w", err)
+		return Summary{}, err
 	}
 	defer pool.Close()
 	enq := newEnqueuer(pool, destinationName, 20)
@@ -173,12 +182,18 @@ func traffic(ctx context.Context, cfg Config, db *database, ps *procs, rec *rece
 	ps.stopAll(10 * time.Second)
 	s.ProcessStarts, s.ProcessExits = ps.counts()
 	sure, _ := enq.acknowledged()
-	if s.verdict, err = check(ctx, db.admin, destinationName, rec.deliveries(), sure); err != nil {
+	return judge(ctx, s, db, rec, sure)
+}
+
+// judge runs the checker and completes the summary with its verdict.
+func judge(ctx context.Context, s Summary, db *database, rec *receiver, acknowledged map[uuid.UUID]bool) (Summary, error) {
+	var err error
+	if s.verdict, err = check(ctx, db.admin, destinationName, rec.deliveries(), acknowledged); err != nil {
 		return s, err
 	}
 	s.Failures = s.failures()
-	if pending > 0 {
-		s.Failures = append(s.Failures, fmt.Sprintf("pending_left=%d", pending))
+	if s.PendingLeft > 0 {
+		s.Failures = append(s.Failures, fmt.Sprintf("pending_left=%d", s.PendingLeft))
 	}
 	s.Passed = len(s.Failures) == 0
 	return s, nil

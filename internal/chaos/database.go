@@ -50,23 +50,27 @@ func openDatabase(ctx context.Context, databaseURL, dataDir string, logger *slog
 	if db.proxy, err = newProxy(u.Host); err != nil {
 		return nil, fmt.Errorf("start the PostgreSQL proxy: %w", err)
 	}
-	if db.admin, err = connectAdmin(ctx, direct); err != nil {
+	if db.admin, err = connect(ctx, direct, adminApp); err != nil {
 		return nil, err
 	}
 	return db, nil
 }
 
-// connectAdmin connects the checker's pool straight to the server, never
-// through the proxy; its backends are never terminated by a fault.
-func connectAdmin(ctx context.Context, direct string) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(direct)
+// adminApp is the application_name of the checker's own pool, which
+// connects straight to the server, never through the proxy; the terminate
+// fault spares its backends.
+const adminApp = "chaos-checker"
+
+// connect opens a pool on url whose sessions are called app.
+func connect(ctx context.Context, url, app string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse the database URL: %w", err)
 	}
-	cfg.ConnConfig.RuntimeParams["application_name"] = "chaos-checker"
+	cfg.ConnConfig.RuntimeParams["application_name"] = app
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+		return nil, fmt.Errorf("connect %s to PostgreSQL: %w", app, err)
 	}
 	return pool, nil
 }
@@ -124,7 +128,7 @@ func (db *database) restart(ctx context.Context, immediate bool) error {
 	u, _ := url.Parse(direct)
 	db.proxy.setUpstream(u.Host)
 	db.proxy.reset()
-	admin, err := connectAdmin(ctx, direct)
+	admin, err := connect(ctx, direct, adminApp)
 	if err != nil {
 		return err
 	}

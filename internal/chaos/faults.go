@@ -104,8 +104,8 @@ func (in *injector) inject(ctx context.Context, kind string, rnd *rand.Rand) err
 	case FaultTerminate:
 		_, err := in.db.admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 			WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
-			  AND application_name <> 'chaos-checker'
-			ORDER BY random() LIMIT 1 + $1::int`, rnd.IntN(6))
+			  AND application_name <> $2
+			ORDER BY random() LIMIT 1 + $1::int`, rnd.IntN(6), adminApp)
 		if err != nil {
 			return fmt.Errorf("terminate backends: %w", err)
 		}
