@@ -215,7 +215,7 @@ ALTER TABLE switchyard.breaker_events ALTER COLUMN id ADD GENERATED ALWAYS AS ID
 -- Name: breaker_outcomes; Type: TABLE; Schema: switchyard; Owner: -
 --
 
-CREATE UNLOGGED TABLE switchyard.breaker_outcomes (
+CREATE TABLE switchyard.breaker_outcomes (
     destination text NOT NULL,
     owner text NOT NULL,
     bucket timestamp with time zone NOT NULL,
