@@ -131,7 +131,8 @@ func prepare(ctx context.Context, cfg Config, db *database, env []string) error 
 
 // startDestination starts the recording receiver and the proxy in front of
 // it, and registers the proxy as the run's webhook destination: retries
-// from 100 ms to 5 s, and so many attempts that no message goes dead.
+// from 100 ms to 30 s (long enough that an aggregate head may wait out a
+// long backoff), and so many attempts that no message goes dead.
 func startDestination(ctx context.Context, seed uint64, db *database) (*receiver, *proxy, error) {
 	rec, err := newReceiver(seed, failRatio, 20*time.Millisecond)
 	if err != nil {
@@ -144,7 +145,7 @@ func startDestination(ctx context.Context, seed uint64, db *database) (*receiver
 	}
 	if _, err := db.admin.Exec(ctx, `INSERT INTO switchyard.destinations
 		(name, kind, address, secret_ref, retry_base_ms, retry_cap_ms, max_attempts, timeout_ms)
-		VALUES ($1, 'webhook', $2, $3, 100, 5000, 10000, 2000)`, destinationName, "http://"+dest.Addr(), secretEnv); err != nil {
+		VALUES ($1, 'webhook', $2, $3, 100, 30000, 10000, 2000)`, destinationName, "http://"+dest.Addr(), secretEnv); err != nil {
 		rec.Close()
 		dest.Close()
 		return nil, nil, fmt.Errorf("add the destination: %w", err)
