@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -95,8 +96,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		return Summary{}, err
 	}
 	defer db.close()
-	env := append(cfg.Env, "DATABASE_URL="+db.processURL(), "SWITCHYARD_LEASE="+lease.String(),
-		"SWITCHYARD_WORKERS=2", secretEnv+"="+chaosSecret)
+	env := slices.Concat(cfg.Env, []string{"DATABASE_URL=" + db.processURL(), "SWITCHYARD_LEASE=" + lease.String(),
+		"SWITCHYARD_WORKERS=2", secretEnv + "=" + chaosSecret})
 	if err := prepare(ctx, cfg, db, env); err != nil {
 		return Summary{}, err
 	}
