@@ -304,6 +304,20 @@ ALTER TABLE switchyard.breaker_events ALTER COLUMN id ADD GENERATED ALWAYS AS ID
 );
 
 --
+-- Name: breaker_outcomes; Type: TABLE; Schema: switchyard; Owner: -
+--
+
+CREATE TABLE switchyard.breaker_outcomes (
+    destination text NOT NULL,
+    owner text NOT NULL,
+    bucket timestamp with time zone NOT NULL,
+    successes bigint NOT NULL,
+    failures bigint NOT NULL,
+    CONSTRAINT breaker_outcomes_failures_check CHECK ((failures >= 0)),
+    CONSTRAINT breaker_outcomes_successes_check CHECK ((successes >= 0))
+);
+
+--
 -- Name: changes; Type: TABLE; Schema: switchyard; Owner: -
 --
 
@@ -1131,6 +1145,13 @@ ALTER TABLE ONLY switchyard.breaker_events
     ADD CONSTRAINT breaker_events_pkey PRIMARY KEY (id);
 
 --
+-- Name: breaker_outcomes breaker_outcomes_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.breaker_outcomes
+    ADD CONSTRAINT breaker_outcomes_pkey PRIMARY KEY (destination, bucket, owner);
+
+--
 -- Name: changes changes_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
 --
 
@@ -1420,6 +1441,12 @@ CREATE INDEX audit_log_actor ON switchyard.audit_log USING btree (actor, id);
 --
 
 CREATE INDEX breaker_events_destination ON switchyard.breaker_events USING btree (destination, changed_at DESC);
+
+--
+-- Name: breaker_outcomes_bucket; Type: INDEX; Schema: switchyard; Owner: -
+--
+
+CREATE INDEX breaker_outcomes_bucket ON switchyard.breaker_outcomes USING btree (bucket);
 
 --
 -- Name: changes_created; Type: INDEX; Schema: switchyard; Owner: -

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/switchyard/switchyard/internal/bench"
+	"github.com/switchyard/switchyard/internal/chaos"
 )
 
 // parseBenchArgs is parseInterleaved for `console bench`: it parses the
@@ -15,6 +16,18 @@ import (
 // flag of the same name: `console bench dispatch --workers 8` sets the
 // bench's workers. Everything after "--" is the bench's.
 func parseBenchArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	return parsePassing(fs, args, bench.DefinesFlag)
+}
+
+// parseChaosArgs is parseBenchArgs for `console chaos`: its --data is the
+// chaos run's own cluster, never the console's.
+func parseChaosArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	return parsePassing(fs, args, chaos.DefinesFlag)
+}
+
+// parsePassing parses the console's flags in args and returns the rest,
+// flags that own defines included, in their order.
+func parsePassing(fs *flag.FlagSet, args []string, own func(string) bool) ([]string, error) {
 	var console, rest []string
 	for i := 0; i < len(args); i++ {
 		if args[i] == "--" { // the rest is the bench's, as flag.Parse would have it
@@ -23,7 +36,7 @@ func parseBenchArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		name, hasValue, isFlag := splitFlagArg(args[i])
 		f := fs.Lookup(name)
-		if !isFlag || f == nil || bench.DefinesFlag(name) {
+		if !isFlag || f == nil || own(name) {
 			rest = append(rest, args[i])
 			continue
 		}

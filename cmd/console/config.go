@@ -131,6 +131,8 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 	switch cfg.command {
 	case "bench":
 		parse = parseBenchArgs // the bench's own flags pass through to it
+	case "chaos":
+		parse = parseChaosArgs // so do the chaos run's
 	case "user":
 		parse = parseUserArgs // so do `console user`'s (--role)
 	}
@@ -223,6 +225,7 @@ Usage:
   console dispatch [flags]         run dispatcher workers only
   console migrate [up|down|status] [flags]
                                    apply, roll back one, or list migrations
+  console chaos [flags]            real processes under seeded faults, then a history check (see console chaos -h)
   console bench dispatch [flags]   measure the dispatcher in a database of its own (see console bench dispatch -h)
   console bench inbox [flags]      measure the signed webhook receiver in a database of its own (see console bench inbox -h)
   console user add --role viewer|operator|admin NAME

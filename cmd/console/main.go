@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/switchyard/switchyard/internal/bench"
+	"github.com/switchyard/switchyard/internal/chaos"
 )
 
 func main() {
@@ -51,6 +52,8 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 		err = dispatch(ctx, cfg, logger)
 	case "bench":
 		err = bench.Run(ctx, bench.Config{Database: databaseConfig(cfg)}, cfg.args, logger, stdout)
+	case "chaos":
+		err = chaos.Main(ctx, cfg.args, cfg.databaseURL, []string{"PATH=" + getenv("PATH")}, stdout, stderr, logger)
 	case "migrate":
 		err = migrateCommand(ctx, cfg, logger, stdout)
 	case "user":

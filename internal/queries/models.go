@@ -47,6 +47,14 @@ type SwitchyardBreakerEvent struct {
 	ChangedAt   time.Time
 }
 
+type SwitchyardBreakerOutcome struct {
+	Destination string
+	Owner       string
+	Bucket      time.Time
+	Successes   int64
+	Failures    int64
+}
+
 type SwitchyardChange struct {
 	ID        int64
 	Xid       pgtype.Uint64

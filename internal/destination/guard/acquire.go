@@ -57,6 +57,9 @@ func (g *Guard) Acquire(ctx context.Context) (release func(success, counted bool
 	var released atomic.Bool
 	return func(success, counted bool) {
 		if released.CompareAndSwap(false, true) {
+			if counted {
+				g.shared.count(success)
+			}
 			g.finish(done, outcome(success, counted))
 		}
 	}, nil

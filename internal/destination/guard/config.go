@@ -44,7 +44,9 @@ type Config struct {
 
 // BreakerConfig configures a destination's circuit breaker. The breaker
 // opens when, over the last Window, at least MinRequests deliveries had a
-// counted outcome and at least FailureRatio of them failed. After
+// counted outcome and at least FailureRatio of them failed, counting the
+// other dispatchers' outcomes given by SetPeers with its own; it decides
+// when one of its own deliveries fails. After
 // OpenTimeout it lets exactly one probe through (half-open): a success
 // closes it, a failure opens it again.
 type BreakerConfig struct {

@@ -8,6 +8,12 @@
 // attempts, and wraps every delivery in Acquire and the release it returns.
 // The breaker is github.com/sony/gobreaker/v2 over a sliding window of
 // outcomes; the token bucket is golang.org/x/time/rate.
+//
+// A destination's breaker decides on the outcomes of every dispatcher, not
+// only its own: TakeOutcomes hands this process's outcomes to whoever shares
+// them (internal/destination/registry, through PostgreSQL) and SetPeers
+// gives the breaker the other processes' outcomes of its window (see
+// share.go).
 package guard
 
 import (
@@ -80,6 +86,8 @@ type Guard struct {
 	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
 	events  notifier
 
+	shared shared // outcomes for, and from, the other dispatchers
+
 	wakeMu    sync.Mutex
 	wake      *time.Timer // guarded by wakeMu; nil until the breaker first opens
 	openUntil time.Time   // guarded by wakeMu; when the current open spell ends
@@ -120,15 +128,21 @@ func (g *Guard) breakerSettings() gobreaker.Settings {
 		BucketPeriod: b.Window / windowBuckets,
 		Timeout:      b.OpenTimeout,
 		ReadyToTrip: func(c gobreaker.Counts) bool {
-			outcomes := uint64(c.TotalSuccesses) + uint64(c.TotalFailures)
+			// Its own outcomes of the window plus the other processes'.
+			successes, failures := g.shared.peers()
+			failures += uint64(c.TotalFailures)
+			outcomes := successes + failures + uint64(c.TotalSuccesses)
 			return outcomes >= uint64(b.MinRequests) &&
-				float64(c.TotalFailures) >= b.FailureRatio*float64(outcomes)
+				float64(failures) >= b.FailureRatio*float64(outcomes)
 		},
 		IsExcluded: func(err error) bool { return errors.Is(err, errExcluded) },
 		// Runs under the breaker's lock: only queue the change.
 		OnStateChange: func(_ string, from, to gobreaker.State) {
-			if to == gobreaker.StateOpen {
+			switch to {
+			case gobreaker.StateOpen:
 				g.armWake()
+			case gobreaker.StateClosed:
+				g.shared.closed()
 			}
 			g.events.push(fromBreaker(from), fromBreaker(to))
 		},

@@ -46,6 +46,13 @@ type Config struct {
 	NATSURL string
 	// Interval is how often Watch rereads the table; 0: DefaultInterval.
 	Interval time.Duration
+	// ShareInterval is how often Watch shares the breakers' outcomes with
+	// the other processes (see Share); 0: DefaultShareInterval.
+	ShareInterval time.Duration
+	// HeadWait is the longest an aggregate's head, with messages queued
+	// behind it, waits for its retry once its destination delivers again
+	// (see Share); 0: DefaultHeadWait.
+	HeadWait time.Duration
 }
 
 // Registry builds the dispatcher's routes from switchyard.destinations and
@@ -82,6 +89,12 @@ func New(pool *pgxpool.Pool, cfg Config) *Registry {
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
+	}
+	if cfg.ShareInterval <= 0 {
+		cfg.ShareInterval = DefaultShareInterval
+	}
+	if cfg.HeadWait <= 0 {
+		cfg.HeadWait = DefaultHeadWait
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = outbox.NewMetrics(nil)
@@ -137,15 +150,21 @@ func (r *Registry) Sync(ctx context.Context) (map[string]outbox.Route, bool, err
 }
 
 // Watch calls Sync every Config.Interval until ctx ends, and apply with the
-// routes whenever they changed. A failed reread is logged and keeps the
-// current routes. It returns when ctx ends.
+// routes whenever they changed; and Share every Config.ShareInterval. A
+// failed reread is logged and keeps the current routes; a failed Share is
+// logged. It returns when ctx ends.
 func (r *Registry) Watch(ctx context.Context, apply func(map[string]outbox.Route)) {
 	tick := time.NewTicker(r.cfg.Interval)
 	defer tick.Stop()
+	share := time.NewTicker(r.cfg.ShareInterval)
+	defer share.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-share.C:
+			r.shareLogged(ctx)
+			continue
 		case <-tick.C:
 		}
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -1,0 +1,97 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/switchyard/switchyard/internal/destination/guard"
+	"github.com/switchyard/switchyard/internal/queries"
+)
+
+// DefaultShareInterval is how often Watch shares the breakers' outcomes.
+const DefaultShareInterval = time.Second
+
+// DefaultHeadWait is the longest an aggregate's head waits for its retry,
+// with messages queued behind it, once its destination delivers again.
+const DefaultHeadWait = 5 * time.Second
+
+// shareRetention is how long shared outcomes are kept: longer than any
+// breaker's window, so that a process that starts reads a full one.
+const shareRetention = 5 * time.Minute
+
+// Share adds the outcomes the routes' breakers counted since the last Share
+// to switchyard.breaker_outcomes (under Config.Owner), and gives each
+// breaker the other processes' outcomes of its window (guard.SetPeers):
+// one statement for all destinations, off the delivery path. Then it
+// brings forward the retries of waiting aggregate heads of destinations
+// that deliver again (see probeSooner). Outcomes that
+// could not be written are given back to their guards for the next Share.
+func (r *Registry) Share(ctx context.Context) error {
+	p := queries.BreakerShareParams{Owner: r.cfg.Owner, RetentionMs: shareRetention.Milliseconds()}
+	for name, b := range r.built {
+		g := b.route.Guard
+		successes, failures := g.TakeOutcomes()
+		p.AddDestinations = append(p.AddDestinations, name)
+		p.AddSuccesses = append(p.AddSuccesses, int64(successes))
+		p.AddFailures = append(p.AddFailures, int64(failures))
+		p.Destinations = append(p.Destinations, name)
+		p.LookbackMs = append(p.LookbackMs, g.Lookback().Milliseconds())
+	}
+	if len(p.Destinations) == 0 {
+		return nil
+	}
+	rows, err := queries.New(r.pool).BreakerShare(ctx, p)
+	if err != nil {
+		for i, name := range p.AddDestinations {
+			r.built[name].route.Guard.ReturnOutcomes(uint64(p.AddSuccesses[i]), uint64(p.AddFailures[i]))
+		}
+		return fmt.Errorf("share breaker outcomes: %w", err)
+	}
+	for _, row := range rows {
+		if b, ok := r.built[row.Destination]; ok {
+			b.route.Guard.SetPeers(uint64(row.Successes), uint64(row.Failures))
+		}
+	}
+	for i, name := range p.AddDestinations {
+		if err := r.probeSooner(ctx, name, p.AddSuccesses[i], p.AddFailures[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// probeSooner brings forward the retries of the destination's waiting
+// aggregate heads when the destination delivers again: its breaker is
+// closed and, since the last Share, this process's deliveries to it
+// succeeded and failed less often than its breaker's ratio. A head's
+// backoff, drawn while the destination failed, can be long (full jitter
+// up to the policy's cap) while everything enqueued behind it waits; so
+// once the destination is healthy no head waits more than Config.HeadWait.
+func (r *Registry) probeSooner(ctx context.Context, name string, successes, failures int64) error {
+	g := r.built[name].route.Guard
+	ratio := g.Config().Breaker.FailureRatio
+	if successes == 0 || float64(failures) >= ratio*float64(successes+failures) || g.State() != guard.Closed {
+		return nil
+	}
+	n, err := queries.New(r.pool).OutboxAggregatesProbeSooner(ctx, queries.OutboxAggregatesProbeSoonerParams{
+		Destination: name, BoundMs: r.cfg.HeadWait.Milliseconds(), SpreadMs: r.cfg.ShareInterval.Milliseconds(),
+	})
+	if err != nil {
+		return fmt.Errorf("bring forward the waiting heads of %s: %w", name, err)
+	}
+	if n > 0 {
+		r.cfg.Logger.Info("destination delivers again: waiting aggregate heads retried sooner",
+			slog.String("destination", name), slog.Int64("aggregates", n))
+	}
+	return nil
+}
+
+func (r *Registry) shareLogged(ctx context.Context) {
+	qctx, cancel := context.WithTimeout(ctx, r.cfg.ShareInterval)
+	defer cancel()
+	if err := r.Share(qctx); err != nil && ctx.Err() == nil {
+		r.cfg.Logger.Warn("breakers decide on this process's outcomes alone for now", slog.Any("error", err))
+	}
+}
