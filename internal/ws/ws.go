@@ -84,7 +84,7 @@ type Config struct {
 	// The client is told the mutation was not applied and resends it
 	// (the engine dedupes by mutation id). Default 10s.
 	MutationTimeout time.Duration
-	Logger     *slog.Logger
+	Logger          *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
