@@ -35,4 +35,3 @@ func TestBenchTriageSmall(t *testing.T) {
 	require.Positive(t, res["received"], "the clients received the item's states")
 	require.GreaterOrEqual(t, res["p99_ms"], res["p50_ms"])
 }
-

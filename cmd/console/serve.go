@@ -80,7 +80,7 @@ func serveWith(ctx context.Context, cfg config, logger *slog.Logger, extras serv
 	defer stopWakes()
 	notifier := wakes.notifier
 	guard := auth.NewStreamGuard()
-	triageEngine, triageSocket := newTriage(db.pool, logger)
+	triageEngine, triageSocket := newTriage(db.pool, guard, notifier.Poke, logger)
 	hub, stopLive, err := startLive(ctx, db, wakes, guard, logger, triageSocket.Observe)
 	if err != nil {
 		return err

@@ -177,6 +177,31 @@ func TestClaimLeaseExpiresOnTheDatabaseClock(t *testing.T) {
 	require.False(t, release.OK)
 }
 
+// An account demoted to viewer while it holds a claim cannot keep the
+// claim alive from its open page: the heartbeat is refused and the lease
+// runs out, after which an operator claims the item.
+func TestDemotedHolderCannotExtendItsClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t)
+	killDead(t, pool, 1, message(""))
+	item := onlyItem(t, pool, DeadLetterGroup)
+	alice, bob := account(t, pool, "alice", auth.Operator), account(t, pool, "bob", auth.Operator)
+	clock := newClock(t, pool)
+	engine := &Engine{Pool: pool, Lease: time.Minute, Now: clock.now}
+
+	a := mutate(t, engine, alice, item.ID, OpClaim, Args{}, item.Version)
+	require.True(t, a.OK)
+	demoted := alice
+	demoted.Role = auth.Viewer
+	clock.move(30 * time.Second)
+	_, err := engine.Heartbeat(ctx, demoted, item.ID)
+	require.ErrorIs(t, err, ErrClaimLost, "a viewer's heartbeat extends nothing")
+	clock.move(31 * time.Second)
+	took := mutate(t, engine, bob, item.ID, OpClaim, Args{}, a.Item.Version)
+	require.True(t, took.OK, "the demoted holder's lease ran out: %s", took.Message)
+}
+
 // A resolved item whose failure happens again (a new dead letter of the
 // same fingerprint) reopens by itself, and its history says why.
 func TestResolvedItemReopensWhenItsFailureReturns(t *testing.T) {

@@ -167,9 +167,14 @@ func Notes(ctx context.Context, db queries.DBTX, id int64) ([]Note, error) {
 
 // Heartbeat extends actor's live claim of an item by one lease while their
 // page is open, and returns its new expiry. ErrClaimLost: the claim is not
-// theirs (it expired and was taken, or was released). A heartbeat is no
-// event: the log says who claimed, not that a page stayed open.
+// theirs (it expired and was taken, or was released), or the actor's role
+// no longer allows claiming (an account demoted while it held one: its
+// open page must not keep the claim alive). A heartbeat is no event: the
+// log says who claimed, not that a page stayed open.
 func (e *Engine) Heartbeat(ctx context.Context, actor auth.Principal, id int64) (time.Time, error) {
+	if !actor.Role.Allows(auth.Operator) {
+		return time.Time{}, ErrClaimLost
+	}
 	holder := actor.UserID
 	expires, err := queries.New(e.Pool).TriageItemHeartbeat(ctx, queries.TriageItemHeartbeatParams{
 		Now: e.now(), LeaseSeconds: e.lease().Seconds(), ID: id, HolderID: &holder,

@@ -3,6 +3,7 @@ package triage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/switchyard/switchyard/internal/destination"
 	"github.com/switchyard/switchyard/internal/outbox"
 	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -63,13 +65,9 @@ func killDead(t *testing.T, pool *pgxpool.Pool, dead int, msgs ...outbox.Message
 	d := outbox.New(pool, outbox.Config{Workers: 1, Routes: map[string]outbox.Route{"d": {Destination: refusing{}}}})
 	require.NoError(t, d.Start(ctx))
 	defer d.Stop()
-	deadline := time.Now().Add(time.Minute)
-	for count(t, pool, "SELECT count(*) FROM switchyard.outbox WHERE state = 'dead'") < dead {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %d dead messages", dead)
-		}
-		time.Sleep(20 * time.Millisecond) // the dispatcher's progress is only visible in the table
-	}
+	testwait.Until(t, time.Minute, fmt.Sprintf("%d dead messages", dead), func() bool {
+		return count(t, pool, "SELECT count(*) FROM switchyard.outbox WHERE state = 'dead'") >= dead
+	})
 }
 
 func message(aggregate string) outbox.Message {

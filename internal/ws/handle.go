@@ -83,7 +83,9 @@ func (c *conn) mutate(ctx context.Context, in triage.Input) bool {
 		return false
 	}
 	in.RemoteAddr = ""
-	a, err := c.srv.cfg.Engine.Mutate(ctx, p, in)
+	mctx, cancel := context.WithTimeout(ctx, c.srv.cfg.MutationTimeout)
+	defer cancel()
+	a, err := c.srv.cfg.Engine.Mutate(mctx, p, in)
 	if err != nil {
 		// Nothing committed: the client resends the same mutation.
 		return c.reply(noticeMessage{Type: "error", Message: "the mutation was not applied; send it again"})
@@ -95,7 +97,9 @@ func (c *conn) heartbeat(ctx context.Context, item int64) bool {
 	c.mu.Lock()
 	p := c.principal
 	c.mu.Unlock()
-	expires, err := c.srv.cfg.Engine.Heartbeat(ctx, p, item)
+	hctx, cancel := context.WithTimeout(ctx, c.srv.cfg.MutationTimeout)
+	defer cancel()
+	expires, err := c.srv.cfg.Engine.Heartbeat(hctx, p, item)
 	if err != nil && !errors.Is(err, triage.ErrClaimLost) {
 		return c.reply(noticeMessage{Type: "error", Message: "heartbeat: the database did not answer"})
 	}

@@ -78,7 +78,13 @@ type Config struct {
 	// MaxPending is how many items' states may wait for a slow client
 	// before it is told to resync instead. Default 256.
 	MaxPending int
-	Logger     *slog.Logger
+	// MutationTimeout bounds each mutation and heartbeat: the socket's
+	// reader waits for them, so one stuck behind a lock held elsewhere
+	// would stop the socket reading (and answering pings) for as long.
+	// The client is told the mutation was not applied and resends it
+	// (the engine dedupes by mutation id). Default 10s.
+	MutationTimeout time.Duration
+	Logger          *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -91,6 +97,7 @@ func (c Config) withDefaults() Config {
 	c.PresenceRefresh = or(c.PresenceRefresh, 10*time.Second)
 	c.SweepInterval = or(c.SweepInterval, 5*time.Second)
 	c.MaxPending = or(c.MaxPending, 256)
+	c.MutationTimeout = or(c.MutationTimeout, 10*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/auth"
+	"github.com/switchyard/switchyard/internal/testwait"
 	"github.com/switchyard/switchyard/internal/triage"
 )
 
@@ -197,11 +198,7 @@ func TestResentMutationAfterADropGetsTheStoredAnswer(t *testing.T) {
 		require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT count(*) FROM switchyard.triage_events WHERE op = 'status'").Scan(&n))
 		return n
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for committed() == 0 {
-		require.True(t, time.Now().Before(deadline), "the mutation did not commit")
-		time.Sleep(10 * time.Millisecond) // the commit is only visible in the table
-	}
+	testwait.Until(t, 5*time.Second, "the mutation to commit", func() bool { return committed() > 0 })
 	first.ws.CloseNow() // the ack is never read
 
 	again := e.dial(t, s)
@@ -210,4 +207,43 @@ func TestResentMutationAfterADropGetsTheStoredAnswer(t *testing.T) {
 	require.True(t, a.Answer.OK, a.Answer.Message)
 	require.Equal(t, triage.Acknowledged, a.Answer.Item.Status)
 	require.Equal(t, 1, committed(), "no duplicate")
+}
+
+// A mutation stuck behind a lock held elsewhere (a long transaction on
+// the item) is abandoned after MutationTimeout: the client is told it was
+// not applied, the socket keeps reading, and the same mutation resent
+// once the lock is gone is applied once.
+func TestStuckMutationTimesOutAndTheSocketKeepsReading(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := setup(t, Config{MutationTimeout: 300 * time.Millisecond})
+	it := e.item(t, "drift")
+	c := e.dial(t, e.signIn(t, "alice", auth.Operator))
+
+	blocker, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = blocker.Rollback(ctx) })
+	_, err = blocker.Exec(ctx, "SELECT 1 FROM switchyard.triage_items WHERE id = $1 FOR UPDATE", it.ID)
+	require.NoError(t, err)
+
+	m := mutation(it, triage.OpStatus, triage.Args{Status: triage.Acknowledged})
+	c.send(m)
+	got := c.await(5*time.Second, "the stuck mutation's error", func(m message) bool { return m.Type == "error" || m.Type == "answer" })
+	require.Equal(t, "error", got.Type, "the mutation waited for the lock instead of timing out")
+
+	c.send(map[string]any{"type": "hello", "view": "item", "items": []int64{it.ID}})
+	c.await(5*time.Second, "the socket to answer again", func(m message) bool { return m.Type == "presence" })
+
+	require.NoError(t, blocker.Rollback(ctx))
+	// Resent until acked: on a loaded machine an attempt may itself take
+	// longer than the short timeout, and is then resent like any other.
+	testwait.Until(t, 30*time.Second, "the resent mutation's ack", func() bool {
+		c.send(m)
+		a := c.await(5*time.Second, "the resent mutation's outcome", func(m message) bool { return m.Type == "error" || m.Type == "answer" })
+		require.True(t, a.Type == "error" || a.Answer.OK, a.Answer.Message)
+		return a.Type == "answer"
+	})
+	var events int
+	require.NoError(t, e.pool.QueryRow(ctx, "SELECT count(*) FROM switchyard.triage_events WHERE item_id = $1 AND op = 'status'", it.ID).Scan(&events))
+	require.Equal(t, 1, events)
 }

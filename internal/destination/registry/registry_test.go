@@ -18,6 +18,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/dbtest"
 	"github.com/switchyard/switchyard/internal/outbox"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -92,30 +93,18 @@ func TestMisconfiguredDestinationsFailOnlyTheirOwnMessages(t *testing.T) {
 	require.NoError(t, d.Start(ctx))
 	t.Cleanup(d.Stop)
 
-	waitFor(t, 60*time.Second, "every healthy message delivered", func() bool {
+	testwait.Until(t, 60*time.Second, "every healthy message delivered", func() bool {
 		return count(t, pool, `destination = 'healthy' AND state = 'delivered'`) == healthyMessages
 	})
 	require.Zero(t, count(t, pool, `destination = 'hanging' AND attempts > 1`),
 		"the healthy destination finished while the hanging one was still on its first attempts")
 	require.Equal(t, int64(healthyMessages), good.Load(), "one request per healthy message")
 
-	waitFor(t, 120*time.Second, "every misconfigured message dead", func() bool {
+	testwait.Until(t, 120*time.Second, "every misconfigured message dead", func() bool {
 		return count(t, pool, `destination <> 'healthy' AND state = 'dead'`) == 4*perDestination
 	})
 	require.Equal(t, 4*perDestination, count(t, pool, `destination <> 'healthy' AND state = 'dead' AND attempts = 3`),
 		"each after all its attempts")
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func count(t *testing.T, pool *pgxpool.Pool, where string, args ...any) int {
