@@ -58,6 +58,19 @@ type Source struct {
 	// Problem, when not nil, is why the source cannot receive: every
 	// request to it fails with ErrMisconfigured.
 	Problem error
+	// Builtin, when not nil, is the built-in handler (HandlerForward,
+	// HandlerSQL) the source's row configures; nil: Handler names a Go
+	// handler of ReceiverConfig.Handlers.
+	Builtin *Registration
+}
+
+// registration is the handler a source runs, false when there is none.
+func (r *Receiver) registration(s Source) (Registration, bool) {
+	if s.Builtin != nil {
+		return *s.Builtin, true
+	}
+	reg, ok := r.cfg.Handlers[s.Handler]
+	return reg, ok
 }
 
 // ReceiverConfig configures NewReceiver.
@@ -135,7 +148,7 @@ func NewReceiver(cfg ReceiverConfig) *Receiver {
 func (r *Receiver) setSources(list []Source) {
 	sources := make(map[string]Source, len(list))
 	for _, s := range list {
-		if _, ok := r.cfg.Handlers[s.Handler]; !ok && s.Problem == nil {
+		if _, ok := r.registration(s); !ok && s.Problem == nil {
 			s.Problem = fmt.Errorf("no handler named %q is registered", s.Handler)
 		}
 		if s.Verifier == nil && s.Problem == nil {
@@ -163,7 +176,7 @@ func (r *Receiver) Accept(ctx context.Context, source string, headers http.Heade
 		r.cfg.Metrics.signatureFailures.WithLabelValues(source).Inc()
 		return Result{}, err
 	}
-	reg := r.cfg.Handlers[src.Handler]
+	reg, _ := r.registration(src)
 	ev, err := parseEvent(src, reg, id, headers, body)
 	if err != nil {
 		return Result{}, err
