@@ -121,6 +121,11 @@ func render(c echo.Context, status int, component templ.Component) error {
 
 // RenderError is the httpserver.ErrorRenderer for HTML clients.
 func (h *Handler) RenderError(c echo.Context, status int, message string) error {
+	if c.Path() == inboxReceivePath {
+		// Senders of webhooks are programs, promised JSON whatever went
+		// wrong (docs/inbox.md): a 405, 421 or 413 included.
+		return inboxAnswer(c, status, "error", message)
+	}
 	title := http.StatusText(status)
 	if title == "" {
 		title = "Error"

@@ -173,7 +173,7 @@ func (r *Receiver) Accept(ctx context.Context, source string, headers http.Heade
 	}
 	id, err := src.Verifier.Verify(headers, body, r.cfg.Now())
 	if err != nil {
-		r.cfg.Metrics.signatureFailures.WithLabelValues(source).Inc()
+		r.signatureRefused(ctx, source, err)
 		return Result{}, err
 	}
 	reg, _ := r.registration(src)
@@ -189,6 +189,24 @@ func (r *Receiver) Accept(ctx context.Context, source string, headers http.Heade
 		r.cfg.Changed()
 	}
 	return res, err
+}
+
+// signatureRefused logs and counts why a signature was refused: the
+// operator needs the reason (a clock off by how much, a secret not
+// rotated yet), the sender must not get it (it would help a forger).
+func (r *Receiver) signatureRefused(ctx context.Context, source string, err error) {
+	reason, attrs := ReasonBadFormat, []slog.Attr{slog.String("source", source)}
+	var serr *SignatureError
+	if errors.As(err, &serr) {
+		reason = serr.Reason
+	}
+	attrs = append(attrs, slog.String("reason", string(reason)))
+	if reason == ReasonTimestampSkew {
+		attrs = append(attrs, slog.Float64("skew_seconds", serr.Skew.Seconds()))
+	}
+	attrs = append(attrs, slog.Any("error", err))
+	r.cfg.Metrics.signatureFailures.WithLabelValues(source, string(reason)).Inc()
+	r.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "inbox signature refused", attrs...)
 }
 
 // parseEvent builds the event of a verified request.
