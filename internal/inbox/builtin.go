@@ -87,7 +87,13 @@ func forwardRegistration(source, destination, entityField string) (Registration,
 		if entity != "" {
 			msg.AggregateType, msg.AggregateID = "inbox:"+source, entity
 		}
-		if _, err := outbox.Enqueue(ctx, tx, msg); err != nil {
+		_, err = outbox.Enqueue(ctx, tx, msg)
+		if errors.Is(err, outbox.ErrUnknownDestination) {
+			// The configuration is wrong, not the event: answer 503
+			// and use no attempt, so nothing is parked meanwhile.
+			return fmt.Errorf("%w: forward to %s: %w", ErrTransient, destination, err)
+		}
+		if err != nil {
 			return fmt.Errorf("forward to %s: %w", destination, err)
 		}
 		return nil

@@ -243,3 +243,30 @@ func sourceRow(name, handler string) queries.SwitchyardInboxSource {
 		OutOfOrder: string(OutOfOrderApply), Handler: handler, MaxAttempts: 5,
 	}
 }
+
+// A 'forward' source whose destination does not exist yet refuses events
+// as transient (503 to the sender): nothing recorded, no attempt used, so
+// nothing is parked; once the destination exists the retry goes through.
+func TestForwardToAMissingDestinationUsesNoAttempt(t *testing.T) {
+	t.Parallel()
+	pool := setup(t)
+	exec(t, pool, `INSERT INTO switchyard.inbox_sources (name, scheme, secret_refs, handler, forward_to, max_attempts)
+		VALUES ('crm', 'standard-webhooks', '{CRM_SECRET}', 'forward', 'later', 1)`)
+	r := instances(t, pool, 1)[0]
+	body := []byte(`{"n":1}`)
+	send := func() (Result, error) {
+		return r.Accept(context.Background(), "crm", standardHeader(t, "evt_1", time.Now().Unix(), []string{builtinSecret}, body), body)
+	}
+	for range 3 {
+		_, err := send()
+		require.ErrorIs(t, err, ErrTransient)
+		require.ErrorContains(t, err, `unknown destination "later"`)
+	}
+	require.Equal(t, 0, count(t, pool, `SELECT count(*) FROM switchyard.inbox_events`), "nothing recorded, nothing parked")
+	exec(t, pool, `INSERT INTO switchyard.destinations (name, kind, address) VALUES ('later', 'webhook', 'http://127.0.0.1:1/')`)
+	res, err := send()
+	require.NoError(t, err)
+	require.Equal(t, OutcomeProcessed, res.Outcome)
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM switchyard.outbox WHERE destination = 'later' AND topic = 'crm'`),
+		"without a type in the payload, the topic is the source's name")
+}
