@@ -10,7 +10,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/internal/backoff"
+	"github.com/switchyard/switchyard/internal/destination"
+	"github.com/switchyard/switchyard/internal/outbox"
 	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 const builtinSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -96,6 +100,30 @@ func TestForwardEnqueuesOnceUnderConcurrentDuplicates(t *testing.T) {
 	require.Equal(t, "cus_1", aggID, "ordered per entity")
 	require.JSONEq(t, string(body), payload)
 	require.Equal(t, []string{"crm", "evt_1"}, []string{src, eventID})
+
+	// The dispatcher delivers it once, with its message id.
+	var messageID string
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT message_id::text FROM switchyard.outbox`).Scan(&messageID))
+	deliveries := make(chan destination.Delivery, 50)
+	d := outbox.New(pool, outbox.Config{Routes: map[string]outbox.Route{"crm-service": {
+		Destination: destination.Func(func(_ context.Context, m destination.Delivery) (destination.Outcome, error) {
+			deliveries <- m
+			return destination.Outcome{StatusCode: 200}, nil
+		}),
+		Retry: backoff.Policy{Base: time.Millisecond, Cap: 10 * time.Millisecond, MaxAttempts: 3},
+	}}})
+	require.NoError(t, d.Start(context.Background()))
+	t.Cleanup(d.Stop) // idempotent: for a test that fails before the Stop below
+	got := testwait.For(t, 30*time.Second, "the forwarded message's delivery", deliveries)
+	testwait.Until(t, 30*time.Second, "the message finalized", func() bool {
+		return count(t, pool, `SELECT count(*) FROM switchyard.outbox WHERE state = 'delivered'`) == 1
+	})
+	d.Stop()
+	require.Equal(t, messageID, got.MessageID)
+	// The same JSON: the outbox stores payloads as jsonb, which reorders
+	// keys (byte fidelity is issue 13's item 6).
+	require.JSONEq(t, string(body), string(got.Payload))
+	require.Empty(t, deliveries, "delivered once")
 }
 
 // The messages a 'forward' source enqueues for one entity are in the order
