@@ -50,6 +50,10 @@ type Deps struct {
 	// Inbox receives POST /inbox/:source; its handler registry and
 	// sources are built by the caller. Nil: every source is unknown.
 	Inbox *inbox.Receiver
+	// Getenv resolves the secret references of destinations and sources,
+	// for the configuration page (which shows only whether each
+	// resolves); nil: none resolves.
+	Getenv func(string) string
 	// InboxMaxBody caps an inbox request's body; 0: DefaultInboxMaxBody.
 	InboxMaxBody int64
 	// IdempotencyTTL: how long an action's Idempotency-Key and response

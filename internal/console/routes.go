@@ -65,6 +65,7 @@ func (h *Handler) routes() []route {
 		{http.MethodGet, "/audit", auth.Admin, h.auditList},
 		{http.MethodGet, "/sessions", auth.Admin, h.sessionList},
 		{http.MethodPost, "/sessions/:id/revoke", auth.Admin, h.sessionRevoke},
+		{http.MethodGet, "/settings", auth.Admin, h.settingsShow},
 	}
 	// The dashboard and the inbox.
 	rs = append(rs,
