@@ -14,7 +14,7 @@ type DestinationSetting struct {
 	Secrets             []SecretRef
 	// Permanent is the delivery policy in words: the statuses that
 	// dead-letter at once.
-	Permanent                        string
+	Permanent                         string
 	Concurrency, Rate, Retry, Breaker string
 	// Problem is what is wrong with the row, "" when nothing is.
 	Problem string
