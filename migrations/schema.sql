@@ -124,6 +124,22 @@ END
 $$;
 
 --
+-- Name: inbox_call(text, jsonb, jsonb); Type: FUNCTION; Schema: switchyard; Owner: -
+--
+
+CREATE FUNCTION switchyard.inbox_call(fn text, event jsonb, headers jsonb) RETURNS void
+    LANGUAGE plpgsql
+    AS $_$
+BEGIN
+    IF fn IS NULL OR fn !~ '^[a-z_][a-z0-9_]{0,62}\.[a-z_][a-z0-9_]{0,62}$' THEN
+        RAISE EXCEPTION 'inbox_call: invalid function name %', fn USING ERRCODE = '22023';
+    END IF;
+    EXECUTE format('SELECT %I.%I($1, $2)', split_part(fn, '.', 1), split_part(fn, '.', 2))
+        USING event, headers;
+END
+$_$;
+
+--
 -- Name: outbox_assign_seq(); Type: FUNCTION; Schema: switchyard; Owner: -
 --
 
@@ -485,6 +501,8 @@ CREATE TABLE switchyard.destinations (
     breaker_open_ms integer DEFAULT 30000 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    permanent_statuses integer[],
+    secret_refs text[] DEFAULT '{}'::text[] NOT NULL,
     CONSTRAINT destinations_breaker_failure_ratio_check CHECK (((breaker_failure_ratio > (0)::double precision) AND (breaker_failure_ratio <= (1)::double precision))),
     CONSTRAINT destinations_breaker_min_requests_check CHECK ((breaker_min_requests > 0)),
     CONSTRAINT destinations_breaker_open_ms_check CHECK ((breaker_open_ms > 0)),
@@ -494,8 +512,10 @@ CREATE TABLE switchyard.destinations (
     CONSTRAINT destinations_kind_check CHECK ((kind = ANY (ARRAY['webhook'::text, 'jetstream'::text, 'function'::text]))),
     CONSTRAINT destinations_max_attempts_check CHECK ((max_attempts > 0)),
     CONSTRAINT destinations_name_check CHECK ((name ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'::text)),
+    CONSTRAINT destinations_permanent_statuses_check CHECK (((400 <= ALL (permanent_statuses)) AND (599 >= ALL (permanent_statuses)) AND (array_position(permanent_statuses, NULL::integer) IS NULL))),
     CONSTRAINT destinations_rate_per_second_check CHECK ((rate_per_second >= (0)::double precision)),
     CONSTRAINT destinations_retry_base_ms_check CHECK ((retry_base_ms > 0)),
+    CONSTRAINT destinations_secret_refs_check CHECK (((array_position(secret_refs, ''::text) IS NULL) AND (array_position(secret_refs, NULL::text) IS NULL))),
     CONSTRAINT destinations_timeout_ms_check CHECK ((timeout_ms > 0))
 );
 
@@ -604,11 +624,18 @@ CREATE TABLE switchyard.inbox_sources (
     max_attempts integer DEFAULT 5 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    forward_to text DEFAULT ''::text NOT NULL,
+    entity_field text DEFAULT ''::text NOT NULL,
+    sql_function text DEFAULT ''::text NOT NULL,
+    CONSTRAINT inbox_sources_entity_field_check CHECK ((entity_field ~ '^([A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*)?$'::text)),
+    CONSTRAINT inbox_sources_forward_check CHECK (((handler <> 'forward'::text) OR (forward_to <> ''::text))),
     CONSTRAINT inbox_sources_max_attempts_check CHECK ((max_attempts > 0)),
     CONSTRAINT inbox_sources_name_check CHECK ((name ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'::text)),
     CONSTRAINT inbox_sources_out_of_order_check CHECK ((out_of_order = ANY (ARRAY['apply'::text, 'hold'::text]))),
     CONSTRAINT inbox_sources_scheme_check CHECK ((scheme = ANY (ARRAY['standard-webhooks'::text, 'stripe'::text]))),
     CONSTRAINT inbox_sources_secret_refs_check CHECK ((cardinality(secret_refs) > 0)),
+    CONSTRAINT inbox_sources_sql_check CHECK (((handler <> 'sql'::text) OR (sql_function <> ''::text))),
+    CONSTRAINT inbox_sources_sql_function_check CHECK ((sql_function ~ '^([a-z_][a-z0-9_]{0,62}\.[a-z_][a-z0-9_]{0,62})?$'::text)),
     CONSTRAINT inbox_sources_tolerance_seconds_check CHECK ((tolerance_seconds > 0))
 );
 

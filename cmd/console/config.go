@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/bench"
 )
 
 // config is everything the console reads from its environment and flags,
@@ -226,18 +228,22 @@ Usage:
   console migrate [up|down|status] [flags]
                                    apply, roll back one, or list migrations
   console chaos [flags]            real processes under seeded faults, then a history check (see console chaos -h)
-  console bench dispatch [flags]   measure the dispatcher in a database of its own (see console bench dispatch -h)
-  console bench inbox [flags]      measure the signed webhook receiver in a database of its own (see console bench inbox -h)
   console user add --role viewer|operator|admin NAME
                                    create an account (the password is read from stdin or asked for)
   console user passwd NAME         set an account's password; ends its sessions
   console user disable NAME        stop an account from signing in; ends its sessions
   console audit verify             check the audit trail's hash chain
-  console bench sse --clients N    measure the live stream: commit to receipt, memory per client
-  console bench viewers --viewers N
-                                   measure the dispatcher with N live dashboards open against none
-  console help                     show this help
+`)
+	for _, b := range bench.Commands() {
+		cmd := "console bench " + b.Usage
+		if len(cmd) > 32 { // the summary goes under it, as above
+			cmd += "\n" + strings.Repeat(" ", 34)
+		}
+		fmt.Fprintf(w, "  %-32s %s\n", cmd, b.Summary)
+	}
+	fmt.Fprint(w, `  console help                     show this help
 
+Every bench works in a database of its own and prints one JSON object last.
 Without DATABASE_URL the console runs its own PostgreSQL in --data.
 
 Flags:

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"log/slog"
 	"os"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/bench"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -93,5 +97,26 @@ func TestReadmeListsEverySetting(t *testing.T) {
 	require.NoError(t, err)
 	for _, s := range settings {
 		require.Contains(t, string(readme), "| `--"+s.flag+"` | `"+s.env+"` |", "README.md lacks --%s", s.flag)
+	}
+}
+
+// `console help` lists every bench the README lists, and the README lists
+// every bench there is.
+func TestHelpListsEveryBenchOfTheReadme(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	m := regexp.MustCompile("`console bench\\s+([a-z|-]+)`?").FindSubmatch(readme)
+	require.NotNil(t, m, "README.md names the benches as `console bench a|b|...`")
+	listed := strings.Split(string(m[1]), "|")
+	var names []string
+	for _, b := range bench.Commands() {
+		names = append(names, strings.Fields(b.Usage)[0])
+	}
+	require.ElementsMatch(t, names, listed, "README.md's benches are the benches there are")
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run([]string{"help"}, func(string) string { return "" }, nil, &out, &errOut))
+	for _, name := range listed {
+		require.Regexp(t, `(?m)^  console bench `+name+`\b`, out.String(), "console help lacks bench %s", name)
 	}
 }

@@ -273,7 +273,7 @@ func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logge
 		Readiness: console.DatabaseReadiness{Pool: db.pool, Migrations: migrator},
 		Gatherer:  registry,
 		Events:    events,
-		Inbox:     receiver, InboxMaxBody: cfg.inboxMaxBody,
+		Inbox:     receiver, InboxMaxBody: cfg.inboxMaxBody, Getenv: cfg.getenv,
 		Auth: acc.accounts, Streams: acc.guard, AuditLog: audit.Log{DB: db.pool},
 		Demo: cfg.demo, SecureCookies: cfg.secureCookies, ViewerPayloads: cfg.viewerPayloads,
 		MetricsToken: cfg.web.metricsToken, MetricsHidden: cfg.metricsHidden(),

@@ -103,6 +103,26 @@ func parseBenchOptions(args []string) (benchOptions, error) {
 	return o, nil
 }
 
+// Command is one `console bench` command, as help texts list it.
+type Command struct {
+	// Usage is what follows "console bench": the name and its main flags.
+	Usage   string
+	Summary string
+}
+
+// Commands are every `console bench` command Run takes, in the README's
+// order (sse-clients, the child process of bench sse, is not one).
+func Commands() []Command {
+	return []Command{
+		{"dispatch [flags]", "measure the dispatcher (see console bench dispatch -h)"},
+		{"inbox [flags]", "measure the signed webhook receiver (see console bench inbox -h)"},
+		{"pages [flags]", "measure the message pages at a million rows (see console bench pages -h)"},
+		{"sse --clients N", "measure the live stream: commit to receipt, memory per client"},
+		{"viewers --viewers N", "measure the dispatcher with N live dashboards open against none"},
+		{"replay --messages N", "measure a bulk replay (see console bench replay -h)"},
+	}
+}
+
 // Config is what every bench needs from the console: where its database
 // server is (each bench works in a database of its own on that server).
 type Config struct {

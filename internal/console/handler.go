@@ -52,6 +52,10 @@ type Deps struct {
 	// Inbox receives POST /inbox/:source; its handler registry and
 	// sources are built by the caller. Nil: every source is unknown.
 	Inbox *inbox.Receiver
+	// Getenv resolves the secret references of destinations and sources,
+	// for the configuration page (which shows only whether each
+	// resolves); nil: none resolves.
+	Getenv func(string) string
 	// InboxMaxBody caps an inbox request's body; 0: DefaultInboxMaxBody.
 	InboxMaxBody int64
 	// IdempotencyTTL: how long an action's Idempotency-Key and response
@@ -127,6 +131,11 @@ func render(c echo.Context, status int, component templ.Component) error {
 
 // RenderError is the httpserver.ErrorRenderer for HTML clients.
 func (h *Handler) RenderError(c echo.Context, status int, message string) error {
+	if c.Path() == inboxReceivePath {
+		// Senders of webhooks are programs, promised JSON whatever went
+		// wrong (docs/inbox.md): a 405, 421 or 413 included.
+		return inboxAnswer(c, status, "error", message)
+	}
 	title := http.StatusText(status)
 	if title == "" {
 		title = "Error"

@@ -13,6 +13,9 @@ import (
 	"github.com/switchyard/switchyard/internal/inbox"
 )
 
+// inboxReceivePath is the route of the signed webhook receiver.
+const inboxReceivePath = "/inbox/:source"
+
 // DefaultInboxMaxBody is the largest request body POST /inbox/:source
 // reads when Deps.InboxMaxBody is 0.
 const DefaultInboxMaxBody = 1 << 20

@@ -148,6 +148,9 @@ func TestInboxSignatureVectorsOverHTTP(t *testing.T) {
 	for _, tc := range cases {
 		rec := b.post(t, "shop", tc.headers, tc.body)
 		require.Equal(t, tc.want, rec.Code, "%s: %s", tc.name, rec.Body)
+		if tc.want == 401 { // the reason is logged and counted, never sent
+			require.JSONEq(t, `{"error":"missing or invalid signature, or timestamp outside the tolerance"}`, rec.Body.String(), tc.name)
+		}
 		require.Equal(t, tc.effects, b.count(t, `SELECT count(*) FROM effects`), tc.name)
 	}
 	require.Equal(t, 3, b.count(t, `SELECT count(*) FROM switchyard.inbox_events`), "refused requests store nothing")
@@ -160,7 +163,11 @@ func TestInboxSignatureVectorsOverHTTP(t *testing.T) {
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM effects WHERE event_id = 'evt_1'`))
 
 	metrics := b.scrape(t)
-	require.Contains(t, metrics, `switchyard_inbox_signature_failures_total{source="shop"} 3`)
+	for _, reason := range []string{"missing_header", "no_match", "timestamp_skew"} {
+		require.Contains(t, metrics, `switchyard_inbox_signature_failures_total{reason="`+reason+`",source="shop"} 1`)
+	}
+	require.Contains(t, metrics, `switchyard_inbox_signature_failures_total{reason="timestamp_skew",source="pay"} 1`)
+	require.Contains(t, metrics, `switchyard_inbox_signature_failures_total{reason="bad_format",source="shop"} 0`)
 	require.Contains(t, metrics, `switchyard_inbox_duplicates_total{source="shop"} 1`)
 	require.Contains(t, metrics, `switchyard_inbox_received_total{source="pay"} 2`)
 	require.NotContains(t, metrics, `source="nope"`)
@@ -251,4 +258,50 @@ func TestInboxConcurrentDeliveriesOverHTTPApplyOnce(t *testing.T) {
 	}
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM effects`))
 	require.Equal(t, n-1, b.count(t, `SELECT sum(count) FROM switchyard.inbox_duplicates WHERE source = 'shop'`))
+}
+
+// Every answer under /inbox/{source} is JSON, as docs/inbox.md promises,
+// whatever the sender sent (no Content-Type, another method, another Host
+// name), while the console's own inbox pages stay HTML.
+func TestInboxAnswersAreAlwaysJSON(t *testing.T) {
+	t.Parallel()
+	b := setupInbox(t)
+	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
+	assets, err := static.New()
+	require.NoError(t, err)
+	h := console.New(console.Deps{Logger: logger, Assets: assets, Inbox: nil, Readiness: console.DatabaseReadiness{Pool: b.pool}})
+	e, err := httpserver.New(httpserver.Config{
+		Logger: logger, Registerer: prometheus.NewRegistry(), RenderError: h.RenderError, BodyLimit: h.BodyLimit,
+		Streaming: console.Streaming, AllowedHosts: []string{"console.example"},
+		CSRF: &httpserver.CSRFConfig{Exempt: console.CSRFExempt, Session: h.SessionToken},
+	})
+	require.NoError(t, err)
+	h.Register(e)
+	cases := []struct {
+		name, method, host string
+		want               int
+	}{
+		{"GET", http.MethodGet, "console.example", http.StatusMethodNotAllowed},
+		{"PUT", http.MethodPut, "console.example", http.StatusMethodNotAllowed},
+		{"DELETE", http.MethodDelete, "console.example", http.StatusMethodNotAllowed},
+		{"another host name", http.MethodPost, "rebound.example", http.StatusMisdirectedRequest},
+		{"POST without Content-Type", http.MethodPost, "console.example", http.StatusNotFound},
+	}
+	for _, tc := range cases {
+		req := httptest.NewRequest(tc.method, "/inbox/shop", strings.NewReader(`{}`))
+		req.Host = tc.host
+		req.Header.Set("Accept", "text/html")
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		require.Equal(t, tc.want, rec.Code, "%s: %s", tc.name, rec.Body)
+		require.Equal(t, "application/json", strings.Split(rec.Header().Get("Content-Type"), ";")[0], tc.name)
+		require.Contains(t, rec.Body.String(), `"error"`, tc.name)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/inbox/events/1", nil)
+	req.Host = "rebound.example"
+	req.Header.Set("Accept", "text/html")
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusMisdirectedRequest, rec.Code)
+	require.Equal(t, "text/html", strings.Split(rec.Header().Get("Content-Type"), ";")[0], "the console's own pages answer HTML")
 }

@@ -33,7 +33,7 @@ func (h *Handler) routes() []route {
 
 		// Signed webhooks from outside (docs/inbox.md): their signature is
 		// their authentication, and they are exempt from CSRF.
-		{http.MethodPost, "/inbox/:source", auth.Public, h.inboxReceive},
+		{http.MethodPost, inboxReceivePath, auth.Public, h.inboxReceive},
 
 		// Sign-in.
 		{http.MethodGet, "/login", auth.Public, h.loginShow},
@@ -65,6 +65,7 @@ func (h *Handler) routes() []route {
 		{http.MethodGet, "/audit", auth.Admin, h.auditList},
 		{http.MethodGet, "/sessions", auth.Admin, h.sessionList},
 		{http.MethodPost, "/sessions/:id/revoke", auth.Admin, h.sessionRevoke},
+		{http.MethodGet, "/settings", auth.Admin, h.settingsShow},
 	}
 	// The dashboard and the inbox.
 	rs = append(rs,
@@ -133,8 +134,10 @@ func (h *Handler) RouteRoles() map[string]auth.Role {
 // token cookie (a shared cache could hand one to everybody).
 func CSRFExempt(c echo.Context) bool {
 	switch c.Path() {
-	case "/inbox/:source":
-		return c.Request().Method == http.MethodPost
+	case inboxReceivePath:
+		// Every method: POST is signature-authenticated, and the others
+		// change nothing and get 405 rather than a CSRF refusal.
+		return true
 	case "/healthz", "/readyz", "/metrics", static.Prefix + "*":
 		return c.Request().Method == http.MethodGet || c.Request().Method == http.MethodHead
 	}

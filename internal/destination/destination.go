@@ -58,8 +58,9 @@ type Func func(ctx context.Context, d Delivery) (Outcome, error)
 // Deliver calls f.
 func (f Func) Deliver(ctx context.Context, d Delivery) (Outcome, error) { return f(ctx, d) }
 
-// ErrPermanent marks a failure that retrying cannot fix: a 4xx other than
-// 408 and 429, an invalid payload, a misconfigured destination.
+// ErrPermanent marks a failure that retrying cannot fix: a status the
+// destination's policy calls permanent (PermanentStatus by default), an
+// invalid payload, a misconfigured destination.
 var ErrPermanent = errors.New("destination: permanent failure")
 
 type permanentError struct{ err error }
@@ -79,9 +80,17 @@ func Permanent(err error) error {
 // IsPermanent reports whether err, or any error it wraps, is permanent.
 func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
 
-// PermanentStatus reports whether an HTTP status means the request will
-// never succeed as sent: every 4xx except 408 (timeout) and 429 (rate
-// limited).
+// PermanentStatus is the default delivery policy: it reports whether an
+// HTTP status means the request will never succeed as sent. Every 4xx is,
+// except 408 (timeout) and 429 (rate limited), and except 401, 403 and 404:
+// a receiver rotating its secret or deploying a new route answers those
+// for a while, and dead-lettering every message at once would turn a
+// short gap into an operator's replay. A destination may replace this
+// policy with its own list (switchyard.destinations.permanent_statuses).
 func PermanentStatus(code int) bool {
-	return code >= 400 && code < 500 && code != 408 && code != 429
+	switch code {
+	case 401, 403, 404, 408, 429:
+		return false
+	}
+	return code >= 400 && code < 500
 }

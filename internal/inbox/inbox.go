@@ -78,15 +78,16 @@ var (
 	ErrHandler = errors.New("inbox: handler failed")
 	// ErrTransient: the handler failed for a reason that says nothing about
 	// the event (a lock not granted in time, a serialization failure, a
-	// deadlock); its transaction was rolled back and nothing was recorded,
-	// so no attempt is used up: the sender should retry.
+	// deadlock, or an error the handler wrapped with ErrTransient itself);
+	// its transaction was rolled back and nothing was recorded, so no
+	// attempt is used up: the sender should retry.
 	ErrTransient = errors.New("inbox: busy, retry")
 )
 
 // transient reports whether a handler's error is contention rather than a
 // verdict on the event.
 func transient(err error) bool {
-	if errors.Is(err, advisory.ErrLockTimeout) {
+	if errors.Is(err, advisory.ErrLockTimeout) || errors.Is(err, ErrTransient) {
 		return true
 	}
 	var pgErr *pgconn.PgError
@@ -166,7 +167,9 @@ func (p Policy) maxAttempts() int32 {
 // Handler applies an event's effect in tx, the transaction that records the
 // event. It must do all its writes through tx (an outbox message too:
 // outbox.Enqueue(ctx, tx, ...)), and must not commit or roll back tx. An
-// error or a panic rolls everything back and counts as a failed attempt.
+// error or a panic rolls everything back and counts as a failed attempt,
+// except an error wrapping ErrTransient, which records nothing (the sender
+// is asked to retry).
 // A handler may be called again for the same event after a failure, never
 // after a success.
 type Handler func(ctx context.Context, tx pgx.Tx, ev Event) error

@@ -58,6 +58,19 @@ type Source struct {
 	// Problem, when not nil, is why the source cannot receive: every
 	// request to it fails with ErrMisconfigured.
 	Problem error
+	// Builtin, when not nil, is the built-in handler (HandlerForward,
+	// HandlerSQL) the source's row configures; nil: Handler names a Go
+	// handler of ReceiverConfig.Handlers.
+	Builtin *Registration
+}
+
+// registration is the handler a source runs, false when there is none.
+func (r *Receiver) registration(s Source) (Registration, bool) {
+	if s.Builtin != nil {
+		return *s.Builtin, true
+	}
+	reg, ok := r.cfg.Handlers[s.Handler]
+	return reg, ok
 }
 
 // ReceiverConfig configures NewReceiver.
@@ -135,7 +148,7 @@ func NewReceiver(cfg ReceiverConfig) *Receiver {
 func (r *Receiver) setSources(list []Source) {
 	sources := make(map[string]Source, len(list))
 	for _, s := range list {
-		if _, ok := r.cfg.Handlers[s.Handler]; !ok && s.Problem == nil {
+		if _, ok := r.registration(s); !ok && s.Problem == nil {
 			s.Problem = fmt.Errorf("no handler named %q is registered", s.Handler)
 		}
 		if s.Verifier == nil && s.Problem == nil {
@@ -160,10 +173,10 @@ func (r *Receiver) Accept(ctx context.Context, source string, headers http.Heade
 	}
 	id, err := src.Verifier.Verify(headers, body, r.cfg.Now())
 	if err != nil {
-		r.cfg.Metrics.signatureFailures.WithLabelValues(source).Inc()
+		r.signatureRefused(ctx, source, err)
 		return Result{}, err
 	}
-	reg := r.cfg.Handlers[src.Handler]
+	reg, _ := r.registration(src)
 	ev, err := parseEvent(src, reg, id, headers, body)
 	if err != nil {
 		return Result{}, err
@@ -176,6 +189,24 @@ func (r *Receiver) Accept(ctx context.Context, source string, headers http.Heade
 		r.cfg.Changed()
 	}
 	return res, err
+}
+
+// signatureRefused logs and counts why a signature was refused: the
+// operator needs the reason (a clock off by how much, a secret not
+// rotated yet), the sender must not get it (it would help a forger).
+func (r *Receiver) signatureRefused(ctx context.Context, source string, err error) {
+	reason, attrs := ReasonBadFormat, []slog.Attr{slog.String("source", source)}
+	var serr *SignatureError
+	if errors.As(err, &serr) {
+		reason = serr.Reason
+	}
+	attrs = append(attrs, slog.String("reason", string(reason)))
+	if reason == ReasonTimestampSkew {
+		attrs = append(attrs, slog.Float64("skew_seconds", serr.Skew.Seconds()))
+	}
+	attrs = append(attrs, slog.Any("error", err))
+	r.cfg.Metrics.signatureFailures.WithLabelValues(source, string(reason)).Inc()
+	r.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "inbox signature refused", attrs...)
 }
 
 // parseEvent builds the event of a verified request.

@@ -23,6 +23,45 @@ const DefaultTolerance = 5 * time.Minute
 // signature that any of the source's secrets produces.
 var ErrSignature = errors.New("inbox: bad signature")
 
+// SignatureReason is why a signature was refused. The set is fixed and
+// small, so it labels a metric; it is logged and counted, never sent to
+// the sender (who learns only that the signature was refused).
+type SignatureReason string
+
+// The reasons a signature is refused.
+const (
+	// ReasonMissingHeader: a signature header is absent.
+	ReasonMissingHeader SignatureReason = "missing_header"
+	// ReasonBadFormat: a header is there but cannot be read (a timestamp
+	// that is not a number, a Stripe header without t= or v1=).
+	ReasonBadFormat SignatureReason = "bad_format"
+	// ReasonTimestampSkew: the timestamp lies outside the tolerance;
+	// SignatureError.Skew says by how much.
+	ReasonTimestampSkew SignatureReason = "timestamp_skew"
+	// ReasonNoMatch: no signature is one any of the source's secrets makes.
+	ReasonNoMatch SignatureReason = "no_match"
+)
+
+// signatureReasons are all the reasons, for the metric's zero series.
+var signatureReasons = []SignatureReason{ReasonMissingHeader, ReasonBadFormat, ReasonTimestampSkew, ReasonNoMatch}
+
+// SignatureError is a refused signature. It wraps ErrSignature and the
+// verifier's cause.
+type SignatureError struct {
+	Reason SignatureReason
+	// Skew is our clock minus the signed timestamp (positive: the
+	// signature is old), for ReasonTimestampSkew; 0 otherwise.
+	Skew time.Duration
+	err  error
+}
+
+func (e *SignatureError) Error() string   { return ErrSignature.Error() + ": " + e.err.Error() }
+func (e *SignatureError) Unwrap() []error { return []error{ErrSignature, e.err} }
+
+func refuse(reason SignatureReason, skew time.Duration, err error) error {
+	return &SignatureError{Reason: reason, Skew: skew, err: err}
+}
+
 // The signature schemes a source may use (switchyard.inbox_sources.scheme).
 const (
 	SchemeStandardWebhooks = "standard-webhooks"
@@ -89,7 +128,16 @@ func (v standardWebhooks) Verify(headers http.Header, body []byte, now time.Time
 			break // the headers themselves are wrong: no secret will do
 		}
 	}
-	return "", fmt.Errorf("%w: %w", ErrSignature, err)
+	switch {
+	case errors.Is(err, webhook.ErrMissingHeaders):
+		return "", refuse(ReasonMissingHeader, 0, err)
+	case errors.Is(err, webhook.ErrTimestampTolerance):
+		ts, _ := strconv.ParseInt(headers.Get(webhook.HeaderTimestamp), 10, 64) // it parsed in Verify
+		return "", refuse(ReasonTimestampSkew, now.Sub(time.Unix(ts, 0)), err)
+	case errors.Is(err, webhook.ErrNoMatchingSignature):
+		return "", refuse(ReasonNoMatch, 0, err)
+	}
+	return "", refuse(ReasonBadFormat, 0, err)
 }
 
 // stripe verifies Stripe's scheme: Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>...],
@@ -102,12 +150,16 @@ type stripe struct {
 }
 
 func (v stripe) Verify(headers http.Header, body []byte, now time.Time) (string, error) {
-	ts, sigs, err := parseStripeHeader(headers.Get(StripeHeader))
+	header := headers.Get(StripeHeader)
+	if header == "" {
+		return "", refuse(ReasonMissingHeader, 0, errors.New("missing "+StripeHeader+" header"))
+	}
+	ts, sigs, err := parseStripeHeader(header)
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrSignature, err)
+		return "", refuse(ReasonBadFormat, 0, err)
 	}
 	if skew := now.Sub(time.Unix(ts, 0)); skew > v.tolerance || skew < -v.tolerance {
-		return "", fmt.Errorf("%w: timestamp %d is %s from now (tolerance %s)", ErrSignature, ts, skew.Round(time.Second), v.tolerance)
+		return "", refuse(ReasonTimestampSkew, skew, fmt.Errorf("timestamp %d is %s from now (tolerance %s)", ts, skew.Round(time.Second), v.tolerance))
 	}
 	for _, secret := range v.secrets {
 		want := StripeSignature(secret, ts, body)
@@ -117,7 +169,7 @@ func (v stripe) Verify(headers http.Header, body []byte, now time.Time) (string,
 			}
 		}
 	}
-	return "", fmt.Errorf("%w: no matching v1 signature", ErrSignature)
+	return "", refuse(ReasonNoMatch, 0, errors.New("no matching v1 signature"))
 }
 
 // StripeSignature returns the raw HMAC-SHA256 of "{t}.{body}" under secret:

@@ -1,13 +1,18 @@
 package inbox
 
 import (
+	"bytes"
+	"context"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/destination/webhook"
@@ -148,4 +153,83 @@ func TestNewVerifierRefusesBadConfiguration(t *testing.T) {
 		_, err := NewVerifier(tc.scheme, tc.secrets, 0)
 		require.Error(t, err, "%s %v", tc.scheme, tc.secrets)
 	}
+}
+
+// Every refusal says why, from a small fixed set, and a timestamp refusal
+// says by how much; the receiver counts the reason per source and logs it
+// with the skew.
+func TestSignatureRefusalReasons(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_800_000_000, 0)
+	body := []byte(`{"id":"evt_1"}`)
+	badTS := standardHeader(t, "m", now.Unix(), []string{specSecret}, body)
+	badTS.Set("webhook-timestamp", "yesterday")
+	tests := []struct {
+		name, scheme string
+		headers      http.Header
+		reason       SignatureReason
+		skew         time.Duration
+	}{
+		{"standard: no headers", SchemeStandardWebhooks, http.Header{}, ReasonMissingHeader, 0},
+		{"standard: timestamp not a number", SchemeStandardWebhooks, badTS, ReasonBadFormat, 0},
+		{"standard: 7 minutes old", SchemeStandardWebhooks, standardHeader(t, "m", now.Add(-7*time.Minute).Unix(), []string{specSecret}, body), ReasonTimestampSkew, 7 * time.Minute},
+		{"standard: 10 minutes ahead", SchemeStandardWebhooks, standardHeader(t, "m", now.Add(10*time.Minute).Unix(), []string{specSecret}, body), ReasonTimestampSkew, -10 * time.Minute},
+		{"standard: another secret", SchemeStandardWebhooks, standardHeader(t, "m", now.Unix(), []string{"whsec_c29tZXRoaW5nIGVsc2U="}, body), ReasonNoMatch, 0},
+		{"stripe: no header", SchemeStripe, http.Header{}, ReasonMissingHeader, 0},
+		{"stripe: no v1", SchemeStripe, http.Header{StripeHeader: {"t=1800000000"}}, ReasonBadFormat, 0},
+		{"stripe: 6 minutes old", SchemeStripe, stripeHeader(now.Add(-6*time.Minute).Unix(), []string{stripeKey}, body), ReasonTimestampSkew, 6 * time.Minute},
+		{"stripe: another secret", SchemeStripe, stripeHeader(now.Unix(), []string{"whsec_other"}, body), ReasonNoMatch, 0},
+	}
+	for _, tt := range tests {
+		secret := specSecret
+		if tt.scheme == SchemeStripe {
+			secret = stripeKey
+		}
+		v, err := NewVerifier(tt.scheme, []string{secret}, 0)
+		require.NoError(t, err)
+		_, err = v.Verify(tt.headers, body, now)
+		require.ErrorIs(t, err, ErrSignature, tt.name)
+		var serr *SignatureError
+		require.ErrorAs(t, err, &serr, tt.name)
+		require.Equal(t, tt.reason, serr.Reason, tt.name)
+		require.Equal(t, tt.skew, serr.Skew, tt.name)
+	}
+
+	var logs bytes.Buffer
+	reg := prometheus.NewRegistry()
+	verifier, err := NewVerifier(SchemeStandardWebhooks, []string{specSecret}, 0)
+	require.NoError(t, err)
+	r := NewReceiver(ReceiverConfig{
+		Metrics: NewMetrics(reg), Logger: slog.New(slog.NewTextHandler(&logs, nil)), Now: func() time.Time { return now },
+		Sources:  []Source{{Name: "crm", Scheme: SchemeStandardWebhooks, Verifier: verifier, Handler: "h"}},
+		Handlers: Registry{"h": {Handle: func(context.Context, pgx.Tx, Event) error { return nil }}},
+	})
+	_, err = r.Accept(context.Background(), "crm", standardHeader(t, "m", now.Add(-7*time.Minute).Unix(), []string{specSecret}, body), body)
+	require.ErrorIs(t, err, ErrSignature)
+	require.Contains(t, logs.String(), "reason=timestamp_skew skew_seconds=420")
+	require.Equal(t, map[string]float64{"missing_header": 0, "bad_format": 0, "timestamp_skew": 1, "no_match": 0}, signatureFailures(t, reg, "crm"))
+}
+
+// signatureFailures reads switchyard_inbox_signature_failures_total of a
+// source, by reason.
+func signatureFailures(t *testing.T, reg *prometheus.Registry, source string) map[string]float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "switchyard_inbox_signature_failures_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["source"] == source {
+				out[labels["reason"]] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
 }

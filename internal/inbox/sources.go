@@ -39,7 +39,7 @@ func (r *Receiver) Load(ctx context.Context) error {
 			continue
 		}
 		changed = true
-		if _, ok := r.cfg.Handlers[src.Handler]; !ok && src.Problem == nil {
+		if _, ok := r.registration(src); !ok && src.Problem == nil {
 			src.Problem = fmt.Errorf("no handler named %q is registered", src.Handler)
 		}
 		if src.Problem != nil {
@@ -76,8 +76,10 @@ func (r *Receiver) Watch(ctx context.Context) {
 }
 
 // SourceFromRow is the Source an inbox_sources row describes, with its
-// secrets read through getenv. A secret that is not set, or a scheme or
-// secret the verifier refuses, leaves the source with a Problem.
+// secrets read through getenv and, when its handler is a built-in one
+// (HandlerForward, HandlerSQL), that handler. A secret that is not set, a
+// scheme or secret the verifier refuses, or a built-in handler's setting
+// that is wrong leaves the source with a Problem.
 func SourceFromRow(row queries.SwitchyardInboxSource, getenv func(string) string) Source {
 	src := Source{
 		Name: row.Name, Scheme: row.Scheme, Handler: row.Handler,
@@ -93,6 +95,9 @@ func SourceFromRow(row queries.SwitchyardInboxSource, getenv func(string) string
 		secrets = append(secrets, secret)
 	}
 	src.Verifier, src.Problem = NewVerifier(row.Scheme, secrets, time.Duration(row.ToleranceSeconds)*time.Second)
+	if reg, ok, err := builtin(row); ok && src.Problem == nil {
+		src.Builtin, src.Problem = &reg, err
+	}
 	return src
 }
 
@@ -100,5 +105,6 @@ func SourceFromRow(row queries.SwitchyardInboxSource, getenv func(string) string
 func sameSourceRow(a, b queries.SwitchyardInboxSource) bool {
 	return a.Name == b.Name && a.Scheme == b.Scheme && slices.Equal(a.SecretRefs, b.SecretRefs) &&
 		a.ToleranceSeconds == b.ToleranceSeconds && a.OutOfOrder == b.OutOfOrder && a.Handler == b.Handler &&
-		a.MaxAttempts == b.MaxAttempts && a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt)
+		a.MaxAttempts == b.MaxAttempts && a.ForwardTo == b.ForwardTo && a.EntityField == b.EntityField &&
+		a.SqlFunction == b.SqlFunction && a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt)
 }

@@ -35,6 +35,11 @@ const copyThreshold = 64
 // when it is returned, and the caller's transaction is still usable.
 var ErrInvalid = errors.New("outbox: invalid message")
 
+// ErrUnknownDestination wraps, with ErrInvalid, the failure of a message
+// that names no row of switchyard.destinations: a configuration that may
+// yet be fixed, rather than a message that can never be sent.
+var ErrUnknownDestination = errors.New("outbox: unknown destination")
+
 // Message is one event to deliver.
 type Message struct {
 	// ID is the idempotency key sent with every delivery attempt. Zero: a
@@ -156,7 +161,7 @@ func checkDestinations(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 	}
 	for _, n := range names {
 		if !slices.Contains(known, n) {
-			return fmt.Errorf("%w: unknown destination %q", ErrInvalid, n)
+			return fmt.Errorf("%w: %w %q", ErrInvalid, ErrUnknownDestination, n)
 		}
 	}
 	return nil

@@ -9,6 +9,23 @@ import (
 	"context"
 )
 
+const inboxCall = `-- name: InboxCall :exec
+SELECT switchyard.inbox_call($1::text, $2::jsonb, $3::jsonb)
+`
+
+type InboxCallParams struct {
+	Fn      string
+	Event   []byte
+	Headers []byte
+}
+
+// InboxCall runs a 'sql' source's function in the receiving transaction
+// (switchyard.inbox_call validates and quotes the name).
+func (q *Queries) InboxCall(ctx context.Context, arg InboxCallParams) error {
+	_, err := q.db.Exec(ctx, inboxCall, arg.Fn, arg.Event, arg.Headers)
+	return err
+}
+
 const inboxDuplicateTotal = `-- name: InboxDuplicateTotal :one
 SELECT coalesce(sum(count), 0)::bigint FROM switchyard.inbox_duplicates WHERE source = $1
 `
@@ -187,7 +204,7 @@ func (q *Queries) InboxEventSettle(ctx context.Context, arg InboxEventSettlePara
 }
 
 const inboxSourceList = `-- name: InboxSourceList :many
-SELECT name, scheme, secret_refs, tolerance_seconds, out_of_order, handler, max_attempts, created_at, updated_at FROM switchyard.inbox_sources ORDER BY name
+SELECT name, scheme, secret_refs, tolerance_seconds, out_of_order, handler, max_attempts, created_at, updated_at, forward_to, entity_field, sql_function FROM switchyard.inbox_sources ORDER BY name
 `
 
 func (q *Queries) InboxSourceList(ctx context.Context) ([]SwitchyardInboxSource, error) {
@@ -209,6 +226,9 @@ func (q *Queries) InboxSourceList(ctx context.Context) ([]SwitchyardInboxSource,
 			&i.MaxAttempts,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ForwardTo,
+			&i.EntityField,
+			&i.SqlFunction,
 		); err != nil {
 			return nil, err
 		}

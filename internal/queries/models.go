@@ -132,6 +132,8 @@ type SwitchyardDestination struct {
 	BreakerOpenMs       int32
 	CreatedAt           time.Time
 	UpdatedAt           time.Time
+	PermanentStatuses   []int32
+	SecretRefs          []string
 }
 
 type SwitchyardDispatcher struct {
@@ -197,6 +199,9 @@ type SwitchyardInboxSource struct {
 	MaxAttempts      int32
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
+	ForwardTo        string
+	EntityField      string
+	SqlFunction      string
 }
 
 type SwitchyardLoginFailure struct {

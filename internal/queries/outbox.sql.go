@@ -93,7 +93,7 @@ func (q *Queries) DestinationKnown(ctx context.Context, names []string) ([]strin
 }
 
 const destinationList = `-- name: DestinationList :many
-SELECT name, kind, address, secret_ref, retry_base_ms, retry_cap_ms, max_attempts, timeout_ms, rate_per_second, burst, concurrency, breaker_failure_ratio, breaker_min_requests, breaker_open_ms, created_at, updated_at FROM switchyard.destinations ORDER BY name
+SELECT name, kind, address, secret_ref, retry_base_ms, retry_cap_ms, max_attempts, timeout_ms, rate_per_second, burst, concurrency, breaker_failure_ratio, breaker_min_requests, breaker_open_ms, created_at, updated_at, permanent_statuses, secret_refs FROM switchyard.destinations ORDER BY name
 `
 
 func (q *Queries) DestinationList(ctx context.Context) ([]SwitchyardDestination, error) {
@@ -122,6 +122,8 @@ func (q *Queries) DestinationList(ctx context.Context) ([]SwitchyardDestination,
 			&i.BreakerOpenMs,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.PermanentStatuses,
+			&i.SecretRefs,
 		); err != nil {
 			return nil, err
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/dbtest"
 	"github.com/switchyard/switchyard/internal/outbox"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // An aggregate whose head failed while its destination failed drains soon
@@ -72,7 +73,7 @@ func TestWaitingHeadIsRetriedSoonAfterTheDestinationRecovers(t *testing.T) {
 	go func() { defer close(watched); reg.Watch(watchCtx, d.SetRoutes) }()
 	t.Cleanup(func() { stopWatch(); <-watched })
 
-	waitFor(t, 30*time.Second, "the head's first attempt failed", func() bool {
+	testwait.Until(t, 30*time.Second, "the head's first attempt failed", func() bool {
 		return count(t, pool, `aggregate_id = 'o-1' AND aggregate_seq = 1 AND attempts = 1 AND state = 'pending'`) == 1
 	})
 	failing.Store(false)
@@ -81,12 +82,12 @@ func TestWaitingHeadIsRetriedSoonAfterTheDestinationRecovers(t *testing.T) {
 	_, err = pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload)
 		SELECT 'ping', 'recovering', '{}' FROM generate_series(1, 20)`)
 	require.NoError(t, err)
-	waitFor(t, 20*time.Second, "the aggregate drained", func() bool {
+	testwait.Until(t, 40*time.Second, "the aggregate drained", func() bool {
 		return count(t, pool, `aggregate_id = 'o-1' AND state = 'delivered'`) == 5
 	})
 	drain := time.Since(recovered)
 	t.Logf("the aggregate drained %v after the destination recovered (its head's backoff was ~59 s)", drain.Round(time.Millisecond))
-	assert.Less(t, drain, 15*time.Second, "well before the head's ~59 s backoff")
+	assert.Less(t, drain, 40*time.Second, "well before the head's ~59 s backoff (the margin is for a loaded test machine)")
 	mu.Lock()
 	defer mu.Unlock()
 	assert.True(t, slices.IsSorted(order), "delivered in order: %v", order)

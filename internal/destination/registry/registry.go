@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -39,8 +40,8 @@ type Config struct {
 	// Changed is called after a breaker change was recorded in the change
 	// feed (it wakes the consoles); nil: nothing.
 	Changed func()
-	// Getenv reads the signing secrets that rows name (secret_ref).
-	// Required for webhook destinations with a secret_ref.
+	// Getenv reads the signing secrets that rows name (secret_ref,
+	// secret_refs). Required for webhook destinations that name one.
 	Getenv func(string) string
 	// NATSURL is the NATS server of jetstream destinations.
 	NATSURL string
@@ -241,13 +242,14 @@ func Route(row queries.SwitchyardDestination, dest destination.Destination, onCh
 func (r *Registry) open(ctx context.Context, row queries.SwitchyardDestination) (destination.Destination, func(), error) {
 	switch row.Kind {
 	case "webhook":
-		var secret string
-		if row.SecretRef != "" {
-			if secret = r.cfg.Getenv(row.SecretRef); secret == "" {
-				return nil, nil, fmt.Errorf("signing secret: environment variable %s is empty", row.SecretRef)
-			}
+		secrets, err := Secrets(row, r.cfg.Getenv)
+		if err != nil {
+			return nil, nil, err
 		}
-		d, err := webhook.New(webhook.Config{URL: row.Address, Secret: secret, Timeout: ms(row.TimeoutMs)})
+		d, err := webhook.New(webhook.Config{
+			URL: row.Address, Secrets: secrets, Timeout: ms(row.TimeoutMs),
+			PermanentStatuses: PermanentStatuses(row),
+		})
 		return d, nil, err
 	case "jetstream":
 		d, err := jetstream.New(ctx, jetstream.Config{URL: r.cfg.NATSURL, SubjectPrefix: row.Address, Timeout: ms(row.TimeoutMs)})
@@ -257,6 +259,38 @@ func (r *Registry) open(ctx context.Context, row queries.SwitchyardDestination) 
 		return d, d.Close, nil
 	}
 	return nil, nil, fmt.Errorf("unknown destination kind %q", row.Kind)
+}
+
+// Secrets reads the signing secrets a row names, secret_ref first, then
+// secret_refs (several during a rotation: every delivery is signed with
+// each). A reference whose variable is empty is an error.
+func Secrets(row queries.SwitchyardDestination, getenv func(string) string) ([]string, error) {
+	refs := row.SecretRefs
+	if row.SecretRef != "" {
+		refs = append([]string{row.SecretRef}, refs...)
+	}
+	secrets := make([]string, 0, len(refs))
+	for _, ref := range refs {
+		secret := getenv(ref)
+		if secret == "" {
+			return nil, fmt.Errorf("signing secret: environment variable %s is empty", ref)
+		}
+		secrets = append(secrets, secret)
+	}
+	return secrets, nil
+}
+
+// PermanentStatuses is a row's delivery policy for webhook.Config: nil
+// (the default policy) when permanent_statuses is NULL.
+func PermanentStatuses(row queries.SwitchyardDestination) []int {
+	if row.PermanentStatuses == nil {
+		return nil
+	}
+	statuses := make([]int, len(row.PermanentStatuses))
+	for i, s := range row.PermanentStatuses {
+		statuses[i] = int(s)
+	}
+	return statuses
 }
 
 // misconfigured is a destination whose every attempt fails with cause.
@@ -273,7 +307,9 @@ func sameRow(a, b queries.SwitchyardDestination) bool {
 		return false
 	}
 	a.CreatedAt, a.UpdatedAt, b.CreatedAt, b.UpdatedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
-	return a == b
+	// DeepEqual tells a NULL permanent_statuses (nil: the default policy)
+	// from '{}' (none permanent), as the policy does.
+	return reflect.DeepEqual(a, b)
 }
 
 // ms reads the table's millisecond columns.

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/testwait"
 	"github.com/switchyard/switchyard/internal/destination/guard"
 )
 
@@ -155,7 +156,7 @@ func TestSharedBreakerClosedStartsAfresh(t *testing.T) {
 	reg, g := process(t, pool, "recovering")
 	require.True(t, deliver(t, g, 1, func() bool { return true }), "the outage opens it")
 	// Open for 1 ms, then one probe: its success closes the breaker.
-	waitFor(t, 5e9, "half-open", func() bool { return g.State() == guard.HalfOpen })
+	testwait.Until(t, 5e9, "half-open", func() bool { return g.State() == guard.HalfOpen })
 	require.False(t, deliver(t, g, 1, func() bool { return false }))
 	require.Equal(t, guard.Closed, g.State())
 	require.NoError(t, reg.Share(context.Background()))

@@ -35,8 +35,10 @@ var _ destination.Destination = (*Destination)(nil)
 // configured Timeout, and returns:
 //   - nil for a 2xx;
 //   - a permanent error for a 3xx (redirects are never followed), and for
-//     a 4xx other than 408 and 429, quoting the first bytes of the body:
-//     "POST <url>: HTTP 404: <body>";
+//     a status the destination's policy calls permanent (Config.PermanentStatuses;
+//     by default destination.PermanentStatus: a 4xx other than 401, 403,
+//     404, 408 and 429), quoting the first bytes of the body:
+//     "POST <url>: HTTP 400: <body>";
 //   - a retryable error for any other status, a transport error, or the
 //     timeout ("POST <url>: timeout after 10s: ...");
 //   - a permanent error, without sending anything, for a payload that is
@@ -129,7 +131,7 @@ func (d *Destination) statusError(out destination.Outcome, location string) erro
 			d.display, code, truncate(location, maxSnippetBytes)))
 	}
 	err := fmt.Errorf("POST %s: HTTP %d: %s", d.display, code, snippet(out.Response, code))
-	if destination.PermanentStatus(code) {
+	if d.permanent(code) {
 		return destination.Permanent(err)
 	}
 	return err

@@ -13,7 +13,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/destination"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -32,6 +35,11 @@ type Config struct {
 	// carries one signature per secret (Secret first), so the receiver
 	// can switch keys without a window of rejected messages.
 	Secrets []string
+	// PermanentStatuses, when not nil, are the response statuses that
+	// make a failure permanent (the message goes straight to dead); every
+	// other non-2xx, non-3xx status is retried. An empty, non-nil list
+	// makes none permanent. Nil: destination.PermanentStatus.
+	PermanentStatuses []int
 	// Timeout bounds one delivery: connecting, sending, and reading the
 	// response. Default DefaultTimeout (10 s).
 	Timeout time.Duration
@@ -58,6 +66,7 @@ type Destination struct {
 	url       string // validated absolute http(s) URL
 	display   string // url without userinfo and query, for error texts
 	keys      [][]byte
+	permanent func(code int) bool
 	timeout   time.Duration
 	client    *http.Client
 	headers   map[string]string
@@ -95,11 +104,21 @@ func New(cfg Config) (*Destination, error) {
 		headers:   cfg.Headers,
 		userAgent: cmp.Or(cfg.UserAgent, DefaultUserAgent),
 		now:       cfg.Now,
+		permanent: permanentPolicy(cfg.PermanentStatuses),
 	}
 	if d.now == nil {
 		d.now = time.Now
 	}
 	return d, nil
+}
+
+// permanentPolicy is the classification of Config.PermanentStatuses.
+func permanentPolicy(statuses []int) func(int) bool {
+	if statuses == nil {
+		return destination.PermanentStatus
+	}
+	set := slices.Clone(statuses)
+	return func(code int) bool { return slices.Contains(set, code) }
 }
 
 // CloseIdleConnections closes the client's idle connections, for a

@@ -143,7 +143,10 @@ func TestDeliverStatus(t *testing.T) {
 		want   int
 	}{
 		{200, ok}, {201, ok}, {204, ok},
-		{400, permanent}, {401, permanent}, {404, permanent}, {410, permanent}, {422, permanent},
+		{400, permanent}, {410, permanent}, {422, permanent},
+		// A receiver rotating its secret or deploying a route answers
+		// these for a while: retried by default.
+		{401, retryable}, {403, retryable}, {404, retryable},
 		{408, retryable}, {429, retryable}, {500, retryable}, {502, retryable}, {503, retryable},
 	}
 	for _, tt := range tests {
@@ -165,6 +168,37 @@ func TestDeliverStatus(t *testing.T) {
 				assert.Equal(t, tt.want == permanent, destination.IsPermanent(err), "permanent: %v", err)
 				assert.EqualError(t, err, fmt.Sprintf("POST %s/hook: HTTP %d: the receiver says no", srv.URL, tt.status))
 			}
+		})
+	}
+}
+
+// A destination's own list of permanent statuses replaces the default
+// policy: exactly those are permanent, and an empty list makes none so.
+func TestDeliverPermanentStatusesPolicy(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		policy    []int
+		status    int
+		permanent bool
+	}{
+		{[]int{401, 409}, 401, true},
+		{[]int{401, 409}, 409, true},
+		{[]int{401, 409}, 400, false},
+		{[]int{401, 409}, 500, false},
+		{[]int{}, 400, false},
+		{[]int{}, 422, false},
+		{nil, 422, true},
+		{nil, 404, false},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%v/%d", tt.policy, tt.status), func(t *testing.T) {
+			t.Parallel()
+			srv := serve(t, newRecorder(tt.status, "no"))
+			d := newDest(t, srv.URL, func(c *webhook.Config) { c.PermanentStatuses = tt.policy })
+			out, err := d.Deliver(t.Context(), delivery("msg_1"))
+			require.Error(t, err)
+			require.Equal(t, tt.status, out.StatusCode)
+			require.Equal(t, tt.permanent, destination.IsPermanent(err), "permanent: %v", err)
 		})
 	}
 }

@@ -102,3 +102,8 @@ UPDATE switchyard.inbox_events SET status = 'processed', processed_at = now() WH
 
 -- name: InboxDuplicateTotal :one
 SELECT coalesce(sum(count), 0)::bigint FROM switchyard.inbox_duplicates WHERE source = @source;
+
+-- name: InboxCall :exec
+-- InboxCall runs a 'sql' source's function in the receiving transaction
+-- (switchyard.inbox_call validates and quotes the name).
+SELECT switchyard.inbox_call(@fn::text, @event::jsonb, @headers::jsonb);
