@@ -116,7 +116,6 @@ const (
 	// or left it, or their presence expired). Subject: the view, "board"
 	// or "item:<id>". Payload: {}; a view re-reads who is there.
 	KindPresence = "presence"
-
 )
 
 // Kinds lists every kind of change, for checks and for pages that must

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
-	"github.com/switchyard/switchyard/internal/testwait"
 	"github.com/switchyard/switchyard/internal/destination/guard"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // breakerRow inserts a webhook destination with a 50 % / 10-request
