@@ -161,8 +161,13 @@ func ParseCursor(s string) (Cursor, error) {
 
 // Change is one row of the feed.
 type Change struct {
-	// Cursor is set on changes read from the feed; Append ignores it.
+	// Cursor is the change's key, set on changes read from the feed;
+	// Append ignores it.
 	Cursor Cursor
+	// Position is what a reader has been delivered once it has this
+	// change: the change's resumable cursor (SSE event id). Set on
+	// changes a Listener delivers or Since returns.
+	Position Position
 	// Kind is one of the Kind constants: 1 to 64 of a-z, 0-9, '_' and
 	// '.', starting with a letter.
 	Kind string
