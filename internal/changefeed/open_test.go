@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
@@ -112,9 +113,9 @@ func TestAdvanceDeliversAroundOpenTransactions(t *testing.T) {
 	}
 }
 
-// An idle transaction on another connection (BEGIN, txid_current(), then
-// nothing, as an unrelated application might hold for minutes) delays no
-// change: every change committed meanwhile arrives on its NOTIFY, and the
+// An idle transaction on another connection, and one in another
+// database of the server (BEGIN, txid_current(), then nothing, as an
+// unrelated application might hold for minutes), delay no change: every change committed meanwhile arrives on its NOTIFY, and the
 // status names the open transaction.
 func TestLongUnrelatedTransactionDelaysNothing(t *testing.T) {
 	t.Parallel()
@@ -131,6 +132,17 @@ func TestLongUnrelatedTransactionDelaysNothing(t *testing.T) {
 	defer idle.Rollback(ctx)
 	var idleXID uint64
 	require.NoError(t, idle.QueryRow(ctx, "SELECT txid_current()").Scan(&idleXID))
+	// And one in another database of the server, as another application's.
+	elsewhere := pool.Config().ConnConfig.Copy()
+	elsewhere.Database = "postgres"
+	other, err := pgx.ConnectConfig(ctx, elsewhere)
+	require.NoError(t, err)
+	defer other.Close(ctx)
+	otherTx, err := other.Begin(ctx)
+	require.NoError(t, err)
+	defer otherTx.Rollback(ctx)
+	var otherXID uint64
+	require.NoError(t, otherTx.QueryRow(ctx, "SELECT txid_current()").Scan(&otherXID))
 
 	for i := range 3 {
 		appendCommitted(t, pool, "k", fmt.Sprintf("during-%d", i))
@@ -143,14 +155,17 @@ func TestLongUnrelatedTransactionDelaysNothing(t *testing.T) {
 	st := l.Status()
 	require.False(t, st.HeldBack)
 	require.Equal(t, []Open{{XID: idleXID}}, openOf(st.Position, idleXID), "the idle transaction is remembered")
+	require.Equal(t, []Open{{XID: otherXID}}, openOf(st.Position, otherXID), "so is the other database's")
 	require.LessOrEqual(t, st.OldestOpen, idleXID)
 
 	require.NoError(t, idle.Rollback(ctx))
+	require.NoError(t, otherTx.Rollback(ctx))
 	appendCommitted(t, pool, "k", "after")
 	require.NoError(t, Notify(ctx, pool))
 	got := c.waitFor(t, 4, 2*time.Second)
 	requireResumable(t, got)
-	require.Empty(t, openOf(l.Position(), idleXID), "the ended transaction is forgotten")
+	require.Empty(t, openOf(l.Position(), idleXID), "the ended transactions are forgotten")
+	require.Empty(t, openOf(l.Position(), otherXID))
 }
 
 // Writers commit concurrently with random delays while a long transaction
@@ -260,4 +275,45 @@ func TestSinceFiltersByKindAndSubjectAcrossOtherKinds(t *testing.T) {
 	all, err := Since(ctx, pool, from, At(upTo), Filter{}, limit)
 	require.NoError(t, err)
 	require.Len(t, all, limit, "unfiltered: more than the limit, the caller resyncs")
+}
+
+// Two readers' positions often differ only in transactions, one reader
+// having seen one end that the other still waits for. A client of the
+// first resumes from the second if that transaction wrote nothing to the
+// feed; if it did, the second reader is behind and Since says so.
+func TestSinceAcrossPositionsThatDifferInOpenTransactions(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	ctx := context.Background()
+	idle, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer idle.Rollback(ctx)
+	var idleXID, writerXID uint64
+	require.NoError(t, idle.QueryRow(ctx, "SELECT txid_current()").Scan(&idleXID))
+	writer, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer writer.Rollback(ctx)
+	require.NoError(t, Append(ctx, writer, Change{Kind: "k", Subject: "late"}))
+	require.NoError(t, writer.QueryRow(ctx, "SELECT txid_current()").Scan(&writerXID))
+	appendCommitted(t, pool, "k", "r")
+	var r Cursor
+	require.NoError(t, pool.QueryRow(ctx, "SELECT xid::text::bigint, id FROM switchyard.changes").Scan(&r.XID, &r.ID))
+	behind := Position{After: r, Open: []Open{{XID: idleXID}, {XID: writerXID}}}
+
+	require.NoError(t, idle.Rollback(ctx))
+	require.NoError(t, writer.Commit(ctx))
+	sawIdleEnd := Position{After: r, Open: []Open{{XID: writerXID}}}
+	require.False(t, sawIdleEnd.Within(behind), "not from the positions alone")
+	got, err := Since(ctx, pool, sawIdleEnd, behind, Filter{}, 10)
+	require.NoError(t, err, "the idle transaction wrote nothing")
+	require.Empty(t, got)
+
+	sawBothEnd := Position{After: r}
+	_, err = Since(ctx, pool, sawBothEnd, behind, Filter{}, 10)
+	require.ErrorIs(t, err, ErrNotWithin, "the writer's change is in sawBothEnd, not yet in behind")
+
+	got, err = Since(ctx, pool, behind, sawBothEnd, Filter{}, 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"late"}, subjects(got), "the other way round: what behind lacks")
+	require.True(t, got[0].Position.Has(got[0].Cursor))
 }

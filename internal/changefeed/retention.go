@@ -73,18 +73,18 @@ var ErrNotWithin = errors.New("changefeed: position not within the reader's")
 // short. It is how a reader that was away (a reconnecting SSE client)
 // learns what it missed. upTo must be a Position a Listener delivered, so
 // that every change it includes is committed. ErrCursorExpired: changes
-// from does not include may have been pruned; ErrNotWithin: see
-// Position.Within.
+// from does not include may have been pruned; ErrNotWithin: from includes
+// a change upTo lacks (upTo's reader is behind).
 //
 // Each read is a bounded walk of one index per kind (and subject) of f,
 // whatever the other kinds wrote (EXPLAIN.md): resume works across the
 // whole retention for any filter, as long as what the filter missed fits
 // the limit.
 func Since(ctx context.Context, pool *pgxpool.Pool, from, upTo Position, f Filter, limit int) ([]Change, error) {
-	if !from.Within(upTo) {
-		return nil, ErrNotWithin
-	}
 	q := queries.New(pool)
+	if err := within(ctx, q, from, upTo); err != nil {
+		return nil, err
+	}
 	changes, err := sinceOpen(ctx, q, from, upTo, f, limit)
 	if err != nil {
 		return nil, err
@@ -110,6 +110,49 @@ func Since(ctx context.Context, pool *pgxpool.Pool, from, upTo Position, f Filte
 		return nil, ErrCursorExpired
 	}
 	return changes, nil
+}
+
+// within returns nil if upTo includes every change from includes, and
+// ErrNotWithin if not. Positions of two instances (or of one, read at two
+// moments) often differ in transactions only: upTo may still wait for a
+// transaction that from's reader saw end. If it ended without writing to
+// the feed (the usual case: an unrelated transaction), from is within
+// upTo all the same; one read of those transactions' rows tells.
+func within(ctx context.Context, q *queries.Queries, from, upTo Position) error {
+	if from.Within(upTo) {
+		return nil
+	}
+	if from.After.Compare(upTo.After) > 0 {
+		return ErrNotWithin
+	}
+	// The rows of upTo's open transactions that from claims: after upTo's
+	// Seen, up to from's Seen (or all of them up to from's cursor).
+	var claimed openRange
+	for _, o := range upTo.Open {
+		if o.XID > from.After.XID {
+			break
+		}
+		upto := int64(1<<63 - 1)
+		if fo, ok := from.open(o.XID); ok {
+			upto = fo.Seen
+		} else if o.XID == from.After.XID {
+			upto = from.After.ID
+		}
+		if upto > o.Seen {
+			claimed.add(o, upto)
+		}
+	}
+	if len(claimed.xids) == 0 {
+		return nil
+	}
+	rows, err := q.ChangeListOpen(ctx, claimed.params(nil, 1))
+	if err != nil {
+		return fmt.Errorf("changefeed: compare %s with %s: %w", from, upTo, err)
+	}
+	if len(rows) > 0 {
+		return ErrNotWithin
+	}
+	return nil
 }
 
 // expired reports whether retention may have pruned a change that from

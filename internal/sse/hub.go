@@ -34,7 +34,9 @@
 //
 //   - C not a position, or not within the hub's own (another database, a
 //     position from the future, an instance that has not yet read what
-//     the client has: changefeed.Position.Within): resync.
+//     the client has: changefeed.ErrNotWithin): resync. Positions of two
+//     instances that differ only in unrelated transactions (one saw one
+//     end, the other not yet) resume: Since checks that it wrote nothing.
 //   - C the position of an event in the hub's in-memory ring of recent
 //     changes: the changes after it are replayed from memory, without a
 //     query.

@@ -106,7 +106,7 @@ func (h *Hub) attach(c *client, lastEventID string) (p plan, ok bool) {
 		return p, true
 	}
 	last, err := changefeed.ParsePosition(lastEventID)
-	if err != nil || !last.Within(h.pos) {
+	if err != nil || last.After.Compare(h.pos.After) > 0 {
 		p.control = "resync"
 		return p, true
 	}
