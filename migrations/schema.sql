@@ -1488,6 +1488,18 @@ CREATE INDEX changes_created ON switchyard.changes USING btree (created_at);
 CREATE UNIQUE INDEX changes_cursor ON switchyard.changes USING btree (xid, id);
 
 --
+-- Name: changes_kind_cursor; Type: INDEX; Schema: switchyard; Owner: -
+--
+
+CREATE INDEX changes_kind_cursor ON switchyard.changes USING btree (kind, xid, id);
+
+--
+-- Name: changes_subject_cursor; Type: INDEX; Schema: switchyard; Owner: -
+--
+
+CREATE INDEX changes_subject_cursor ON switchyard.changes USING btree (kind, subject, xid, id);
+
+--
 -- Name: dead_letter_groups_last; Type: INDEX; Schema: switchyard; Owner: -
 --
 

@@ -81,7 +81,7 @@ func serveWith(ctx context.Context, cfg config, logger *slog.Logger, extras serv
 	notifier := wakes.notifier
 	guard := auth.NewStreamGuard()
 	triageEngine, triageSocket := newTriage(db.pool, guard, notifier.Poke, logger)
-	hub, stopLive, err := startLive(ctx, db, wakes, guard, logger, triageSocket.Observe)
+	hub, feed, stopLive, err := startLive(ctx, db, wakes, guard, logger, triageSocket.Observe)
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ func serveWith(ctx context.Context, cfg config, logger *slog.Logger, extras serv
 		return err
 	}
 	defer statsService.Stop()
-	e, err := newWeb(db, migrator, hub, logger, registry, receiver, cfg, access{accounts: accounts, guard: guard, notify: notifier.Poke, triage: triageEngine, triageSocket: triageSocket}, demoPanel)
+	e, err := newWeb(db, migrator, liveParts{events: hub, feed: feed}, logger, registry, receiver, cfg, access{accounts: accounts, guard: guard, notify: notifier.Poke, triage: triageEngine, triageSocket: triageSocket}, demoPanel)
 	if err != nil {
 		return err
 	}
@@ -226,12 +226,12 @@ func openMigrated(ctx context.Context, cfg config, logger *slog.Logger) (*databa
 // guard follows the same listener, so that revoked sessions' streams close
 // on this instance whichever instance revoked them; so do subscribers (the
 // triage sockets).
-func startLive(ctx context.Context, db *database, wakes wakeups, guard *auth.StreamGuard, logger *slog.Logger, subscribers ...changefeed.Subscriber) (*sse.Hub, func(), error) {
+func startLive(ctx context.Context, db *database, wakes wakeups, guard *auth.StreamGuard, logger *slog.Logger, subscribers ...changefeed.Subscriber) (*sse.Hub, *changefeed.Listener, func(), error) {
 	listener := changefeed.NewListener(db.pool, changefeed.Config{
 		Logger: logger.With(slog.String("component", "changefeed")), Notifications: wakes.listen,
 	})
 	if err := listener.Start(ctx); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	_, unwatch := listener.Subscribe(guard.Observe)
 	unsubscribes := make([]func(), len(subscribers))
@@ -240,7 +240,7 @@ func startLive(ctx context.Context, db *database, wakes wakeups, guard *auth.Str
 	}
 	hub := sse.New(listener, sse.Config{Logger: logger.With(slog.String("component", "sse"))})
 	stopHub := context.AfterFunc(ctx, hub.Close)
-	return hub, func() {
+	return hub, listener, func() {
 		stopHub()
 		hub.Close()
 		unwatch()
@@ -249,6 +249,13 @@ func startLive(ctx context.Context, db *database, wakes wakeups, guard *auth.Str
 		}
 		listener.Stop()
 	}, nil
+}
+
+// liveParts are what the console's pages need of the live feed: the
+// stream handler and the listener's status (for the dashboard).
+type liveParts struct {
+	events http.Handler
+	feed   console.FeedStatus
 }
 
 // access is what the console needs to sign people in.
@@ -262,7 +269,7 @@ type access struct {
 }
 
 // newWeb wires the console's handlers into a configured echo instance.
-func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logger *slog.Logger, registry *prometheus.Registry, receiver *inbox.Receiver, cfg config, acc access, demo console.DemoPanel) (*echo.Echo, error) {
+func newWeb(db *database, migrator *migrate.Migrator, live liveParts, logger *slog.Logger, registry *prometheus.Registry, receiver *inbox.Receiver, cfg config, acc access, demo console.DemoPanel) (*echo.Echo, error) {
 	assets, err := static.New()
 	if err != nil {
 		return nil, fmt.Errorf("load static assets: %w", err)
@@ -272,13 +279,14 @@ func newWeb(db *database, migrator *migrate.Migrator, events http.Handler, logge
 		Assets:    assets,
 		Readiness: console.DatabaseReadiness{Pool: db.pool, Migrations: migrator},
 		Gatherer:  registry,
-		Events:    events,
+		Events:    live.events,
 		Inbox:     receiver, InboxMaxBody: cfg.inboxMaxBody, Getenv: cfg.getenv,
 		Auth: acc.accounts, Streams: acc.guard, AuditLog: audit.Log{DB: db.pool},
 		Demo: cfg.demo, SecureCookies: cfg.secureCookies, ViewerPayloads: cfg.viewerPayloads,
 		MetricsToken: cfg.web.metricsToken, MetricsHidden: cfg.metricsHidden(),
 		DB:             db.pool,
 		Stats:          stats.NewReader(db.pool, 0),
+		Feed:           live.feed,
 		DemoPanel:      demo,
 		Notify:         acc.notify,
 		IdempotencyTTL: cfg.hardening.idempotencyTTL,

@@ -8,34 +8,54 @@
 // transaction: on PostgreSQL a NOTIFY serialises every committing
 // transaction (ARCHITECTURE.md, invariant 9).
 //
-// # The watermark
+// # Positions: delivering around open transactions
 //
 // Each console instance runs one Listener. It listens on the process's one
 // LISTEN connection (internal/pglisten, shared with the dispatcher) and,
-// on every (re)connect, every wake-up and every poll tick, catches up by reading the table after its cursor. A cursor is the pair
-// (xid, id): the writer's transaction id (xid8) and the row's bigserial id.
-// Ids alone are not safe: they are taken at INSERT, but transactions commit
-// in any order, so a reader that has seen id 12 may later see id 11 commit
-// and would skip it. The Listener therefore delivers only rows whose xid is
-// below pg_snapshot_xmin(pg_current_snapshot()), the oldest transaction
-// still running anywhere on the server: every transaction below it has
-// finished, and every later one gets a larger xid, so no row can ever
-// appear behind a delivered cursor. Rows above the watermark are committed
-// but not yet settled; the Listener reads them again soon (with a short
-// backoff) instead of waiting for the next poll. The price: a long-running
-// transaction anywhere on the server holds the feed back until it ends.
-// That is a delay, never a loss.
+// on every (re)connect, every wake-up and every poll tick, reads the table
+// after what it has delivered. A change's key is its Cursor (xid, id): the
+// writer's transaction id (xid8) and the row's bigserial id. A cursor alone
+// cannot say what a reader has seen: ids are taken at INSERT and
+// transactions commit in any order, so after a reader has delivered the
+// row at (20, 7), the row at (15, 5) of a transaction that was still
+// running may commit. Waiting behind pg_snapshot_xmin (the oldest
+// transaction running anywhere on the server) is safe but lets any idle
+// transaction, of any application in any database, stall every live view
+// for as long as it stays open.
 //
-// Delivery is in cursor order, exactly once per Listener: subscribers get
-// batches in the order of their cursors and never the same change twice.
+// So the Listener reads in one REPEATABLE READ snapshot: the transactions
+// in progress (pg_snapshot_xip of pg_current_snapshot), the rows after its
+// cursor (every row the snapshot returns is committed) and the rows of the
+// transactions it remembered as open that have since ended. It delivers
+// all of them at once, and remembers as open each transaction that was in
+// progress below a row it delivered. What a reader has been delivered is
+// therefore a Position: a cursor plus the transactions open below it (and,
+// for each, the last of its rows delivered): "every change up to the
+// cursor, except the open transactions' later rows". Positions are sets,
+// so any instance can tell what another instance's reader lacks
+// (Position.Within, Since). The rows of an open transaction are delivered
+// when it commits (its writer's NOTIFY, or the next poll); an aborted or
+// read-only one is forgotten with nothing to deliver. Positions grow with
+// every delivery; MaxOpen bounds how many open transactions one holds
+// (beyond it, delivery waits for the oldest: Status.HeldBack).
+//
+// Delivery order, the same for every subscriber of a Listener: in each
+// read, first the rows of ended open transactions in cursor order, then
+// the rows after the cursor in cursor order. Every change carries the
+// Position after it; that Position is its SSE event id, and a reader that
+// stops after any change resumes from its Position (Since) without
+// skipping a row that committed late or receiving one twice. Exactly once
+// per Listener: subscribers never get the same change twice.
 //
 // # Retention
 //
-// Prune deletes settled rows older than the retention window in cursor
-// order and records the highest cursor it deleted. A reader whose cursor is
-// at or above that record can be resumed from the table (Since); a reader
-// below it may have missed rows that are gone and must resync
-// (ErrCursorExpired).
+// Prune deletes settled rows (below pg_snapshot_xmin: no transaction can
+// still add rows among them) older than the retention window in cursor
+// order and records the highest cursor it deleted. A reader whose position
+// is at or above that record, with no open transaction at or below it,
+// can be resumed from the table (Since), for any filter of kinds and
+// subjects, each read through an index of its own; a reader below it may
+// have missed rows that are gone and must resync (ErrCursorExpired).
 package changefeed
 
 import (
@@ -182,8 +202,13 @@ func ParseCursor(s string) (Cursor, error) {
 
 // Change is one row of the feed.
 type Change struct {
-	// Cursor is set on changes read from the feed; Append ignores it.
+	// Cursor is the change's key, set on changes read from the feed;
+	// Append ignores it.
 	Cursor Cursor
+	// Position is what a reader has been delivered once it has this
+	// change: the change's resumable cursor (SSE event id). Set on
+	// changes a Listener delivers or Since returns.
+	Position Position
 	// Kind is one of the Kind constants: 1 to 64 of a-z, 0-9, '_' and
 	// '.', starting with a letter.
 	Kind string

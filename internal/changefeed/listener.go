@@ -2,7 +2,6 @@ package changefeed
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -20,16 +19,17 @@ import (
 type Config struct {
 	// Logger receives connection losses and failed reads. Default: discard.
 	Logger *slog.Logger
-	// From is where delivery starts: the first change delivered is the
-	// first one after it. Nil: after the newest settled change at Start,
-	// so a new console instance does not replay history.
+	// From is where delivery starts: every change after it is delivered.
+	// Nil: after every change committed at Start, so a new console
+	// instance does not replay history (the transactions then in progress
+	// are open: their rows are delivered when they commit).
 	From *Cursor
 	// PollInterval is how often the feed is read when no notification
 	// arrives (a lost NOTIFY, a writer that does not send one). Default 2s.
 	PollInterval time.Duration
 	// SettleRetry is the first delay before reading again when committed
-	// rows wait behind the watermark; it doubles up to PollInterval.
-	// Default 20ms.
+	// rows wait because more than MaxOpen transactions are open; it
+	// doubles up to PollInterval. Default 20ms.
 	SettleRetry time.Duration
 	// Notifications is the process's one LISTEN connection
 	// (internal/pglisten): the Listener subscribes to Channel on it, and
@@ -79,7 +79,8 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-// Subscriber receives a batch of changes, in cursor order. It is called
+// Subscriber receives a batch of changes, in delivery order (see the
+// package comment), each with the Position after it. It is called
 // from the Listener's goroutine with the Listener's lock held: it must
 // return quickly and must not call the Listener.
 type Subscriber func(batch []Change)
@@ -96,9 +97,10 @@ type Listener struct {
 	wake chan struct{}
 
 	mu     sync.Mutex
-	cursor Cursor             // guarded by mu: the last change delivered
+	pos    Position           // guarded by mu: what has been delivered
 	subs   map[int]Subscriber // guarded by mu
 	nextID int                // guarded by mu
+	status tracker            // guarded by mu
 
 	// onRead, when set (by tests, before Start), is called after each read.
 	onRead func(held bool, err error)
@@ -115,20 +117,18 @@ func NewListener(pool *pgxpool.Pool, cfg Config) *Listener {
 // ErrStarted is returned by a second Start.
 var ErrStarted = service.ErrStarted
 
-// Start resolves the starting cursor, subscribes to the LISTEN
+// Start resolves the starting position, subscribes to the LISTEN
 // connection and starts the reader and the pruner. It returns once the
-// starting cursor is known (so Subscribe then returns a real cursor); the
+// starting position is known (so Subscribe then returns a real one); the
 // LISTEN connection may still be connecting. The goroutines run until
 // Stop.
 func (l *Listener) Start(ctx context.Context) error {
 	setup := func(ctx context.Context) error {
-		from, err := l.startCursor(ctx)
+		from, err := l.startPosition(ctx)
 		if err != nil {
 			return err
 		}
-		l.mu.Lock()
-		l.cursor = from
-		l.mu.Unlock()
+		l.deliver(nil, from)
 		return nil
 	}
 	return l.life.Start(ctx, setup, l.run)
@@ -156,20 +156,30 @@ func (l *Listener) run(ctx context.Context) {
 	wg.Wait()
 }
 
-func (l *Listener) startCursor(ctx context.Context) (Cursor, error) {
+// startPosition is Config.From, or else the position after every change
+// committed now: every transaction below the snapshot's xmax is finished
+// except those in progress, which stay open (at most MaxOpen: beyond
+// them the position stops before the next one).
+func (l *Listener) startPosition(ctx context.Context) (Position, error) {
 	if l.cfg.From != nil {
-		return *l.cfg.From, nil
+		return At(*l.cfg.From), nil
 	}
 	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
 	defer cancel()
-	head, err := queries.New(l.pool).ChangeHead(qctx)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Cursor{}, nil
-	}
+	snap, err := queries.New(l.pool).ChangeSnapshot(qctx)
 	if err != nil {
-		return Cursor{}, fmt.Errorf("changefeed: read head: %w", err)
+		return Position{}, fmt.Errorf("changefeed: read snapshot: %w", err)
 	}
-	return toCursor(head.Xid, head.ID), nil
+	inProgress := uint64s(snap.InProgress)
+	pos := Position{After: Cursor{XID: snap.Xmax.Uint64}}
+	if len(inProgress) > MaxOpen {
+		pos.After = Cursor{XID: inProgress[MaxOpen]}
+		inProgress = inProgress[:MaxOpen]
+	}
+	for _, x := range inProgress {
+		pos.Open = append(pos.Open, Open{XID: x})
+	}
+	return pos, nil
 }
 
 // Stop ends the Listener's goroutines (and closes its own LISTEN
@@ -177,12 +187,12 @@ func (l *Listener) startCursor(ctx context.Context) (Cursor, error) {
 // than once, and before Start.
 func (l *Listener) Stop() { l.life.Stop() }
 
-// Subscribe registers fn and returns the cursor it starts after: fn will
-// receive every change after that cursor, and none before. The returned
-// function unsubscribes. It panics before Start: the starting cursor is
-// not known yet, and a subscriber that trusted a zero cursor would believe
-// it had seen everything before the real one.
-func (l *Listener) Subscribe(fn Subscriber) (Cursor, func()) {
+// Subscribe registers fn and returns the position it starts at: fn will
+// receive every change that position does not include, and none that it
+// does. The returned function unsubscribes. It panics before Start: the
+// starting position is not known yet, and a subscriber that trusted a zero
+// one would believe it had seen everything before the real one.
+func (l *Listener) Subscribe(fn Subscriber) (Position, func()) {
 	if !l.life.Started() {
 		panic("changefeed: Subscribe before Start")
 	}
@@ -191,18 +201,18 @@ func (l *Listener) Subscribe(fn Subscriber) (Cursor, func()) {
 	id := l.nextID
 	l.nextID++
 	l.subs[id] = fn
-	return l.cursor, func() {
+	return l.pos, func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		delete(l.subs, id)
 	}
 }
 
-// Cursor returns the cursor of the last change delivered.
-func (l *Listener) Cursor() Cursor {
+// Position returns what the Listener has delivered.
+func (l *Listener) Position() Position {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.cursor
+	return l.pos
 }
 
 // Wake asks for a read now, as a notification would. It never blocks.

@@ -61,7 +61,7 @@ func TestAppendRejectsInvalidChangesAndLeavesTheTransactionUsable(t *testing.T) 
 func TestStartTwiceFailsAndStopIsIdempotent(t *testing.T) {
 	t.Parallel()
 	l := NewListener(dbtest.New(t), Config{})
-	require.Panics(t, func() { l.Subscribe(func([]Change) {}) }, "no cursor before Start")
+	require.Panics(t, func() { l.Subscribe(func([]Change) {}) }, "no position before Start")
 	l.Stop() // before Start: nothing to stop
 	require.NoError(t, l.Start(context.Background()))
 	require.ErrorIs(t, l.Start(context.Background()), ErrStarted)
@@ -75,30 +75,25 @@ func TestListenerStartsAtTheHead(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.New(t)
 	appendCommitted(t, pool, "k", "old-1", "old-2")
-	// Other tests' transactions on the server hold the watermark back for
-	// a moment; the head is the newest settled change.
-	testwait.Until(t, 10*time.Second, "the old changes to settle", func() bool {
-		var n int
-		require.NoError(t, pool.QueryRow(context.Background(),
-			"SELECT count(*) FROM switchyard.changes WHERE xid < pg_snapshot_xmin(pg_current_snapshot())").Scan(&n))
-		return n == 2
-	})
 	l := NewListener(pool, Config{})
 	start(t, l)
 	c := newCollector()
 	from, cancel := l.Subscribe(c.receive)
 	defer cancel()
-	require.NotZero(t, from, "the head is the newest existing change")
+	require.NotZero(t, from.After, "the start is after the existing changes")
 	appendCommitted(t, pool, "k", "new")
 	require.NoError(t, Notify(context.Background(), pool))
 	require.Equal(t, []string{"new"}, subjects(c.waitFor(t, 1, 10*time.Second)))
-	require.Equal(t, -1, from.Compare(c.snapshot()[0].Cursor))
+	require.False(t, from.Has(c.snapshot()[0].Cursor))
 }
 
-// Two transactions whose ids commit out of order: whichever order, both
-// are delivered, in cursor order, and none is skipped. In "lower id, higher
-// xid" a reader that tracked ids alone would have moved past id 1 when it
-// saw id 2 commit first.
+// Two transactions whose ids commit out of order: whichever order, the
+// one that commits first is delivered at once (the other one, still in
+// progress, holds nothing back), the other when it commits, and none is
+// skipped or delivered twice. In "lower id, higher xid" a reader that
+// tracked ids alone would have moved past id 1 when it saw id 2 commit
+// first; in "lower xid commits last" one that tracked (xid, id) alone would
+// have moved past A's xid.
 func TestOutOfOrderCommitsAreNeverSkipped(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -111,16 +106,7 @@ func TestOutOfOrderCommitsAreNeverSkipped(t *testing.T) {
 			t.Parallel()
 			pool := dbtest.New(t)
 			ctx := context.Background()
-			reads := make(chan bool, 100)
-			l := NewListener(pool, Config{From: &Cursor{}, PollInterval: time.Hour, SettleRetry: 10 * time.Millisecond})
-			l.onRead = func(held bool, err error) {
-				if err == nil {
-					select {
-					case reads <- held:
-					default:
-					}
-				}
-			}
+			l := NewListener(pool, Config{From: &Cursor{}, PollInterval: time.Hour})
 			c := newCollector()
 			start(t, l)
 			_, cancel := l.Subscribe(c.receive)
@@ -141,40 +127,32 @@ func TestOutOfOrderCommitsAreNeverSkipped(t *testing.T) {
 			require.NoError(t, txB.Commit(ctx))
 			require.NoError(t, Notify(ctx, pool))
 
-			if tc.bFirstXID {
-				// B's xid is below A's: it is settled and delivered now.
-				require.Equal(t, []string{"B"}, subjects(c.waitFor(t, 1, 10*time.Second)))
-			} else {
-				// B waits behind A's xid: a read must see it held and
-				// deliver nothing.
-				waitHeld(t, reads)
-				require.Empty(t, c.snapshot(), "B must wait until A settles")
+			got := c.waitFor(t, 1, 10*time.Second)
+			require.Equal(t, []string{"B"}, subjects(got), "B is delivered while A is still open")
+			var xidA uint64
+			require.NoError(t, txA.QueryRow(ctx, "SELECT pg_current_xact_id()::text::bigint").Scan(&xidA))
+			if !tc.bFirstXID {
+				require.Equal(t, []Open{{XID: xidA}}, openOf(got[0].Position, xidA), "B's position remembers A as open")
 			}
 			require.NoError(t, txA.Commit(ctx))
-			if tc.bFirstXID {
-				require.NoError(t, Notify(ctx, pool))
-			} // else no Notify: the settle retry alone must pick A and B up
-			got := c.waitFor(t, 2, 10*time.Second)
-			requireCursorOrder(t, got)
-			require.ElementsMatch(t, []string{"A", "B"}, subjects(got))
-			require.Len(t, got, 2)
+			require.NoError(t, Notify(ctx, pool))
+			got = c.waitFor(t, 2, 10*time.Second)
+			require.Equal(t, []string{"B", "A"}, subjects(got))
+			requireResumable(t, got)
+			require.True(t, l.Position().Has(got[1].Cursor))
+			require.Empty(t, openOf(l.Position(), xidA), "A is forgotten once delivered")
 		})
 	}
 }
 
-func waitHeld(t *testing.T, reads <-chan bool) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case held := <-reads:
-			if held {
-				return
-			}
-		case <-deadline:
-			t.Fatal("no read saw the committed change held behind the watermark")
+// openOf returns the entry of xid in p.Open, if any.
+func openOf(p Position, xid uint64) []Open {
+	for _, o := range p.Open {
+		if o.XID == xid {
+			return []Open{o}
 		}
 	}
+	return nil
 }
 
 // The LISTEN connection is killed; changes are committed and notified while
@@ -225,7 +203,7 @@ func TestListenerReconnectsAndCatchesUpAfterTerminate(t *testing.T) {
 
 	got := c.waitFor(t, 3, 3*time.Second)
 	require.Equal(t, []string{"before", "during-1", "during-2"}, subjects(got))
-	requireCursorOrder(t, got)
+	requireResumable(t, got)
 	testwait.Until(t, 10*time.Second, "one new LISTEN connection", func() bool {
 		now := listenerPIDs(t, pool)
 		return len(now) == 1 && now[0] != pids[0]
@@ -250,8 +228,9 @@ func TestPollDeliversWithoutAnyNotification(t *testing.T) {
 }
 
 // Many writers commit concurrently with random delays inside their
-// transactions: every change is delivered exactly once, in cursor order.
-func TestConcurrentWritersAreDeliveredOnceInCursorOrder(t *testing.T) {
+// transactions: every change is delivered exactly once, and every
+// change's position is a resumable cursor.
+func TestConcurrentWritersAreDeliveredOnceAndResumable(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.New(t)
 	ctx := context.Background()
@@ -278,7 +257,7 @@ func TestConcurrentWritersAreDeliveredOnceInCursorOrder(t *testing.T) {
 	require.NoError(t, Notify(ctx, pool))
 	got := c.waitFor(t, writers*each+1, 20*time.Second)
 	require.Len(t, got, writers*each+1, "nothing twice")
-	requireCursorOrder(t, got)
+	requireResumable(t, got)
 	want := map[string]bool{"last": true}
 	for w := range writers {
 		for i := range each {
@@ -308,7 +287,7 @@ func write(ctx context.Context, pool *pgxpool.Pool, w, n int) error {
 		if err != nil {
 			return err
 		}
-		if i%5 == 0 { // most commits send no NOTIFY: the watermark and poll must cover
+		if i%5 == 0 { // most commits send no NOTIFY: the poll must cover
 			if err := Notify(ctx, pool); err != nil {
 				return err
 			}

@@ -89,12 +89,25 @@ func subjects(changes []Change) []string {
 	return out
 }
 
-// requireCursorOrder checks that cursors strictly increase: in order, and
-// none twice.
-func requireCursorOrder(t *testing.T, changes []Change) {
+// requireResumable checks that changes, as one subscriber received them,
+// are each delivered once and that the position after each one is a
+// resumable cursor: it includes exactly the changes received up to it.
+func requireResumable(t *testing.T, changes []Change) {
 	t.Helper()
-	for i := 1; i < len(changes); i++ {
-		require.Equal(t, -1, changes[i-1].Cursor.Compare(changes[i].Cursor), "change %d (%s) after %d (%s)", i, changes[i].Cursor, i-1, changes[i-1].Cursor)
+	seen := map[Cursor]int{}
+	for i, ch := range changes {
+		j, twice := seen[ch.Cursor]
+		require.False(t, twice, "change %s delivered at %d and %d", ch.Cursor, j, i)
+		seen[ch.Cursor] = i
+	}
+	for i, ch := range changes {
+		for _, other := range changes {
+			require.Equal(t, seen[other.Cursor] <= i, ch.Position.Has(other.Cursor),
+				"position %s after change %d and change %s delivered at %d", ch.Position, i, other.Cursor, seen[other.Cursor])
+		}
+		if i > 0 {
+			require.True(t, changes[i-1].Position.Within(ch.Position), "positions %s then %s", changes[i-1].Position, ch.Position)
+		}
 	}
 }
 

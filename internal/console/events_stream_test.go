@@ -221,15 +221,16 @@ func TestManyViewersCostOneListenConnectionAndNoQueriesEach(t *testing.T) {
 	// caused.
 	l := setupLive(t, changefeed.Config{PollInterval: time.Hour, PruneInterval: -1})
 	const viewers = 50
-	// The listener's start: its head read, LISTEN, and the catch-up after
-	// connecting. Nothing runs after those until a change or a poll.
+	// The listener's start: its snapshot read, LISTEN, and the catch-up
+	// after connecting (BEGIN, snapshot, rows after the position, COMMIT:
+	// one snapshot). Nothing runs after those until a change or a poll.
 	deadline := time.Now().Add(10 * time.Second)
-	for l.queries.n.Load() < 3 {
+	for l.queries.n.Load() < 6 {
 		require.True(t, time.Now().Before(deadline), "listener did not start")
 		time.Sleep(10 * time.Millisecond)
 	}
 	before := l.queries.n.Load()
-	require.EqualValues(t, 3, before)
+	require.EqualValues(t, 6, before)
 	var streams []*stream
 	for range viewers {
 		s := openStream(t, l.url, "")

@@ -83,6 +83,9 @@ type Deps struct {
 	// Stats serves the dashboard's statistics (a *stats.Reader).
 	// Optional: without it the dashboard shows no figures.
 	Stats StatsSource
+	// Feed reports how the process's change feed is doing (a
+	// *changefeed.Listener), for the dashboard. Optional.
+	Feed FeedStatus
 	// DemoPanel is the running `console demo`; nil otherwise (no demo
 	// panel).
 	DemoPanel DemoPanel

@@ -1,6 +1,7 @@
 package httpserver
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -20,8 +21,21 @@ type ErrorRenderer func(c echo.Context, status int, message string) error
 // its message; an *echo.HTTPError keeps its status and its message
 // (handlers make them safe to show); anything else is a 500 whose cause is
 // logged here, once, and never shown. JSON clients get {"error": message}.
+//
+// A request the client abandoned (its context canceled while the handler
+// was still working: a closed tab, a navigation, htmx cancelling a
+// superseded request) is no server fault: it is recorded with status
+// StatusClientClosed, logged at info by the request log, counted under
+// that code by the metrics (never as a 5xx), and nothing is written to
+// the gone client.
 func ErrorHandler(logger *slog.Logger, render ErrorRenderer) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
+		if clientClosed(c.Request(), err) {
+			if !c.Response().Committed {
+				c.Response().Status = StatusClientClosed
+			}
+			return
+		}
 		if c.Response().Committed {
 			// A stream that fails halfway: the status is sent, the cause
 			// still deserves its log line.
@@ -62,6 +76,19 @@ func ErrorHandler(logger *slog.Logger, render ErrorRenderer) echo.HTTPErrorHandl
 			}
 		}
 	}
+}
+
+// StatusClientClosed is the status recorded for a request whose client
+// went away before the answer (nginx's 499 "client closed request"). It is
+// never sent: there is nobody left to send it to.
+const StatusClientClosed = 499
+
+// clientClosed reports whether err is the cancellation of r's own context,
+// which net/http cancels when the client closes the connection (or resets
+// an HTTP/2 stream). A deadline (a query timeout) is not: that stays a
+// server fault.
+func clientClosed(r *http.Request, err error) bool {
+	return errors.Is(err, context.Canceled) && errors.Is(r.Context().Err(), context.Canceled)
 }
 
 // RefusalStatus is the HTTP status of a refusal of kind k.

@@ -31,30 +31,8 @@ func (q *Queries) ChangeAppend(ctx context.Context, arg ChangeAppendParams) erro
 	return err
 }
 
-const changeHead = `-- name: ChangeHead :one
-SELECT xid, id FROM switchyard.changes
-WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
-ORDER BY xid DESC, id DESC
-LIMIT 1
-`
-
-type ChangeHeadRow struct {
-	Xid pgtype.Uint64
-	ID  int64
-}
-
-// ChangeHead is the cursor of the newest settled change (no row when there
-// is none): where a listener that should not replay history starts.
-func (q *Queries) ChangeHead(ctx context.Context) (ChangeHeadRow, error) {
-	row := q.db.QueryRow(ctx, changeHead)
-	var i ChangeHeadRow
-	err := row.Scan(&i.Xid, &i.ID)
-	return i, err
-}
-
 const changeListAfter = `-- name: ChangeListAfter :many
-SELECT id, xid, kind, subject, payload, created_at,
-    (xid < pg_snapshot_xmin(pg_current_snapshot()))::boolean AS settled
+SELECT id, xid, kind, subject, payload, created_at
 FROM switchyard.changes
 WHERE (xid, id) > ($1::xid8, $2::bigint)
 ORDER BY xid, id
@@ -67,30 +45,17 @@ type ChangeListAfterParams struct {
 	BatchSize int32
 }
 
-type ChangeListAfterRow struct {
-	ID        int64
-	Xid       pgtype.Uint64
-	Kind      string
-	Subject   string
-	Payload   []byte
-	CreatedAt time.Time
-	Settled   bool
-}
-
-// ChangeListAfter returns up to batch_size changes after the cursor
-// (after_xid, after_id) in cursor order. settled is true for rows whose
-// transaction is older than every transaction still running: those can be
-// delivered, and no row can ever appear before them. Unsettled rows come
-// last (their xid is at least the watermark) and must be read again later.
-func (q *Queries) ChangeListAfter(ctx context.Context, arg ChangeListAfterParams) ([]ChangeListAfterRow, error) {
+// ChangeListAfter returns up to batch_size committed changes after the
+// cursor (after_xid, after_id) in cursor order.
+func (q *Queries) ChangeListAfter(ctx context.Context, arg ChangeListAfterParams) ([]SwitchyardChange, error) {
 	rows, err := q.db.Query(ctx, changeListAfter, arg.AfterXid, arg.AfterID, arg.BatchSize)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ChangeListAfterRow{}
+	items := []SwitchyardChange{}
 	for rows.Next() {
-		var i ChangeListAfterRow
+		var i SwitchyardChange
 		if err := rows.Scan(
 			&i.ID,
 			&i.Xid,
@@ -98,7 +63,71 @@ func (q *Queries) ChangeListAfter(ctx context.Context, arg ChangeListAfterParams
 			&i.Subject,
 			&i.Payload,
 			&i.CreatedAt,
-			&i.Settled,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const changeListOpen = `-- name: ChangeListOpen :many
+SELECT c.id, c.xid, c.kind, c.subject, c.payload, c.created_at
+FROM generate_subscripts($1::xid8[], 1) AS o(i)
+CROSS JOIN LATERAL (
+    SELECT c.id, c.xid, c.kind, c.subject, c.payload, c.created_at
+    FROM switchyard.changes c
+    WHERE c.xid = ($1::xid8[])[o.i]
+      AND c.id > ($2::bigint[])[o.i] AND c.id <= ($3::bigint[])[o.i]
+      AND (cardinality($4::text[]) = 0 OR c.kind = ANY($4::text[]))
+      AND (cardinality($5::text[]) = 0 OR c.subject = ANY($5::text[]))
+    ORDER BY c.id
+    LIMIT $6
+) c
+ORDER BY c.xid, c.id
+LIMIT $6
+`
+
+type ChangeListOpenParams struct {
+	Xids      []pgtype.Uint64
+	Seen      []int64
+	Upto      []int64
+	Kinds     []string
+	Subjects  []string
+	BatchSize int32
+}
+
+// ChangeListOpen returns up to batch_size committed changes of the given
+// transactions whose id is in (seen, upto] (one seen and one upto per
+// transaction), in cursor order: the rows of transactions a reader
+// remembered as open, once they ended. kinds and subjects, when not
+// empty, keep only changes of those kinds and subjects.
+func (q *Queries) ChangeListOpen(ctx context.Context, arg ChangeListOpenParams) ([]SwitchyardChange, error) {
+	rows, err := q.db.Query(ctx, changeListOpen,
+		arg.Xids,
+		arg.Seen,
+		arg.Upto,
+		arg.Kinds,
+		arg.Subjects,
+		arg.BatchSize,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SwitchyardChange{}
+	for rows.Next() {
+		var i SwitchyardChange
+		if err := rows.Scan(
+			&i.ID,
+			&i.Xid,
+			&i.Kind,
+			&i.Subject,
+			&i.Payload,
+			&i.CreatedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -111,12 +140,14 @@ func (q *Queries) ChangeListAfter(ctx context.Context, arg ChangeListAfterParams
 }
 
 const changeListRange = `-- name: ChangeListRange :many
-SELECT id, xid, kind, subject, payload, created_at
-FROM switchyard.changes
-WHERE (xid, id) > ($1::xid8, $2::bigint)
-  AND (xid, id) <= ($3::xid8, $4::bigint)
-ORDER BY xid, id
-LIMIT $5
+SELECT c.id, c.xid, c.kind, c.subject, c.payload, c.created_at
+FROM switchyard.changes c
+WHERE (c.xid, c.id) > ($1::xid8, $2::bigint)
+  AND (c.xid, c.id) <= ($3::xid8, $4::bigint)
+  AND c.id <= coalesce((SELECT ($5::bigint[])[o.i] FROM generate_subscripts($6::xid8[], 1) AS o(i)
+                        WHERE ($6::xid8[])[o.i] = c.xid), 9223372036854775807)
+ORDER BY c.xid, c.id
+LIMIT $7
 `
 
 type ChangeListRangeParams struct {
@@ -124,17 +155,165 @@ type ChangeListRangeParams struct {
 	AfterID   int64
 	UpToXid   pgtype.Uint64
 	UpToID    int64
+	OpenSeen  []int64
+	OpenXids  []pgtype.Uint64
 	BatchSize int32
 }
 
-// ChangeListRange returns up to batch_size settled changes in
-// (after, up_to], in cursor order: what a resuming client missed.
+// ChangeListRange returns up to batch_size changes in (after, up_to], in
+// cursor order, leaving out the rows of the transactions open at up_to
+// (open_xids, with the last id delivered of each in open_seen): what a
+// resuming client missed, when it asked for every kind. The open rows are
+// left out by a filter (a subplan over at most MaxOpen entries per row
+// read), not an anti-join, which would cost the ordered LIMIT its index
+// walk (EXPLAIN.md).
 func (q *Queries) ChangeListRange(ctx context.Context, arg ChangeListRangeParams) ([]SwitchyardChange, error) {
 	rows, err := q.db.Query(ctx, changeListRange,
 		arg.AfterXid,
 		arg.AfterID,
 		arg.UpToXid,
 		arg.UpToID,
+		arg.OpenSeen,
+		arg.OpenXids,
+		arg.BatchSize,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SwitchyardChange{}
+	for rows.Next() {
+		var i SwitchyardChange
+		if err := rows.Scan(
+			&i.ID,
+			&i.Xid,
+			&i.Kind,
+			&i.Subject,
+			&i.Payload,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const changeListRangeByKind = `-- name: ChangeListRangeByKind :many
+SELECT c.id, c.xid, c.kind, c.subject, c.payload, c.created_at
+FROM unnest($1::text[]) AS k(kind)
+CROSS JOIN LATERAL (
+    SELECT c.id, c.xid, c.kind, c.subject, c.payload, c.created_at
+    FROM switchyard.changes c
+    WHERE c.kind = k.kind
+      AND (c.xid, c.id) > ($2::xid8, $3::bigint)
+      AND (c.xid, c.id) <= ($4::xid8, $5::bigint)
+      AND c.id <= coalesce((SELECT ($6::bigint[])[o.i] FROM generate_subscripts($7::xid8[], 1) AS o(i)
+                            WHERE ($7::xid8[])[o.i] = c.xid), 9223372036854775807)
+    ORDER BY c.xid, c.id
+    LIMIT $8
+) c
+ORDER BY c.xid, c.id
+LIMIT $8
+`
+
+type ChangeListRangeByKindParams struct {
+	Kinds     []string
+	AfterXid  pgtype.Uint64
+	AfterID   int64
+	UpToXid   pgtype.Uint64
+	UpToID    int64
+	OpenSeen  []int64
+	OpenXids  []pgtype.Uint64
+	BatchSize int32
+}
+
+// ChangeListRangeByKind is ChangeListRange for the changes of some kinds:
+// one bounded walk of changes_kind_cursor per kind, so that a stream of a
+// rare kind resumes across a day of frequent ones.
+func (q *Queries) ChangeListRangeByKind(ctx context.Context, arg ChangeListRangeByKindParams) ([]SwitchyardChange, error) {
+	rows, err := q.db.Query(ctx, changeListRangeByKind,
+		arg.Kinds,
+		arg.AfterXid,
+		arg.AfterID,
+		arg.UpToXid,
+		arg.UpToID,
+		arg.OpenSeen,
+		arg.OpenXids,
+		arg.BatchSize,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SwitchyardChange{}
+	for rows.Next() {
+		var i SwitchyardChange
+		if err := rows.Scan(
+			&i.ID,
+			&i.Xid,
+			&i.Kind,
+			&i.Subject,
+			&i.Payload,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const changeListRangeBySubject = `-- name: ChangeListRangeBySubject :many
+SELECT c.id, c.xid, c.kind, c.subject, c.payload, c.created_at
+FROM unnest($1::text[]) AS k(kind)
+CROSS JOIN unnest($2::text[]) AS s(subject)
+CROSS JOIN LATERAL (
+    SELECT c.id, c.xid, c.kind, c.subject, c.payload, c.created_at
+    FROM switchyard.changes c
+    WHERE c.kind = k.kind AND c.subject = s.subject
+      AND (c.xid, c.id) > ($3::xid8, $4::bigint)
+      AND (c.xid, c.id) <= ($5::xid8, $6::bigint)
+      AND c.id <= coalesce((SELECT ($7::bigint[])[o.i] FROM generate_subscripts($8::xid8[], 1) AS o(i)
+                            WHERE ($8::xid8[])[o.i] = c.xid), 9223372036854775807)
+    ORDER BY c.xid, c.id
+    LIMIT $9
+) c
+ORDER BY c.xid, c.id
+LIMIT $9
+`
+
+type ChangeListRangeBySubjectParams struct {
+	Kinds     []string
+	Subjects  []string
+	AfterXid  pgtype.Uint64
+	AfterID   int64
+	UpToXid   pgtype.Uint64
+	UpToID    int64
+	OpenSeen  []int64
+	OpenXids  []pgtype.Uint64
+	BatchSize int32
+}
+
+// ChangeListRangeBySubject is ChangeListRange for the changes of some
+// kinds and some subjects (one message's page): one bounded walk of
+// changes_subject_cursor per kind and subject.
+func (q *Queries) ChangeListRangeBySubject(ctx context.Context, arg ChangeListRangeBySubjectParams) ([]SwitchyardChange, error) {
+	rows, err := q.db.Query(ctx, changeListRangeBySubject,
+		arg.Kinds,
+		arg.Subjects,
+		arg.AfterXid,
+		arg.AfterID,
+		arg.UpToXid,
+		arg.UpToID,
+		arg.OpenSeen,
+		arg.OpenXids,
 		arg.BatchSize,
 	)
 	if err != nil {
@@ -234,5 +413,29 @@ func (q *Queries) ChangePrunedCursor(ctx context.Context) (ChangePrunedCursorRow
 	row := q.db.QueryRow(ctx, changePrunedCursor)
 	var i ChangePrunedCursorRow
 	err := row.Scan(&i.Xid, &i.ID)
+	return i, err
+}
+
+const changeSnapshot = `-- name: ChangeSnapshot :one
+SELECT pg_snapshot_xmax(s)::xid8 AS xmax,
+    ARRAY(SELECT x FROM pg_snapshot_xip(s) AS x ORDER BY x)::xid8[] AS in_progress
+FROM pg_current_snapshot() AS s
+`
+
+type ChangeSnapshotRow struct {
+	Xmax       pgtype.Uint64
+	InProgress []pgtype.Uint64
+}
+
+// ChangeSnapshot is the reader's snapshot: xmax (the first transaction id
+// not yet assigned) and the transactions still in progress, oldest first.
+// Run in a REPEATABLE READ transaction, it is the snapshot that the
+// transaction's other reads see: every row they return is committed, and
+// a row that is not returned belongs to a transaction in in_progress or
+// at or after xmax (design: internal/changefeed, Position).
+func (q *Queries) ChangeSnapshot(ctx context.Context) (ChangeSnapshotRow, error) {
+	row := q.db.QueryRow(ctx, changeSnapshot)
+	var i ChangeSnapshotRow
+	err := row.Scan(&i.Xmax, &i.InProgress)
 	return i, err
 }

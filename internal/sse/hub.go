@@ -7,17 +7,23 @@
 //
 // # Events
 //
-// Every event's id is a feed cursor ("xid-id", see changefeed.Cursor), so
-// the browser's EventSource sends the last one back as Last-Event-ID when
-// it reconnects. The event name is the change's kind (a page listens with
+// Every event's id is a feed position (changefeed.Position: "xid-id", then
+// the transactions still open below it, ".xid" or ".xid-seen"): what the
+// client has been delivered once it has the event, as a set, so that any
+// instance can tell what the client lacks. The browser's EventSource
+// sends the last one back as Last-Event-ID when it reconnects. A plain
+// cursor would not do: the feed delivers a change as soon as it commits,
+// while older transactions are still open, and their changes, when they
+// commit, land behind the cursor; a client resuming from a cursor alone
+// would skip them. The event name is the change's kind (a page listens with
 // hx-trigger="sse:dead_letter"); the data is a JSON object with cursor,
 // kind, subject, payload and at. Two more events:
 //
-//   - ready: the stream is live; its id is the cursor the client is now
-//     current as of. Sent on connect, after any replay.
+//   - ready: the stream is live; its id is the position the client is
+//     now current as of. Sent on connect, after any replay.
 //   - resync: the client may have missed changes and must reload its live
-//     regions from the database; its id is the cursor it is current as of
-//     afterwards.
+//     regions from the database; its id is the position it is current as
+//     of afterwards.
 //
 // A comment line (": heartbeat") is written every Heartbeat so that proxies
 // and the browser keep an idle stream open.
@@ -26,14 +32,21 @@
 //
 // A client that connects with Last-Event-ID C:
 //
-//   - C not a cursor, or after the hub's own cursor (another database, a
-//     cursor from the future): resync.
-//   - C within the hub's in-memory ring of recent changes: the changes
-//     after C are replayed from memory, without a query.
-//   - C older than the ring: the changes after C are read once from the
-//     feed (changefeed.Since). If they were pruned (changefeed
-//     ErrCursorExpired) or there are more than fit in the client's queue:
-//     resync.
+//   - C not a position, or not within the hub's own (another database, a
+//     position from the future, an instance that has not yet read what
+//     the client has: changefeed.ErrNotWithin): resync. Positions of two
+//     instances that differ only in unrelated transactions (one saw one
+//     end, the other not yet) resume: Since checks that it wrote nothing.
+//   - C the position of an event in the hub's in-memory ring of recent
+//     changes: the changes after it are replayed from memory, without a
+//     query.
+//   - otherwise (older than the ring, another instance's event): the
+//     changes the hub has and C lacks, of the client's kinds and subjects,
+//     are read once from the feed (changefeed.Since, one bounded index
+//     walk per kind, so a filtered stream resumes across the whole
+//     retention whatever the other kinds wrote). If they were pruned
+//     (changefeed.ErrCursorExpired) or there are more than fit in the
+//     client's queue (QueueSize): resync.
 //
 // A client whose queue overflows (it reads slower than changes arrive) has
 // its queue emptied and receives resync in place of what was dropped: it is
@@ -57,10 +70,11 @@ import (
 
 // Feed is what the hub follows: a *changefeed.Listener.
 type Feed interface {
-	// Subscribe registers fn for every change after the returned cursor.
-	Subscribe(fn changefeed.Subscriber) (changefeed.Cursor, func())
-	// Since reads the changes in (after, upTo] for a resuming client.
-	Since(ctx context.Context, after, upTo changefeed.Cursor, limit int) ([]changefeed.Change, error)
+	// Subscribe registers fn for every change the returned position lacks.
+	Subscribe(fn changefeed.Subscriber) (changefeed.Position, func())
+	// Since reads the changes upTo has and from lacks, of f, for a
+	// resuming client.
+	Since(ctx context.Context, from, upTo changefeed.Position, f changefeed.Filter, limit int) ([]changefeed.Change, error)
 }
 
 // Config configures a Hub. Zero fields take the documented defaults.
@@ -111,7 +125,7 @@ func orDefault(d, def time.Duration) time.Duration {
 
 // event is one encoded SSE event, shared by every client that gets it.
 type event struct {
-	cursor  changefeed.Cursor
+	pos     changefeed.Position
 	kind    string // "" for control events (resync)
 	subject string
 	wire    []byte
@@ -124,6 +138,7 @@ type client struct {
 	queue    chan *event
 	kinds    map[string]bool // nil: every kind
 	subjects map[string]bool // nil: every subject
+	filter   changefeed.Filter
 }
 
 // wants reports whether c asked for changes of this kind and subject.
@@ -139,9 +154,9 @@ type Hub struct {
 	done        chan struct{} // closed by Close: every stream ends
 
 	mu      sync.Mutex
-	cursor  changefeed.Cursor // guarded by mu: the newest change published
-	ring    []*event          // guarded by mu: recent changes, oldest first
-	floor   changefeed.Cursor // guarded by mu: ring holds every change after it
+	pos     changefeed.Position // guarded by mu: after the newest change published
+	ring    []*event            // guarded by mu: recent changes, oldest first
+	floor   changefeed.Position // guarded by mu: ring holds every change after it
 	clients map[*client]struct{}
 	closed  bool // guarded by mu
 }
@@ -151,8 +166,8 @@ func New(feed Feed, cfg Config) *Hub {
 	h := &Hub{feed: feed, cfg: cfg.withDefaults(), done: make(chan struct{}), clients: map[*client]struct{}{}}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.cursor, h.unsubscribe = feed.Subscribe(h.publish)
-	h.floor = h.cursor
+	h.pos, h.unsubscribe = feed.Subscribe(h.publish)
+	h.floor = h.pos
 	return h
 }
 
@@ -199,7 +214,7 @@ func (h *Hub) publish(batch []changefeed.Change) {
 			select {
 			case c.queue <- ev:
 			default:
-				h.reset(c, ev.cursor)
+				h.reset(c, ev.pos)
 			}
 		}
 	}
@@ -207,19 +222,19 @@ func (h *Hub) publish(batch []changefeed.Change) {
 
 // remember appends ev to the ring, dropping the oldest when full.
 func (h *Hub) remember(ev *event) {
-	h.cursor = ev.cursor
+	h.pos = ev.pos
 	if len(h.ring) == h.cfg.RingSize {
-		h.floor = h.ring[0].cursor
+		h.floor = h.ring[0].pos
 		h.ring[0] = nil
 		h.ring = h.ring[1:]
 	}
 	h.ring = append(h.ring, ev)
 }
 
-// reset empties c's queue and puts resync as of cursor in its place.
+// reset empties c's queue and puts resync as of pos in its place.
 // Called with h.mu held: no event can be queued in between, and the
 // stream's goroutine only takes events out, so there is room for it.
-func (h *Hub) reset(c *client, cursor changefeed.Cursor) {
+func (h *Hub) reset(c *client, pos changefeed.Position) {
 	for {
 		select {
 		case <-c.queue:
@@ -228,11 +243,12 @@ func (h *Hub) reset(c *client, cursor changefeed.Cursor) {
 		}
 		break
 	}
-	c.queue <- encodeControl("resync", cursor)
+	c.queue <- encodeControl("resync", pos)
 }
 
 // changeData is the JSON data of a change event.
 type changeData struct {
+	// Cursor is the event's id, its position.
 	Cursor  string          `json:"cursor"`
 	Kind    string          `json:"kind"`
 	Subject string          `json:"subject"`
@@ -245,26 +261,27 @@ func encodeChange(c changefeed.Change) *event {
 	if len(payload) == 0 {
 		payload = json.RawMessage("{}")
 	}
-	data, err := json.Marshal(changeData{Cursor: c.Cursor.String(), Kind: c.Kind, Subject: c.Subject, Payload: payload, At: c.CreatedAt})
+	id := c.Position.String()
+	data, err := json.Marshal(changeData{Cursor: id, Kind: c.Kind, Subject: c.Subject, Payload: payload, At: c.CreatedAt})
 	if err != nil {
 		// The payload came from a jsonb column, so it is valid JSON; keep
 		// the event (its id still matters) without it.
-		data, _ = json.Marshal(changeData{Cursor: c.Cursor.String(), Kind: c.Kind, Subject: c.Subject, Payload: json.RawMessage("{}"), At: c.CreatedAt})
+		data, _ = json.Marshal(changeData{Cursor: id, Kind: c.Kind, Subject: c.Subject, Payload: json.RawMessage("{}"), At: c.CreatedAt})
 	}
-	return &event{cursor: c.Cursor, kind: c.Kind, subject: c.Subject, wire: frame(c.Cursor, c.Kind, data)}
+	return &event{pos: c.Position, kind: c.Kind, subject: c.Subject, wire: frame(id, c.Kind, data)}
 }
 
-func encodeControl(name string, cursor changefeed.Cursor) *event {
-	return &event{cursor: cursor, wire: frame(cursor, name, []byte("{}"))}
+func encodeControl(name string, pos changefeed.Position) *event {
+	return &event{pos: pos, wire: frame(pos.String(), name, []byte("{}"))}
 }
 
 // frame builds "id: …\nevent: …\ndata: …\n\n". JSON from encoding/json
 // never contains a raw newline, so one data line is enough; kinds are
 // checked by changefeed.Append and hold no newline either.
-func frame(cursor changefeed.Cursor, name string, data []byte) []byte {
-	b := make([]byte, 0, len(data)+len(name)+48)
+func frame(id, name string, data []byte) []byte {
+	b := make([]byte, 0, len(data)+len(name)+len(id)+32)
 	b = append(b, "id: "...)
-	b = append(b, cursor.String()...)
+	b = append(b, id...)
 	b = append(b, "\nevent: "...)
 	b = append(b, name...)
 	b = append(b, "\ndata: "...)

@@ -89,8 +89,15 @@ func (b bundle) waitCaughtUp(t *testing.T) {
 	testwait.Until(t, 10*time.Second, "the hub at "+want.String(), func() bool {
 		b.hub.mu.Lock()
 		defer b.hub.mu.Unlock()
-		return b.hub.cursor == want
+		return b.hub.pos.Has(want)
 	})
+}
+
+// hubPosition is the hub's position: the id of its control events.
+func (b bundle) hubPosition() changefeed.Position {
+	b.hub.mu.Lock()
+	defer b.hub.mu.Unlock()
+	return b.hub.pos
 }
 
 // sseEvent is one parsed event, or a comment when comment is set.
@@ -184,15 +191,18 @@ func (c *tclient) next(t *testing.T, limit time.Duration) sseEvent {
 	}
 }
 
-// until collects events until one named name with id arrives.
-func (c *tclient) until(t *testing.T, id string, limit time.Duration) []sseEvent {
+// until collects events until one whose position includes the change at
+// last arrives (not counting ready).
+func (c *tclient) until(t *testing.T, last changefeed.Cursor, limit time.Duration) []sseEvent {
 	t.Helper()
 	var got []sseEvent
 	deadline := time.Now().Add(limit)
 	for {
 		ev := c.next(t, time.Until(deadline))
 		got = append(got, ev)
-		if ev.id == id && ev.name != "ready" {
+		pos, err := changefeed.ParsePosition(ev.id)
+		require.NoError(t, err)
+		if ev.name != "ready" && pos.Has(last) {
 			return got
 		}
 	}

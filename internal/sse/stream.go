@@ -20,7 +20,10 @@ import (
 // control events always come.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	query := r.URL.Query()
-	c := &client{queue: make(chan *event, h.cfg.QueueSize), kinds: set(query["kind"]), subjects: set(query["subject"])}
+	c := &client{
+		queue: make(chan *event, h.cfg.QueueSize), kinds: set(query["kind"]), subjects: set(query["subject"]),
+		filter: changefeed.Filter{Kinds: query["kind"], Subjects: query["subject"]},
+	}
 	plan, ok := h.attach(c, r.Header.Get("Last-Event-ID"))
 	if !ok {
 		http.Error(w, "live updates are shutting down", http.StatusServiceUnavailable)
@@ -43,7 +46,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for _, ev := range plan.replay {
 		first = append(first, ev.wire)
 	}
-	first = append(first, encodeControl(plan.control, plan.cursor).wire)
+	first = append(first, encodeControl(plan.control, plan.pos).wire)
 	if err := s.write(first...); err != nil {
 		h.dropped(r, err)
 		return
@@ -82,10 +85,10 @@ func (h *Hub) dropped(r *http.Request, err error) {
 // plan is what a new client gets before live events.
 type plan struct {
 	replay   []*event
-	control  string // "ready" or "resync"
-	cursor   changefeed.Cursor
-	fromFeed bool // the replay must be read from the feed: after .. cursor
-	after    changefeed.Cursor
+	control  string              // "ready" or "resync"
+	pos      changefeed.Position // of the control event: the hub's
+	fromFeed bool                // the replay must be read from the feed: from .. pos
+	from     changefeed.Position
 }
 
 // attach registers c and decides, under the lock (so that no change
@@ -98,37 +101,53 @@ func (h *Hub) attach(c *client, lastEventID string) (p plan, ok bool) {
 		return plan{}, false
 	}
 	h.clients[c] = struct{}{}
-	p = plan{control: "ready", cursor: h.cursor}
+	p = plan{control: "ready", pos: h.pos}
 	if lastEventID == "" {
 		return p, true
 	}
-	last, err := changefeed.ParseCursor(lastEventID)
-	switch {
-	case err != nil || last.Compare(h.cursor) > 0:
+	last, err := changefeed.ParsePosition(lastEventID)
+	if err != nil || last.After.Compare(h.pos.After) > 0 {
 		p.control = "resync"
-	case last.Compare(h.floor) >= 0:
-		for _, ev := range h.ring {
-			if ev.cursor.Compare(last) > 0 && c.wants(ev) {
+		return p, true
+	}
+	if at, ok := h.inRing(last); ok {
+		for _, ev := range h.ring[at:] {
+			if c.wants(ev) {
 				p.replay = append(p.replay, ev)
 			}
 		}
 		if len(p.replay) > h.cfg.QueueSize {
 			p.replay, p.control = nil, "resync"
 		}
-	default:
-		p.fromFeed, p.after = true, last
+		return p, true
 	}
+	p.fromFeed, p.from = true, last
 	return p, true
 }
 
-// resumeFromFeed reads what a client older than the ring missed. Live
-// events after p.cursor queue meanwhile.
+// inRing returns where in the ring the changes after pos begin, if pos is
+// the hub's floor or the position of an event in the ring. Called with
+// h.mu held.
+func (h *Hub) inRing(pos changefeed.Position) (int, bool) {
+	if pos.Equal(h.floor) {
+		return 0, true
+	}
+	for i := len(h.ring) - 1; i >= 0; i-- {
+		if h.ring[i].pos.Equal(pos) {
+			return i + 1, true
+		}
+	}
+	return 0, false
+}
+
+// resumeFromFeed reads what a client older than the ring (or from another
+// instance) missed. Live events after p.pos queue meanwhile.
 func (h *Hub) resumeFromFeed(ctx context.Context, c *client, p plan) plan {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.ResumeTimeout)
 	defer cancel()
-	missed, err := h.feed.Since(ctx, p.after, p.cursor, h.cfg.QueueSize+1)
+	missed, err := h.feed.Since(ctx, p.from, p.pos, c.filter, h.cfg.QueueSize+1)
 	if err != nil || len(missed) > h.cfg.QueueSize {
-		if err != nil && !errors.Is(err, changefeed.ErrCursorExpired) {
+		if err != nil && !errors.Is(err, changefeed.ErrCursorExpired) && !errors.Is(err, changefeed.ErrNotWithin) {
 			h.cfg.Logger.Warn("resume live stream failed; resync", slog.Any("error", err))
 		}
 		p.control = "resync"

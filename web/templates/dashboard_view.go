@@ -16,6 +16,10 @@ type DashboardLive struct {
 	AsOf string
 	// Stale: the snapshot is older than a few seconds (no leader).
 	Stale bool
+	// Feed is a note on the live feed ("" while it is current), FeedHeld
+	// whether changes wait (console.feedNote).
+	Feed     string
+	FeedHeld bool
 	// NoTraffic: nothing has been enqueued or received yet.
 	NoTraffic   bool
 	Tiles       []Tile
