@@ -14,6 +14,9 @@ const (
 	SectionInbox          Section = "inbox"
 	SectionReconciliation Section = "reconciliation"
 	SectionAudit          Section = "audit"
+	// SectionDemo is the panel of `console demo`, listed only while it
+	// runs (Viewer.DemoPanel).
+	SectionDemo Section = "demo"
 )
 
 // NavItem is one link of the navigation.
@@ -32,6 +35,7 @@ func Navigation() []NavItem {
 		{SectionInbox, "Inbox", "/inbox"},
 		{SectionReconciliation, "Reconciliation", "/reconciliation"},
 		{SectionAudit, "Audit", "/audit"},
+		{SectionDemo, "Demo", "/demo"},
 	}
 }
 
