@@ -117,7 +117,7 @@ func dashboardView(s stats.Stored) templates.DashboardLive {
 			Destination: f.Destination, Topic: f.Topic, Href: flowHref(f.Destination, f.Topic, ""),
 			PendingHref: flowHref(f.Destination, f.Topic, "pending"), DeadHref: flowHref(f.Destination, f.Topic, "dead"),
 			DeliveredHref: flowHref(f.Destination, f.Topic, "delivered"),
-			Queued: count(f.Queued, s.PendingCapped), InFlight: count(f.InFlight, s.PendingCapped),
+			Queued:        count(f.Queued, s.PendingCapped), InFlight: count(f.InFlight, s.PendingCapped),
 			Retrying: count(f.Retrying, s.PendingCapped), Dead: count(f.Dead, s.DeadCapped),
 			Delivered: count(f.Delivered, false), Fail: failRate(f.Delivered, f.Retried, f.DeadLastHour),
 		})

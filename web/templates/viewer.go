@@ -46,11 +46,11 @@ type LoginForm struct {
 
 // AuditEntry is one row of the Audit page.
 type AuditEntry struct {
-	ID         int64
-	At         string // UTC, "2006-01-02 15:04:05" like every page
-	Actor      string
-	Action     string
-	Target     string
+	ID     int64
+	At     string // UTC, "2006-01-02 15:04:05" like every page
+	Actor  string
+	Action string
+	Target string
 	// TargetHref is the page of what Target names; "": none.
 	TargetHref string
 	// Mode is a replay's or bulk job's mode: "redeliver" or "re-apply";
@@ -59,7 +59,7 @@ type AuditEntry struct {
 	// ReplayHref is the message a replay created; "": none.
 	ReplayHref string
 	// Filter is a bulk job's filter, as JSON; "": not a bulk job.
-	Filter string
+	Filter     string
 	Reason     string
 	Outcome    string
 	RequestID  string
