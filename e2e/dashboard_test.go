@@ -158,5 +158,15 @@ func TestDemoRunsAndItsPanelChangesIt(t *testing.T) {
 	require.NoError(t, page.GetByRole(*playwright.AriaRoleButton, playwright.PageGetByRoleOptions{Name: "Apply"}).Click())
 	require.NoError(t, expect.Locator(page.GetByTestId("demo-saved")).ToBeVisible())
 	require.NoError(t, expect.Locator(page.Locator(`input[name="outage"]`)).ToBeChecked())
+	// Issue 14, item 15: the panel is the navigation's current entry.
+	require.NoError(t, expect.Locator(page.GetByTestId("nav-demo")).ToHaveAttribute("aria-current", "page"))
+	require.NoError(t, expect.Locator(page.GetByTestId("nav-dashboard")).Not().ToHaveAttribute("aria-current", "page"))
 	screenshot(t, page, "demo-panel")
+
+	// The demo admin is signed in, without a session: the Sessions page
+	// must not say that nobody is.
+	_, err = page.Goto("/sessions")
+	require.NoError(t, err)
+	require.NoError(t, expect.Locator(page.GetByTestId("empty-state")).ToContainText("signed in by demo mode"))
+	require.NoError(t, expect.Locator(page.GetByTestId("empty-state")).Not().ToContainText("Nobody"))
 }

@@ -39,9 +39,9 @@ const layoutProblems = `() => {
 		}
 		out.push("the page scrolls sideways: " + doc.scrollWidth + " > " + doc.clientWidth + " px; first overflowing: " + widest);
 	}
-	for (const el of document.querySelectorAll(".error-cell, .error-text, .alert, [data-testid=error] h2")) {
+	for (const el of document.querySelectorAll(".error-cell, .error-text, td.wrap, .alert, [data-testid=error] h2")) {
 		const r = el.getBoundingClientRect();
-		if (r.width > 0 && r.width < Math.min(160, doc.clientWidth - 40)) {
+		if (el.textContent.trim().length > 24 && r.width > 0 && r.width < Math.min(160, doc.clientWidth - 40)) {
 			out.push("error text squeezed to " + Math.round(r.width) + " px: " + el.textContent.trim().slice(0, 40));
 		}
 	}
@@ -80,7 +80,6 @@ func TestEveryPageAtThreeWidths(t *testing.T) {
 		{"sessions", "/sessions", "Sessions"},
 		{"account", "/account", ""},
 		{"reconciliation", "/reconciliation", "Reconciliation"},
-		{"not-found", "/no-such-page", ""},
 	}
 	page := newPage(t, f.console.URL)
 	expect := playwright.NewPlaywrightAssertions()

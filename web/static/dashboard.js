@@ -23,6 +23,13 @@ function width(el) {
 // charts' axes and legends do too, whatever the browser's time zone.
 const utc = (ts) => uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC");
 const timeSeries = { label: "UTC", value: "{YYYY}-{MM}-{DD} {HH}:{mm}:{ss}" };
+let clock = null;
+const timeAxis = {
+  values: (u, splits) => {
+    clock = clock || uPlot.fmtDate("{HH}:{mm}");
+    return splits.map((ts) => clock(utc(ts)));
+  },
+};
 
 // showLatest puts the newest second's values in the legend, so they are
 // readable without hovering; a hover shows the hovered second instead.
@@ -46,6 +53,7 @@ function chart(id, opts, data) {
     c = new uPlot({
       ...opts, width: width(el), height: 200, tzDate: utc,
       series: [timeSeries, ...opts.series],
+      axes: [timeAxis, {}],
       hooks: { setCursor: [showLatest] },
     }, data, el);
     charts.set(id, c);
