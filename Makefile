@@ -14,21 +14,22 @@ WITHPG      := $(GO) run ./internal/dbtest/withpg
 help: ## list the targets
 	@grep -hE '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-# run and demo start the built binary, not `go run`: on Ctrl-C the console
-# stops cleanly and exits 0, which `go run` would report as a failure.
+# run and demo start the built binary, not `go run` (which reports a stop by
+# Ctrl-C as a failure), in the terminal's foreground (scripts/foreground.sh):
+# Ctrl-C stops the console and its PostgreSQL, and make exits 0.
 CONSOLE_BIN := .tools/bin/console
 
 .PHONY: run
 run: ## run the console on http://127.0.0.1:8080 with its own PostgreSQL in ./.switchyard
 	@scripts/setup.sh --postgres
 	$(GO) build -o $(CONSOLE_BIN) ./cmd/console
-	exec $(CONSOLE_BIN)
+	scripts/foreground.sh $(CONSOLE_BIN)
 
 .PHONY: demo
 demo: ## the demo: traffic, a flaky destination and demo sign-in on http://127.0.0.1:8080, data in ./.switchyard-demo
 	@scripts/setup.sh --postgres
 	$(GO) build -o $(CONSOLE_BIN) ./cmd/console
-	exec $(CONSOLE_BIN) demo
+	scripts/foreground.sh $(CONSOLE_BIN) demo
 
 .PHONY: test
 test: setup ## install what tests need, then run every test (unit, database, browser) with the race detector
