@@ -17,13 +17,21 @@ import (
 // database, for tests that change data under a page.
 func startConsoleDB(t *testing.T, args ...string) (*consoletest.Process, *pgxpool.Pool) {
 	t.Helper()
+	dbURL, pool := newDatabase(t)
+	p := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL, "SWITCHYARD_DEMO=true"}, args...)
+	t.Cleanup(func() { p.Stop(t) })
+	return p, pool
+}
+
+// newDatabase is a test database of its own and a pool on it, for data
+// written before a console starts on it.
+func newDatabase(t *testing.T) (string, *pgxpool.Pool) {
+	t.Helper()
 	dbURL := dbtest.NewURL(t)
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	p := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL, "SWITCHYARD_DEMO=true"}, args...)
-	t.Cleanup(func() { p.Stop(t) })
-	return p, pool
+	return dbURL, pool
 }
 
 // enqueue writes n messages for destination through the public contract:
@@ -96,12 +104,9 @@ func TestDashboardCountsLiveAndConverges(t *testing.T) {
 // dispatcher.
 func TestDashboardShowsDeliveriesBreakersAndDispatchers(t *testing.T) {
 	t.Parallel()
-	dbURL := dbtest.NewURL(t)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	dbURL, pool := newDatabase(t)
 	ctx := context.Background()
-	_, err = pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address, retry_base_ms, retry_cap_ms, max_attempts, breaker_min_requests, breaker_open_ms)
+	_, err := pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address, retry_base_ms, retry_cap_ms, max_attempts, breaker_min_requests, breaker_open_ms)
 		VALUES ('refusing', 'webhook', 'http://127.0.0.1:9/', 100, 200, 2, 3, 1000)`)
 	require.NoError(t, err)
 	console := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL, "SWITCHYARD_DEMO=true"})

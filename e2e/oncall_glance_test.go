@@ -7,13 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/mxschmitt/playwright-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/auth"
 	"github.com/switchyard/switchyard/internal/consoletest"
-	"github.com/switchyard/switchyard/internal/dbtest"
 )
 
 // TestDashboardSaysWhyAndLinksEverything (issue 14, item 9): during an
@@ -23,14 +21,11 @@ import (
 // dispatchers are in view without scrolling at 1400×900.
 func TestDashboardSaysWhyAndLinksEverything(t *testing.T) {
 	t.Parallel()
-	dbURL := dbtest.NewURL(t)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	dbURL, pool := newDatabase(t)
 	ctx := context.Background()
 	// refusing: every message dead at its first attempt, the breaker never
 	// opens; tripping: its breaker opens after 3 failures and stays open.
-	_, err = pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address, max_attempts, breaker_min_requests, breaker_open_ms)
+	_, err := pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address, max_attempts, breaker_min_requests, breaker_open_ms)
 		VALUES ('refusing', 'webhook', 'http://127.0.0.1:9/', 1, 1000, 1000),
 		       ('tripping', 'webhook', 'http://127.0.0.1:9/', 50, 3, 600000)`)
 	require.NoError(t, err)
@@ -156,7 +151,7 @@ func TestAuditShowsEveryActionLinksTargetsAndModes(t *testing.T) {
 // the first admin; once one exists, the page no longer does.
 func TestSignInSaysHowToCreateTheFirstAdmin(t *testing.T) {
 	t.Parallel()
-	dbURL := dbtest.NewURL(t)
+	dbURL, pool := newDatabase(t)
 	console := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL})
 	t.Cleanup(func() { console.Stop(t) })
 	page := newPage(t, console.URL)
@@ -169,9 +164,6 @@ func TestSignInSaysHowToCreateTheFirstAdmin(t *testing.T) {
 	require.NoError(t, expect.Locator(hint).ToContainText("console user add --role admin NAME"))
 	screenshot(t, page, "login-first-admin")
 
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
 	require.NoError(t, auth.New(pool, auth.Config{}).AddUser(context.Background(), auth.CLI, "alice", auth.Admin, e2ePassword))
 	_, err = page.Reload()
 	require.NoError(t, err)
