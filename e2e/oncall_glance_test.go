@@ -162,7 +162,13 @@ func TestSignInSaysHowToCreateTheFirstAdmin(t *testing.T) {
 	hint := page.GetByTestId("login-first-admin")
 	require.NoError(t, expect.Locator(hint).ToContainText("No account exists yet"))
 	require.NoError(t, expect.Locator(hint).ToContainText("console user add --role admin NAME"))
-	screenshot(t, page, "login-first-admin")
+	for _, w := range widths {
+		require.NoError(t, page.SetViewportSize(w.width, w.height))
+		problems, err := page.Evaluate(layoutProblems)
+		require.NoError(t, err)
+		require.Empty(t, problems, "/login at %d px", w.width)
+		screenshot(t, page, "width-"+w.name+"-login-first-admin")
+	}
 
 	require.NoError(t, auth.New(pool, auth.Config{}).AddUser(context.Background(), auth.CLI, "alice", auth.Admin, e2ePassword))
 	_, err = page.Reload()

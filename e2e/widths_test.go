@@ -99,17 +99,6 @@ func TestEveryPageAtThreeWidths(t *testing.T) {
 			screenshot(t, page, "width-"+w.name+"-"+p.name)
 		}
 	}
-	// The sign-in page, without a session.
-	login := newPage(t, f.console.URL)
-	for _, w := range widths {
-		require.NoError(t, login.SetViewportSize(w.width, w.height))
-		_, err := login.Goto("/login")
-		require.NoError(t, err)
-		problems, err := login.Evaluate(layoutProblems)
-		require.NoError(t, err)
-		require.Empty(t, problems, "/login at %d px", w.width)
-		screenshot(t, login, "width-"+w.name+"-login")
-	}
 }
 
 // checkNavigation expects the navigation's links in view on a wide
