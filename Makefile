@@ -14,15 +14,22 @@ WITHPG      := $(GO) run ./internal/dbtest/withpg
 help: ## list the targets
 	@grep -hE '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
+# run and demo start the built binary, not `go run` (which reports a stop by
+# Ctrl-C as a failure), in the terminal's foreground (scripts/foreground.sh):
+# Ctrl-C stops the console and its PostgreSQL, and make exits 0.
+CONSOLE_BIN := .tools/bin/console
+
 .PHONY: run
 run: ## run the console on http://127.0.0.1:8080 with its own PostgreSQL in ./.switchyard
 	@scripts/setup.sh --postgres
-	$(GO) run ./cmd/console
+	$(GO) build -o $(CONSOLE_BIN) ./cmd/console
+	scripts/foreground.sh $(CONSOLE_BIN)
 
 .PHONY: demo
-demo: ## run the console with demo traffic on http://127.0.0.1:8080, signed in as a demo admin
+demo: ## the demo: traffic, a flaky destination and demo sign-in on http://127.0.0.1:8080, data in ./.switchyard-demo
 	@scripts/setup.sh --postgres
-	$(GO) run ./cmd/console demo
+	$(GO) build -o $(CONSOLE_BIN) ./cmd/console
+	scripts/foreground.sh $(CONSOLE_BIN) demo
 
 .PHONY: test
 test: setup ## install what tests need, then run every test (unit, database, browser) with the race detector
@@ -74,5 +81,5 @@ vendor-assets: ## re-download the pinned htmx, SSE extension, idiomorph and uPlo
 	scripts/vendor-assets.sh
 
 .PHONY: clean
-clean: ## remove build and test leftovers (keeps ./.switchyard, the console's data)
+clean: ## remove build and test leftovers (keeps ./.switchyard and ./.switchyard-demo, the consoles' data)
 	rm -rf .tools e2e/screenshots

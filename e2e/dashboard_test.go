@@ -17,13 +17,21 @@ import (
 // database, for tests that change data under a page.
 func startConsoleDB(t *testing.T, args ...string) (*consoletest.Process, *pgxpool.Pool) {
 	t.Helper()
+	dbURL, pool := newDatabase(t)
+	p := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL, "SWITCHYARD_DEMO=true"}, args...)
+	t.Cleanup(func() { p.Stop(t) })
+	return p, pool
+}
+
+// newDatabase is a test database of its own and a pool on it, for data
+// written before a console starts on it.
+func newDatabase(t *testing.T) (string, *pgxpool.Pool) {
+	t.Helper()
 	dbURL := dbtest.NewURL(t)
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	p := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL, "SWITCHYARD_DEMO=true"}, args...)
-	t.Cleanup(func() { p.Stop(t) })
-	return p, pool
+	return dbURL, pool
 }
 
 // enqueue writes n messages for destination through the public contract:
@@ -96,12 +104,9 @@ func TestDashboardCountsLiveAndConverges(t *testing.T) {
 // dispatcher.
 func TestDashboardShowsDeliveriesBreakersAndDispatchers(t *testing.T) {
 	t.Parallel()
-	dbURL := dbtest.NewURL(t)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	dbURL, pool := newDatabase(t)
 	ctx := context.Background()
-	_, err = pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address, retry_base_ms, retry_cap_ms, max_attempts, breaker_min_requests, breaker_open_ms)
+	_, err := pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address, retry_base_ms, retry_cap_ms, max_attempts, breaker_min_requests, breaker_open_ms)
 		VALUES ('refusing', 'webhook', 'http://127.0.0.1:9/', 100, 200, 2, 3, 1000)`)
 	require.NoError(t, err)
 	console := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL, "SWITCHYARD_DEMO=true"})
@@ -158,5 +163,15 @@ func TestDemoRunsAndItsPanelChangesIt(t *testing.T) {
 	require.NoError(t, page.GetByRole(*playwright.AriaRoleButton, playwright.PageGetByRoleOptions{Name: "Apply"}).Click())
 	require.NoError(t, expect.Locator(page.GetByTestId("demo-saved")).ToBeVisible())
 	require.NoError(t, expect.Locator(page.Locator(`input[name="outage"]`)).ToBeChecked())
+	// Issue 14, item 15: the panel is the navigation's current entry.
+	require.NoError(t, expect.Locator(page.GetByTestId("nav-demo")).ToHaveAttribute("aria-current", "page"))
+	require.NoError(t, expect.Locator(page.GetByTestId("nav-dashboard")).Not().ToHaveAttribute("aria-current", "page"))
 	screenshot(t, page, "demo-panel")
+
+	// The demo admin is signed in, without a session: the Sessions page
+	// must not say that nobody is.
+	_, err = page.Goto("/sessions")
+	require.NoError(t, err)
+	require.NoError(t, expect.Locator(page.GetByTestId("empty-state")).ToContainText("signed in by demo mode"))
+	require.NoError(t, expect.Locator(page.GetByTestId("empty-state")).Not().ToContainText("Nobody"))
 }

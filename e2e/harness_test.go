@@ -222,7 +222,14 @@ func newPage(t *testing.T, baseURL string) playwright.Page {
 // logged instead of failing the test.
 func newPageTolerating(t *testing.T, baseURL string, expected func(problem string) bool) playwright.Page {
 	t.Helper()
-	bctx, log := openContext(t, baseURL)
+	return newPageWith(t, baseURL, expected, playwright.BrowserNewContextOptions{})
+}
+
+// newPageWith is newPageTolerating in a browser context opened with opts
+// (a time zone, a viewport); BaseURL is set from baseURL.
+func newPageWith(t *testing.T, baseURL string, expected func(problem string) bool, opts playwright.BrowserNewContextOptions) playwright.Page {
+	t.Helper()
+	bctx, log := openContextWith(t, baseURL, opts)
 	t.Cleanup(func() {
 		// Close first, so that everything the page did has been reported.
 		if err := bctx.Close(); err != nil {
@@ -252,8 +259,15 @@ const cspListener = `document.addEventListener("securitypolicyviolation", (e) =>
 // returned log. The context is closed when the test ends.
 func openContext(t *testing.T, baseURL string) (playwright.BrowserContext, *browserLog) {
 	t.Helper()
+	return openContextWith(t, baseURL, playwright.BrowserNewContextOptions{})
+}
+
+// openContextWith is openContext with further context options.
+func openContextWith(t *testing.T, baseURL string, opts playwright.BrowserNewContextOptions) (playwright.BrowserContext, *browserLog) {
+	t.Helper()
 	s := useSuite(t)
-	bctx, err := s.browser.NewContext(playwright.BrowserNewContextOptions{BaseURL: playwright.String(baseURL)})
+	opts.BaseURL = playwright.String(baseURL)
+	bctx, err := s.browser.NewContext(opts)
 	require.NoError(t, err, "open a browser context")
 	t.Cleanup(func() { _ = bctx.Close() }) // a no-op when closed already
 	log := &browserLog{}

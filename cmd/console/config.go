@@ -63,7 +63,7 @@ var switches = map[string]bool{"demo": true, "secure-cookies": true, "viewer-pay
 
 var settings = []setting{
 	{"listen", "SWITCHYARD_LISTEN", "127.0.0.1:8080", "address the console serves HTTP on"},
-	{"data", "SWITCHYARD_DATA", ".switchyard", "directory for the embedded PostgreSQL cluster (used only without DATABASE_URL)"},
+	{"data", "SWITCHYARD_DATA", ".switchyard", "directory for the embedded PostgreSQL cluster (used only without DATABASE_URL; console demo: " + demoDataDir + ")"},
 	{"database-url", "DATABASE_URL", "", "PostgreSQL URL; when set, the console uses this server and starts none of its own"},
 	{"pg-bin", "SWITCHYARD_PG_BIN", "", "directory with the postgres and initdb programs (default: pg_config --bindir, then /usr/lib/postgresql/*/bin)"},
 	{"pg-search", "SWITCHYARD_PG_SEARCH", "/usr/lib/postgresql", "directories whose numbered subdirectories hold PostgreSQL installations (colon-separated)"},
@@ -71,7 +71,7 @@ var settings = []setting{
 	{"lease", "SWITCHYARD_LEASE", "30s", "how long a dispatcher holds a claimed message, and a bulk replay runner a job, before another may take it over"},
 	{"nats-url", "SWITCHYARD_NATS_URL", "nats://127.0.0.1:4222", "NATS server for JetStream destinations"},
 	{"inbox-max-body", "SWITCHYARD_INBOX_MAX_BODY", "1048576", "largest request body POST /inbox/{source} accepts, in bytes (larger: 413)"},
-	{"demo", "SWITCHYARD_DEMO", "false", "demo mode: sign every visitor from this machine in as a demo admin (loopback --listen only; a banner says so)"},
+	{"demo", "SWITCHYARD_DEMO", "false", "demo sign-in only: every visitor from this machine is signed in as a demo admin, no traffic (loopback --listen only; a banner says so; for traffic too, run console demo)"},
 	{"allowed-hosts", "SWITCHYARD_ALLOWED_HOSTS", "", "comma-separated host names the console answers to (empty: any; demo mode: loopback names only)"},
 	{"secure-cookies", "SWITCHYARD_SECURE_COOKIES", "false", "the console is reached over HTTPS (directly or through a proxy): cookies are Secure with the __Host- prefix"},
 	{"viewer-payloads", "SWITCHYARD_VIEWER_PAYLOADS", "false", "show message payloads to viewers (by default only operators and admins see them)"},
@@ -102,6 +102,10 @@ var settings = []setting{
 
 var errHelp = errors.New("help requested")
 
+// demoDataDir is `console demo`'s default --data, apart from the real
+// console's.
+const demoDataDir = ".switchyard-demo"
+
 // parseConfig reads the command line (command first, then flags) and the
 // environment through getenv.
 func parseConfig(args []string, getenv func(string) string, usage io.Writer) (config, error) {
@@ -115,6 +119,11 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 	flags := map[string]*bool{}
 	for _, s := range settings {
 		def := s.def
+		if s.flag == "data" && cfg.command == "demo" {
+			// The demo's source, destination and messages must not turn
+			// up in the real console afterwards: a data directory of its own.
+			def = demoDataDir
+		}
 		if v := getenv(s.env); v != "" {
 			def = v
 		}
@@ -223,7 +232,8 @@ func printUsage(w io.Writer, fs *flag.FlagSet) {
 
 Usage:
   console [serve] [flags]          run the web console (the default)
-  console demo [flags]             the console with demo traffic, a flaky destination and a panel at /demo
+  console demo [flags]             the demo (make demo): the console with demo traffic, a flaky destination,
+                                   a panel at /demo and demo sign-in, on its own data in .switchyard-demo
   console dispatch [flags]         run dispatcher workers only
   console migrate [up|down|status] [flags]
                                    apply, roll back one, or list migrations

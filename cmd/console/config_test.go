@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"log/slog"
 	"os"
 	"regexp"
@@ -119,4 +120,41 @@ func TestHelpListsEveryBenchOfTheReadme(t *testing.T) {
 	for _, name := range listed {
 		require.Regexp(t, `(?m)^  console bench `+name+`\b`, out.String(), "console help lacks bench %s", name)
 	}
+}
+
+// `console demo` keeps its data apart from the real console's unless told
+// otherwise (issue 14, item 17).
+func TestDemoHasItsOwnDataDirectory(t *testing.T) {
+	t.Parallel()
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"demo"}, nil, ".switchyard-demo"},
+		{nil, nil, ".switchyard"},
+		{[]string{"serve", "--demo"}, nil, ".switchyard"},
+		{[]string{"demo"}, map[string]string{"SWITCHYARD_DATA": "/srv/d"}, "/srv/d"},
+		{[]string{"demo", "--data", "x"}, nil, "x"},
+	} {
+		cfg, err := parseConfig(tc.args, env(tc.env), io.Discard)
+		require.NoError(t, err, tc.args)
+		require.Equal(t, tc.want, cfg.dataDir, "%v %v", tc.args, tc.env)
+	}
+}
+
+// The demo (traffic and demo sign-in) and demo sign-in (--demo) have one
+// name each, said in `console help` and the README (issue 14, item 19).
+func TestDemoAndDemoSignInAreNamedApart(t *testing.T) {
+	t.Parallel()
+	var help strings.Builder
+	_, err := parseConfig([]string{"-h"}, func(string) string { return "" }, &help)
+	require.ErrorIs(t, err, errHelp)
+	require.Contains(t, help.String(), "console demo [flags]             the demo (make demo)")
+	require.Contains(t, help.String(), "demo sign-in only")
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	require.Contains(t, string(readme), "**the demo**\n(`make demo`, `console demo`)")
+	require.Contains(t, string(readme), "**demo sign-in** (`--demo`)")
 }

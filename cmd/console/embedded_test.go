@@ -33,6 +33,7 @@ func TestEmbeddedPostgresLifecycle(t *testing.T) {
 	first.Signal(t, syscall.SIGINT)
 	require.Equal(t, 0, first.WaitExit(t, 30*time.Second))
 	require.False(t, processAlive(pid), "Ctrl-C must leave no postgres process")
+	require.Contains(t, first.Stderr(), "embedded postgres stopped", "the log says the server stopped")
 	_, err := os.Stat(filepath.Join(data, "pg", "postmaster.pid"))
 	require.ErrorIs(t, err, os.ErrNotExist, "postgres shut down cleanly")
 

@@ -189,3 +189,13 @@ type Log struct{ DB queries.DBTX }
 
 // List is the package's List on l.DB.
 func (l Log) List(ctx context.Context, f Filter) ([]Row, int64, error) { return List(ctx, l.DB, f) }
+
+// Actions returns every action recorded in the trail, sorted: one index
+// probe per distinct action (the list is short), never a scan of the rows.
+func (l Log) Actions(ctx context.Context) ([]string, error) {
+	actions, err := queries.New(l.DB).AuditActions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("audit: list recorded actions: %w", err)
+	}
+	return actions, nil
+}

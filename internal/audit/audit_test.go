@@ -149,3 +149,20 @@ func TestHashChainVerifiesAndFindsTampering(t *testing.T) {
 	require.ErrorIs(t, err, audit.ErrChainBroken)
 	require.ErrorContains(t, err, fmt.Sprintf("row %d", lo+5))
 }
+
+// Actions lists every action recorded, each once, sorted, by probing the
+// action index once per distinct action (issue 14, item 11).
+func TestActionsListsEveryRecordedActionOnce(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	log := audit.Log{DB: pool}
+	actions, err := log.Actions(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, actions, "an empty trail has no actions")
+	for i, a := range []string{"message.replay", "login", "message.replay", "replay_job.start", "login", "custom.thing"} {
+		record(t, pool, audit.Entry{Actor: fmt.Sprintf("u%d", i), Action: a, Outcome: audit.OK})
+	}
+	actions, err = log.Actions(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []string{"custom.thing", "login", "message.replay", "replay_job.start"}, actions)
+}

@@ -67,7 +67,7 @@ func (h *Handler) require(need auth.Role, next echo.HandlerFunc) echo.HandlerFun
 		}
 		req := c.Request()
 		v := templates.Viewer{Name: p.Name, Role: p.Role.String(), Admin: p.Role.Allows(auth.Admin),
-			Demo: p.SessionID == 0, CSRFToken: httpserver.CSRFToken(c)}
+			Demo: p.SessionID == 0, DemoPanel: h.deps.DemoPanel != nil && p.Role.Allows(auth.Operator), CSRFToken: httpserver.CSRFToken(c)}
 		c.SetRequest(req.WithContext(templates.WithViewer(req.Context(), v)))
 		return next(c)
 	}

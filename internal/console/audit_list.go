@@ -3,19 +3,23 @@ package console
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/switchyard/switchyard/internal/action"
 	"github.com/switchyard/switchyard/internal/audit"
 	"github.com/switchyard/switchyard/web/templates"
 )
 
-// auditActions are the filter's choices; operator actions add theirs.
+// auditActions are the filter's choices before anything was recorded;
+// the page adds every action the trail holds (audit.Log.Actions).
 var auditActions = []string{
 	audit.ActionLogin, audit.ActionLogout, audit.ActionPasswordChange,
 	audit.ActionUserAdd, audit.ActionUserDisable, audit.ActionSessionRevoke,
+	action.AuditReplay, action.AuditEditReplay, action.AuditDiscard, action.AuditRestore,
+	action.AuditJobStart, action.AuditJobCancel,
 }
 
 // auditList is the Audit page: newest first, keyset-paginated by id
@@ -30,16 +34,23 @@ func (h *Handler) auditList(c echo.Context) error {
 		}
 		f.Before = n
 	}
-	rows, next, err := h.deps.AuditLog.List(c.Request().Context(), f)
+	ctx := c.Request().Context()
+	rows, next, err := h.deps.AuditLog.List(ctx, f)
 	if err != nil {
 		return err
 	}
-	view := templates.AuditView{Actor: f.Actor, Action: f.Action, Actions: auditActions, Entries: make([]templates.AuditEntry, len(rows))}
+	recorded, err := h.deps.AuditLog.Actions(ctx)
+	if err != nil {
+		return err
+	}
+	actions := slices.Concat(auditActions, recorded)
+	if f.Action != "" {
+		actions = append(actions, f.Action) // kept selected even when unknown
+	}
+	slices.Sort(actions)
+	view := templates.AuditView{Actor: f.Actor, Action: f.Action, Actions: slices.Compact(actions), Entries: make([]templates.AuditEntry, len(rows))}
 	for i, r := range rows {
-		view.Entries[i] = templates.AuditEntry{
-			ID: r.ID, At: r.At.UTC().Format(time.RFC3339), Actor: r.Actor, Action: r.Action, Target: r.Target,
-			Reason: r.Reason, Outcome: string(r.Outcome), RequestID: r.RequestID, RemoteAddr: r.RemoteAddr,
-		}
+		view.Entries[i] = auditEntry(r)
 	}
 	if next != 0 {
 		q := url.Values{"before": {strconv.FormatInt(next, 10)}}

@@ -114,8 +114,10 @@ func dashboardView(s stats.Stored) templates.DashboardLive {
 	for _, f := range s.Flows {
 		t.add(f)
 		v.Flows = append(v.Flows, templates.FlowRow{
-			Destination: f.Destination, Topic: f.Topic,
-			Queued: count(f.Queued, s.PendingCapped), InFlight: count(f.InFlight, s.PendingCapped),
+			Destination: f.Destination, Topic: f.Topic, Href: flowHref(f.Destination, f.Topic, ""),
+			PendingHref: flowHref(f.Destination, f.Topic, "pending"), DeadHref: flowHref(f.Destination, f.Topic, "dead"),
+			DeliveredHref: flowHref(f.Destination, f.Topic, "delivered"),
+			Queued:        count(f.Queued, s.PendingCapped), InFlight: count(f.InFlight, s.PendingCapped),
 			Retrying: count(f.Retrying, s.PendingCapped), Dead: count(f.Dead, s.DeadCapped),
 			Delivered: count(f.Delivered, false), Fail: failRate(f.Delivered, f.Retried, f.DeadLastHour),
 		})
@@ -123,6 +125,7 @@ func dashboardView(s stats.Stored) templates.DashboardLive {
 	v.Capped = s.PendingCapped || s.DeadCapped
 	v.NoTraffic = len(s.Flows) == 0 && len(s.Inbox) == 0
 	v.Tiles = tiles(s, t)
+	v.Status = dashboardStatus(s, v.Stale)
 	v.Breakers = breakerRows(s)
 	v.Dispatchers = dispatcherRows(s)
 	v.Inbox = inboxRows(s)
@@ -148,25 +151,27 @@ func tiles(s stats.Stored, t totals) []templates.Tile {
 	if s.OldestPendingAt != nil {
 		d := max(s.ReadAt.Sub(*s.OldestPendingAt), 0)
 		lag = age(d)
-		if d > time.Minute {
+		if d > lagDegraded {
 			lagTone = "warn"
 		}
 	}
+	pending := messagesHref(url.Values{"state": {"pending"}})
 	return []templates.Tile{
-		{TestID: "stat-pending", Label: "Pending", Value: count(t.queued, s.PendingCapped), Note: "not attempted yet"},
-		{TestID: "stat-in-flight", Label: "In flight", Value: count(t.inFlight, s.PendingCapped), Note: "leased by a dispatcher"},
-		{TestID: "stat-retrying", Label: "Retrying", Value: count(t.retrying, s.PendingCapped), Note: "after a failure", Tone: tone(t.retrying > 0, "warn")},
-		{TestID: "stat-dead", Label: "Dead", Value: count(s.DeadTotal, false), Note: strconv.FormatInt(s.DeadGroups, 10) + " error groups", Tone: tone(s.DeadTotal > 0, "bad")},
-		{TestID: "stat-delivered", Label: "Delivered 1 h", Value: count(t.delivered, false), Note: "failure rate " + failRate(t.delivered, t.retried, t.dead1h)},
-		{TestID: "stat-lag", Label: "Oldest pending", Value: lag, Note: "lag", Tone: lagTone},
-		{TestID: "stat-blocked", Label: "Blocked aggregates", Value: count(s.Blocked, false), Note: "held by a dead head", Tone: tone(s.Blocked > 0, "bad")},
+		{TestID: "stat-pending", Label: "Pending", Value: count(t.queued, s.PendingCapped), Note: "not attempted yet", Href: pending},
+		{TestID: "stat-in-flight", Label: "In flight", Value: count(t.inFlight, s.PendingCapped), Note: "leased by a dispatcher", Href: pending},
+		{TestID: "stat-retrying", Label: "Retrying", Value: count(t.retrying, s.PendingCapped), Note: "after a failure", Tone: tone(t.retrying > 0, "warn"), Href: pending},
+		{TestID: "stat-dead", Label: "Dead", Value: count(s.DeadTotal, false), Note: strconv.FormatInt(s.DeadGroups, 10) + " error groups", Tone: tone(s.DeadTotal > 0, "bad"), Href: "/dead-letters"},
+		{TestID: "stat-delivered", Label: "Delivered 1 h", Value: count(t.delivered, false), Note: "failure rate " + failRate(t.delivered, t.retried, t.dead1h), Href: messagesHref(url.Values{"state": {"delivered"}})},
+		{TestID: "stat-lag", Label: "Oldest pending", Value: lag, Note: "lag", Tone: lagTone, Href: pending},
+		{TestID: "stat-blocked", Label: "Blocked aggregates", Value: count(s.Blocked, false), Note: "held by a dead head", Tone: tone(s.Blocked > 0, "bad"), Href: "/aggregates/blocked"},
 	}
 }
 
 func breakerRows(s stats.Stored) []templates.BreakerRow {
 	rows := make([]templates.BreakerRow, 0, len(s.Breakers))
 	for _, b := range s.Breakers {
-		r := templates.BreakerRow{Destination: b.Destination, State: b.State, Owner: b.Owner, Tone: "ok"}
+		r := templates.BreakerRow{Destination: b.Destination, State: b.State, Owner: b.Owner, Tone: "ok",
+			Href: messagesHref(url.Values{"destination": {b.Destination}, "state": {"pending"}})}
 		if r.State == "" {
 			r.State, r.Since = "closed", "never tripped"
 		} else if b.ChangedAt != nil {
@@ -189,12 +194,12 @@ func dispatcherRows(s stats.Stored) []templates.DispatcherRow {
 		beat := s.ReadAt.Sub(d.HeartbeatAt)
 		r := templates.DispatcherRow{
 			Owner: d.Owner, Host: d.Host, Workers: strconv.Itoa(int(d.Workers)), Leases: strconv.Itoa(int(d.LeasesHeld)),
-			HeartbeatAge: age(beat) + " ago", Status: "running", Tone: "ok",
+			HeartbeatAge: age(beat) + " ago", Status: "running", Tone: "ok", Href: messagesHref(url.Values{"state": {"pending"}}),
 		}
 		switch {
 		case d.StoppedAt != nil:
 			r.Status, r.Tone = "stopped", ""
-		case beat > 30*time.Second:
+		case beat > lateHeartbeat:
 			r.Status, r.Tone = "late", "bad"
 		}
 		rows = append(rows, r)
@@ -210,7 +215,11 @@ func inboxRows(s stats.Stored) []templates.InboxSourceRow {
 			Received: count(in.Received, s.InboxCapped), Duplicates: count(in.Duplicates, false),
 			Failed: count(in.Failed, false), Parked: count(in.Parked, false),
 			Stale: count(in.Stale, false), Held: count(in.Held, false),
+			Hrefs: map[string]string{},
 		})
+		for _, st := range inboxStatuses {
+			rows[len(rows)-1].Hrefs[st] = inboxHref(in.Source, st, 0)
+		}
 	}
 	return rows
 }

@@ -26,7 +26,7 @@ type DemoPanel interface {
 
 // demoShow renders the demo panel.
 func (h *Handler) demoShow(c echo.Context) error {
-	panel := h.deps.DemoPanel.Render(h.page("Demo", templates.SectionDashboard), httpserver.CSRFToken(c), c.QueryParam("saved") == "1")
+	panel := h.deps.DemoPanel.Render(h.page("Demo", templates.SectionDemo), httpserver.CSRFToken(c), c.QueryParam("saved") == "1")
 	return render(c, http.StatusOK, panel)
 }
 

@@ -102,6 +102,8 @@ type Deps struct {
 // AuditLog reads the audit trail (an audit.Log).
 type AuditLog interface {
 	List(ctx context.Context, f audit.Filter) ([]audit.Row, int64, error)
+	// Actions lists every action recorded, for the page's filter.
+	Actions(ctx context.Context) ([]string, error)
 }
 
 // Handler serves the console's routes.

@@ -2,6 +2,7 @@ package console
 
 import (
 	"errors"
+	"net"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -18,7 +19,27 @@ func (h *Handler) loginShow(c echo.Context) error {
 	if _, err := h.principal(c); err == nil {
 		return c.Redirect(http.StatusSeeOther, next)
 	}
-	return h.renderLogin(c, http.StatusOK, templates.LoginForm{Next: next})
+	form := templates.LoginForm{Next: next}
+	if fromLoopback(c.Request().RemoteAddr) {
+		exist, err := h.deps.Auth.AccountsExist(c.Request().Context())
+		if err != nil {
+			return err
+		}
+		form.NoAccount = !exist
+	}
+	return h.renderLogin(c, http.StatusOK, form)
+}
+
+// fromLoopback reports whether the connection comes from this machine:
+// only there does the sign-in page say how to create the first account
+// (the console serves other addresses only once an account exists).
+func fromLoopback(remoteAddr string) bool {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (h *Handler) renderLogin(c echo.Context, status int, form templates.LoginForm) error {

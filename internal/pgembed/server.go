@@ -186,6 +186,11 @@ func (c *Cluster) Err() error {
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
 		c.stopErr = c.stop()
+		if c.cmd != nil && c.stopErr == nil {
+			// Said at shutdown, so that whoever pressed Ctrl-C sees the
+			// server go down cleanly, not only the console.
+			c.cfg.Logger.Info("embedded postgres stopped", slog.String("data_dir", c.cfg.DataDir))
+		}
 		if c.socketDir != "" {
 			if err := os.RemoveAll(c.socketDir); err != nil {
 				c.stopErr = errors.Join(c.stopErr, fmt.Errorf("pgembed: remove socket directory: %w", err))

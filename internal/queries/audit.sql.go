@@ -10,6 +10,40 @@ import (
 	"time"
 )
 
+const auditActions = `-- name: AuditActions :many
+WITH RECURSIVE found AS (
+    (SELECT a.action FROM switchyard.audit_log a ORDER BY a.action LIMIT 1)
+    UNION ALL
+    SELECT (SELECT a.action FROM switchyard.audit_log a WHERE a.action > found.action ORDER BY a.action LIMIT 1)
+    FROM found
+    WHERE found.action IS NOT NULL
+)
+SELECT found.action::text AS action FROM found WHERE found.action IS NOT NULL
+`
+
+// AuditActions lists every action recorded, in order, by a skip scan of
+// audit_log_action (action, id): one index probe per distinct action,
+// never a scan of the trail, however long it grows.
+func (q *Queries) AuditActions(ctx context.Context) ([]string, error) {
+	rows, err := q.db.Query(ctx, auditActions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var action string
+		if err := rows.Scan(&action); err != nil {
+			return nil, err
+		}
+		items = append(items, action)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const auditAt = `-- name: AuditAt :one
 SELECT
     (SELECT a.hash FROM switchyard.audit_log a WHERE a.id = $1) AS hash,

@@ -19,17 +19,48 @@ function width(el) {
   return Math.max(280, Math.floor(el.clientWidth || el.parentElement.clientWidth || 600));
 }
 
+// The console shows every time in UTC, as "2006-01-02 15:04:05": the
+// charts' axes and legends do too, whatever the browser's time zone.
+const utc = (ts) => uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC");
+const timeSeries = { label: "UTC", value: "{YYYY}-{MM}-{DD} {HH}:{mm}:{ss}" };
+let clock = null;
+const timeAxis = {
+  values: (u, splits) => {
+    clock = clock || uPlot.fmtDate("{HH}:{mm}");
+    return splits.map((ts) => clock(utc(ts)));
+  },
+};
+
+// showLatest puts the newest second's values in the legend, so they are
+// readable without hovering; a hover shows the hovered second instead.
+function showLatest(u) {
+  if (u.cursor.idx != null) return;
+  const ys = u.data[1] || [];
+  for (let i = ys.length - 1; i >= 0; i--) {
+    if (ys[i] != null) {
+      u.setLegend({ idx: i });
+      return;
+    }
+  }
+}
+
 function chart(id, opts, data) {
   const el = document.getElementById(id);
   if (!el || typeof uPlot === "undefined") return;
   let c = charts.get(id);
   if (!c || !el.contains(c.root)) {
     el.replaceChildren();
-    c = new uPlot({ ...opts, width: width(el), height: 200 }, data, el);
+    c = new uPlot({
+      ...opts, width: width(el), height: 200, tzDate: utc,
+      series: [timeSeries, ...opts.series],
+      axes: [timeAxis, {}],
+      hooks: { setCursor: [showLatest] },
+    }, data, el);
     charts.set(id, c);
   } else {
     c.setData(data);
   }
+  showLatest(c);
 }
 
 function draw() {
@@ -48,7 +79,6 @@ function draw() {
   chart("chart-throughput", {
     scales: { x: { time: true } },
     series: [
-      {},
       { label: "delivered/s", stroke: "#17652f", fill: "rgba(23,101,47,0.08)" },
       { label: "retried/s", stroke: "#b7791f" },
       { label: "dead/s", stroke: "#a3231b" },
@@ -56,7 +86,7 @@ function draw() {
   }, [xs, s.delivered, s.retried, s.dead]);
   chart("chart-failures", {
     scales: { x: { time: true }, y: { range: [0, 100] } },
-    series: [{}, { label: "failure %", stroke: "#a3231b", spanGaps: false }],
+    series: [{ label: "failure %", stroke: "#a3231b", spanGaps: false }],
   }, [xs, rate]);
 }
 

@@ -17,6 +17,9 @@ func visibleNavigation(ctx context.Context) []NavItem {
 		if item.Section == SectionAudit && signedIn && !v.Admin {
 			continue
 		}
+		if item.Section == SectionDemo && !v.DemoPanel {
+			continue
+		}
 		items = append(items, item)
 	}
 	return items
@@ -49,4 +52,14 @@ func outcomeClass(outcome string) string {
 		return "warn"
 	}
 	return "bad"
+}
+
+// noSessions is the Sessions page without a session: a demo-mode viewer
+// is signed in, only without a session, and must not read that nobody is.
+func noSessions(ctx context.Context) EmptyState {
+	if v, ok := ViewerFrom(ctx); ok && v.Demo {
+		return EmptyState{Heading: "No account is signed in",
+			Text: "You are signed in by demo mode, which needs no session. Sessions of people who sign in with an account appear here."}
+	}
+	return EmptyState{Heading: "No other session", Text: "Sessions appear here when people sign in."}
 }

@@ -21,7 +21,9 @@ type DashboardLive struct {
 	Feed     string
 	FeedHeld bool
 	// NoTraffic: nothing has been enqueued or received yet.
-	NoTraffic   bool
+	NoTraffic bool
+	// Status is the one-line verdict above everything else.
+	Status      DashboardStatus
 	Tiles       []Tile
 	Flows       []FlowRow
 	Capped      bool
@@ -33,6 +35,20 @@ type DashboardLive struct {
 	SeriesJSON string
 }
 
+// DashboardStatus is the dashboard's verdict: Healthy, Degraded or
+// Failing, and why.
+type DashboardStatus struct {
+	Level   string // Healthy, Degraded, Failing
+	Tone    string // ok, warn, bad
+	Reasons []StatusReason
+}
+
+// StatusReason is one cause of a status, linking to the list behind it.
+type StatusReason struct {
+	Text, Href string
+	Tone       string // warn, bad
+}
+
 // Tile is one headline figure.
 type Tile struct {
 	TestID string // data-testid, e.g. "stat-pending"
@@ -40,12 +56,17 @@ type Tile struct {
 	Value  string
 	Note   string
 	Tone   string // "", ok, warn, bad
+	// Href is the filtered list behind the figure.
+	Href string
 }
 
 // FlowRow is one destination and topic.
 type FlowRow struct {
 	Destination, Topic                                string
 	Queued, InFlight, Retrying, Dead, Delivered, Fail string
+	// Href lists the row's messages; PendingHref, DeadHref and
+	// DeliveredHref those in one state.
+	Href, PendingHref, DeadHref, DeliveredHref string
 }
 
 // BreakerRow is one destination's circuit breaker.
@@ -55,6 +76,7 @@ type BreakerRow struct {
 	Tone        string
 	Since       string
 	Owner       string
+	Href        string // the destination's pending messages
 }
 
 // DispatcherRow is one dispatcher instance.
@@ -65,10 +87,14 @@ type DispatcherRow struct {
 	HeartbeatAge string
 	Status       string // running, late, stopped
 	Tone         string
+	Href         string // the messages in flight
 }
 
 // InboxSourceRow is one inbound source.
 type InboxSourceRow struct {
 	Source, Href                                      string
 	Received, Duplicates, Failed, Parked, Stale, Held string
+	// Hrefs lists the source's events by status ("failed", "duplicates",
+	// ...).
+	Hrefs map[string]string
 }

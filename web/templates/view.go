@@ -15,6 +15,9 @@ const (
 	SectionTriage         Section = "triage"
 	SectionReconciliation Section = "reconciliation"
 	SectionAudit          Section = "audit"
+	// SectionDemo is the panel of `console demo`, listed only while it
+	// runs (Viewer.DemoPanel).
+	SectionDemo Section = "demo"
 )
 
 // NavItem is one link of the navigation.
@@ -34,6 +37,7 @@ func Navigation() []NavItem {
 		{SectionTriage, "Triage", "/triage"},
 		{SectionReconciliation, "Reconciliation", "/reconciliation"},
 		{SectionAudit, "Audit", "/audit"},
+		{SectionDemo, "Demo", "/demo"},
 	}
 }
 

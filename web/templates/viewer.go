@@ -11,6 +11,9 @@ type Viewer struct {
 	Admin bool
 	// Demo: signed in automatically by demo mode.
 	Demo bool
+	// DemoPanel: `console demo` runs and the viewer may open its panel
+	// (/demo), so the navigation lists it.
+	DemoPanel bool
 	// CSRFToken goes into forms and htmx requests; "" when the browser's
 	// Sec-Fetch-Site header proves the request's origin instead.
 	CSRFToken string
@@ -36,15 +39,27 @@ type LoginForm struct {
 	Next      string // where to go after signing in; a local path
 	Error     string
 	CSRFToken string
+	// NoAccount: no account exists yet and the visitor is on this
+	// machine; the page says how to create the first admin.
+	NoAccount bool
 }
 
 // AuditEntry is one row of the Audit page.
 type AuditEntry struct {
-	ID         int64
-	At         string // UTC, RFC 3339
-	Actor      string
-	Action     string
-	Target     string
+	ID     int64
+	At     string // UTC, "2006-01-02 15:04:05" like every page
+	Actor  string
+	Action string
+	Target string
+	// TargetHref is the page of what Target names; "": none.
+	TargetHref string
+	// Mode is a replay's or bulk job's mode: "redeliver" or "re-apply";
+	// "" for other actions.
+	Mode string
+	// ReplayHref is the message a replay created; "": none.
+	ReplayHref string
+	// Filter is a bulk job's filter, as JSON; "": not a bulk job.
+	Filter     string
 	Reason     string
 	Outcome    string
 	RequestID  string

@@ -88,3 +88,16 @@ SELECT
 SELECT count(*)::bigint AS orphans, coalesce(min(s.id), 0)::bigint AS first_id
 FROM switchyard.audit_seals s
 WHERE NOT EXISTS (SELECT 1 FROM switchyard.audit_log a WHERE a.id = s.id);
+
+-- name: AuditActions :many
+-- AuditActions lists every action recorded, in order, by a skip scan of
+-- audit_log_action (action, id): one index probe per distinct action,
+-- never a scan of the trail, however long it grows.
+WITH RECURSIVE found AS (
+    (SELECT a.action FROM switchyard.audit_log a ORDER BY a.action LIMIT 1)
+    UNION ALL
+    SELECT (SELECT a.action FROM switchyard.audit_log a WHERE a.action > found.action ORDER BY a.action LIMIT 1)
+    FROM found
+    WHERE found.action IS NOT NULL
+)
+SELECT found.action::text AS action FROM found WHERE found.action IS NOT NULL;
