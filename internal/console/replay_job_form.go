@@ -1,6 +1,8 @@
 package console
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -89,5 +91,31 @@ func (h *Handler) replayJobs(c echo.Context) ([]templates.ReplayJob, error) {
 			Created: j.CreatedAt.UTC().Format("2006-01-02 15:04:05"), CanCancel: operator && j.State == "running",
 			RequestID: uuid.NewString()}
 	}
-	return jobs, nil
+	return jobs, jobOutcomes(c.Request().Context(), queries.New(h.deps.DB), rows, jobs)
+}
+
+// jobOutcomes fills in what became of the replays of jobs (rows, in the
+// same order): delivered, dead again, pending.
+func jobOutcomes(ctx context.Context, q *queries.Queries, rows []queries.SwitchyardReplayJob, jobs []templates.ReplayJob) error {
+	ids := make([]uuid.UUID, len(rows))
+	at := make(map[uuid.UUID]*templates.ReplayJob, len(rows))
+	for i, j := range rows {
+		ids[i], at[j.ID] = j.ID, &jobs[i]
+	}
+	counts, err := q.ReplayJobOutcomes(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("count the outcomes of %d replay jobs: %w", len(ids), err)
+	}
+	for _, n := range counts {
+		j := at[n.Job]
+		switch n.State {
+		case "delivered":
+			j.Delivered += n.Messages
+		case "pending":
+			j.Pending += n.Messages
+		default: // dead, or dead and since discarded
+			j.DeadAgain += n.Messages
+		}
+	}
+	return nil
 }

@@ -78,6 +78,8 @@ type SwitchyardConsoleMessage struct {
 	CreatedAt        time.Time
 	FinishedAt       *time.Time
 	ReplayOf         *int64
+	Status           string
+	ReplayOutcome    string
 }
 
 type SwitchyardDeadLetterGroup struct {
@@ -228,6 +230,7 @@ type SwitchyardOutbox struct {
 	ReplayedAt       *time.Time
 	Replays          int32
 	Generation       int32
+	ReplayJob        pgtype.UUID
 }
 
 type SwitchyardOutboxAggregate struct {

@@ -376,6 +376,44 @@ func (q *Queries) ReplayJobList(ctx context.Context, maxRows int32) ([]Switchyar
 	return items, nil
 }
 
+const replayJobOutcomes = `-- name: ReplayJobOutcomes :many
+SELECT o.replay_job::uuid AS job, o.state, count(*)::bigint AS messages
+FROM switchyard.outbox o
+WHERE o.replay_job = ANY($1::uuid[])
+GROUP BY o.replay_job, o.state
+`
+
+type ReplayJobOutcomesRow struct {
+	Job      uuid.UUID
+	State    string
+	Messages int64
+}
+
+// ReplayJobOutcomes counts the replays of the given jobs by state, so a
+// job shows how many were delivered, died again or are still pending as
+// they settle. outbox_replay_job (job, state) answers it from the index;
+// it reads one entry per replay of the jobs shown, off the dispatcher's
+// path.
+func (q *Queries) ReplayJobOutcomes(ctx context.Context, jobs []uuid.UUID) ([]ReplayJobOutcomesRow, error) {
+	rows, err := q.db.Query(ctx, replayJobOutcomes, jobs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ReplayJobOutcomesRow{}
+	for rows.Next() {
+		var i ReplayJobOutcomesRow
+		if err := rows.Scan(&i.Job, &i.State, &i.Messages); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const replayJobRunning = `-- name: ReplayJobRunning :one
 SELECT id, filter, filter_key, mode, actor, reason, rate_per_sec, state, estimate, upper_id, cursor_id, replayed, skipped, lease_owner, lease_version, lease_expires_at, created_at, updated_at, finished_at FROM switchyard.replay_jobs WHERE filter_key = $1 AND state = 'running'
 `

@@ -68,18 +68,21 @@ type DiffLine struct {
 
 // ReplayJob is one bulk replay job as the Replays page shows it.
 type ReplayJob struct {
-	ID        string
-	State     string
-	Mode      string
-	Actor     string
-	Reason    string
-	Filter    string
-	Rate      int32
-	Estimate  int64
-	Replayed  int64
-	Skipped   int64
-	Created   string
-	CanCancel bool
+	ID       string
+	State    string
+	Mode     string
+	Actor    string
+	Reason   string
+	Filter   string
+	Rate     int32
+	Estimate int64
+	Replayed int64
+	Skipped  int64
+	// What became of the job's replays so far: delivered, dead again
+	// (each is a dead letter of its own), or still pending.
+	Delivered, DeadAgain, Pending int64
+	Created                       string
+	CanCancel                     bool
 	// RequestID of the cancel button.
 	RequestID string
 }

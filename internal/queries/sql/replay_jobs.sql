@@ -105,3 +105,14 @@ feed AS (
     FROM cancelled c
 )
 SELECT count(*) FROM cancelled;
+
+-- name: ReplayJobOutcomes :many
+-- ReplayJobOutcomes counts the replays of the given jobs by state, so a
+-- job shows how many were delivered, died again or are still pending as
+-- they settle. outbox_replay_job (job, state) answers it from the index;
+-- it reads one entry per replay of the jobs shown, off the dispatcher's
+-- path.
+SELECT o.replay_job::uuid AS job, o.state, count(*)::bigint AS messages
+FROM switchyard.outbox o
+WHERE o.replay_job = ANY(@jobs::uuid[])
+GROUP BY o.replay_job, o.state;
