@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/google/uuid"
@@ -15,6 +16,10 @@ import (
 	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/web/templates"
 )
+
+// lastAttemptsShown is how many of a message's newest attempts its
+// actions page shows; the message page lists them all.
+const lastAttemptsShown = 5
 
 // messageActions reads the panel's view of the message, with fresh
 // request ids and the controls the viewer's role allows.
@@ -53,6 +58,15 @@ func (h *Handler) messageActions(c echo.Context) (templates.MessageActions, erro
 	m.Payload = RedactedPayload
 	if h.PayloadVisible(c) {
 		m.Payload = prettyJSON(row.Payload)
+	}
+	m.Headers = headerList(row.Headers)
+	attempts, err := queries.New(h.deps.DB).ActionMessageLastAttempts(c.Request().Context(),
+		queries.ActionMessageLastAttemptsParams{MessageID: id, MaxRows: lastAttemptsShown})
+	if err != nil {
+		return templates.MessageActions{}, fmt.Errorf("read the last attempts of message %d: %w", id, err)
+	}
+	for _, a := range attempts {
+		m.LastAttempts = append(m.LastAttempts, attemptView(a))
 	}
 	return m, nil
 }

@@ -135,3 +135,29 @@ func TestBulkReplayOpensFilteredFromAGroupOrAList(t *testing.T) {
 	require.Zero(t, b.page(t, "/messages?state=delivered&destination=billing", operator).Find(`[data-testid="messages-bulk-replay"]`).Length(),
 		"delivered messages are not bulk replayed")
 }
+
+// Issue 14, item 8: a message's actions page shows its headers and its
+// newest attempts beside the buttons, newest first.
+func TestMessageActionsShowHeadersAndLastAttempts(t *testing.T) {
+	t.Parallel()
+	b := setupAccess(t, false, nil, nil, nil)
+	operator := b.login(t, auth.Operator)
+	id := deadMessage(t, b, `{}`)
+	ctx := context.Background()
+	_, err := b.pool.Exec(ctx, `UPDATE switchyard.outbox SET headers = '{"traceparent": "00-abc-01"}' WHERE id = $1`, id)
+	require.NoError(t, err)
+	for n := 1; n <= 7; n++ {
+		_, err := b.pool.Exec(ctx, `INSERT INTO switchyard.outbox_attempts
+			(message_id, attempt, worker, lease_version, started_at, finished_at, outcome, applied, status_code, error, duration_ms)
+			VALUES ($1, $2::int, 'w1', $2::int, now(), now(), CASE WHEN $2::int = 7 THEN 'dead' ELSE 'retry' END, true, 422, 'HTTP 422: rejected', 12)`, id, n)
+		require.NoError(t, err)
+	}
+	recent := b.page(t, "/messages/"+itoa(id)+"/actions", operator).Find(`[data-testid="message-recent"]`)
+	require.Equal(t, "traceparent", strings.TrimSpace(recent.Find(`[data-testid="headers"] th`).Text()))
+	require.Equal(t, "00-abc-01", strings.TrimSpace(recent.Find(`[data-testid="headers"] td`).Text()))
+	var numbers []string
+	recent.Find(`[data-testid="attempt-row"] td.num:first-child`).Each(func(_ int, s *goquery.Selection) {
+		numbers = append(numbers, strings.TrimSpace(s.Text()))
+	})
+	require.Equal(t, []string{"7", "6", "5", "4", "3"}, numbers, "the five newest, newest first")
+}

@@ -11,7 +11,7 @@ import (
 
 const actionMessageGet = `-- name: ActionMessageGet :one
 
-SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.payload, o.state,
+SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.payload, o.headers, o.state,
     o.attempts, o.last_error, o.replay_of, o.replays, o.generation,
     EXISTS (SELECT 1 FROM switchyard.outbox r WHERE r.replay_of = o.id AND r.state = 'pending') AS replay_pending,
     coalesce((SELECT max(r.id) FROM switchyard.outbox r WHERE r.replay_of = o.id), 0)::bigint AS last_replay_id,
@@ -27,6 +27,7 @@ type ActionMessageGetRow struct {
 	AggregateType string
 	AggregateID   string
 	Payload       []byte
+	Headers       []byte
 	State         string
 	Attempts      int32
 	LastError     *string
@@ -53,6 +54,7 @@ func (q *Queries) ActionMessageGet(ctx context.Context, id int64) (ActionMessage
 		&i.AggregateType,
 		&i.AggregateID,
 		&i.Payload,
+		&i.Headers,
 		&i.State,
 		&i.Attempts,
 		&i.LastError,
@@ -64,4 +66,52 @@ func (q *Queries) ActionMessageGet(ctx context.Context, id int64) (ActionMessage
 		&i.Blocking,
 	)
 	return i, err
+}
+
+const actionMessageLastAttempts = `-- name: ActionMessageLastAttempts :many
+SELECT id, message_id, attempt, worker, lease_version, started_at, finished_at, outcome, applied, status_code, response, error, duration_ms FROM switchyard.outbox_attempts
+WHERE message_id = $1
+ORDER BY id DESC
+LIMIT $2
+`
+
+type ActionMessageLastAttemptsParams struct {
+	MessageID int64
+	MaxRows   int32
+}
+
+// ActionMessageLastAttempts is a message's newest delivery attempts, newest
+// first, shown beside its actions (outbox_attempts' message index).
+func (q *Queries) ActionMessageLastAttempts(ctx context.Context, arg ActionMessageLastAttemptsParams) ([]SwitchyardOutboxAttempt, error) {
+	rows, err := q.db.Query(ctx, actionMessageLastAttempts, arg.MessageID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SwitchyardOutboxAttempt{}
+	for rows.Next() {
+		var i SwitchyardOutboxAttempt
+		if err := rows.Scan(
+			&i.ID,
+			&i.MessageID,
+			&i.Attempt,
+			&i.Worker,
+			&i.LeaseVersion,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.Outcome,
+			&i.Applied,
+			&i.StatusCode,
+			&i.Response,
+			&i.Error,
+			&i.DurationMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -21,6 +21,10 @@ type MessageActions struct {
 	// Blocking: it is the dead head its aggregate waits behind; a replay
 	// or a discard unblocks the aggregate.
 	Blocking bool
+	// Headers and the newest delivery attempts (newest first), shown
+	// beside the buttons so the operator decides without another page.
+	Headers      []Header
+	LastAttempts []Attempt
 
 	// CanOperate: replay, re-apply, discard, restore. CanEdit: edit and
 	// replay (admin).
