@@ -179,7 +179,7 @@ func (r *Runner) batch(ctx context.Context, job Job, f Filter, size int) (progre
 			AfterID: job.CursorID, UpperID: job.UpperID, BatchSize: int32(size),
 			Fingerprint: opt(f.Fingerprint), Destination: opt(f.Destination), Topic: opt(f.Topic),
 			AggregateType: opt(f.AggregateType), AggregateID: opt(f.AggregateID), ErrorContains: opt(f.ErrorContains),
-			DeadFrom: optTime(f.DeadFrom), DeadTo: optTime(f.DeadTo),
+			DeadFrom: optTime(f.DeadFrom), DeadTo: optTime(f.DeadTo), BlockedHeads: f.BlockedHeads,
 		})
 		if err != nil {
 			return fmt.Errorf("next batch: %w", err)

@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -160,4 +161,68 @@ func TestMessageActionsShowHeadersAndLastAttempts(t *testing.T) {
 		numbers = append(numbers, strings.TrimSpace(s.Text()))
 	})
 	require.Equal(t, []string{"7", "6", "5", "4", "3"}, numbers, "the five newest, newest first")
+}
+
+// blockedHead writes a dead head that blocks aggregate order/agg and
+// returns its id.
+func blockedHead(t *testing.T, b accessBundle, agg string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	deadMessage(t, b, `{"n":0}`) // makes the destination
+	var id int64
+	require.NoError(t, b.pool.QueryRow(ctx, `INSERT INTO switchyard.outbox
+		(topic, destination, aggregate_type, aggregate_id, payload, state, attempts, last_error, error_fingerprint, finished_at)
+		VALUES ('orders.created', 'billing', 'order', $1, '{"n":7}', 'dead', 3, 'HTTP 422: rejected', 'fp-422', now())
+		RETURNING id`, agg).Scan(&id))
+	_, err := b.pool.Exec(ctx, `INSERT INTO switchyard.outbox_blocked_aggregates (destination, aggregate_type, aggregate_id, dead_message_id)
+		VALUES ('billing', 'order', $2, $1)`, id, agg)
+	require.NoError(t, err)
+	return id
+}
+
+// Issue 14, item 5: a blocked aggregate's row replays or discards its
+// head (operator, audited, once per request id), and the page sends every
+// blocked head to bulk replay, which replays only those.
+func TestBlockedAggregatesUnblockFromTheirRows(t *testing.T) {
+	t.Parallel()
+	b := setupAccess(t, false, nil, nil, nil)
+	operator := b.login(t, auth.Operator)
+	replayHead, discardHead := blockedHead(t, b, "o-1"), blockedHead(t, b, "o-2")
+	blocked := func() int { return countRows(t, b, `SELECT count(*) FROM switchyard.outbox_blocked_aggregates`) }
+
+	doc := b.page(t, "/aggregates/blocked", b.login(t, auth.Viewer))
+	require.Zero(t, doc.Find(`[data-testid="head-replay"]`).Length(), "viewers get no buttons")
+	doc = b.page(t, "/aggregates/blocked", operator)
+	require.Equal(t, 2, doc.Find(`[data-testid="head-replay"]`).Length())
+	confirm, _ := doc.Find(`[data-testid="head-discard"]`).First().Attr("hx-confirm")
+	require.Contains(t, confirm, "Discard message")
+	bulk, ok := doc.Find(`[data-testid="blocked-bulk-replay"]`).Attr("href")
+	require.True(t, ok)
+	require.Equal(t, "/replays?blocked_heads=true", bulk)
+	_, checked := b.page(t, bulk, operator).Find(`[data-testid="bulk-blocked-heads"]`).Attr("checked")
+	require.True(t, checked, "the bulk form opens limited to blocked heads")
+	form := url.Values{"request_id": {uuid.NewString()}, "blocked_heads": {"true"}, "mode": {"redeliver"}}
+	estimate := b.request(http.MethodPost, "/replays/estimate", operator, form)
+	require.Contains(t, estimate.Body.String(), "2 dead messages match.", "only the heads, not the other dead letters")
+
+	rid := uuid.NewString()
+	for range 2 { // a double click: one replay
+		rec := b.request(http.MethodPost, "/aggregates/blocked/"+itoa(replayHead)+"/replay", operator, url.Values{"request_id": {rid}})
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		require.Contains(t, rec.Body.String(), "the aggregate flows again")
+	}
+	require.Equal(t, 1, replaysOf(t, b, replayHead))
+	require.Equal(t, 1, auditRows(t, b, rid))
+	require.Equal(t, 1, blocked())
+
+	rid = uuid.NewString()
+	rec := b.request(http.MethodPost, "/aggregates/blocked/"+itoa(discardHead)+"/discard", operator, url.Values{"request_id": {rid}})
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.Equal(t, "blocked-changed", rec.Header().Get("HX-Trigger"))
+	require.Zero(t, blocked())
+	require.Equal(t, 1, countRows(t, b, `SELECT count(*) FROM switchyard.outbox WHERE id = $1 AND state = 'discarded'`, discardHead))
+
+	rec = b.request(http.MethodPost, "/aggregates/blocked/"+itoa(discardHead)+"/discard", operator, url.Values{"request_id": {uuid.NewString()}})
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Contains(t, rec.Body.String(), `role="alert"`, "a refusal is shown in place")
 }

@@ -32,7 +32,7 @@ func bulkForm(c echo.Context) (templates.BulkForm, action.JobStartInput) {
 		Fingerprint: strings.TrimSpace(c.FormValue("fingerprint")), Destination: strings.TrimSpace(c.FormValue("destination")),
 		Topic: strings.TrimSpace(c.FormValue("topic")), AggregateType: strings.TrimSpace(c.FormValue("aggregate_type")),
 		AggregateID: strings.TrimSpace(c.FormValue("aggregate_id")), ErrorContains: strings.TrimSpace(c.FormValue("error_contains")),
-		All:  c.FormValue("all") == "true",
+		All: c.FormValue("all") == "true", BlockedHeads: c.FormValue("blocked_heads") == "true",
 		Mode: c.FormValue("mode"), Reason: strings.TrimSpace(c.FormValue("reason")), RequestID: c.FormValue("request_id"),
 	}
 	if f.Mode != string(outbox.Reapply) {
@@ -44,7 +44,8 @@ func bulkForm(c echo.Context) (templates.BulkForm, action.JobStartInput) {
 	}
 	in := action.JobStartInput{
 		Filter: bulkreplay.Filter{Fingerprint: f.Fingerprint, Destination: f.Destination, Topic: f.Topic,
-			AggregateType: f.AggregateType, AggregateID: f.AggregateID, ErrorContains: f.ErrorContains},
+			AggregateType: f.AggregateType, AggregateID: f.AggregateID, ErrorContains: f.ErrorContains,
+			BlockedHeads: f.BlockedHeads},
 		All: f.All, Mode: outbox.ReplayMode(f.Mode), Reason: f.Reason, RatePerSecond: f.Rate,
 	}
 	// The form is shown again with what was sent, but never a value over

@@ -96,8 +96,12 @@ WHERE o.state = 'dead' AND o.replays = 0
   AND ($8::text IS NULL OR strpos(o.last_error, $8::text) > 0)
   AND ($9::timestamptz IS NULL OR o.finished_at >= $9::timestamptz)
   AND ($10::timestamptz IS NULL OR o.finished_at < $10::timestamptz)
+  -- blocked_heads: only the dead heads their aggregates wait behind
+  -- (outbox_blocked_aggregates_dead_message).
+  AND (NOT $11::boolean OR EXISTS (
+      SELECT 1 FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id))
 ORDER BY o.id
-LIMIT $11
+LIMIT $12
 `
 
 type ReplayJobCandidatesParams struct {
@@ -111,6 +115,7 @@ type ReplayJobCandidatesParams struct {
 	ErrorContains *string
 	DeadFrom      *time.Time
 	DeadTo        *time.Time
+	BlockedHeads  bool
 	BatchSize     int32
 }
 
@@ -129,6 +134,7 @@ func (q *Queries) ReplayJobCandidates(ctx context.Context, arg ReplayJobCandidat
 		arg.ErrorContains,
 		arg.DeadFrom,
 		arg.DeadTo,
+		arg.BlockedHeads,
 		arg.BatchSize,
 	)
 	if err != nil {
@@ -266,7 +272,9 @@ SELECT count(*) FROM (
       AND ($6::text IS NULL OR strpos(o.last_error, $6::text) > 0)
       AND ($7::timestamptz IS NULL OR o.finished_at >= $7::timestamptz)
       AND ($8::timestamptz IS NULL OR o.finished_at < $8::timestamptz)
-    LIMIT $9
+      AND (NOT $9::boolean OR EXISTS (
+          SELECT 1 FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id))
+    LIMIT $10
 ) AS matching
 `
 
@@ -279,6 +287,7 @@ type ReplayJobEstimateParams struct {
 	ErrorContains *string
 	DeadFrom      *time.Time
 	DeadTo        *time.Time
+	BlockedHeads  bool
 	Cap           int32
 }
 
@@ -294,6 +303,7 @@ func (q *Queries) ReplayJobEstimate(ctx context.Context, arg ReplayJobEstimatePa
 		arg.ErrorContains,
 		arg.DeadFrom,
 		arg.DeadTo,
+		arg.BlockedHeads,
 		arg.Cap,
 	)
 	var count int64

@@ -103,6 +103,8 @@ type BulkForm struct {
 	AggregateType string
 	AggregateID   string
 	ErrorContains string
+	// BlockedHeads keeps to the dead heads of blocked aggregates.
+	BlockedHeads bool
 	// All confirms an empty filter: every dead message.
 	All    bool
 	Mode   string

@@ -170,10 +170,22 @@ type BlockedAggregate struct {
 	BlockedAt     time.Time
 	Waiting       int64 // pending messages behind the head, up to 1,000
 	MessagesURL   string
+	// Request ids of the row's Replay and Discard buttons: a double click
+	// sends the same one.
+	ReplayRequestID, DiscardRequestID string
 }
 
 // BlockedAggregatesPage lists the blocked aggregates.
 type BlockedAggregatesPage struct {
 	Rows  []BlockedAggregate
 	Pager Pager
+	// CanOperate shows the rows' replay and discard buttons and the bulk
+	// replay of every blocked head.
+	CanOperate bool
+}
+
+// ActionOutcome is what a row's action did (Notice) or why it was refused
+// (Error).
+type ActionOutcome struct {
+	Notice, Error string
 }
