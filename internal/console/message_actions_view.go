@@ -42,8 +42,9 @@ func (h *Handler) messageActions(c echo.Context) (templates.MessageActions, erro
 	m := templates.MessageActions{
 		ID: row.ID, Topic: row.Topic, Destination: row.Destination, State: row.State, Attempts: row.Attempts,
 		Replays: row.Replays, Generation: row.Generation, ReplayPending: row.ReplayPending, LastReplayID: row.LastReplayID,
-		Blocking:   row.Blocking,
-		CanOperate: role.Allows(auth.Operator), CanEdit: role.Allows(auth.Admin),
+		LastReplayState: row.LastReplayState,
+		Blocking:        row.Blocking,
+		CanOperate:      role.Allows(auth.Operator), CanEdit: role.Allows(auth.Admin),
 		ReplayRequestID: uuid.NewString(), DiscardRequestID: uuid.NewString(),
 	}
 	if row.AggregateID != "" {

@@ -15,28 +15,30 @@ SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.payload
     o.attempts, o.last_error, o.replay_of, o.replays, o.generation,
     EXISTS (SELECT 1 FROM switchyard.outbox r WHERE r.replay_of = o.id AND r.state = 'pending') AS replay_pending,
     coalesce((SELECT max(r.id) FROM switchyard.outbox r WHERE r.replay_of = o.id), 0)::bigint AS last_replay_id,
+    coalesce((SELECT r.state FROM switchyard.outbox r WHERE r.replay_of = o.id ORDER BY r.id DESC LIMIT 1), '')::text AS last_replay_state,
     EXISTS (SELECT 1 FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id) AS blocking
 FROM switchyard.outbox o
 WHERE o.id = $1
 `
 
 type ActionMessageGetRow struct {
-	ID            int64
-	Topic         string
-	Destination   string
-	AggregateType string
-	AggregateID   string
-	Payload       []byte
-	Headers       []byte
-	State         string
-	Attempts      int32
-	LastError     *string
-	ReplayOf      *int64
-	Replays       int32
-	Generation    int32
-	ReplayPending bool
-	LastReplayID  int64
-	Blocking      bool
+	ID              int64
+	Topic           string
+	Destination     string
+	AggregateType   string
+	AggregateID     string
+	Payload         []byte
+	Headers         []byte
+	State           string
+	Attempts        int32
+	LastError       *string
+	ReplayOf        *int64
+	Replays         int32
+	Generation      int32
+	ReplayPending   bool
+	LastReplayID    int64
+	LastReplayState string
+	Blocking        bool
 }
 
 // Operator actions' own reads: what the actions panel of one message shows.
@@ -63,6 +65,7 @@ func (q *Queries) ActionMessageGet(ctx context.Context, id int64) (ActionMessage
 		&i.Generation,
 		&i.ReplayPending,
 		&i.LastReplayID,
+		&i.LastReplayState,
 		&i.Blocking,
 	)
 	return i, err

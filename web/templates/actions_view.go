@@ -18,6 +18,9 @@ type MessageActions struct {
 	Generation    int32
 	ReplayPending bool
 	LastReplayID  int64
+	// LastReplayState is the newest replay's state ("" if none): a
+	// replayed message shows what became of it.
+	LastReplayState string
 	// Blocking: it is the dead head its aggregate waits behind; a replay
 	// or a discard unblocks the aggregate.
 	Blocking bool
@@ -46,7 +49,7 @@ type MessageActions struct {
 // its page shows is answered 204 when nothing changed, so that a form
 // being filled in is not reset by a change that did not touch it.
 func (m MessageActions) Version() string {
-	return fmt.Sprintf("%s.%d.%d.%d.%d.%t.%t", m.State, m.Attempts, m.Replays, m.Generation, m.LastReplayID, m.ReplayPending, m.Blocking)
+	return fmt.Sprintf("%s.%d.%d.%d.%d.%s.%t.%t", m.State, m.Attempts, m.Replays, m.Generation, m.LastReplayID, m.LastReplayState, m.ReplayPending, m.Blocking)
 }
 
 // Dead reports whether the message can be replayed or discarded now.
