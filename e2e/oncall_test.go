@@ -123,3 +123,31 @@ func TestOnCallReplayIsFollowedUntilDelivered(t *testing.T) {
 		screenshot(t, operator, fmt.Sprintf("oncall-replayed-%d", width))
 	}
 }
+
+// Issue 14, item 5: a blocked aggregate's row replays its dead head; the
+// list reloads without it, and the page says what happened.
+func TestBlockedAggregateUnblocksFromItsRow(t *testing.T) {
+	t.Parallel()
+	console := startConsoleForActions(t)
+	deadMessages(t, console.pool, 1, `{"order":4}`) // the destination and a group
+	var head int64
+	// With its aggregate from the start: the enqueue trigger numbers it.
+	require.NoError(t, console.pool.QueryRow(context.Background(), `INSERT INTO switchyard.outbox
+		(topic, destination, aggregate_type, aggregate_id, payload, state, attempts, last_error, error_fingerprint, finished_at)
+		VALUES ('orders.created', 'billing', 'order', 'o-5', '{"order":5}', 'dead', 3, 'HTTP 422: rejected', 'fp-422', now())
+		RETURNING id`).Scan(&head))
+	_, err := console.pool.Exec(context.Background(), `INSERT INTO switchyard.outbox_blocked_aggregates (destination, aggregate_type, aggregate_id, dead_message_id)
+		VALUES ('billing', 'order', 'o-5', $1)`, head)
+	require.NoError(t, err)
+	page := signedIn(t, console, "operator", "/aggregates/blocked")
+	expect := playwright.NewPlaywrightAssertions()
+	require.NoError(t, expect.Locator(page.GetByTestId("blocked-row")).ToHaveCount(1))
+	screenshot(t, page, "blocked-aggregates-actions")
+
+	require.NoError(t, page.GetByTestId("head-replay").Click())
+	require.NoError(t, expect.Locator(page.GetByTestId("blocked-result")).ToContainText("the aggregate flows again"))
+	require.NoError(t, expect.Locator(page.GetByTestId("blocked-row")).ToHaveCount(0))
+	screenshot(t, page, "blocked-aggregates-unblocked")
+	require.Equal(t, 1, count(t, console.pool, `SELECT count(*) FROM switchyard.outbox WHERE replay_of = $1`, head))
+	require.Zero(t, count(t, console.pool, `SELECT count(*) FROM switchyard.outbox_blocked_aggregates`))
+}
