@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,6 +184,22 @@ func TestBulkReplayShowsLiveProgressAndCancels(t *testing.T) {
 	require.NoError(t, expect.Locator(job.GetByTestId("job-progress")).ToHaveText(regexp.MustCompile(`^[1-9]\d* replayed`)))
 	screenshot(t, page, "replays-running")
 
+	// Cancel asks first (hx-confirm): dismissed, nothing happens;
+	// accepted, the job stops.
+	var asked atomic.Value
+	var accept atomic.Bool
+	page.OnDialog(func(d playwright.Dialog) {
+		asked.Store(d.Message())
+		if accept.Load() {
+			_ = d.Accept()
+		} else {
+			_ = d.Dismiss()
+		}
+	})
+	require.NoError(t, job.GetByTestId("job-cancel").Click())
+	require.NoError(t, expect.Locator(job.GetByTestId("job-state")).ToHaveText("running"))
+	require.Contains(t, asked.Load(), "Cancel this bulk replay?")
+	accept.Store(true)
 	require.NoError(t, job.GetByTestId("job-cancel").Click())
 	require.NoError(t, expect.Locator(job.GetByTestId("job-state")).ToHaveText("cancelled"))
 	require.NoError(t, expect.Locator(job.GetByTestId("job-cancel")).ToHaveCount(0))

@@ -411,6 +411,7 @@ CREATE TABLE switchyard.outbox (
     replayed_at timestamp with time zone,
     replays integer DEFAULT 0 NOT NULL,
     generation integer DEFAULT 0 NOT NULL,
+    replay_job uuid,
     CONSTRAINT outbox_headers_check CHECK ((jsonb_typeof(headers) = 'object'::text)),
     CONSTRAINT outbox_max_attempts_check CHECK ((max_attempts > 0)),
     CONSTRAINT outbox_replay_mode_check CHECK ((replay_mode = ANY (ARRAY['redeliver'::text, 'reapply'::text]))),
@@ -424,21 +425,34 @@ WITH (autovacuum_vacuum_scale_factor='0.02', autovacuum_analyze_scale_factor='0.
 --
 
 CREATE VIEW switchyard.console_messages AS
- SELECT outbox.id,
-    outbox.message_id,
-    outbox.topic,
-    outbox.destination,
-    outbox.aggregate_type,
-    outbox.aggregate_id,
-    outbox.aggregate_seq,
-    outbox.state,
-    outbox.attempts,
-    outbox.last_error,
-    outbox.error_fingerprint,
-    outbox.created_at,
-    outbox.finished_at,
-    outbox.replay_of
-   FROM switchyard.outbox;
+ SELECT o.id,
+    o.message_id,
+    o.topic,
+    o.destination,
+    o.aggregate_type,
+    o.aggregate_id,
+    o.aggregate_seq,
+    o.state,
+    o.attempts,
+    o.last_error,
+    o.error_fingerprint,
+    o.created_at,
+    o.finished_at,
+    o.replay_of,
+        CASE
+            WHEN ((o.state = 'dead'::text) AND (o.replays > 0)) THEN 'replayed'::text
+            ELSE o.state
+        END AS status,
+    COALESCE(
+        CASE
+            WHEN (o.replays > 0) THEN ( SELECT r.state
+               FROM switchyard.outbox r
+              WHERE (r.replay_of = o.id)
+              ORDER BY r.id DESC
+             LIMIT 1)
+            ELSE NULL::text
+        END, ''::text) AS replay_outcome
+   FROM switchyard.outbox o;
 
 --
 -- Name: dead_letter_groups; Type: TABLE; Schema: switchyard; Owner: -
@@ -1614,6 +1628,12 @@ CREATE INDEX outbox_delivery_key ON switchyard.outbox USING btree (delivery_key)
 CREATE INDEX outbox_destination_id ON switchyard.outbox USING btree (destination, id) WHERE (state <> 'delivered'::text);
 
 --
+-- Name: outbox_discarded_id; Type: INDEX; Schema: switchyard; Owner: -
+--
+
+CREATE INDEX outbox_discarded_id ON switchyard.outbox USING btree (id) WHERE (state = 'discarded'::text);
+
+--
 -- Name: outbox_due_unordered; Type: INDEX; Schema: switchyard; Owner: -
 --
 
@@ -1648,6 +1668,12 @@ CREATE INDEX outbox_pending_id ON switchyard.outbox USING btree (id) WHERE (stat
 --
 
 CREATE INDEX outbox_pending_ordered ON switchyard.outbox USING btree (destination, aggregate_type, aggregate_id, aggregate_seq) WHERE ((state = 'pending'::text) AND (aggregate_id <> ''::text));
+
+--
+-- Name: outbox_replay_job; Type: INDEX; Schema: switchyard; Owner: -
+--
+
+CREATE INDEX outbox_replay_job ON switchyard.outbox USING btree (replay_job, state) WHERE (replay_job IS NOT NULL);
 
 --
 -- Name: outbox_replay_of; Type: INDEX; Schema: switchyard; Owner: -

@@ -40,6 +40,9 @@ type Filter struct {
 	ErrorContains string    `json:"error_contains,omitempty"`
 	DeadFrom      time.Time `json:"dead_from,omitzero"`
 	DeadTo        time.Time `json:"dead_to,omitzero"`
+	// BlockedHeads keeps to the dead heads that block their aggregates
+	// (the blocked aggregates page's "replay the heads of all listed").
+	BlockedHeads bool `json:"blocked_heads,omitempty"`
 }
 
 // key is the filter's canonical text: one running job per key. The JSON
@@ -65,7 +68,7 @@ func Estimate(ctx context.Context, db queries.DBTX, f Filter) (int64, error) {
 	n, err := queries.New(db).ReplayJobEstimate(ctx, queries.ReplayJobEstimateParams{
 		Fingerprint: opt(f.Fingerprint), Destination: opt(f.Destination), Topic: opt(f.Topic),
 		AggregateType: opt(f.AggregateType), AggregateID: opt(f.AggregateID), ErrorContains: opt(f.ErrorContains),
-		DeadFrom: optTime(f.DeadFrom), DeadTo: optTime(f.DeadTo), Cap: MaxEstimate,
+		DeadFrom: optTime(f.DeadFrom), DeadTo: optTime(f.DeadTo), BlockedHeads: f.BlockedHeads, Cap: MaxEstimate,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("bulkreplay: estimate: %w", err)

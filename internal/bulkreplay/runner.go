@@ -179,7 +179,7 @@ func (r *Runner) batch(ctx context.Context, job Job, f Filter, size int) (progre
 			AfterID: job.CursorID, UpperID: job.UpperID, BatchSize: int32(size),
 			Fingerprint: opt(f.Fingerprint), Destination: opt(f.Destination), Topic: opt(f.Topic),
 			AggregateType: opt(f.AggregateType), AggregateID: opt(f.AggregateID), ErrorContains: opt(f.ErrorContains),
-			DeadFrom: optTime(f.DeadFrom), DeadTo: optTime(f.DeadTo),
+			DeadFrom: optTime(f.DeadFrom), DeadTo: optTime(f.DeadTo), BlockedHeads: f.BlockedHeads,
 		})
 		if err != nil {
 			return fmt.Errorf("next batch: %w", err)
@@ -216,7 +216,7 @@ var errStopped = errors.New("bulkreplay: job cancelled or lease lost")
 // set-based (outbox.ReplayBatch), and counts what it did.
 func replayAll(ctx context.Context, tx pgx.Tx, job Job, ids []int64, p *progress) error {
 	req := outbox.BatchRequest{Mode: outbox.ReplayMode(job.Mode), Actor: job.Actor, Reason: job.Reason,
-		Messages: make([]outbox.MessageRequest, len(ids))}
+		Job: job.ID, Messages: make([]outbox.MessageRequest, len(ids))}
 	for i, id := range ids {
 		req.Messages[i] = outbox.MessageRequest{MessageID: id, RequestID: requestID(job.ID, id)}
 	}

@@ -102,11 +102,13 @@ const (
 	// replay). One row per message, in the action's transaction; every
 	// open page of that message re-fetches its live regions. Subject: the
 	// message id, in decimal, so that a page asks the stream for its own
-	// message only. Payload: {"action": the audit action}. Not announced:
-	// the messages of a bulk replay job (its progress is, as "replay_job"
-	// rows), and what the dispatcher later does with a replay
-	// (finalize writes no feed row); open pages catch up on those when
-	// their stream reconnects or their tab becomes visible.
+	// message only. Payload: {"action": the audit action}. Also written by
+	// the dispatcher's finalize when a replay settles (delivered or dead),
+	// for the replay and its original, payload {"action":
+	// "message.delivered"|"message.dead"}: replays are rare, so ordinary
+	// messages' finalizes still write no feed row. Not announced: the
+	// messages a bulk replay job creates (its progress is, as
+	// "replay_job" rows).
 	KindMessageChanged = "message_changed"
 	// KindStats: the statistics leader stored a new snapshot
 	// (internal/stats; written by the StatsSnapshotSave query). Subject:
@@ -114,7 +116,9 @@ const (
 	KindStats = "stats"
 	// KindReplayJob: a bulk replay job advanced, finished or was cancelled
 	// (internal/bulkreplay; written by the ReplayJob queries). Subject: the
-	// job id. Payload: {"state", "replayed", "skipped", "estimate"}.
+	// job id. Payload: {"state", "replayed", "skipped", "estimate"}, or,
+	// when some of its replays settled (the dispatcher's finalize),
+	// {"settled": n}.
 	KindReplayJob = "replay_job"
 	// KindReconcileProgress: a reconciliation cycle started, advanced or
 	// ended (internal/reconcile). At most about one a second per running

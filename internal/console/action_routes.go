@@ -34,6 +34,10 @@ func (h *Handler) actionRoutes() []route {
 		{http.MethodPost, "/messages/:id/actions/edit-preview", auth.Admin, h.messageEditPreview},
 		{http.MethodPost, "/messages/:id/actions/edit-replay", auth.Admin, idem(h.messageEditReplaySubmit)},
 
+		// A blocked aggregate's dead head, from its row.
+		{http.MethodPost, "/aggregates/blocked/:id/replay", auth.Operator, idem(h.aggregateHeadReplay)},
+		{http.MethodPost, "/aggregates/blocked/:id/discard", auth.Operator, idem(h.aggregateHeadDiscard)},
+
 		// Bulk replay.
 		{http.MethodGet, "/replays", auth.Viewer, h.replaysShow},
 		{http.MethodGet, "/replays/jobs", auth.Viewer, h.replayJobsList},

@@ -8,8 +8,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/switchyard/switchyard/internal/auth"
 	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/internal/triage"
 	"github.com/switchyard/switchyard/web/templates"
@@ -42,8 +44,11 @@ func (h *Handler) aggregatesBlockedList(c echo.Context) error {
 	if err := h.blockedTriage(c.Request().Context(), rows); err != nil {
 		return err
 	}
+	for i := range rows {
+		rows[i].ReplayRequestID, rows[i].DiscardRequestID = uuid.NewString(), uuid.NewString()
+	}
 	return render(c, http.StatusOK, templates.BlockedAggregates(h.page("Blocked aggregates", templates.SectionDeadLetters),
-		templates.BlockedAggregatesPage{Rows: rows, Pager: pager}))
+		templates.BlockedAggregatesPage{Rows: rows, Pager: pager, CanOperate: current(c).Role.Allows(auth.Operator)}))
 }
 
 func blockedPage(ctx context.Context, q *queries.Queries, next blockedCursor, hasNext bool, prev blockedCursor, hasPrev bool) ([]templates.BlockedAggregate, templates.Pager, error) {

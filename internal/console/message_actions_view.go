@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/google/uuid"
@@ -15,6 +16,10 @@ import (
 	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/web/templates"
 )
+
+// lastAttemptsShown is how many of a message's newest attempts its
+// actions page shows; the message page lists them all.
+const lastAttemptsShown = 5
 
 // messageActions reads the panel's view of the message, with fresh
 // request ids and the controls the viewer's role allows.
@@ -37,8 +42,9 @@ func (h *Handler) messageActions(c echo.Context) (templates.MessageActions, erro
 	m := templates.MessageActions{
 		ID: row.ID, Topic: row.Topic, Destination: row.Destination, State: row.State, Attempts: row.Attempts,
 		Replays: row.Replays, Generation: row.Generation, ReplayPending: row.ReplayPending, LastReplayID: row.LastReplayID,
-		Blocking:   row.Blocking,
-		CanOperate: role.Allows(auth.Operator), CanEdit: role.Allows(auth.Admin),
+		LastReplayState: row.LastReplayState,
+		Blocking:        row.Blocking,
+		CanOperate:      role.Allows(auth.Operator), CanEdit: role.Allows(auth.Admin),
 		ReplayRequestID: uuid.NewString(), DiscardRequestID: uuid.NewString(),
 	}
 	if row.AggregateID != "" {
@@ -53,6 +59,15 @@ func (h *Handler) messageActions(c echo.Context) (templates.MessageActions, erro
 	m.Payload = RedactedPayload
 	if h.PayloadVisible(c) {
 		m.Payload = prettyJSON(row.Payload)
+	}
+	m.Headers = headerList(row.Headers)
+	attempts, err := queries.New(h.deps.DB).ActionMessageLastAttempts(c.Request().Context(),
+		queries.ActionMessageLastAttemptsParams{MessageID: id, MaxRows: lastAttemptsShown})
+	if err != nil {
+		return templates.MessageActions{}, fmt.Errorf("read the last attempts of message %d: %w", id, err)
+	}
+	for _, a := range attempts {
+		m.LastAttempts = append(m.LastAttempts, attemptView(a))
 	}
 	return m, nil
 }

@@ -28,6 +28,9 @@ func (h *Handler) messageLive(c echo.Context) error {
 		return notFound(err, "Message")
 	}
 	d := messageDetail(m)
+	if err := messageStatus(ctx, q, &d); err != nil {
+		return err
+	}
 	if d.Replays, err = messageReplays(ctx, q, m.ID); err != nil {
 		return err
 	}

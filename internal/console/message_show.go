@@ -42,6 +42,9 @@ func (h *Handler) messageShow(c echo.Context) error {
 		return notFound(err, "Message")
 	}
 	d := messageDetail(m)
+	if err := messageStatus(ctx, q, &d); err != nil {
+		return err
+	}
 	if !h.PayloadVisible(c) {
 		d.Payload, d.PayloadTruncate, d.PayloadHidden = RedactedPayload, false, true
 	}

@@ -46,9 +46,9 @@ func parseMessageFilter(ctx context.Context, q *queries.Queries, v url.Values) (
 		ID: trimmed(v, "id"), Error: trimmed(v, "error"), From: trimmed(v, "from"), To: trimmed(v, "to"),
 	}}
 	switch f.form.State {
-	case "", "pending", "delivered", "dead":
+	case "", "pending", "delivered", "dead", "replayed", "discarded":
 	default:
-		return f, echo.NewHTTPError(http.StatusBadRequest, "Unknown state: choose pending, delivered or dead.")
+		return f, echo.NewHTTPError(http.StatusBadRequest, "Unknown state: choose pending, delivered, dead, replayed or discarded.")
 	}
 	p := &f.params
 	p.State, p.Topic, p.Destination = optional(f.form.State), optional(f.form.Topic), optional(f.form.Destination)
@@ -100,6 +100,28 @@ func (f messageFilter) query(extra ...string) string {
 		return ""
 	}
 	return "?" + v.Encode()
+}
+
+// bulkReplayURL is bulk replay (GET /replays) filled in with the list's
+// filters, or "" when the list can hold no message a bulk replay takes
+// (dead, never replayed) or filters on what a job cannot (id, time).
+func (f messageFilter) bulkReplayURL() string {
+	if (f.form.State != "" && f.form.State != "dead") || f.form.ID != "" || f.form.From != "" || f.form.To != "" {
+		return ""
+	}
+	v := url.Values{}
+	for _, kv := range [][2]string{
+		{"topic", f.form.Topic}, {"destination", f.form.Destination}, {"aggregate_type", f.form.AggregateType},
+		{"aggregate_id", f.form.AggregateID}, {"error_contains", f.form.Error},
+	} {
+		if kv[1] != "" {
+			v.Set(kv[0], kv[1])
+		}
+	}
+	if len(v) == 0 {
+		return ""
+	}
+	return "/replays?" + v.Encode()
 }
 
 // resolveMessageID reads a message id (uuid, the idempotency key) or a row

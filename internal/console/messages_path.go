@@ -22,6 +22,7 @@ const (
 	pathAggregate
 	pathPending
 	pathDead
+	pathDiscarded
 	pathTopic
 	pathDestination
 	pathFailed
@@ -37,8 +38,10 @@ func choosePath(p queries.ConsoleMessagesOlderParams) messagePath {
 		return pathTopic
 	case p.Destination != nil && undelivered(p.State):
 		return pathDestination
-	case p.State != nil && *p.State == "dead":
-		return pathDead
+	case p.State != nil && (*p.State == "dead" || *p.State == "replayed"):
+		return pathDead // both are stored as dead (console_messages.status)
+	case p.State != nil && *p.State == "discarded":
+		return pathDiscarded
 	case p.ErrorText != nil:
 		return pathFailed
 	}
@@ -56,6 +59,8 @@ func messagesOlder(ctx context.Context, q *queries.Queries, p queries.ConsoleMes
 		rows, err = q.ConsoleMessagesPendingOlder(ctx, queries.ConsoleMessagesPendingOlderParams(p))
 	case pathDead:
 		rows, err = q.ConsoleMessagesDeadOlder(ctx, queries.ConsoleMessagesDeadOlderParams(p))
+	case pathDiscarded:
+		rows, err = q.ConsoleMessagesDiscardedOlder(ctx, queries.ConsoleMessagesDiscardedOlderParams(p))
 	case pathTopic:
 		rows, err = q.ConsoleMessagesTopicOlder(ctx, queries.ConsoleMessagesTopicOlderParams(p))
 	case pathDestination:
@@ -82,6 +87,8 @@ func messagesNewer(ctx context.Context, q *queries.Queries, p queries.ConsoleMes
 		rows, err = q.ConsoleMessagesPendingNewer(ctx, queries.ConsoleMessagesPendingNewerParams(p))
 	case pathDead:
 		rows, err = q.ConsoleMessagesDeadNewer(ctx, queries.ConsoleMessagesDeadNewerParams(p))
+	case pathDiscarded:
+		rows, err = q.ConsoleMessagesDiscardedNewer(ctx, queries.ConsoleMessagesDiscardedNewerParams(p))
 	case pathTopic:
 		rows, err = q.ConsoleMessagesTopicNewer(ctx, queries.ConsoleMessagesTopicNewerParams(p))
 	case pathDestination:

@@ -1,6 +1,8 @@
 package console
 
 import (
+	"context"
+	"fmt"
 	"unicode/utf8"
 
 	"github.com/switchyard/switchyard/internal/queries"
@@ -14,8 +16,8 @@ const cellErrorLen = 200
 func messageRow(r queries.SwitchyardConsoleMessage) templates.MessageRow {
 	row := templates.MessageRow{
 		ID: r.ID, MessageID: r.MessageID.String(), Topic: r.Topic, Destination: r.Destination,
-		AggregateType: r.AggregateType, AggregateID: r.AggregateID, State: r.State,
-		Attempts: r.Attempts, CreatedAt: r.CreatedAt,
+		AggregateType: r.AggregateType, AggregateID: r.AggregateID, State: r.Status,
+		Attempts: r.Attempts, CreatedAt: r.CreatedAt, ReplayOutcome: r.ReplayOutcome,
 	}
 	if r.LastError != nil {
 		row.Error = shorten(*r.LastError, cellErrorLen)
@@ -24,6 +26,17 @@ func messageRow(r queries.SwitchyardConsoleMessage) templates.MessageRow {
 		row.ReplayOf = *r.ReplayOf
 	}
 	return row
+}
+
+// messageStatus sets d's state to the console's (dead, replayed with its
+// outcome, ...), as the lists show it.
+func messageStatus(ctx context.Context, q *queries.Queries, d *templates.MessageDetail) error {
+	s, err := q.ConsoleMessageStatus(ctx, d.Row.ID)
+	if err != nil {
+		return fmt.Errorf("read the state of message %d: %w", d.Row.ID, err)
+	}
+	d.Row.State, d.Row.ReplayOutcome = s.Status, s.ReplayOutcome
+	return nil
 }
 
 func messageRows(rs []queries.SwitchyardConsoleMessage) []templates.MessageRow {

@@ -1,6 +1,8 @@
 package console
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -30,7 +32,7 @@ func bulkForm(c echo.Context) (templates.BulkForm, action.JobStartInput) {
 		Fingerprint: strings.TrimSpace(c.FormValue("fingerprint")), Destination: strings.TrimSpace(c.FormValue("destination")),
 		Topic: strings.TrimSpace(c.FormValue("topic")), AggregateType: strings.TrimSpace(c.FormValue("aggregate_type")),
 		AggregateID: strings.TrimSpace(c.FormValue("aggregate_id")), ErrorContains: strings.TrimSpace(c.FormValue("error_contains")),
-		All:  c.FormValue("all") == "true",
+		All: c.FormValue("all") == "true", BlockedHeads: c.FormValue("blocked_heads") == "true",
 		Mode: c.FormValue("mode"), Reason: strings.TrimSpace(c.FormValue("reason")), RequestID: c.FormValue("request_id"),
 	}
 	if f.Mode != string(outbox.Reapply) {
@@ -42,7 +44,8 @@ func bulkForm(c echo.Context) (templates.BulkForm, action.JobStartInput) {
 	}
 	in := action.JobStartInput{
 		Filter: bulkreplay.Filter{Fingerprint: f.Fingerprint, Destination: f.Destination, Topic: f.Topic,
-			AggregateType: f.AggregateType, AggregateID: f.AggregateID, ErrorContains: f.ErrorContains},
+			AggregateType: f.AggregateType, AggregateID: f.AggregateID, ErrorContains: f.ErrorContains,
+			BlockedHeads: f.BlockedHeads},
 		All: f.All, Mode: outbox.ReplayMode(f.Mode), Reason: f.Reason, RatePerSecond: f.Rate,
 	}
 	// The form is shown again with what was sent, but never a value over
@@ -89,5 +92,31 @@ func (h *Handler) replayJobs(c echo.Context) ([]templates.ReplayJob, error) {
 			Created: j.CreatedAt.UTC().Format("2006-01-02 15:04:05"), CanCancel: operator && j.State == "running",
 			RequestID: uuid.NewString()}
 	}
-	return jobs, nil
+	return jobs, jobOutcomes(c.Request().Context(), queries.New(h.deps.DB), rows, jobs)
+}
+
+// jobOutcomes fills in what became of the replays of jobs (rows, in the
+// same order): delivered, dead again, pending.
+func jobOutcomes(ctx context.Context, q *queries.Queries, rows []queries.SwitchyardReplayJob, jobs []templates.ReplayJob) error {
+	ids := make([]uuid.UUID, len(rows))
+	at := make(map[uuid.UUID]*templates.ReplayJob, len(rows))
+	for i, j := range rows {
+		ids[i], at[j.ID] = j.ID, &jobs[i]
+	}
+	counts, err := q.ReplayJobOutcomes(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("count the outcomes of %d replay jobs: %w", len(ids), err)
+	}
+	for _, n := range counts {
+		j := at[n.Job]
+		switch n.State {
+		case "delivered":
+			j.Delivered += n.Messages
+		case "pending":
+			j.Pending += n.Messages
+		default: // dead, or dead and since discarded
+			j.DeadAgain += n.Messages
+		}
+	}
+	return nil
 }

@@ -73,14 +73,17 @@ func (d *Dispatcher) finalize(ctx context.Context, worker string, results []resu
 	return busy, nil
 }
 
-// count updates the metrics and logs stale finalizes. It reports whether a
-// message went dead, which the finalize appended to the change feed.
-func (d *Dispatcher) count(results []result, status map[int64]string) (dead bool) {
+// count updates the metrics and logs stale finalizes. It reports whether
+// the finalize appended to the change feed: a message went dead, or a
+// replay settled (status applied_replay).
+func (d *Dispatcher) count(results []result, status map[int64]string) (fed bool) {
 	for _, r := range results {
 		switch status[r.msg.ID] {
 		case "busy":
 			continue
 		case "applied":
+		case "applied_replay":
+			fed = true
 		default:
 			d.cfg.Metrics.staleFinalizes.WithLabelValues(r.msg.Destination).Inc()
 			d.cfg.Logger.Warn("stale finalize: lease taken over, outcome not applied",
@@ -89,7 +92,7 @@ func (d *Dispatcher) count(results []result, status map[int64]string) (dead bool
 			continue
 		}
 		d.cfg.Metrics.outcomes.WithLabelValues(r.msg.Destination, r.outcome).Inc()
-		dead = dead || r.outcome == outcomeDead
+		fed = fed || r.outcome == outcomeDead
 	}
-	return dead
+	return fed
 }

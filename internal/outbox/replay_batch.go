@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/switchyard/switchyard/internal/queries"
 )
@@ -31,6 +32,9 @@ type BatchRequest struct {
 	Mode     ReplayMode
 	Actor    string
 	Reason   string
+	// Job is the bulk replay job the batch belongs to (stored on each
+	// replay, so the job's page counts their outcomes); uuid.Nil for none.
+	Job uuid.UUID
 }
 
 // Outcome is what a batch did with one of its messages: Err is nil when it
@@ -86,6 +90,7 @@ func replayBatch(ctx context.Context, tx pgx.Tx, r BatchRequest, payload json.Ra
 	}
 	rows, err := q.OutboxReplayApply(ctx, queries.OutboxReplayApplyParams{
 		Ids: ids, RequestIds: requests, Payload: payload, Mode: string(r.Mode), Actor: r.Actor, Reason: r.Reason,
+		Job: pgtype.UUID{Bytes: r.Job, Valid: r.Job != uuid.Nil},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("outbox: replay %d messages: %w", len(ids), err)

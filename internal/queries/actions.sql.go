@@ -11,31 +11,34 @@ import (
 
 const actionMessageGet = `-- name: ActionMessageGet :one
 
-SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.payload, o.state,
+SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.payload, o.headers, o.state,
     o.attempts, o.last_error, o.replay_of, o.replays, o.generation,
     EXISTS (SELECT 1 FROM switchyard.outbox r WHERE r.replay_of = o.id AND r.state = 'pending') AS replay_pending,
     coalesce((SELECT max(r.id) FROM switchyard.outbox r WHERE r.replay_of = o.id), 0)::bigint AS last_replay_id,
+    coalesce((SELECT r.state FROM switchyard.outbox r WHERE r.replay_of = o.id ORDER BY r.id DESC LIMIT 1), '')::text AS last_replay_state,
     EXISTS (SELECT 1 FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id) AS blocking
 FROM switchyard.outbox o
 WHERE o.id = $1
 `
 
 type ActionMessageGetRow struct {
-	ID            int64
-	Topic         string
-	Destination   string
-	AggregateType string
-	AggregateID   string
-	Payload       []byte
-	State         string
-	Attempts      int32
-	LastError     *string
-	ReplayOf      *int64
-	Replays       int32
-	Generation    int32
-	ReplayPending bool
-	LastReplayID  int64
-	Blocking      bool
+	ID              int64
+	Topic           string
+	Destination     string
+	AggregateType   string
+	AggregateID     string
+	Payload         []byte
+	Headers         []byte
+	State           string
+	Attempts        int32
+	LastError       *string
+	ReplayOf        *int64
+	Replays         int32
+	Generation      int32
+	ReplayPending   bool
+	LastReplayID    int64
+	LastReplayState string
+	Blocking        bool
 }
 
 // Operator actions' own reads: what the actions panel of one message shows.
@@ -53,6 +56,7 @@ func (q *Queries) ActionMessageGet(ctx context.Context, id int64) (ActionMessage
 		&i.AggregateType,
 		&i.AggregateID,
 		&i.Payload,
+		&i.Headers,
 		&i.State,
 		&i.Attempts,
 		&i.LastError,
@@ -61,7 +65,56 @@ func (q *Queries) ActionMessageGet(ctx context.Context, id int64) (ActionMessage
 		&i.Generation,
 		&i.ReplayPending,
 		&i.LastReplayID,
+		&i.LastReplayState,
 		&i.Blocking,
 	)
 	return i, err
+}
+
+const actionMessageLastAttempts = `-- name: ActionMessageLastAttempts :many
+SELECT id, message_id, attempt, worker, lease_version, started_at, finished_at, outcome, applied, status_code, response, error, duration_ms FROM switchyard.outbox_attempts
+WHERE message_id = $1
+ORDER BY id DESC
+LIMIT $2
+`
+
+type ActionMessageLastAttemptsParams struct {
+	MessageID int64
+	MaxRows   int32
+}
+
+// ActionMessageLastAttempts is a message's newest delivery attempts, newest
+// first, shown beside its actions (outbox_attempts' message index).
+func (q *Queries) ActionMessageLastAttempts(ctx context.Context, arg ActionMessageLastAttemptsParams) ([]SwitchyardOutboxAttempt, error) {
+	rows, err := q.db.Query(ctx, actionMessageLastAttempts, arg.MessageID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SwitchyardOutboxAttempt{}
+	for rows.Next() {
+		var i SwitchyardOutboxAttempt
+		if err := rows.Scan(
+			&i.ID,
+			&i.MessageID,
+			&i.Attempt,
+			&i.Worker,
+			&i.LeaseVersion,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.Outcome,
+			&i.Applied,
+			&i.StatusCode,
+			&i.Response,
+			&i.Error,
+			&i.DurationMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

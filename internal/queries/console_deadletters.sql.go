@@ -259,8 +259,8 @@ func (q *Queries) ConsoleDeadLetterGroupsOlder(ctx context.Context, arg ConsoleD
 }
 
 const consoleDeadLetterMessagesNewer = `-- name: ConsoleDeadLetterMessagesNewer :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of FROM switchyard.console_messages o
-WHERE o.state = 'dead' AND o.error_fingerprint = $1::text AND o.id > $2::bigint
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+WHERE o.state = 'dead' AND o.status = 'dead' AND o.error_fingerprint = $1::text AND o.id > $2::bigint
 ORDER BY o.error_fingerprint, o.id
 LIMIT $3
 `
@@ -295,6 +295,8 @@ func (q *Queries) ConsoleDeadLetterMessagesNewer(ctx context.Context, arg Consol
 			&i.CreatedAt,
 			&i.FinishedAt,
 			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
 		); err != nil {
 			return nil, err
 		}
@@ -307,8 +309,8 @@ func (q *Queries) ConsoleDeadLetterMessagesNewer(ctx context.Context, arg Consol
 }
 
 const consoleDeadLetterMessagesOlder = `-- name: ConsoleDeadLetterMessagesOlder :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of FROM switchyard.console_messages o
-WHERE o.state = 'dead' AND o.error_fingerprint = $1::text AND o.id < $2::bigint
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+WHERE o.state = 'dead' AND o.status = 'dead' AND o.error_fingerprint = $1::text AND o.id < $2::bigint
 ORDER BY o.error_fingerprint, o.id DESC
 LIMIT $3
 `
@@ -320,7 +322,8 @@ type ConsoleDeadLetterMessagesOlderParams struct {
 }
 
 // ConsoleDeadLetterMessagesOlder lists a group's messages, newest first,
-// below a cursor (outbox_dead_fingerprint).
+// below a cursor (outbox_dead_fingerprint): dead and never replayed, as
+// the group counts them (status, switchyard.console_messages).
 func (q *Queries) ConsoleDeadLetterMessagesOlder(ctx context.Context, arg ConsoleDeadLetterMessagesOlderParams) ([]SwitchyardConsoleMessage, error) {
 	rows, err := q.db.Query(ctx, consoleDeadLetterMessagesOlder, arg.Fingerprint, arg.Cursor, arg.MaxRows)
 	if err != nil {
@@ -345,6 +348,8 @@ func (q *Queries) ConsoleDeadLetterMessagesOlder(ctx context.Context, arg Consol
 			&i.CreatedAt,
 			&i.FinishedAt,
 			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
 		); err != nil {
 			return nil, err
 		}

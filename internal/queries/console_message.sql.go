@@ -59,7 +59,7 @@ func (q *Queries) ConsoleMessageAttempts(ctx context.Context, arg ConsoleMessage
 
 const consoleMessageGet = `-- name: ConsoleMessageGet :one
 
-SELECT id, message_id, topic, destination, aggregate_type, aggregate_id, aggregate_seq, payload, headers, state, attempts, max_attempts, next_attempt_at, lease_owner, lease_version, last_error, error_fingerprint, created_at, finished_at, replay_of, delivery_key, replay_request, replay_mode, replay_actor, replay_reason, replayed_at, replays, generation FROM switchyard.outbox WHERE id = $1
+SELECT id, message_id, topic, destination, aggregate_type, aggregate_id, aggregate_seq, payload, headers, state, attempts, max_attempts, next_attempt_at, lease_owner, lease_version, last_error, error_fingerprint, created_at, finished_at, replay_of, delivery_key, replay_request, replay_mode, replay_actor, replay_reason, replayed_at, replays, generation, replay_job FROM switchyard.outbox WHERE id = $1
 `
 
 // The console's message detail page (internal/console/message_show.go).
@@ -95,6 +95,7 @@ func (q *Queries) ConsoleMessageGet(ctx context.Context, id int64) (SwitchyardOu
 		&i.ReplayedAt,
 		&i.Replays,
 		&i.Generation,
+		&i.ReplayJob,
 	)
 	return i, err
 }
@@ -124,7 +125,7 @@ func (q *Queries) ConsoleMessagePayload(ctx context.Context, id int64) (string, 
 }
 
 const consoleMessageReplays = `-- name: ConsoleMessageReplays :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
 WHERE o.replay_of = $1
 ORDER BY o.id
 LIMIT $2
@@ -160,6 +161,8 @@ func (q *Queries) ConsoleMessageReplays(ctx context.Context, arg ConsoleMessageR
 			&i.CreatedAt,
 			&i.FinishedAt,
 			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
 		); err != nil {
 			return nil, err
 		}
@@ -169,4 +172,24 @@ func (q *Queries) ConsoleMessageReplays(ctx context.Context, arg ConsoleMessageR
 		return nil, err
 	}
 	return items, nil
+}
+
+const consoleMessageStatus = `-- name: ConsoleMessageStatus :one
+SELECT o.status, o.replay_outcome
+FROM switchyard.console_messages o WHERE o.id = $1
+`
+
+type ConsoleMessageStatusRow struct {
+	Status        string
+	ReplayOutcome string
+}
+
+// ConsoleMessageStatus is a message's console state and, once replayed,
+// its newest replay's state: the definition in switchyard.console_messages,
+// which every list and filter uses too.
+func (q *Queries) ConsoleMessageStatus(ctx context.Context, id int64) (ConsoleMessageStatusRow, error) {
+	row := q.db.QueryRow(ctx, consoleMessageStatus, id)
+	var i ConsoleMessageStatusRow
+	err := row.Scan(&i.Status, &i.ReplayOutcome)
+	return i, err
 }

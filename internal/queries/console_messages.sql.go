@@ -45,9 +45,9 @@ func (q *Queries) ConsoleMessageIDBounds(ctx context.Context) (ConsoleMessageIDB
 }
 
 const consoleMessagesAggregateNewer = `-- name: ConsoleMessagesAggregateNewer :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
 WHERE
-    ($1::text IS NULL OR o.state = $1::text)
+    ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
@@ -114,6 +114,8 @@ func (q *Queries) ConsoleMessagesAggregateNewer(ctx context.Context, arg Console
 			&i.CreatedAt,
 			&i.FinishedAt,
 			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
 		); err != nil {
 			return nil, err
 		}
@@ -126,9 +128,9 @@ func (q *Queries) ConsoleMessagesAggregateNewer(ctx context.Context, arg Console
 }
 
 const consoleMessagesAggregateOlder = `-- name: ConsoleMessagesAggregateOlder :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
 WHERE
-    ($1::text IS NULL OR o.state = $1::text)
+    ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
@@ -196,6 +198,8 @@ func (q *Queries) ConsoleMessagesAggregateOlder(ctx context.Context, arg Console
 			&i.CreatedAt,
 			&i.FinishedAt,
 			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
 		); err != nil {
 			return nil, err
 		}
@@ -208,9 +212,9 @@ func (q *Queries) ConsoleMessagesAggregateOlder(ctx context.Context, arg Console
 }
 
 const consoleMessagesDeadNewer = `-- name: ConsoleMessagesDeadNewer :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
 WHERE
-    ($1::text IS NULL OR o.state = $1::text)
+    ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
@@ -277,6 +281,8 @@ func (q *Queries) ConsoleMessagesDeadNewer(ctx context.Context, arg ConsoleMessa
 			&i.CreatedAt,
 			&i.FinishedAt,
 			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
 		); err != nil {
 			return nil, err
 		}
@@ -289,9 +295,9 @@ func (q *Queries) ConsoleMessagesDeadNewer(ctx context.Context, arg ConsoleMessa
 }
 
 const consoleMessagesDeadOlder = `-- name: ConsoleMessagesDeadOlder :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
 WHERE
-    ($1::text IS NULL OR o.state = $1::text)
+    ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
@@ -321,7 +327,8 @@ type ConsoleMessagesDeadOlderParams struct {
 	MaxRows       int32
 }
 
-// ConsoleMessagesDeadOlder walks outbox_dead_id.
+// ConsoleMessagesDeadOlder walks outbox_dead_id: the dead and the
+// replayed (dead, then replayed), told apart by status (the view).
 func (q *Queries) ConsoleMessagesDeadOlder(ctx context.Context, arg ConsoleMessagesDeadOlderParams) ([]SwitchyardConsoleMessage, error) {
 	rows, err := q.db.Query(ctx, consoleMessagesDeadOlder,
 		arg.State,
@@ -359,6 +366,8 @@ func (q *Queries) ConsoleMessagesDeadOlder(ctx context.Context, arg ConsoleMessa
 			&i.CreatedAt,
 			&i.FinishedAt,
 			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
 		); err != nil {
 			return nil, err
 		}
@@ -371,9 +380,9 @@ func (q *Queries) ConsoleMessagesDeadOlder(ctx context.Context, arg ConsoleMessa
 }
 
 const consoleMessagesDestinationNewer = `-- name: ConsoleMessagesDestinationNewer :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
 WHERE
-    ($1::text IS NULL OR o.state = $1::text)
+    ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
@@ -441,6 +450,8 @@ func (q *Queries) ConsoleMessagesDestinationNewer(ctx context.Context, arg Conso
 			&i.CreatedAt,
 			&i.FinishedAt,
 			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
 		); err != nil {
 			return nil, err
 		}
@@ -453,9 +464,9 @@ func (q *Queries) ConsoleMessagesDestinationNewer(ctx context.Context, arg Conso
 }
 
 const consoleMessagesDestinationOlder = `-- name: ConsoleMessagesDestinationOlder :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
 WHERE
-    ($1::text IS NULL OR o.state = $1::text)
+    ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
@@ -525,6 +536,175 @@ func (q *Queries) ConsoleMessagesDestinationOlder(ctx context.Context, arg Conso
 			&i.CreatedAt,
 			&i.FinishedAt,
 			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const consoleMessagesDiscardedNewer = `-- name: ConsoleMessagesDiscardedNewer :many
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+WHERE
+    ($1::text IS NULL OR o.status = $1::text)
+    AND ($2::text IS NULL OR o.topic = $2::text)
+    AND ($3::text IS NULL OR o.destination = $3::text)
+    AND ($4::text IS NULL OR o.aggregate_type = $4::text)
+    AND ($5::text IS NULL OR o.aggregate_id = $5::text)
+    AND ($6::text IS NULL OR o.last_error ILIKE '%' || $6::text || '%')
+    AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
+    AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
+    AND o.id >= $9::bigint AND o.id <= $10::bigint
+    AND o.id > $11::bigint
+    AND o.state = 'discarded'
+ORDER BY o.id ASC
+LIMIT $12
+`
+
+type ConsoleMessagesDiscardedNewerParams struct {
+	State         *string
+	Topic         *string
+	Destination   *string
+	AggregateType *string
+	AggregateID   *string
+	ErrorText     *string
+	CreatedFrom   *time.Time
+	CreatedTo     *time.Time
+	Floor         int64
+	Ceiling       int64
+	Cursor        int64
+	MaxRows       int32
+}
+
+func (q *Queries) ConsoleMessagesDiscardedNewer(ctx context.Context, arg ConsoleMessagesDiscardedNewerParams) ([]SwitchyardConsoleMessage, error) {
+	rows, err := q.db.Query(ctx, consoleMessagesDiscardedNewer,
+		arg.State,
+		arg.Topic,
+		arg.Destination,
+		arg.AggregateType,
+		arg.AggregateID,
+		arg.ErrorText,
+		arg.CreatedFrom,
+		arg.CreatedTo,
+		arg.Floor,
+		arg.Ceiling,
+		arg.Cursor,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SwitchyardConsoleMessage{}
+	for rows.Next() {
+		var i SwitchyardConsoleMessage
+		if err := rows.Scan(
+			&i.ID,
+			&i.MessageID,
+			&i.Topic,
+			&i.Destination,
+			&i.AggregateType,
+			&i.AggregateID,
+			&i.AggregateSeq,
+			&i.State,
+			&i.Attempts,
+			&i.LastError,
+			&i.ErrorFingerprint,
+			&i.CreatedAt,
+			&i.FinishedAt,
+			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const consoleMessagesDiscardedOlder = `-- name: ConsoleMessagesDiscardedOlder :many
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+WHERE
+    ($1::text IS NULL OR o.status = $1::text)
+    AND ($2::text IS NULL OR o.topic = $2::text)
+    AND ($3::text IS NULL OR o.destination = $3::text)
+    AND ($4::text IS NULL OR o.aggregate_type = $4::text)
+    AND ($5::text IS NULL OR o.aggregate_id = $5::text)
+    AND ($6::text IS NULL OR o.last_error ILIKE '%' || $6::text || '%')
+    AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
+    AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
+    AND o.id >= $9::bigint AND o.id <= $10::bigint
+    AND o.id < $11::bigint
+    AND o.state = 'discarded'
+ORDER BY o.id DESC
+LIMIT $12
+`
+
+type ConsoleMessagesDiscardedOlderParams struct {
+	State         *string
+	Topic         *string
+	Destination   *string
+	AggregateType *string
+	AggregateID   *string
+	ErrorText     *string
+	CreatedFrom   *time.Time
+	CreatedTo     *time.Time
+	Floor         int64
+	Ceiling       int64
+	Cursor        int64
+	MaxRows       int32
+}
+
+// ConsoleMessagesDiscardedOlder walks outbox_discarded_id.
+func (q *Queries) ConsoleMessagesDiscardedOlder(ctx context.Context, arg ConsoleMessagesDiscardedOlderParams) ([]SwitchyardConsoleMessage, error) {
+	rows, err := q.db.Query(ctx, consoleMessagesDiscardedOlder,
+		arg.State,
+		arg.Topic,
+		arg.Destination,
+		arg.AggregateType,
+		arg.AggregateID,
+		arg.ErrorText,
+		arg.CreatedFrom,
+		arg.CreatedTo,
+		arg.Floor,
+		arg.Ceiling,
+		arg.Cursor,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SwitchyardConsoleMessage{}
+	for rows.Next() {
+		var i SwitchyardConsoleMessage
+		if err := rows.Scan(
+			&i.ID,
+			&i.MessageID,
+			&i.Topic,
+			&i.Destination,
+			&i.AggregateType,
+			&i.AggregateID,
+			&i.AggregateSeq,
+			&i.State,
+			&i.Attempts,
+			&i.LastError,
+			&i.ErrorFingerprint,
+			&i.CreatedAt,
+			&i.FinishedAt,
+			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
 		); err != nil {
 			return nil, err
 		}
@@ -537,9 +717,9 @@ func (q *Queries) ConsoleMessagesDestinationOlder(ctx context.Context, arg Conso
 }
 
 const consoleMessagesFailedNewer = `-- name: ConsoleMessagesFailedNewer :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
 WHERE
-    ($1::text IS NULL OR o.state = $1::text)
+    ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
@@ -606,6 +786,8 @@ func (q *Queries) ConsoleMessagesFailedNewer(ctx context.Context, arg ConsoleMes
 			&i.CreatedAt,
 			&i.FinishedAt,
 			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
 		); err != nil {
 			return nil, err
 		}
@@ -618,9 +800,9 @@ func (q *Queries) ConsoleMessagesFailedNewer(ctx context.Context, arg ConsoleMes
 }
 
 const consoleMessagesFailedOlder = `-- name: ConsoleMessagesFailedOlder :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
 WHERE
-    ($1::text IS NULL OR o.state = $1::text)
+    ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
@@ -688,6 +870,8 @@ func (q *Queries) ConsoleMessagesFailedOlder(ctx context.Context, arg ConsoleMes
 			&i.CreatedAt,
 			&i.FinishedAt,
 			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
 		); err != nil {
 			return nil, err
 		}
@@ -703,7 +887,7 @@ const consoleMessagesNewCount = `-- name: ConsoleMessagesNewCount :one
 SELECT count(*) FROM (
     SELECT 1 FROM switchyard.console_messages o
     WHERE
-    ($1::text IS NULL OR o.state = $1::text)
+    ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
@@ -755,9 +939,9 @@ func (q *Queries) ConsoleMessagesNewCount(ctx context.Context, arg ConsoleMessag
 }
 
 const consoleMessagesNewer = `-- name: ConsoleMessagesNewer :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
 WHERE
-    ($1::text IS NULL OR o.state = $1::text)
+    ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
@@ -823,6 +1007,8 @@ func (q *Queries) ConsoleMessagesNewer(ctx context.Context, arg ConsoleMessagesN
 			&i.CreatedAt,
 			&i.FinishedAt,
 			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
 		); err != nil {
 			return nil, err
 		}
@@ -836,9 +1022,9 @@ func (q *Queries) ConsoleMessagesNewer(ctx context.Context, arg ConsoleMessagesN
 
 const consoleMessagesOlder = `-- name: ConsoleMessagesOlder :many
 
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
 WHERE
-    ($1::text IS NULL OR o.state = $1::text)
+    ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
@@ -914,6 +1100,8 @@ func (q *Queries) ConsoleMessagesOlder(ctx context.Context, arg ConsoleMessagesO
 			&i.CreatedAt,
 			&i.FinishedAt,
 			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
 		); err != nil {
 			return nil, err
 		}
@@ -926,9 +1114,9 @@ func (q *Queries) ConsoleMessagesOlder(ctx context.Context, arg ConsoleMessagesO
 }
 
 const consoleMessagesPendingNewer = `-- name: ConsoleMessagesPendingNewer :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
 WHERE
-    ($1::text IS NULL OR o.state = $1::text)
+    ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
@@ -995,6 +1183,8 @@ func (q *Queries) ConsoleMessagesPendingNewer(ctx context.Context, arg ConsoleMe
 			&i.CreatedAt,
 			&i.FinishedAt,
 			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
 		); err != nil {
 			return nil, err
 		}
@@ -1007,9 +1197,9 @@ func (q *Queries) ConsoleMessagesPendingNewer(ctx context.Context, arg ConsoleMe
 }
 
 const consoleMessagesPendingOlder = `-- name: ConsoleMessagesPendingOlder :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
 WHERE
-    ($1::text IS NULL OR o.state = $1::text)
+    ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
@@ -1077,6 +1267,8 @@ func (q *Queries) ConsoleMessagesPendingOlder(ctx context.Context, arg ConsoleMe
 			&i.CreatedAt,
 			&i.FinishedAt,
 			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
 		); err != nil {
 			return nil, err
 		}
@@ -1089,9 +1281,9 @@ func (q *Queries) ConsoleMessagesPendingOlder(ctx context.Context, arg ConsoleMe
 }
 
 const consoleMessagesTopicNewer = `-- name: ConsoleMessagesTopicNewer :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
 WHERE
-    ($1::text IS NULL OR o.state = $1::text)
+    ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
@@ -1159,6 +1351,8 @@ func (q *Queries) ConsoleMessagesTopicNewer(ctx context.Context, arg ConsoleMess
 			&i.CreatedAt,
 			&i.FinishedAt,
 			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
 		); err != nil {
 			return nil, err
 		}
@@ -1171,9 +1365,9 @@ func (q *Queries) ConsoleMessagesTopicNewer(ctx context.Context, arg ConsoleMess
 }
 
 const consoleMessagesTopicOlder = `-- name: ConsoleMessagesTopicOlder :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
 WHERE
-    ($1::text IS NULL OR o.state = $1::text)
+    ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
@@ -1242,6 +1436,8 @@ func (q *Queries) ConsoleMessagesTopicOlder(ctx context.Context, arg ConsoleMess
 			&i.CreatedAt,
 			&i.FinishedAt,
 			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
 		); err != nil {
 			return nil, err
 		}

@@ -85,7 +85,7 @@ const statsDeadFlows = `-- name: StatsDeadFlows :many
 SELECT d.destination, d.topic, count(*)::bigint AS dead
 FROM (
     SELECT o.destination, o.topic FROM switchyard.outbox o
-    WHERE o.state = 'dead'
+    WHERE o.state = 'dead' AND o.replays = 0
     LIMIT $1
 ) d
 GROUP BY d.destination, d.topic
@@ -98,7 +98,9 @@ type StatsDeadFlowsRow struct {
 }
 
 // StatsDeadFlows counts dead messages per destination and topic through
-// the partial index of dead messages, at most max_rows of them.
+// the partial index of dead messages, at most max_rows of them: dead and
+// never replayed, as the dead-letter groups count them (the console's
+// "dead", switchyard.console_messages).
 func (q *Queries) StatsDeadFlows(ctx context.Context, maxRows int32) ([]StatsDeadFlowsRow, error) {
 	rows, err := q.db.Query(ctx, statsDeadFlows, maxRows)
 	if err != nil {

@@ -86,6 +86,8 @@ type SwitchyardConsoleMessage struct {
 	CreatedAt        time.Time
 	FinishedAt       *time.Time
 	ReplayOf         *int64
+	Status           string
+	ReplayOutcome    string
 }
 
 type SwitchyardDeadLetterGroup struct {
@@ -241,6 +243,7 @@ type SwitchyardOutbox struct {
 	ReplayedAt       *time.Time
 	Replays          int32
 	Generation       int32
+	ReplayJob        pgtype.UUID
 }
 
 type SwitchyardOutboxAggregate struct {

@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const outboxActionState = `-- name: OutboxActionState :one
@@ -150,12 +151,12 @@ classified AS (
 inserted AS (
     INSERT INTO switchyard.outbox (
         topic, destination, aggregate_type, aggregate_id, aggregate_seq, payload, headers, max_attempts,
-        replay_of, delivery_key, replay_request, replay_mode, replay_actor, replay_reason, generation
+        replay_of, delivery_key, replay_request, replay_mode, replay_actor, replay_reason, generation, replay_job
     )
     SELECT c.topic, c.destination, c.aggregate_type, c.aggregate_id, CASE WHEN c.blocking THEN c.aggregate_seq END,
         coalesce($3::jsonb, c.payload), c.headers, c.max_attempts,
         c.id, CASE WHEN $4::text = 'redeliver' THEN c.delivery_key END, c.request_id,
-        $4::text, $5::text, $6::text, c.generation + 1
+        $4::text, $5::text, $6::text, c.generation + 1, $7::uuid
     FROM classified c
     WHERE c.status = 'replayed'
     ORDER BY c.destination, c.aggregate_type, c.aggregate_id, c.id
@@ -203,6 +204,7 @@ type OutboxReplayApplyParams struct {
 	Mode       string
 	Actor      string
 	Reason     string
+	Job        pgtype.UUID
 }
 
 type OutboxReplayApplyRow struct {
@@ -248,6 +250,7 @@ func (q *Queries) OutboxReplayApply(ctx context.Context, arg OutboxReplayApplyPa
 		arg.Mode,
 		arg.Actor,
 		arg.Reason,
+		arg.Job,
 	)
 	if err != nil {
 		return nil, err

@@ -96,8 +96,12 @@ WHERE o.state = 'dead' AND o.replays = 0
   AND ($8::text IS NULL OR strpos(o.last_error, $8::text) > 0)
   AND ($9::timestamptz IS NULL OR o.finished_at >= $9::timestamptz)
   AND ($10::timestamptz IS NULL OR o.finished_at < $10::timestamptz)
+  -- blocked_heads: only the dead heads their aggregates wait behind
+  -- (outbox_blocked_aggregates_dead_message).
+  AND (NOT $11::boolean OR EXISTS (
+      SELECT 1 FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id))
 ORDER BY o.id
-LIMIT $11
+LIMIT $12
 `
 
 type ReplayJobCandidatesParams struct {
@@ -111,6 +115,7 @@ type ReplayJobCandidatesParams struct {
 	ErrorContains *string
 	DeadFrom      *time.Time
 	DeadTo        *time.Time
+	BlockedHeads  bool
 	BatchSize     int32
 }
 
@@ -129,6 +134,7 @@ func (q *Queries) ReplayJobCandidates(ctx context.Context, arg ReplayJobCandidat
 		arg.ErrorContains,
 		arg.DeadFrom,
 		arg.DeadTo,
+		arg.BlockedHeads,
 		arg.BatchSize,
 	)
 	if err != nil {
@@ -266,7 +272,9 @@ SELECT count(*) FROM (
       AND ($6::text IS NULL OR strpos(o.last_error, $6::text) > 0)
       AND ($7::timestamptz IS NULL OR o.finished_at >= $7::timestamptz)
       AND ($8::timestamptz IS NULL OR o.finished_at < $8::timestamptz)
-    LIMIT $9
+      AND (NOT $9::boolean OR EXISTS (
+          SELECT 1 FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id))
+    LIMIT $10
 ) AS matching
 `
 
@@ -279,6 +287,7 @@ type ReplayJobEstimateParams struct {
 	ErrorContains *string
 	DeadFrom      *time.Time
 	DeadTo        *time.Time
+	BlockedHeads  bool
 	Cap           int32
 }
 
@@ -294,6 +303,7 @@ func (q *Queries) ReplayJobEstimate(ctx context.Context, arg ReplayJobEstimatePa
 		arg.ErrorContains,
 		arg.DeadFrom,
 		arg.DeadTo,
+		arg.BlockedHeads,
 		arg.Cap,
 	)
 	var count int64
@@ -366,6 +376,44 @@ func (q *Queries) ReplayJobList(ctx context.Context, maxRows int32) ([]Switchyar
 			&i.UpdatedAt,
 			&i.FinishedAt,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const replayJobOutcomes = `-- name: ReplayJobOutcomes :many
+SELECT o.replay_job::uuid AS job, o.state, count(*)::bigint AS messages
+FROM switchyard.outbox o
+WHERE o.replay_job = ANY($1::uuid[])
+GROUP BY o.replay_job, o.state
+`
+
+type ReplayJobOutcomesRow struct {
+	Job      uuid.UUID
+	State    string
+	Messages int64
+}
+
+// ReplayJobOutcomes counts the replays of the given jobs by state, so a
+// job shows how many were delivered, died again or are still pending as
+// they settle. outbox_replay_job (job, state) answers it from the index;
+// it reads one entry per replay of the jobs shown, off the dispatcher's
+// path.
+func (q *Queries) ReplayJobOutcomes(ctx context.Context, jobs []uuid.UUID) ([]ReplayJobOutcomesRow, error) {
+	rows, err := q.db.Query(ctx, replayJobOutcomes, jobs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ReplayJobOutcomesRow{}
+	for rows.Next() {
+		var i ReplayJobOutcomesRow
+		if err := rows.Scan(&i.Job, &i.State, &i.Messages); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

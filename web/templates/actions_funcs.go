@@ -43,7 +43,7 @@ func actionsStatus(m MessageActions) string {
 	case m.State == "dead" && !m.CanOperate:
 		return "Dead."
 	case m.State == "dead" && m.Replays > 0:
-		return "Dead, replayed " + strconv.FormatInt(int64(m.Replays), 10) + " time(s) already."
+		return "Replayed " + strconv.FormatInt(int64(m.Replays), 10) + " time(s); the latest replay is " + m.LastReplayState + "."
 	case m.State == "dead":
 		return "Dead: it can be replayed or discarded."
 	case m.State == "discarded":

@@ -18,9 +18,16 @@ type MessageActions struct {
 	Generation    int32
 	ReplayPending bool
 	LastReplayID  int64
+	// LastReplayState is the newest replay's state ("" if none): a
+	// replayed message shows what became of it.
+	LastReplayState string
 	// Blocking: it is the dead head its aggregate waits behind; a replay
 	// or a discard unblocks the aggregate.
 	Blocking bool
+	// Headers and the newest delivery attempts (newest first), shown
+	// beside the buttons so the operator decides without another page.
+	Headers      []Header
+	LastAttempts []Attempt
 
 	// CanOperate: replay, re-apply, discard, restore. CanEdit: edit and
 	// replay (admin).
@@ -42,7 +49,7 @@ type MessageActions struct {
 // its page shows is answered 204 when nothing changed, so that a form
 // being filled in is not reset by a change that did not touch it.
 func (m MessageActions) Version() string {
-	return fmt.Sprintf("%s.%d.%d.%d.%d.%t.%t", m.State, m.Attempts, m.Replays, m.Generation, m.LastReplayID, m.ReplayPending, m.Blocking)
+	return fmt.Sprintf("%s.%d.%d.%d.%d.%s.%t.%t", m.State, m.Attempts, m.Replays, m.Generation, m.LastReplayID, m.LastReplayState, m.ReplayPending, m.Blocking)
 }
 
 // Dead reports whether the message can be replayed or discarded now.
@@ -68,18 +75,21 @@ type DiffLine struct {
 
 // ReplayJob is one bulk replay job as the Replays page shows it.
 type ReplayJob struct {
-	ID        string
-	State     string
-	Mode      string
-	Actor     string
-	Reason    string
-	Filter    string
-	Rate      int32
-	Estimate  int64
-	Replayed  int64
-	Skipped   int64
-	Created   string
-	CanCancel bool
+	ID       string
+	State    string
+	Mode     string
+	Actor    string
+	Reason   string
+	Filter   string
+	Rate     int32
+	Estimate int64
+	Replayed int64
+	Skipped  int64
+	// What became of the job's replays so far: delivered, dead again
+	// (each is a dead letter of its own), or still pending.
+	Delivered, DeadAgain, Pending int64
+	Created                       string
+	CanCancel                     bool
 	// RequestID of the cancel button.
 	RequestID string
 }
@@ -96,6 +106,8 @@ type BulkForm struct {
 	AggregateType string
 	AggregateID   string
 	ErrorContains string
+	// BlockedHeads keeps to the dead heads of blocked aggregates.
+	BlockedHeads bool
 	// All confirms an empty filter: every dead message.
 	All    bool
 	Mode   string

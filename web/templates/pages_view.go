@@ -18,6 +18,9 @@ type MessageRow struct {
 	Error         string // the last error, shortened for a table cell
 	CreatedAt     time.Time
 	ReplayOf      int64 // 0: not a replay
+	// ReplayOutcome is, for a replayed message (State "replayed"), the
+	// state of its newest replay; "" otherwise.
+	ReplayOutcome string
 }
 
 // Pager links a keyset page to its neighbours; an empty URL means there is
@@ -57,6 +60,9 @@ type MessagesPage struct {
 	NewAbove int64
 	// FirstURL shows the newest matching messages (the "N new" link).
 	FirstURL string
+	// BulkReplayURL opens bulk replay filtered as this list is; "" when
+	// the filter is not one a bulk replay takes.
+	BulkReplayURL string
 }
 
 // NewMessages is the "N new" control's content.
@@ -168,10 +174,22 @@ type BlockedAggregate struct {
 	MessagesURL   string
 	// Triage is the aggregate's triage item; nil if it has none.
 	Triage *TriageItemView
+	// Request ids of the row's Replay and Discard buttons: a double click
+	// sends the same one.
+	ReplayRequestID, DiscardRequestID string
 }
 
 // BlockedAggregatesPage lists the blocked aggregates.
 type BlockedAggregatesPage struct {
 	Rows  []BlockedAggregate
 	Pager Pager
+	// CanOperate shows the rows' replay and discard buttons and the bulk
+	// replay of every blocked head.
+	CanOperate bool
+}
+
+// ActionOutcome is what a row's action did (Notice) or why it was refused
+// (Error).
+type ActionOutcome struct {
+	Notice, Error string
 }

@@ -41,15 +41,16 @@ ORDER BY h.fingerprint, h.hour;
 
 -- name: ConsoleDeadLetterMessagesOlder :many
 -- ConsoleDeadLetterMessagesOlder lists a group's messages, newest first,
--- below a cursor (outbox_dead_fingerprint).
+-- below a cursor (outbox_dead_fingerprint): dead and never replayed, as
+-- the group counts them (status, switchyard.console_messages).
 SELECT o.* FROM switchyard.console_messages o
-WHERE o.state = 'dead' AND o.error_fingerprint = sqlc.arg(fingerprint)::text AND o.id < sqlc.arg(cursor)::bigint
+WHERE o.state = 'dead' AND o.status = 'dead' AND o.error_fingerprint = sqlc.arg(fingerprint)::text AND o.id < sqlc.arg(cursor)::bigint
 ORDER BY o.error_fingerprint, o.id DESC
 LIMIT @max_rows;
 
 -- name: ConsoleDeadLetterMessagesNewer :many
 SELECT o.* FROM switchyard.console_messages o
-WHERE o.state = 'dead' AND o.error_fingerprint = sqlc.arg(fingerprint)::text AND o.id > sqlc.arg(cursor)::bigint
+WHERE o.state = 'dead' AND o.status = 'dead' AND o.error_fingerprint = sqlc.arg(fingerprint)::text AND o.id > sqlc.arg(cursor)::bigint
 ORDER BY o.error_fingerprint, o.id
 LIMIT @max_rows;
 

@@ -23,3 +23,10 @@ SELECT o.* FROM switchyard.console_messages o
 WHERE o.replay_of = @id
 ORDER BY o.id
 LIMIT @max_rows;
+
+-- name: ConsoleMessageStatus :one
+-- ConsoleMessageStatus is a message's console state and, once replayed,
+-- its newest replay's state: the definition in switchyard.console_messages,
+-- which every list and filter uses too.
+SELECT o.status, o.replay_outcome
+FROM switchyard.console_messages o WHERE o.id = @id;

@@ -12,7 +12,7 @@
 -- ConsoleMessagesOlder walks the primary key.
 SELECT o.* FROM switchyard.console_messages o
 WHERE
-    (sqlc.narg(state)::text IS NULL OR o.state = sqlc.narg(state)::text)
+    (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
     AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
@@ -28,7 +28,7 @@ LIMIT @max_rows;
 -- name: ConsoleMessagesNewer :many
 SELECT o.* FROM switchyard.console_messages o
 WHERE
-    (sqlc.narg(state)::text IS NULL OR o.state = sqlc.narg(state)::text)
+    (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
     AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
@@ -45,7 +45,7 @@ LIMIT @max_rows;
 -- ConsoleMessagesPendingOlder walks outbox_pending_id.
 SELECT o.* FROM switchyard.console_messages o
 WHERE
-    (sqlc.narg(state)::text IS NULL OR o.state = sqlc.narg(state)::text)
+    (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
     AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
@@ -62,7 +62,7 @@ LIMIT @max_rows;
 -- name: ConsoleMessagesPendingNewer :many
 SELECT o.* FROM switchyard.console_messages o
 WHERE
-    (sqlc.narg(state)::text IS NULL OR o.state = sqlc.narg(state)::text)
+    (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
     AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
@@ -77,10 +77,11 @@ ORDER BY o.id ASC
 LIMIT @max_rows;
 
 -- name: ConsoleMessagesDeadOlder :many
--- ConsoleMessagesDeadOlder walks outbox_dead_id.
+-- ConsoleMessagesDeadOlder walks outbox_dead_id: the dead and the
+-- replayed (dead, then replayed), told apart by status (the view).
 SELECT o.* FROM switchyard.console_messages o
 WHERE
-    (sqlc.narg(state)::text IS NULL OR o.state = sqlc.narg(state)::text)
+    (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
     AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
@@ -97,7 +98,7 @@ LIMIT @max_rows;
 -- name: ConsoleMessagesDeadNewer :many
 SELECT o.* FROM switchyard.console_messages o
 WHERE
-    (sqlc.narg(state)::text IS NULL OR o.state = sqlc.narg(state)::text)
+    (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
     AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
@@ -111,11 +112,46 @@ WHERE
 ORDER BY o.id ASC
 LIMIT @max_rows;
 
+-- name: ConsoleMessagesDiscardedOlder :many
+-- ConsoleMessagesDiscardedOlder walks outbox_discarded_id.
+SELECT o.* FROM switchyard.console_messages o
+WHERE
+    (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
+    AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
+    AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
+    AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
+    AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
+    AND (sqlc.narg(error_text)::text IS NULL OR o.last_error ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
+    AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+    AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
+    AND o.id < @cursor::bigint
+    AND o.state = 'discarded'
+ORDER BY o.id DESC
+LIMIT @max_rows;
+
+-- name: ConsoleMessagesDiscardedNewer :many
+SELECT o.* FROM switchyard.console_messages o
+WHERE
+    (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
+    AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
+    AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
+    AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
+    AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
+    AND (sqlc.narg(error_text)::text IS NULL OR o.last_error ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
+    AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+    AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
+    AND o.id > @cursor::bigint
+    AND o.state = 'discarded'
+ORDER BY o.id ASC
+LIMIT @max_rows;
+
 -- name: ConsoleMessagesFailedOlder :many
 -- ConsoleMessagesFailedOlder walks outbox_failed_id (error text searches).
 SELECT o.* FROM switchyard.console_messages o
 WHERE
-    (sqlc.narg(state)::text IS NULL OR o.state = sqlc.narg(state)::text)
+    (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
     AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
@@ -132,7 +168,7 @@ LIMIT @max_rows;
 -- name: ConsoleMessagesFailedNewer :many
 SELECT o.* FROM switchyard.console_messages o
 WHERE
-    (sqlc.narg(state)::text IS NULL OR o.state = sqlc.narg(state)::text)
+    (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
     AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
@@ -150,7 +186,7 @@ LIMIT @max_rows;
 -- ConsoleMessagesTopicOlder walks outbox_topic_id (messages not delivered).
 SELECT o.* FROM switchyard.console_messages o
 WHERE
-    (sqlc.narg(state)::text IS NULL OR o.state = sqlc.narg(state)::text)
+    (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
     AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
@@ -168,7 +204,7 @@ LIMIT @max_rows;
 -- name: ConsoleMessagesTopicNewer :many
 SELECT o.* FROM switchyard.console_messages o
 WHERE
-    (sqlc.narg(state)::text IS NULL OR o.state = sqlc.narg(state)::text)
+    (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
     AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
@@ -188,7 +224,7 @@ LIMIT @max_rows;
 -- delivered).
 SELECT o.* FROM switchyard.console_messages o
 WHERE
-    (sqlc.narg(state)::text IS NULL OR o.state = sqlc.narg(state)::text)
+    (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
     AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
@@ -206,7 +242,7 @@ LIMIT @max_rows;
 -- name: ConsoleMessagesDestinationNewer :many
 SELECT o.* FROM switchyard.console_messages o
 WHERE
-    (sqlc.narg(state)::text IS NULL OR o.state = sqlc.narg(state)::text)
+    (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
     AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
@@ -225,7 +261,7 @@ LIMIT @max_rows;
 -- ConsoleMessagesAggregateOlder walks outbox_aggregate.
 SELECT o.* FROM switchyard.console_messages o
 WHERE
-    (sqlc.narg(state)::text IS NULL OR o.state = sqlc.narg(state)::text)
+    (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
     AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
@@ -242,7 +278,7 @@ LIMIT @max_rows;
 -- name: ConsoleMessagesAggregateNewer :many
 SELECT o.* FROM switchyard.console_messages o
 WHERE
-    (sqlc.narg(state)::text IS NULL OR o.state = sqlc.narg(state)::text)
+    (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
     AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
@@ -264,7 +300,7 @@ LIMIT @max_rows;
 SELECT count(*) FROM (
     SELECT 1 FROM switchyard.console_messages o
     WHERE
-    (sqlc.narg(state)::text IS NULL OR o.state = sqlc.narg(state)::text)
+    (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
     AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)

@@ -48,11 +48,13 @@ FROM switchyard.dead_letter_groups g;
 
 -- name: StatsDeadFlows :many
 -- StatsDeadFlows counts dead messages per destination and topic through
--- the partial index of dead messages, at most max_rows of them.
+-- the partial index of dead messages, at most max_rows of them: dead and
+-- never replayed, as the dead-letter groups count them (the console's
+-- "dead", switchyard.console_messages).
 SELECT d.destination, d.topic, count(*)::bigint AS dead
 FROM (
     SELECT o.destination, o.topic FROM switchyard.outbox o
-    WHERE o.state = 'dead'
+    WHERE o.state = 'dead' AND o.replays = 0
     LIMIT @max_rows
 ) d
 GROUP BY d.destination, d.topic;

@@ -259,7 +259,8 @@ applied AS (
           SELECT 1 FROM aggregates g
           WHERE g.destination = o.destination AND g.aggregate_type = o.aggregate_type AND g.aggregate_id = o.aggregate_id))
     RETURNING o.id, o.state, o.destination, o.topic, o.aggregate_type, o.aggregate_id, o.created_at,
-        coalesce(o.error_fingerprint, '') AS error_fingerprint, coalesce(o.last_error, '') AS last_error
+        coalesce(o.error_fingerprint, '') AS error_fingerprint, coalesce(o.last_error, '') AS last_error,
+        o.replay_of, o.replay_job
 ),
 attempts AS (
     INSERT INTO switchyard.outbox_attempts (
@@ -303,6 +304,21 @@ dead_feed AS (
     FROM applied a WHERE a.state = 'dead'
     GROUP BY a.error_fingerprint
 ),
+-- A replay that settled (delivered or dead) changes what the pages of its
+-- original show: a change for the replay, its original and its bulk job,
+-- if any. Only replays, which are rare: an ordinary message's finalize
+-- writes no feed row (the dispatcher sends the NOTIFY after commit,
+-- reported by the status 'applied_replay').
+replay_feed AS (
+    INSERT INTO switchyard.changes (kind, subject, payload)
+    SELECT 'message_changed', m.id::text, jsonb_build_object('action', 'message.' || a.state)
+    FROM applied a CROSS JOIN LATERAL (VALUES (a.id), (a.replay_of)) AS m(id)
+    WHERE a.replay_of IS NOT NULL AND a.state <> 'pending'
+    UNION ALL
+    SELECT 'replay_job', a.replay_job::text, jsonb_build_object('settled', count(*))
+    FROM applied a WHERE a.replay_job IS NOT NULL AND a.state <> 'pending'
+    GROUP BY a.replay_job
+),
 dead_hours AS (
     INSERT INTO switchyard.dead_letter_hours AS h (fingerprint, hour, dead)
     SELECT a.error_fingerprint, date_trunc('hour', now()), count(*)
@@ -327,7 +343,8 @@ stats AS (
         dead = s.dead + EXCLUDED.dead,
         latency_ms_sum = s.latency_ms_sum + EXCLUDED.latency_ms_sum
 )
-SELECT a.id, 'applied'::text AS status FROM applied a
+SELECT a.id, (CASE WHEN a.replay_of IS NOT NULL AND a.state <> 'pending' THEN 'applied_replay' ELSE 'applied' END)::text AS status
+FROM applied a
 UNION ALL
 SELECT b.id, 'busy'::text FROM busy b;
 

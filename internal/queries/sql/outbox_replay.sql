@@ -116,12 +116,12 @@ classified AS (
 inserted AS (
     INSERT INTO switchyard.outbox (
         topic, destination, aggregate_type, aggregate_id, aggregate_seq, payload, headers, max_attempts,
-        replay_of, delivery_key, replay_request, replay_mode, replay_actor, replay_reason, generation
+        replay_of, delivery_key, replay_request, replay_mode, replay_actor, replay_reason, generation, replay_job
     )
     SELECT c.topic, c.destination, c.aggregate_type, c.aggregate_id, CASE WHEN c.blocking THEN c.aggregate_seq END,
         coalesce(sqlc.narg(payload)::jsonb, c.payload), c.headers, c.max_attempts,
         c.id, CASE WHEN @mode::text = 'redeliver' THEN c.delivery_key END, c.request_id,
-        @mode::text, @actor::text, @reason::text, c.generation + 1
+        @mode::text, @actor::text, @reason::text, c.generation + 1, sqlc.narg(job)::uuid
     FROM classified c
     WHERE c.status = 'replayed'
     ORDER BY c.destination, c.aggregate_type, c.aggregate_id, c.id

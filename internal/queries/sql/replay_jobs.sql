@@ -48,6 +48,10 @@ WHERE o.state = 'dead' AND o.replays = 0
   AND (sqlc.narg(error_contains)::text IS NULL OR strpos(o.last_error, sqlc.narg(error_contains)::text) > 0)
   AND (sqlc.narg(dead_from)::timestamptz IS NULL OR o.finished_at >= sqlc.narg(dead_from)::timestamptz)
   AND (sqlc.narg(dead_to)::timestamptz IS NULL OR o.finished_at < sqlc.narg(dead_to)::timestamptz)
+  -- blocked_heads: only the dead heads their aggregates wait behind
+  -- (outbox_blocked_aggregates_dead_message).
+  AND (NOT @blocked_heads::boolean OR EXISTS (
+      SELECT 1 FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id))
 ORDER BY o.id
 LIMIT @batch_size;
 
@@ -65,6 +69,8 @@ SELECT count(*) FROM (
       AND (sqlc.narg(error_contains)::text IS NULL OR strpos(o.last_error, sqlc.narg(error_contains)::text) > 0)
       AND (sqlc.narg(dead_from)::timestamptz IS NULL OR o.finished_at >= sqlc.narg(dead_from)::timestamptz)
       AND (sqlc.narg(dead_to)::timestamptz IS NULL OR o.finished_at < sqlc.narg(dead_to)::timestamptz)
+      AND (NOT @blocked_heads::boolean OR EXISTS (
+          SELECT 1 FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id))
     LIMIT @cap
 ) AS matching;
 
@@ -105,3 +111,14 @@ feed AS (
     FROM cancelled c
 )
 SELECT count(*) FROM cancelled;
+
+-- name: ReplayJobOutcomes :many
+-- ReplayJobOutcomes counts the replays of the given jobs by state, so a
+-- job shows how many were delivered, died again or are still pending as
+-- they settle. outbox_replay_job (job, state) answers it from the index;
+-- it reads one entry per replay of the jobs shown, off the dispatcher's
+-- path.
+SELECT o.replay_job::uuid AS job, o.state, count(*)::bigint AS messages
+FROM switchyard.outbox o
+WHERE o.replay_job = ANY(@jobs::uuid[])
+GROUP BY o.replay_job, o.state;
