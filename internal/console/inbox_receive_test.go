@@ -3,8 +3,8 @@ package console_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
