@@ -52,7 +52,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR left(o.last_error, 512) ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -133,7 +133,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR left(o.last_error, 512) ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -215,7 +215,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR left(o.last_error, 512) ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -296,7 +296,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR left(o.last_error, 512) ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -378,7 +378,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR left(o.last_error, 512) ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -460,7 +460,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR left(o.last_error, 512) ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -544,7 +544,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR left(o.last_error, 512) ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -625,7 +625,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR left(o.last_error, 512) ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -708,7 +708,7 @@ SELECT count(*) FROM (
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR left(o.last_error, 512) ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -762,7 +762,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR left(o.last_error, 512) ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -843,7 +843,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR left(o.last_error, 512) ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -935,7 +935,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR left(o.last_error, 512) ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -1016,7 +1016,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR left(o.last_error, 512) ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -1098,7 +1098,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR left(o.last_error, 512) ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -1180,7 +1180,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR left(o.last_error, 512) ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint

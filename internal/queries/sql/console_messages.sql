@@ -19,7 +19,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR left(o.last_error, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -35,7 +35,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR left(o.last_error, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -52,7 +52,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR left(o.last_error, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -69,7 +69,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR left(o.last_error, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -87,7 +87,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR left(o.last_error, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -104,7 +104,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR left(o.last_error, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -122,7 +122,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR left(o.last_error, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -139,7 +139,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR left(o.last_error, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -157,7 +157,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR left(o.last_error, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -175,7 +175,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR left(o.last_error, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -195,7 +195,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR left(o.last_error, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -213,7 +213,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR left(o.last_error, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -232,7 +232,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR left(o.last_error, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -249,7 +249,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR left(o.last_error, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -271,7 +271,7 @@ SELECT count(*) FROM (
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR left(o.last_error, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
