@@ -119,7 +119,7 @@ func (s *Service) CancelJob(ctx context.Context, pool *pgxpool.Pool, a Actor, in
 	if err := requireRole(a, auth.Operator, ""); err != nil {
 		return err
 	}
-	if err := checkText("reason", in.Reason, MaxReasonChars); err != nil {
+	if err := CheckText("reason", in.Reason, MaxReasonChars); err != nil {
 		return err
 	}
 	err := s.run(ctx, pool, a, audit.Entry{Action: AuditJobCancel, Target: jobTarget(in.JobID), Reason: in.Reason, RequestID: in.RequestID.String()},

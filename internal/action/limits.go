@@ -25,12 +25,15 @@ const (
 	MaxPayloadBytes = outbox.MaxPayloadBytes
 )
 
-// checkText refuses a value of field longer than maxChars characters,
-// holding a NUL, or not valid UTF-8 (PostgreSQL stores neither).
-func checkText(field, value string, maxChars int) error {
+// CheckText refuses a value of field longer than maxChars characters,
+// holding a NUL, or not valid UTF-8 (PostgreSQL stores neither): a
+// *Refusal of KindInvalid naming the field. It is the one check of text
+// from outside: the console's edge checks every query, form and JSON field
+// with it too.
+func CheckText(field, value string, maxChars int) error {
 	switch {
 	case !utf8.ValidString(value) || strings.ContainsRune(value, 0):
-		return invalid(field, fmt.Sprintf("The %s must be text without NUL characters.", label(field)))
+		return invalid(field, fmt.Sprintf("The %s must be UTF-8 text without NUL characters.", label(field)))
 	case utf8.RuneCountInString(value) > maxChars:
 		return invalid(field, fmt.Sprintf("The %s is too long: at most %d characters.", label(field), maxChars))
 	}
@@ -55,7 +58,7 @@ func checkFilter(f bulkreplay.Filter) error {
 		{"fingerprint", f.Fingerprint}, {"destination", f.Destination}, {"topic", f.Topic},
 		{"aggregate_type", f.AggregateType}, {"aggregate_id", f.AggregateID}, {"error_contains", f.ErrorContains},
 	} {
-		if err := checkText("filter."+fv.name, fv.value, MaxFilterChars); err != nil {
+		if err := CheckText("filter."+fv.name, fv.value, MaxFilterChars); err != nil {
 			return err
 		}
 	}

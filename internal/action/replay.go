@@ -112,7 +112,7 @@ func checkModeReason(mode outbox.ReplayMode, reason string) error {
 	if mode != outbox.Redeliver && mode != outbox.Reapply {
 		return invalid("mode", "The mode must be redeliver or reapply.")
 	}
-	if err := checkText("reason", reason, MaxReasonChars); err != nil {
+	if err := CheckText("reason", reason, MaxReasonChars); err != nil {
 		return err
 	}
 	if mode == outbox.Reapply && reason == "" {
@@ -159,7 +159,7 @@ func (s *Service) changeState(ctx context.Context, pool *pgxpool.Pool, a Actor, 
 	if err := requireRole(a, auth.Operator, ""); err != nil {
 		return err
 	}
-	if err := checkText("reason", in.Reason, MaxReasonChars); err != nil {
+	if err := CheckText("reason", in.Reason, MaxReasonChars); err != nil {
 		return err
 	}
 	err := s.run(ctx, pool, a, audit.Entry{Action: action, Target: messageTarget(in.MessageID), Reason: in.Reason, RequestID: in.RequestID.String()},

@@ -4,12 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchyard/switchyard/internal/audit"
+	"github.com/switchyard/switchyard/internal/pgtext"
 	"github.com/switchyard/switchyard/internal/queries"
 )
 
@@ -43,11 +42,7 @@ func (s *Service) RecordDenied(ctx context.Context, p Principal, d Denial) (bool
 	}
 	// Valid UTF-8 without NUL, cut at a character boundary: the database
 	// refuses anything else, and the refusal would go unrecorded.
-	d.Target = strings.ReplaceAll(strings.ToValidUTF8(d.Target, "\uFFFD"), "\x00", "\uFFFD")
-	for len(d.Target) > maxDeniedTarget {
-		_, size := utf8.DecodeLastRuneInString(d.Target)
-		d.Target = d.Target[:len(d.Target)-size]
-	}
+	d.Target = pgtext.Clean(d.Target, maxDeniedTarget)
 	var recorded bool
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		count, err := queries.New(tx).SessionDenialCount(ctx, queries.SessionDenialCountParams{

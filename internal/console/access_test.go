@@ -25,6 +25,7 @@ import (
 	"github.com/switchyard/switchyard/internal/console"
 	"github.com/switchyard/switchyard/internal/dbtest"
 	"github.com/switchyard/switchyard/internal/httpserver"
+	"github.com/switchyard/switchyard/internal/migrate"
 	"github.com/switchyard/switchyard/internal/sse"
 	"github.com/switchyard/switchyard/web/static"
 )
@@ -43,10 +44,19 @@ type accessBundle struct {
 // with accounts admin, operator and viewer (each named for its role).
 func setupAccess(t *testing.T, secure bool, events http.Handler, guard *auth.StreamGuard, pool *pgxpool.Pool) accessBundle {
 	t.Helper()
+	return setupAccessLogged(t, slog.New(slog.NewTextHandler(io.Discard, nil)), secure, events, guard, pool)
+}
+
+// setupAccessLogged is setupAccess logging to logger, with the handler's
+// dependencies changed by tune.
+func setupAccessLogged(t *testing.T, logger *slog.Logger, secure bool, events http.Handler, guard *auth.StreamGuard, pool *pgxpool.Pool, tune ...func(*console.Deps)) accessBundle {
+	t.Helper()
 	if pool == nil {
 		pool = dbtest.New(t)
 	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m, err := migrate.New(pool, logger)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, m.Close()) })
 	assets, err := static.New()
 	require.NoError(t, err)
 	registry := prometheus.NewRegistry()
@@ -54,12 +64,16 @@ func setupAccess(t *testing.T, secure bool, events http.Handler, guard *auth.Str
 	for _, r := range []auth.Role{auth.Viewer, auth.Operator, auth.Admin} {
 		require.NoError(t, svc.AddUser(context.Background(), auth.CLI, r.String(), r, password))
 	}
-	h := console.New(console.Deps{
+	deps := console.Deps{
 		Logger: logger, Assets: assets, Gatherer: registry, Events: events,
-		Readiness: console.DatabaseReadiness{Pool: pool},
+		Readiness: console.DatabaseReadiness{Pool: pool, Migrations: m},
 		Auth:      svc, Streams: guard, AuditLog: audit.Log{DB: pool}, SecureCookies: secure,
 		DB: pool,
-	})
+	}
+	for _, f := range tune {
+		f(&deps)
+	}
+	h := console.New(deps)
 	e, err := httpserver.New(httpserver.Config{
 		Logger: logger, Registerer: registry, RenderError: h.RenderError, BodyLimit: h.BodyLimit, Streaming: console.Streaming,
 		CSRF: &httpserver.CSRFConfig{Secure: secure, Exempt: console.CSRFExempt, Session: h.SessionToken},

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -141,17 +142,23 @@ func panelMessage(err error) string {
 const maxAPIBody = action.MaxPayloadBytes + 64<<10
 
 // decodeJSON decodes the request's JSON body into v, reading at most
-// maxAPIBody bytes (413 beyond); an empty body leaves v as it is.
+// maxAPIBody bytes (413 beyond); an empty body leaves v as it is. A body
+// that is not UTF-8 or holds a NUL in any string is refused (checkJSON).
 func decodeJSON(c echo.Context, v any) error {
-	body := http.MaxBytesReader(c.Response(), c.Request().Body, maxAPIBody)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxAPIBody))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
 		return echo.NewHTTPError(http.StatusRequestEntityTooLarge, "The body is too large: at most "+strconv.Itoa(maxAPIBody)+" bytes.")
-	case err != nil && !errors.Is(err, io.EOF):
+	case err != nil:
+		return echo.NewHTTPError(http.StatusBadRequest, "The body could not be read.")
+	}
+	if err := checkJSON("body", body); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
 		return echo.NewHTTPError(http.StatusBadRequest, "The body must be a JSON object: "+err.Error())
 	}
 	return nil

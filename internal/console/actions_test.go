@@ -468,7 +468,7 @@ func TestDiscardingADeadHeadUnblocksItsAggregate(t *testing.T) {
 	}
 	rec := b.request(http.MethodGet, "/messages/"+itoa(heads["o-1"])+"/actions", operator, nil)
 	require.Equal(t, http.StatusOK, rec.Code)
-	require.Contains(t, rec.Body.String(), "This message blocks aggregate order/o-1")
+	require.Contains(t, rec.Body.String(), "This message blocks aggregate <bdi>order/o-1</bdi>", "the aggregate isolated inside the sentence")
 
 	rid := uuid.NewString()
 	rec = b.api(http.MethodPost, "/api/messages/"+itoa(heads["o-1"])+"/discard", operator, rid, map[string]string{"request_id": rid, "reason": "superseded"})

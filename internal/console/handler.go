@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	"github.com/switchyard/switchyard/internal/action"
 	"github.com/switchyard/switchyard/internal/audit"
@@ -93,6 +94,10 @@ type Deps struct {
 	// serves /ws. Optional: without them those routes answer 503.
 	Triage       *triage.Engine
 	TriageSocket *ws.Server
+	// ListRate and ListBurst are each session's token bucket for the
+	// expensive lists (list_throttle.go); 0: ListRate and ListBurst.
+	ListRate  rate.Limit
+	ListBurst int
 	// Notify is called after an action commits, which appended changes to
 	// the feed (its audit row, at least): a changefeed.Notifier's Poke.
 	// Optional; it must not block.
@@ -111,6 +116,7 @@ type Handler struct {
 	deps    Deps
 	live    *liveCache      // the dashboard's rendered live region (dashboard_show.go)
 	actions *action.Service // the operator actions (action.go)
+	lists   *listThrottle   // expensive lists' buckets (list_throttle.go)
 }
 
 // New returns the console's handler set.
@@ -118,7 +124,7 @@ func New(deps Deps) *Handler {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{deps: deps, live: &liveCache{}, actions: newActions(deps)}
+	return &Handler{deps: deps, live: &liveCache{}, actions: newActions(deps), lists: newListThrottle(deps.ListRate, deps.ListBurst)}
 }
 
 func (h *Handler) page(title string, section templates.Section) templates.Page {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -55,6 +56,13 @@ func setupInbox(t *testing.T) inboxBundle {
 	handlers := inbox.Registry{"effect": {Handle: func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
 		if bytes.Contains(ev.Payload, []byte(`"panic": true`)) {
 			panic("test handler panics")
+		}
+		if bytes.Contains(ev.Payload, []byte(`"fail": "dirty"`)) {
+			return errors.New("refused \x00 with \xff in it")
+		}
+		if bytes.Contains(ev.Payload, []byte(`"store": "nul"`)) {
+			_, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1)`, "a\x00b")
+			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1)`, ev.ID)
 		return err
@@ -304,4 +312,39 @@ func TestInboxAnswersAreAlwaysJSON(t *testing.T) {
 	e.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusMisdirectedRequest, rec.Code)
 	require.Equal(t, "text/html", strings.Split(rec.Header().Get("Content-Type"), ";")[0], "the console's own pages answer HTML")
+}
+
+// A handler error holding a NUL and invalid UTF-8 is recorded (cleaned)
+// and visible, not answered 503 forever; a handler that fails on the
+// event's own data parks it at once; an event id over the documented
+// maximum is a 400, stored nowhere.
+func TestInboxUnstorableEventsAreRefusedOrParked(t *testing.T) {
+	t.Parallel()
+	b := setupInbox(t)
+	now := time.Now()
+	dirty := []byte(`{"fail": "dirty"}`)
+	rec := b.post(t, "shop", shopHeaders(t, "dirty-1", now, dirty, shopSecret), dirty)
+	require.Equal(t, http.StatusInternalServerError, rec.Code, rec.Body.String())
+	var status, lastError string
+	require.NoError(t, b.pool.QueryRow(context.Background(),
+		`SELECT status, last_error FROM switchyard.inbox_events WHERE event_id = 'dirty-1'`).Scan(&status, &lastError))
+	require.Equal(t, "failed", status)
+	require.Equal(t, "refused \uFFFD with \uFFFD in it", lastError)
+
+	nul := []byte(`{"store": "nul"}`)
+	rec = b.post(t, "shop", shopHeaders(t, "nul-1", now, nul, shopSecret), nul)
+	require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM switchyard.inbox_events WHERE event_id = 'nul-1' AND status = 'parked'`))
+
+	long := strings.Repeat("i", inbox.MaxEventIDBytes+1)
+	body := []byte(`{"type":"order.paid"}`)
+	rec = b.post(t, "shop", shopHeaders(t, long, now, body, shopSecret), body)
+	require.Equal(t, http.StatusBadRequest, rec.Code, rec.Body.String())
+	huge := []byte(`{"id":"` + strings.Repeat("i", 3000) + `"}`)
+	require.Equal(t, http.StatusBadRequest, b.post(t, "pay", payHeaders(now, huge), huge).Code)
+	withNUL := []byte(`{"id":"evt\u0000x"}`)
+	require.Equal(t, http.StatusBadRequest, b.post(t, "pay", payHeaders(now, withNUL), withNUL).Code)
+	require.Equal(t, 0, b.count(t, `SELECT count(*) FROM switchyard.inbox_events WHERE length(event_id) > 256 OR event_id LIKE 'evt%'`))
+	ok := strings.Repeat("i", inbox.MaxEventIDBytes)
+	require.Equal(t, http.StatusOK, b.post(t, "shop", shopHeaders(t, ok, now, body, shopSecret), body).Code, "the maximum itself is taken")
 }

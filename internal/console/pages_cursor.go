@@ -26,12 +26,21 @@ func decodeCursor(c echo.Context, name string, v any) (bool, error) {
 	if s == "" {
 		return false, nil
 	}
+	return true, parseCursor(s, v)
+}
+
+// parseCursor reads cursor s into v: base64url JSON whose strings are
+// clean text (checkJSON); anything else is a 400.
+func parseCursor(s string, v any) error {
 	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = checkJSON("cursor", b)
+	}
 	if err == nil {
 		err = json.Unmarshal(b, v)
 	}
 	if err != nil {
-		return false, echo.NewHTTPError(http.StatusBadRequest, "The page cursor is not valid: start from the first page.")
+		return echo.NewHTTPError(http.StatusBadRequest, "The page cursor is not valid: start from the first page.")
 	}
-	return true, nil
+	return nil
 }

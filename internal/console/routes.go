@@ -46,8 +46,9 @@ func (h *Handler) routes() []route {
 		// Live updates (Server-Sent Events).
 		{http.MethodGet, "/events", auth.Viewer, h.eventsStream},
 
-		// The message browser.
-		{http.MethodGet, "/messages", auth.Viewer, h.messagesList},
+		// The message browser. Lists whose filters may read a search
+		// window per request are throttled per session (list_throttle.go).
+		{http.MethodGet, "/messages", auth.Viewer, h.throttled(h.messagesList)},
 		{http.MethodGet, "/messages/new", auth.Viewer, h.messagesNewCount},
 		{http.MethodGet, "/messages/:id", auth.Viewer, h.messageShow},
 		// Its live regions, re-fetched when the message changes.
@@ -62,7 +63,7 @@ func (h *Handler) routes() []route {
 		{http.MethodGet, "/aggregates/blocked", auth.Viewer, h.aggregatesBlockedList},
 
 		// Administration.
-		{http.MethodGet, "/audit", auth.Admin, h.auditList},
+		{http.MethodGet, "/audit", auth.Admin, h.throttled(h.auditList)},
 		{http.MethodGet, "/sessions", auth.Admin, h.sessionList},
 		{http.MethodPost, "/sessions/:id/revoke", auth.Admin, h.sessionRevoke},
 		{http.MethodGet, "/settings", auth.Admin, h.settingsShow},
@@ -71,7 +72,7 @@ func (h *Handler) routes() []route {
 	rs = append(rs,
 		route{http.MethodGet, "/", auth.Viewer, h.dashboardShow},
 		route{http.MethodGet, "/dashboard/live", auth.Viewer, h.dashboardLive},
-		route{http.MethodGet, "/inbox", auth.Viewer, h.inboxList},
+		route{http.MethodGet, "/inbox", auth.Viewer, h.throttled(h.inboxList)},
 		route{http.MethodGet, "/inbox/events/:id", auth.Viewer, h.inboxEventShow},
 	)
 	// Reconciliation (reconciliation_*.go; repairs and ignores need the
@@ -111,10 +112,10 @@ func (h *Handler) routes() []route {
 }
 
 // Register installs every route of the console on e, each behind the
-// check of its role.
+// check of its role and the edge check of its fields (field_check.go).
 func (h *Handler) Register(e *echo.Echo) {
 	for _, r := range h.routes() {
-		e.Add(r.method, r.path, h.require(r.role, r.handler))
+		e.Add(r.method, r.path, h.fieldChecked(r.role, r.handler))
 	}
 }
 

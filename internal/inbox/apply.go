@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/internal/fingerprint"
+	"github.com/switchyard/switchyard/internal/pgtext"
 	"github.com/switchyard/switchyard/internal/queries"
 )
 
@@ -239,14 +241,29 @@ func recordFailure(ctx context.Context, pool queries.DBTX, ev Event, headers []b
 	return res, fmt.Errorf("%w: %s/%s, attempt %d: %w", ErrHandler, ev.Source, ev.ID, row.Attempts, failed.err)
 }
 
+// failParams records failed; its text is cleaned (a NUL or invalid UTF-8
+// in a handler's error would make the record itself fail, and the event
+// would be answered 503 forever without an operator ever seeing it).
 func failParams(ev Event, headers []byte, failed error) queries.InboxEventFailParams {
-	text := failed.Error()
+	text := pgtext.Clean(failed.Error(), MaxErrorBytes)
 	fp := fingerprint.Of(text)
 	return queries.InboxEventFailParams{
 		Source: ev.Source, EventID: ev.ID, Headers: headers, Payload: ev.Payload,
 		EntityKey: ev.EntityKey, EntityVersion: entityVersion(ev),
-		MaxAttempts: ev.Policy.maxAttempts(), LastError: &text, ErrorFingerprint: &fp,
+		MaxAttempts: attemptsAllowed(ev, failed), LastError: &text, ErrorFingerprint: &fp,
 	}
+}
+
+// attemptsAllowed is the event's policy, or 1 (park it now) when the
+// handler failed on the event's data: PostgreSQL refused a value it
+// carries (SQLSTATE class 22, such as a NUL in text), which no retry of
+// the same bytes can change. Parked, operators see it at once.
+func attemptsAllowed(ev Event, failed error) int32 {
+	var pgErr *pgconn.PgError
+	if errors.As(failed, &pgErr) && strings.HasPrefix(pgErr.Code, "22") {
+		return 1
+	}
+	return ev.Policy.maxAttempts()
 }
 
 func entityVersion(ev Event) *int64 {

@@ -61,6 +61,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/internal/advisory"
+	"github.com/switchyard/switchyard/internal/pgtext"
 )
 
 // DefaultMaxAttempts is how many failed attempts park an event when the
@@ -137,12 +138,22 @@ type Event struct {
 	Policy Policy
 }
 
+// MaxEventIDBytes is the longest event id the inbox takes (docs/inbox.md):
+// the id is a key of the (source, event id) index, whose entries must fit
+// a third of a page; a longer id would fail every delivery.
+const MaxEventIDBytes = 256
+
+// MaxErrorBytes bounds the handler error text stored with a failed event.
+const MaxErrorBytes = 2048
+
 func (ev Event) validate() error {
 	switch {
 	case ev.Source == "":
 		return errors.New("source is empty")
 	case ev.ID == "":
 		return errors.New("event id is empty")
+	case len(ev.ID) > MaxEventIDBytes || !pgtext.Valid(ev.ID):
+		return fmt.Errorf("event id is not text of at most %d bytes without NUL", MaxEventIDBytes)
 	case !json.Valid(ev.Payload):
 		return errors.New("payload is not valid JSON")
 	case ev.EntityKey != "" && ev.EntityVersion < 1:

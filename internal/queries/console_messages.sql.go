@@ -52,7 +52,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR o.last_error ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -135,7 +135,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR o.last_error ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -219,7 +219,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR o.last_error ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -302,7 +302,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR o.last_error ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -387,7 +387,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR o.last_error ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -471,7 +471,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR o.last_error ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -724,7 +724,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR o.last_error ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -807,7 +807,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR o.last_error ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -892,7 +892,7 @@ SELECT count(*) FROM (
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR o.last_error ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -946,7 +946,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR o.last_error ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -1029,7 +1029,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR o.last_error ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -1059,7 +1059,9 @@ type ConsoleMessagesOlderParams struct {
 // reverses them). floor and ceiling bound the ids (a time range, mapped to
 // ids by ConsoleMessageAtOrAfter: created_at follows id). Each query takes the same filters, NULL meaning "any", so
 // the handler picks the query whose index fits the most selective filter
-// and passes every filter unchanged. The access path's own predicate comes
+// and passes every filter unchanged. The error filter searches the first
+// 512 characters of each error (where its message is; errors are stored up
+// to 2,048 bytes): a bound on what one page may cost (EXPLAIN.md). The access path's own predicate comes
 // last, so that every query's parameters are in the same order. Plans at
 // 1,000,000 rows: internal/console/EXPLAIN.md.
 // ConsoleMessagesOlder walks the primary key.
@@ -1121,7 +1123,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR o.last_error ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -1204,7 +1206,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR o.last_error ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -1288,7 +1290,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR o.last_error ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint
@@ -1372,7 +1374,7 @@ WHERE
     AND ($3::text IS NULL OR o.destination = $3::text)
     AND ($4::text IS NULL OR o.aggregate_type = $4::text)
     AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-    AND ($6::text IS NULL OR o.last_error ILIKE '%' || $6::text || '%')
+    AND ($6::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $6::text || '%')
     AND ($7::timestamptz IS NULL OR o.created_at >= $7::timestamptz)
     AND ($8::timestamptz IS NULL OR o.created_at < $8::timestamptz)
     AND o.id >= $9::bigint AND o.id <= $10::bigint

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/switchyard/switchyard/internal/destination"
+	"github.com/switchyard/switchyard/internal/pgtext"
 )
 
 const (
@@ -153,13 +154,7 @@ func readResponse(resp *http.Response) destination.Outcome {
 // MaxResponseBytes long. A rune cut off by the byte limit is dropped.
 func responseText(b []byte) string {
 	b = trimPartialRune(b)
-	s := strings.ToValidUTF8(string(b), "\uFFFD")
-	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
-	for len(s) > destination.MaxResponseBytes {
-		_, size := utf8.DecodeLastRuneInString(s)
-		s = s[:len(s)-size]
-	}
-	return s
+	return pgtext.Clean(string(b), destination.MaxResponseBytes)
 }
 
 // trimPartialRune drops an incomplete UTF-8 sequence at the end of b.

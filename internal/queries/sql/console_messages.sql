@@ -4,7 +4,9 @@
 -- reverses them). floor and ceiling bound the ids (a time range, mapped to
 -- ids by ConsoleMessageAtOrAfter: created_at follows id). Each query takes the same filters, NULL meaning "any", so
 -- the handler picks the query whose index fits the most selective filter
--- and passes every filter unchanged. The access path's own predicate comes
+-- and passes every filter unchanged. The error filter searches the first
+-- 512 characters of each error (where its message is; errors are stored up
+-- to 2,048 bytes): a bound on what one page may cost (EXPLAIN.md). The access path's own predicate comes
 -- last, so that every query's parameters are in the same order. Plans at
 -- 1,000,000 rows: internal/console/EXPLAIN.md.
 
@@ -17,7 +19,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR o.last_error ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -33,7 +35,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR o.last_error ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -50,7 +52,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR o.last_error ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -67,7 +69,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR o.last_error ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -86,7 +88,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR o.last_error ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -103,7 +105,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR o.last_error ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -156,7 +158,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR o.last_error ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -173,7 +175,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR o.last_error ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -191,7 +193,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR o.last_error ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -209,7 +211,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR o.last_error ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -229,7 +231,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR o.last_error ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -247,7 +249,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR o.last_error ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -266,7 +268,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR o.last_error ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -283,7 +285,7 @@ WHERE
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR o.last_error ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -305,7 +307,7 @@ SELECT count(*) FROM (
     AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR o.last_error ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
