@@ -120,6 +120,8 @@ func Commands() []Command {
 		{"sse --clients N", "measure the live stream: commit to receipt, memory per client"},
 		{"viewers --viewers N", "measure the dispatcher with N live dashboards open against none"},
 		{"replay --messages N", "measure a bulk replay (see console bench replay -h)"},
+		{"reconcile --rows N", "measure a reconciliation cycle (see console bench reconcile -h)"},
+		{"triage --clients N", "measure the triage sockets: commit to receipt, memory per client"},
 	}
 }
 
