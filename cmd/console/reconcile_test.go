@@ -16,6 +16,8 @@ import (
 	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/internal/reconcile"
 	"github.com/switchyard/switchyard/internal/reconcile/fakeremote"
+	"github.com/switchyard/switchyard/internal/testlog"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // console serve runs the reconciler; kill -9 of it in the middle of a
@@ -71,17 +73,12 @@ func TestReconcileCycleSurvivesKill9OfTheConsole(t *testing.T) {
 
 	client := &http.Client{}
 	defer client.CloseIdleConnections()
-	runner := reconcile.NewRunner(pool, reconcile.Config{Owner: "survivor", Client: client})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	runner := reconcile.NewRunner(pool, reconcile.Config{Owner: "survivor", Client: client, Logger: testlog.New(t)})
+	testwait.Until(t, 30*time.Second, "the killed console's lease to expire", func() bool {
 		ran, err := runner.RunOnce(ctx)
 		require.NoError(t, err)
-		if ran {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the killed console's lease never expired")
-		time.Sleep(50 * time.Millisecond)
-	}
+		return ran
+	})
 	var runs int32
 	var found int64
 	require.NoError(t, pool.QueryRow(ctx, "SELECT id, state, examined, runs, missing_remote FROM switchyard.reconcile_cycles").
