@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/audit"
 	"github.com/switchyard/switchyard/internal/auth"
+	"github.com/switchyard/switchyard/internal/action"
 	"github.com/switchyard/switchyard/internal/bulkreplay"
 	"github.com/switchyard/switchyard/internal/changefeed"
 	"github.com/switchyard/switchyard/internal/console"
@@ -97,6 +98,7 @@ func serveWith(ctx context.Context, cfg config, logger *slog.Logger, extras serv
 	defer stopAnchors()
 	replays := bulkreplay.NewRunner(db.pool, bulkreplay.Config{
 		LeaseDuration: cfg.lease, Changed: notifier.Poke, Logger: logger.With(slog.String("component", "bulkreplay")),
+		Workers: map[string]bulkreplay.Worker{bulkreplay.KindRepair: action.RepairJobWorker()},
 	})
 	if err := replays.Start(ctx); err != nil {
 		return err

@@ -82,31 +82,6 @@ func (h *Handler) findingAct(c echo.Context, act func(action.FindingInput) (stri
 	return render(c, http.StatusOK, templates.FindingOutcome(notice, ""))
 }
 
-// bulkRepairLimit bounds one bulk repair request; the outcome says when
-// more are left (click again: repaired findings are skipped).
-const bulkRepairLimit = 500
-
-// reconciliationRepair is POST /reconciliation/repair: every open finding
-// of a check (and kind) repaired through action.RepairFindings, up to
-// bulkRepairLimit per request.
-func (h *Handler) reconciliationRepair(c echo.Context) error {
-	r, err := h.actions.RepairFindings(c.Request().Context(), h.deps.DB, actor(c), action.RepairFindingsInput{
-		Filter: reconcile.FindingFilter{Check: c.FormValue("check"), Kind: c.FormValue("kind")},
-		Reason: strings.TrimSpace(c.FormValue("reason")), Limit: bulkRepairLimit})
-	if msg := panelMessage(err); msg != "" {
-		return render(c, http.StatusOK, templates.BulkRepairOutcome("", msg))
-	}
-	if err != nil {
-		return err
-	}
-	notice := strconv.Itoa(r.Repaired) + " repairs enqueued, " + strconv.Itoa(r.Existing) + " already requested, " + strconv.Itoa(r.Refused) + " not repairable."
-	if r.More {
-		notice += " More are left: repair again to go on."
-	}
-	c.Response().Header().Set("HX-Trigger", "finding-changed")
-	return render(c, http.StatusOK, templates.BulkRepairOutcome(notice, ""))
-}
-
 func findingID(c echo.Context) (int64, error) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {

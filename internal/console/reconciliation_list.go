@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchyard/switchyard/internal/auth"
@@ -80,7 +81,10 @@ func (h *Handler) reconcileView(c echo.Context) (templates.ReconcileView, error)
 		return templates.ReconcileView{}, err
 	}
 	v := templates.ReconcileView{Filter: f, Checks: checkViews(checks), Cycles: cycleViews(cycles),
-		CanOperate: current(c).Role.Allows(auth.Operator)}
+		CanOperate: current(c).Role.Allows(auth.Operator), RequestID: uuid.NewString()}
+	if v.RepairJobs, err = h.repairJobViews(c); err != nil {
+		return templates.ReconcileView{}, err
+	}
 	for _, k := range checks {
 		if k.Name == f.Check {
 			v.Open = k.OpenFindings

@@ -83,7 +83,8 @@ func (h *Handler) routes() []route {
 		route{http.MethodGet, "/reconciliation/findings/:id/live", auth.Viewer, h.findingLive},
 		route{http.MethodPost, "/reconciliation/findings/:id/repair", auth.Operator, h.recordDenials(h.findingRepair)},
 		route{http.MethodPost, "/reconciliation/findings/:id/ignore", auth.Operator, h.recordDenials(h.findingIgnore)},
-		route{http.MethodPost, "/reconciliation/repair", auth.Operator, h.recordDenials(h.reconciliationRepair)},
+		route{http.MethodPost, "/reconciliation/repair", auth.Operator, h.idempotent(h.reconciliationRepair)},
+		route{http.MethodPost, "/reconciliation/repair-jobs/:id/cancel", auth.Operator, h.idempotent(h.repairJobCancel)},
 	)
 	if h.deps.DemoPanel != nil { // console demo only: its traffic generator's panel
 		rs = append(rs,
