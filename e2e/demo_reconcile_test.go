@@ -3,13 +3,9 @@ package e2e
 import (
 	"regexp"
 	"testing"
-	"time"
 
 	"github.com/mxschmitt/playwright-go"
 	"github.com/stretchr/testify/require"
-
-	"github.com/switchyard/switchyard/internal/consoletest"
-	"github.com/switchyard/switchyard/internal/dbtest"
 )
 
 // TestDemoDriftIsFoundShownLiveAndRepaired is a newcomer's path through
@@ -20,12 +16,7 @@ import (
 // from its finding's page is redelivered, and a later cycle resolves it.
 func TestDemoDriftIsFoundShownLiveAndRepaired(t *testing.T) {
 	t.Parallel()
-	dbURL := dbtest.NewURL(t)
-	addr := consoletest.FreeAddr(t)
-	p := consoletest.Start(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL}, "demo", "--listen", addr)
-	p.Addr, p.URL = addr, "http://"+addr
-	p.WaitReady(t, time.Minute)
-	t.Cleanup(func() { p.Stop(t) })
+	p, _ := startDemo(t)
 
 	expect := playwright.NewPlaywrightAssertions()
 	long := playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(40000)}
