@@ -69,4 +69,25 @@ func TestDemoDriftIsFoundShownLiveAndRepaired(t *testing.T) {
 	require.NoError(t, expect.Locator(watch.GetByTestId("finding-status")).ToHaveText("resolved",
 		playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(60000)}))
 	screenshot(t, watch, "demo-finding-resolved")
+
+	// Repair the rest of the orders' drift at once: a bulk repair job,
+	// confirmed, whose progress the page shows live to its end.
+	watch.OnDialog(func(d playwright.Dialog) {
+		if err := d.Accept(); err != nil {
+			t.Errorf("accept the confirmation: %v", err)
+		}
+	})
+	_, err = watch.Goto("/reconciliation?check=demo-orders")
+	require.NoError(t, err)
+	require.NoError(t, watch.GetByTestId("bulk-repair-reason").Fill("the shop lost a day"))
+	require.NoError(t, watch.GetByTestId("bulk-repair-button").Click())
+	require.NoError(t, expect.Locator(watch.GetByTestId("finding-notice")).ToContainText("Bulk repair started"))
+	require.NoError(t, expect.Locator(watch.GetByTestId("repair-job-state")).ToHaveText("done", long))
+	require.NoError(t, expect.Locator(watch.GetByTestId("repair-job-progress")).ToContainText("repaired"))
+	screenshot(t, watch, "demo-bulk-repair")
+	// The shop applies the repairs it receives; a later cycle resolves
+	// every finding of the orders, live.
+	require.NoError(t, expect.Locator(orders.GetByTestId("open-drift")).ToHaveText("0",
+		playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(60000)}))
+	screenshot(t, watch, "demo-bulk-repair-resolved")
 }

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -56,9 +57,9 @@ var demoErrors = []struct {
 // until ctx ends: it answers after the configured latency, fails the
 // configured share of requests, and answers 503 to all during an outage.
 // It returns the URL to deliver to.
-// accepted, if not nil, is told the webhook-id of every delivery it
-// accepted (the external system's record of them).
-func serveFlaky(ctx context.Context, control *control, accepted func(key string)) (string, error) {
+// accepted, if not nil, is told the webhook-id and the body of every
+// delivery it accepted (the external system's record of them).
+func serveFlaky(ctx context.Context, control *control, accepted func(key string, body []byte)) (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -84,7 +85,8 @@ func serveFlaky(ctx context.Context, control *control, accepted func(key string)
 			return
 		}
 		if accepted != nil {
-			accepted(r.Header.Get(webhook.HeaderID))
+			body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20)) // a short body is no repair: nothing lost
+			accepted(r.Header.Get(webhook.HeaderID), body)
 		}
 		w.WriteHeader(http.StatusNoContent)
 	}), ReadHeaderTimeout: 5 * time.Second}

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -58,8 +59,11 @@ func (m *mirror) providers() (orders, hooks *fakeremote.Provider) {
 }
 
 // accepted records a delivery the receiver accepted, by its webhook-id
-// (the message's idempotency key).
-func (m *mirror) accepted(key string) {
+// (the message's idempotency key). A repair of the orders check (its
+// payload, docs/reconcile.md: {"key", "fields"} or {"key", "deleted"})
+// is applied to the shop's copy, as the real system would, so that the
+// next cycle resolves its finding.
+func (m *mirror) accepted(key string, body []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if key == "" || m.hooks == nil {
@@ -67,6 +71,18 @@ func (m *mirror) accepted(key string) {
 	}
 	m.hooks.Put(key, nil)
 	m.delivered = append(m.delivered, key)
+	var repair struct {
+		Key     string         `json:"key"`
+		Fields  map[string]any `json:"fields"`
+		Deleted bool           `json:"deleted"`
+	}
+	switch {
+	case json.Unmarshal(body, &repair) != nil || repair.Key == "":
+	case repair.Deleted:
+		m.orders.Drop(repair.Key)
+	case repair.Fields != nil:
+		m.orders.Put(repair.Key, repair.Fields)
+	}
 }
 
 // order tells the shop of an order being written.

@@ -71,8 +71,8 @@ func TestPanelDrift(t *testing.T) {
 	for i := int64(1); i <= 10; i++ {
 		d.mirror.order(i, "ada", 100*i)
 	}
-	d.mirror.accepted("k1")
-	d.mirror.accepted("k2")
+	d.mirror.accepted("k1", []byte(`{"order_id": 1}`))
+	d.mirror.accepted("k2", []byte(`{"key": "3", "deleted": true}`))
 	orders, hooks := d.mirror.providers()
 	require.Contains(t, d.Panel().Apply(url.Values{"form": {"drift"}, "drop": {"1001"}}), "Drift")
 	require.Contains(t, d.Panel().Apply(url.Values{"form": {"drift"}, "add": {"x"}}), "Drift")
@@ -86,6 +86,7 @@ func TestPanelDrift(t *testing.T) {
 	require.Empty(t, d.Panel().Apply(url.Values{"form": {"drift"}}))
 	require.Equal(t, 1, lookups(t, hooks.URL(), `{"keys":["k1","k2"]}`), "one delivery lost")
 	require.Equal(t, 2, lookups(t, orders.URL(), `{"keys":["1000000001","1000000002"]}`), "two orders added")
+	require.Equal(t, 0, lookups(t, orders.URL(), `{"keys":["3"]}`), "a repair's deletion applied")
 }
 
 // lookups asks a provider for keys and counts the entities it has, or -1
