@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchyard/switchyard/internal/auth"
+	"github.com/switchyard/switchyard/internal/bulkreplay"
 	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/web/templates"
 )
@@ -85,9 +86,11 @@ func (h *Handler) reconcileView(c echo.Context) (templates.ReconcileView, error)
 	if v.RepairJobs, err = h.repairJobViews(c); err != nil {
 		return templates.ReconcileView{}, err
 	}
-	for _, k := range checks {
-		if k.Name == f.Check {
-			v.Open = k.OpenFindings
+	if v.CanOperate && f.Check != "" {
+		// The bulk repair's estimate: the open findings it would repair
+		// (those repair_requested already are not repaired again).
+		if v.Open, err = q.RepairJobEstimate(ctx, queries.RepairJobEstimateParams{CheckName: f.Check, Kind: f.Kind, Cap: bulkreplay.MaxEstimate}); err != nil {
+			return templates.ReconcileView{}, err
 		}
 	}
 	if len(rows) > findingsShown {
