@@ -127,16 +127,24 @@ func TestDashboardShowsDeliveriesBreakersAndDispatchers(t *testing.T) {
 	screenshot(t, page, "dashboard-failures")
 }
 
-// TestDemoRunsAndItsPanelChangesIt starts `console demo` and expects
-// deliveries on the dashboard within seconds, then uses the panel.
-func TestDemoRunsAndItsPanelChangesIt(t *testing.T) {
-	t.Parallel()
+// startDemo starts `console demo` on a fresh database and returns it,
+// ready, and the database's URL.
+func startDemo(t *testing.T) (*consoletest.Process, string) {
+	t.Helper()
 	dbURL := dbtest.NewURL(t)
 	addr := consoletest.FreeAddr(t)
 	p := consoletest.Start(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL}, "demo", "--listen", addr)
 	p.Addr, p.URL = addr, "http://"+addr
 	p.WaitReady(t, time.Minute)
 	t.Cleanup(func() { p.Stop(t) })
+	return p, dbURL
+}
+
+// TestDemoRunsAndItsPanelChangesIt starts `console demo` and expects
+// deliveries on the dashboard within seconds, then uses the panel.
+func TestDemoRunsAndItsPanelChangesIt(t *testing.T) {
+	t.Parallel()
+	p, dbURL := startDemo(t)
 
 	page := newPage(t, p.URL)
 	expect := playwright.NewPlaywrightAssertions()

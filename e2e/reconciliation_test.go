@@ -110,6 +110,15 @@ func TestReconciliationDriftAppearsLiveAndIsRepaired(t *testing.T) {
 	require.NoError(t, expect.Locator(page.GetByTestId("diff-row").Locator("td").Nth(2)).ToHaveText("9999"))
 	screenshot(t, page, "reconciliation-finding")
 	require.NoError(t, page.GetByTestId("repair-reason").Fill("the shop lost our last update"))
+	// The live region refreshes under a half-typed reason (a cycle ends,
+	// another operator acts): the reason is kept (hx-preserve).
+	refreshed, err := page.Evaluate(`() => new Promise(resolve => {
+		document.getElementById("finding-region").addEventListener("htmx:afterSettle", () => resolve(true), {once: true})
+		document.body.dispatchEvent(new Event("finding-changed"))
+	})`)
+	require.NoError(t, err)
+	require.Equal(t, true, refreshed)
+	require.NoError(t, expect.Locator(page.GetByTestId("repair-reason")).ToHaveValue("the shop lost our last update"))
 	require.NoError(t, page.GetByTestId("repair-button").Click())
 	require.NoError(t, expect.Locator(page.GetByTestId("finding-status")).ToHaveText("repair_requested"))
 	require.NoError(t, expect.Locator(page.GetByTestId("finding-notice")).ToContainText("Repair enqueued as message"))

@@ -933,6 +933,8 @@ CREATE TABLE switchyard.replay_jobs (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     finished_at timestamp with time zone,
+    kind text DEFAULT 'replay'::text NOT NULL,
+    CONSTRAINT replay_jobs_kind_check CHECK ((kind = ANY (ARRAY['replay'::text, 'repair'::text]))),
     CONSTRAINT replay_jobs_mode_check CHECK ((mode = ANY (ARRAY['redeliver'::text, 'reapply'::text]))),
     CONSTRAINT replay_jobs_rate_per_sec_check CHECK ((rate_per_sec > 0)),
     CONSTRAINT replay_jobs_state_check CHECK ((state = ANY (ARRAY['running'::text, 'cancelled'::text, 'done'::text])))

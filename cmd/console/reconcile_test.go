@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/internal/reconcile"
 	"github.com/switchyard/switchyard/internal/reconcile/fakeremote"
+	"github.com/switchyard/switchyard/internal/testlog"
 	"github.com/switchyard/switchyard/internal/testwait"
 )
 
@@ -72,7 +73,7 @@ func TestReconcileCycleSurvivesKill9OfTheConsole(t *testing.T) {
 
 	client := &http.Client{}
 	defer client.CloseIdleConnections()
-	runner := reconcile.NewRunner(pool, reconcile.Config{Owner: "survivor", Client: client})
+	runner := reconcile.NewRunner(pool, reconcile.Config{Owner: "survivor", Client: client, Logger: testlog.New(t)})
 	testwait.Until(t, 30*time.Second, "the killed console's lease to expire", func() bool {
 		ran, err := runner.RunOnce(ctx)
 		require.NoError(t, err)

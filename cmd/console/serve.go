@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/switchyard/switchyard/internal/action"
 	"github.com/switchyard/switchyard/internal/audit"
 	"github.com/switchyard/switchyard/internal/auth"
 	"github.com/switchyard/switchyard/internal/bulkreplay"
@@ -104,6 +105,7 @@ func serveWith(ctx context.Context, cfg config, logger *slog.Logger, extras serv
 	defer stopAnchors()
 	replays := bulkreplay.NewRunner(db.pool, bulkreplay.Config{
 		LeaseDuration: cfg.lease, Changed: notifier.Poke, Logger: logger.With(slog.String("component", "bulkreplay")),
+		Workers: map[string]bulkreplay.Worker{bulkreplay.KindRepair: action.RepairJobWorker()},
 	})
 	if err := replays.Start(ctx); err != nil {
 		return err

@@ -1,6 +1,6 @@
 // Package action holds the operator actions (replay, re-apply, edit and
-// replay, discard, restore, bulk replay start and cancel) without any
-// transport: the JSON API, the htmx panels and the collaborative triage
+// replay, discard, restore, bulk replay start and cancel, repair and
+// ignore of a reconciliation finding, bulk repair) without any transport: the JSON API, the htmx panels and the collaborative triage
 // WebSocket are thin callers of the same functions, so every caller gets
 // the same rules, the same role checks and the same audit trail.
 //

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,6 +43,31 @@ type Config struct {
 	Changed func()
 	// Logger receives failures. Default: discard.
 	Logger *slog.Logger
+	// Workers work the jobs of kinds other than KindReplay (by kind):
+	// bulk repair of reconciliation findings is action.RepairJobWorker.
+	// A job of a kind this runner has no Worker for is left to a runner
+	// that has one.
+	Workers map[string]Worker
+}
+
+// Job kinds (switchyard.replay_jobs.kind).
+const (
+	KindReplay = "replay"
+	KindRepair = "repair"
+)
+
+// Worker works the batches of one kind of job. Both methods run in the
+// batch's transaction, which also records the batch's progress: a batch
+// cut short (a crash, a lost lease, a cancel) leaves nothing, and is done
+// again by the runner that resumes the job, so Work must derive whatever
+// makes its effect idempotent from the job and the item.
+type Worker interface {
+	// Candidates is the next at most size items of job after
+	// job.CursorID, up to job.UpperID, by ascending id.
+	Candidates(ctx context.Context, tx pgx.Tx, job Job, size int) ([]int64, error)
+	// Work does ids in tx: done counts the items it took effect on,
+	// skipped those that needed nothing (done meanwhile by someone else).
+	Work(ctx context.Context, tx pgx.Tx, job Job, ids []int64) (done, skipped int, err error)
 }
 
 func (c Config) withDefaults() Config {
@@ -62,6 +89,13 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	workers := map[string]Worker{KindReplay: replayWorker{}}
+	for kind, w := range c.Workers {
+		if kind != KindReplay {
+			workers[kind] = w
+		}
+	}
+	c.Workers = workers
 	return c
 }
 
@@ -98,7 +132,7 @@ func (r *Runner) Wake() {
 func (r *Runner) loop(ctx context.Context) {
 	for ctx.Err() == nil {
 		job, err := queries.New(r.pool).ReplayJobClaim(ctx, queries.ReplayJobClaimParams{
-			Owner: r.cfg.Owner, LeaseSeconds: r.cfg.LeaseDuration.Seconds(),
+			Owner: r.cfg.Owner, LeaseSeconds: r.cfg.LeaseDuration.Seconds(), Kinds: slices.Collect(maps.Keys(r.cfg.Workers)),
 		})
 		switch {
 		case err == nil:
@@ -121,20 +155,17 @@ func (r *Runner) loop(ctx context.Context) {
 // run works through job's batches until it is done, cancelled, or its lease
 // is lost, keeping to the job's rate.
 func (r *Runner) run(ctx context.Context, job Job) error {
-	var f Filter
-	if err := json.Unmarshal(job.Filter, &f); err != nil {
-		return fmt.Errorf("decode filter: %w", err)
-	}
+	w := r.cfg.Workers[job.Kind]
 	batch := min(r.cfg.BatchSize, int(job.RatePerSec))
 	perMessage := time.Second / time.Duration(job.RatePerSec)
 	for {
 		started := time.Now()
-		n, state, err := r.batch(ctx, job, f, batch)
+		n, state, err := r.batch(ctx, job, w, batch)
 		if err != nil {
 			return err
 		}
-		r.cfg.Logger.Debug("bulk replay batch", slog.String("job", job.ID.String()), slog.Int("replayed", n.replayed),
-			slog.Int("skipped", n.skipped), slog.Duration("took", time.Since(started)))
+		r.cfg.Logger.Debug("bulk replay batch", slog.String("job", job.ID.String()), slog.String("kind", job.Kind),
+			slog.Int("replayed", n.replayed), slog.Int("skipped", n.skipped), slog.Duration("took", time.Since(started)))
 		r.cfg.Changed()
 		if n.replayed > 0 {
 			r.wakeDispatchers(ctx)
@@ -170,24 +201,19 @@ type progress struct {
 // batch replays the next batch of job's messages and records its progress
 // in one transaction. state is the job's state after it, or "" when the
 // lease was lost or the job cancelled (then nothing of the batch stays).
-func (r *Runner) batch(ctx context.Context, job Job, f Filter, size int) (progress, string, error) {
+func (r *Runner) batch(ctx context.Context, job Job, w Worker, size int) (progress, string, error) {
 	var p progress
 	var state string
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		q := queries.New(tx)
-		ids, err := q.ReplayJobCandidates(ctx, queries.ReplayJobCandidatesParams{
-			AfterID: job.CursorID, UpperID: job.UpperID, BatchSize: int32(size),
-			Fingerprint: opt(f.Fingerprint), Destination: opt(f.Destination), Topic: opt(f.Topic),
-			AggregateType: opt(f.AggregateType), AggregateID: opt(f.AggregateID), ErrorContains: opt(f.ErrorContains),
-			DeadFrom: optTime(f.DeadFrom), DeadTo: optTime(f.DeadTo), BlockedHeads: f.BlockedHeads,
-		})
+		ids, err := w.Candidates(ctx, tx, job, size)
 		if err != nil {
 			return fmt.Errorf("next batch: %w", err)
 		}
 		p = progress{seen: len(ids), cursor: job.CursorID}
 		if len(ids) > 0 {
 			p.cursor = ids[len(ids)-1]
-			if err := replayAll(ctx, tx, job, ids, &p); err != nil {
+			if p.replayed, p.skipped, err = w.Work(ctx, tx, job, ids); err != nil {
 				return err
 			}
 		}
@@ -212,9 +238,27 @@ func (r *Runner) batch(ctx context.Context, job Job, f Filter, size int) (progre
 // errStopped rolls back a batch whose job was cancelled or taken over.
 var errStopped = errors.New("bulkreplay: job cancelled or lease lost")
 
-// replayAll replays ids (one batch) in tx with the job's request ids,
-// set-based (outbox.ReplayBatch), and counts what it did.
-func replayAll(ctx context.Context, tx pgx.Tx, job Job, ids []int64, p *progress) error {
+// replayWorker works the jobs of KindReplay: dead messages matching the
+// job's Filter, replayed set-based (outbox.ReplayBatch) with the job's
+// request ids.
+type replayWorker struct{}
+
+func (replayWorker) Candidates(ctx context.Context, tx pgx.Tx, job Job, size int) ([]int64, error) {
+	var f Filter
+	if err := json.Unmarshal(job.Filter, &f); err != nil {
+		return nil, fmt.Errorf("decode filter: %w", err)
+	}
+	return queries.New(tx).ReplayJobCandidates(ctx, queries.ReplayJobCandidatesParams{
+		AfterID: job.CursorID, UpperID: job.UpperID, BatchSize: int32(size),
+		Fingerprint: opt(f.Fingerprint), Destination: opt(f.Destination), Topic: opt(f.Topic),
+		AggregateType: opt(f.AggregateType), AggregateID: opt(f.AggregateID), ErrorContains: opt(f.ErrorContains),
+		DeadFrom: optTime(f.DeadFrom), DeadTo: optTime(f.DeadTo), BlockedHeads: f.BlockedHeads,
+	})
+}
+
+// Work replays ids (one batch) in tx with the job's request ids and counts
+// what it did.
+func (replayWorker) Work(ctx context.Context, tx pgx.Tx, job Job, ids []int64) (replayed, skipped int, err error) {
 	req := outbox.BatchRequest{Mode: outbox.ReplayMode(job.Mode), Actor: job.Actor, Reason: job.Reason,
 		Job: job.ID, Messages: make([]outbox.MessageRequest, len(ids))}
 	for i, id := range ids {
@@ -222,18 +266,18 @@ func replayAll(ctx context.Context, tx pgx.Tx, job Job, ids []int64, p *progress
 	}
 	outcomes, err := outbox.ReplayBatch(ctx, tx, req)
 	if err != nil {
-		return fmt.Errorf("replay batch: %w", err)
+		return 0, 0, fmt.Errorf("replay batch: %w", err)
 	}
 	for _, o := range outcomes {
 		switch {
 		case o.Err == nil:
-			p.replayed++
+			replayed++
 		case errors.Is(o.Err, outbox.ErrReplayInFlight), errors.Is(o.Err, outbox.ErrNotDead), errors.Is(o.Err, outbox.ErrNotFound):
 			// Someone replayed, discarded or removed it meanwhile: nothing to do.
-			p.skipped++
+			skipped++
 		default:
-			return fmt.Errorf("replay message %d: %w", o.MessageID, o.Err)
+			return 0, 0, fmt.Errorf("replay message %d: %w", o.MessageID, o.Err)
 		}
 	}
-	return nil
+	return replayed, skipped, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
+	"github.com/switchyard/switchyard/internal/action"
 	"github.com/switchyard/switchyard/internal/auth"
 	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/internal/reconcile"
@@ -38,10 +39,11 @@ func (h *Handler) findingLive(c echo.Context) error {
 }
 
 // findingRepair is POST /reconciliation/findings/:id/repair
-// (reconcile.Repair); a refusal is shown in the region, as its outcome.
+// (action.RepairFinding); a refusal is shown in the region, as its
+// outcome.
 func (h *Handler) findingRepair(c echo.Context) error {
-	return h.findingAct(c, func(a reconcile.Actor, id int64, reason string) (string, error) {
-		r, err := reconcile.Repair(c.Request().Context(), h.deps.DB, a, reconcile.RepairInput{FindingID: id, Reason: reason})
+	return h.findingAct(c, func(in action.FindingInput) (string, error) {
+		r, err := h.actions.RepairFinding(c.Request().Context(), h.deps.DB, actor(c), in)
 		if err != nil {
 			return "", err
 		}
@@ -52,74 +54,32 @@ func (h *Handler) findingRepair(c echo.Context) error {
 	})
 }
 
-// findingIgnore is POST /reconciliation/findings/:id/ignore.
+// findingIgnore is POST /reconciliation/findings/:id/ignore
+// (action.IgnoreFinding).
 func (h *Handler) findingIgnore(c echo.Context) error {
-	return h.findingAct(c, func(a reconcile.Actor, id int64, reason string) (string, error) {
-		err := reconcile.Ignore(c.Request().Context(), h.deps.DB, a, reconcile.IgnoreInput{FindingID: id, Reason: reason})
-		return "Finding ignored.", err
+	return h.findingAct(c, func(in action.FindingInput) (string, error) {
+		return "Finding ignored.", h.actions.IgnoreFinding(c.Request().Context(), h.deps.DB, actor(c), in)
 	})
 }
 
-func (h *Handler) findingAct(c echo.Context, act func(reconcile.Actor, int64, string) (string, error)) error {
-	if h.deps.DB == nil {
-		return echo.NewHTTPError(http.StatusServiceUnavailable, "Actions are unavailable: this console has no database.")
-	}
+// findingAct runs act on the route's finding and renders its outcome; a
+// refusal the operator can act on is shown in place (panelMessage), any
+// other error goes to the error handler.
+func (h *Handler) findingAct(c echo.Context, act func(action.FindingInput) (string, error)) error {
 	id, err := findingID(c)
 	if err != nil {
 		return err
 	}
-	p := current(c)
-	notice, err := act(reconcile.Actor{Name: p.Name, ID: p.ActorID(), Role: p.Role, RemoteAddr: c.RealIP()}, id, strings.TrimSpace(c.FormValue("reason")))
-	msg, refused := findingRefusal(err)
-	if err != nil && !refused {
-		return err
-	}
-	if refused {
+	notice, err := act(action.FindingInput{FindingID: id, Reason: strings.TrimSpace(c.FormValue("reason"))})
+	if msg := panelMessage(err); msg != "" {
 		return render(c, http.StatusOK, templates.FindingOutcome("", msg))
-	}
-	// The region shows the new status now; the stream tells other pages.
-	c.Response().Header().Set("HX-Trigger", "finding-changed")
-	return render(c, http.StatusOK, templates.FindingOutcome(notice, ""))
-}
-
-// bulkRepairLimit bounds one bulk repair request; the outcome says when
-// more are left (click again: repaired findings are skipped).
-const bulkRepairLimit = 500
-
-// reconciliationRepair is POST /reconciliation/repair: every open finding
-// of a check (and kind) repaired through reconcile.RepairMany, up to
-// bulkRepairLimit per request.
-func (h *Handler) reconciliationRepair(c echo.Context) error {
-	if h.deps.DB == nil {
-		return echo.NewHTTPError(http.StatusServiceUnavailable, "Actions are unavailable: this console has no database.")
-	}
-	p := current(c)
-	r, err := reconcile.RepairMany(c.Request().Context(), h.deps.DB, reconcile.Actor{Name: p.Name, ID: p.ActorID(), Role: p.Role, RemoteAddr: c.RealIP()},
-		reconcile.RepairManyInput{Check: c.FormValue("check"), Kind: c.FormValue("kind"), Reason: strings.TrimSpace(c.FormValue("reason")), Limit: bulkRepairLimit})
-	if msg, refused := findingRefusal(err); refused {
-		return render(c, http.StatusOK, templates.BulkRepairOutcome("", msg))
 	}
 	if err != nil {
 		return err
 	}
-	notice := strconv.Itoa(r.Repaired) + " repairs enqueued, " + strconv.Itoa(r.Existing) + " already requested, " + strconv.Itoa(r.Refused) + " not repairable."
-	if r.More {
-		notice += " More are left: repair again to go on."
-	}
+	// The region shows the new status now; the stream tells other pages.
 	c.Response().Header().Set("HX-Trigger", "finding-changed")
-	return render(c, http.StatusOK, templates.BulkRepairOutcome(notice, ""))
-}
-
-// findingRefusal is the sentence an operator sees for a refused action.
-func findingRefusal(err error) (string, bool) {
-	for _, known := range []error{reconcile.ErrForbidden, reconcile.ErrReasonRequired, reconcile.ErrFindingNotFound,
-		reconcile.ErrNotRepairable, reconcile.ErrRepairInFlight, reconcile.ErrAlreadyResolved} {
-		if errors.Is(err, known) {
-			s := strings.TrimPrefix(err.Error(), "reconcile: ")
-			return strings.ToUpper(s[:1]) + s[1:] + ".", true
-		}
-	}
-	return "", false
+	return render(c, http.StatusOK, templates.FindingOutcome(notice, ""))
 }
 
 func findingID(c echo.Context) (int64, error) {

@@ -5,9 +5,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchyard/switchyard/internal/auth"
+	"github.com/switchyard/switchyard/internal/bulkreplay"
 	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/web/templates"
 )
@@ -80,10 +82,15 @@ func (h *Handler) reconcileView(c echo.Context) (templates.ReconcileView, error)
 		return templates.ReconcileView{}, err
 	}
 	v := templates.ReconcileView{Filter: f, Checks: checkViews(checks), Cycles: cycleViews(cycles),
-		CanOperate: current(c).Role.Allows(auth.Operator)}
-	for _, k := range checks {
-		if k.Name == f.Check {
-			v.Open = k.OpenFindings
+		CanOperate: current(c).Role.Allows(auth.Operator), RequestID: uuid.NewString()}
+	if v.RepairJobs, err = h.repairJobViews(c); err != nil {
+		return templates.ReconcileView{}, err
+	}
+	if v.CanOperate && f.Check != "" {
+		// The bulk repair's estimate: the open findings it would repair
+		// (those repair_requested already are not repaired again).
+		if v.Open, err = q.RepairJobEstimate(ctx, queries.RepairJobEstimateParams{CheckName: f.Check, Kind: f.Kind, Cap: bulkreplay.MaxEstimate}); err != nil {
+			return templates.ReconcileView{}, err
 		}
 	}
 	if len(rows) > findingsShown {

@@ -8,13 +8,19 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/internal/action"
+	"github.com/switchyard/switchyard/internal/bulkreplay"
 	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/internal/reconcile"
 	"github.com/switchyard/switchyard/internal/reconcile/fakeremote"
+	"github.com/switchyard/switchyard/internal/testlog"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // reconciled gives b a table check of a small orders table against a fake
@@ -116,8 +122,10 @@ func post(b bundle, path string, form url.Values) *httptest.ResponseRecorder {
 	return rec
 }
 
-// With a check chosen, operators can repair all its open findings at
-// once: the button states the estimate, a repeat repairs nothing twice.
+// With a check chosen, operators can start a bulk repair of its open
+// findings: the button states the estimate and asks to confirm; the job
+// shows on the page with its progress and a cancel, and, worked by a
+// bulk replay runner, repairs each finding once.
 func TestReconciliationBulkRepair(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -126,14 +134,53 @@ func TestReconciliationBulkRepair(t *testing.T) {
 	require.Equal(t, 0, doc.Find("[data-testid=bulk-repair]").Length(), "no check chosen")
 	doc = page(t, b.do(t, http.MethodGet, "/reconciliation?check=orders"))
 	require.Equal(t, "Repair all 2 open findings of orders", doc.Find("[data-testid=bulk-repair-button]").Text())
+	confirm, _ := doc.Find("[data-testid=bulk-repair]").Attr("hx-confirm")
+	require.Equal(t, "Repair all 2 open findings of orders?", confirm)
+	rid, ok := doc.Find("[data-testid=bulk-repair] input[name=request_id]").Attr("value")
+	require.True(t, ok)
 
-	doc = page(t, post(b, "/reconciliation/repair", url.Values{"check": {"orders"}, "reason": {"the shop lost a day"}}))
-	require.Equal(t, "2 repairs enqueued, 0 already requested, 0 not repairable.", doc.Find("[data-testid=finding-notice]").Text())
-	doc = page(t, post(b, "/reconciliation/repair", url.Values{"check": {"orders"}, "reason": {"again"}}))
-	require.Equal(t, "0 repairs enqueued, 0 already requested, 0 not repairable.", doc.Find("[data-testid=finding-notice]").Text())
-	doc = page(t, post(b, "/reconciliation/repair", url.Values{"check": {"orders"}}))
+	doc = page(t, post(b, "/reconciliation/repair", url.Values{"check": {"orders"}, "reason": {"the shop lost a day"}, "request_id": {rid}}))
+	require.Equal(t, "Bulk repair started for ~2 findings: its progress is below.", doc.Find("[data-testid=finding-notice]").Text())
+	doc = page(t, post(b, "/reconciliation/repair", url.Values{"check": {"orders"}, "reason": {"again"}, "request_id": {uuid.NewString()}}))
+	require.Contains(t, doc.Find("[data-testid=finding-error]").Text(), "already running")
+	doc = page(t, post(b, "/reconciliation/repair", url.Values{"check": {"orders"}, "request_id": {uuid.NewString()}}))
 	require.Contains(t, doc.Find("[data-testid=finding-error]").Text(), "needs a reason")
+
+	doc = page(t, b.do(t, http.MethodGet, "/reconciliation/live?check=orders"))
+	job := doc.Find("[data-testid=repair-job]")
+	require.Equal(t, 1, job.Length())
+	require.Equal(t, "running", job.AttrOr("data-state", ""))
+	require.Equal(t, "0 repaired · 0 skipped of ~2", job.Find("[data-testid=repair-job-progress]").Text())
+	require.Equal(t, 1, job.Find("[data-testid=repair-job-cancel]").Length())
+
+	r := bulkreplay.NewRunner(b.pool, bulkreplay.Config{Poll: 10 * time.Millisecond, Logger: testlog.New(t),
+		Workers: map[string]bulkreplay.Worker{bulkreplay.KindRepair: action.RepairJobWorker()}})
+	require.NoError(t, r.Start(context.Background()))
+	defer r.Stop()
+	testwait.Until(t, 20*time.Second, "the bulk repair done", func() bool {
+		doc := page(t, b.do(t, http.MethodGet, "/reconciliation/live?check=orders"))
+		return doc.Find("[data-testid=repair-job]").AttrOr("data-state", "") == "done"
+	})
+	doc = page(t, b.do(t, http.MethodGet, "/reconciliation/live?check=orders"))
+	require.Equal(t, "2 repaired · 0 skipped of ~2", doc.Find("[data-testid=repair-job-progress]").Text())
+	require.Equal(t, 0, doc.Find("[data-testid=repair-job-cancel]").Length())
 	var n int
 	require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT count(*) FROM switchyard.outbox WHERE destination = 'shop'").Scan(&n))
 	require.Equal(t, 2, n)
+}
+
+// A running bulk repair is cancelled from the page.
+func TestReconciliationRepairJobCancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	reconciled(t, b)
+	page(t, post(b, "/reconciliation/repair", url.Values{"check": {"orders"}, "reason": {"r"}, "request_id": {uuid.NewString()}}))
+	doc := page(t, b.do(t, http.MethodGet, "/reconciliation/live?check=orders"))
+	id := doc.Find("[data-testid=repair-job]").AttrOr("data-job", "")
+	doc = page(t, post(b, "/reconciliation/repair-jobs/"+id+"/cancel", url.Values{"request_id": {uuid.NewString()}}))
+	require.Equal(t, "Bulk repair cancelled; what it repaired stays repaired.", doc.Find("[data-testid=finding-notice]").Text())
+	doc = page(t, post(b, "/reconciliation/repair-jobs/"+id+"/cancel", url.Values{"request_id": {uuid.NewString()}}))
+	require.Contains(t, doc.Find("[data-testid=finding-error]").Text(), "not running")
+	doc = page(t, b.do(t, http.MethodGet, "/reconciliation/live?check=orders"))
+	require.Equal(t, "cancelled", doc.Find("[data-testid=repair-job]").AttrOr("data-state", ""))
 }

@@ -76,16 +76,17 @@ func (h *Handler) routes() []route {
 		route{http.MethodGet, "/inbox/events/:id", auth.Viewer, h.inboxEventShow},
 	)
 	// Reconciliation (reconciliation_*.go; repairs and ignores need the
-	// operator role, which reconcile.Repair checks again).
+	// operator role, which internal/action checks again).
 	rs = append(rs,
 		route{http.MethodGet, "/reconciliation", auth.Viewer, h.reconciliationList},
 		route{http.MethodGet, "/reconciliation/live", auth.Viewer, h.reconciliationLive},
 		route{http.MethodGet, "/reconciliation/drift", auth.Viewer, h.reconciliationDrift},
 		route{http.MethodGet, "/reconciliation/findings/:id", auth.Viewer, h.findingShow},
 		route{http.MethodGet, "/reconciliation/findings/:id/live", auth.Viewer, h.findingLive},
-		route{http.MethodPost, "/reconciliation/findings/:id/repair", auth.Operator, h.findingRepair},
-		route{http.MethodPost, "/reconciliation/findings/:id/ignore", auth.Operator, h.findingIgnore},
-		route{http.MethodPost, "/reconciliation/repair", auth.Operator, h.reconciliationRepair},
+		route{http.MethodPost, "/reconciliation/findings/:id/repair", auth.Operator, h.recordDenials(h.findingRepair)},
+		route{http.MethodPost, "/reconciliation/findings/:id/ignore", auth.Operator, h.recordDenials(h.findingIgnore)},
+		route{http.MethodPost, "/reconciliation/repair", auth.Operator, h.idempotent(h.reconciliationRepair)},
+		route{http.MethodPost, "/reconciliation/repair-jobs/:id/cancel", auth.Operator, h.idempotent(h.repairJobCancel)},
 	)
 	if h.deps.DemoPanel != nil { // console demo only: its traffic generator's panel
 		rs = append(rs,

@@ -2,8 +2,10 @@
 // traffic generator that writes orders with their outbox events in one
 // transaction, signed webhooks into the console's own inbox (with
 // duplicates and out-of-order events) handled by the customer-upsert
-// handler (subpackage customer), and the panel at /demo that changes them
-// while it runs. Its tables and functions live in a schema of their own,
+// handler (subpackage customer), an external system that mirrors the
+// orders and the accepted deliveries for two reconciliation checks
+// (mirror.go), and the panel at /demo that changes them while it runs,
+// down to injecting drift into that external system or taking it down. Its tables and functions live in a schema of their own,
 // switchyard_demo (subpackage demodb), which it creates at start: the core
 // migrations never do, so a production database carries no demo tables.
 //
@@ -44,6 +46,7 @@ var defaults = Settings{OrdersPerSecond: 20, InboxPerSecond: 2, FailurePercent: 
 // package documentation gives; Panel's result is safe for concurrent use.
 type Demo struct {
 	control *control
+	mirror  *mirror
 	logger  *slog.Logger
 	secrets map[string]string
 }
@@ -52,6 +55,7 @@ type Demo struct {
 func New(logger *slog.Logger) *Demo {
 	return &Demo{
 		control: &control{s: defaults},
+		mirror:  &mirror{},
 		logger:  logger,
 		secrets: map[string]string{webhookSecret: newSecret(), inboxSecret: newSecret()},
 	}
@@ -64,7 +68,8 @@ func (d *Demo) Prepare(ctx context.Context, pool *pgxpool.Pool) error {
 	if err := demodb.Install(ctx, pool); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	url, err := serveFlaky(ctx, d.control)
+	d.mirror.start(ctx)
+	url, err := serveFlaky(ctx, d.control, d.mirror.accepted)
 	if err != nil {
 		return fmt.Errorf("demo: start the flaky destination: %w", err)
 	}
@@ -76,6 +81,9 @@ func (d *Demo) Prepare(ctx context.Context, pool *pgxpool.Pool) error {
 	})
 	if err != nil {
 		return fmt.Errorf("demo: write destination: %w", err)
+	}
+	if err := d.mirror.writeChecks(ctx, pool); err != nil {
+		return fmt.Errorf("demo: %w", err)
 	}
 	err = q.InboxSourceUpsert(ctx, queries.InboxSourceUpsertParams{
 		Name: Source, Scheme: "standard-webhooks", SecretRefs: []string{inboxSecret},
@@ -108,7 +116,8 @@ func (d *Demo) Handlers() inbox.Registry {
 // Start runs the traffic generators until ctx ends; baseURL is the
 // console's.
 func (d *Demo) Start(ctx context.Context, pool *pgxpool.Pool, baseURL string) {
-	go runOrders(ctx, pool, d.control, d.logger)
+	go runOrders(ctx, pool, d.control, d.mirror, d.logger)
+	go d.mirror.follow(ctx, pool, d.logger)
 	go runWebhooks(ctx, baseURL+"/inbox/"+Source, d.secrets[inboxSecret], d.control, d.logger)
 	d.logger.Info("demo running: open the console; change the traffic at /demo", slog.String("url", baseURL))
 }

@@ -2,11 +2,14 @@ package demo
 
 import (
 	"context"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/destination/webhook"
 )
 
 // Settings are the knobs of a running demo that its panel changes.
@@ -16,6 +19,7 @@ type Settings struct {
 	FailurePercent  int     // share of deliveries the flaky destination fails
 	LatencyMs       int     // how long the flaky destination takes to answer
 	Outage          bool    // the flaky destination answers 503 to everything
+	ProviderDown    bool    // the external system's lookups answer 503
 }
 
 // control holds the demo's settings, read by the flaky destination and
@@ -53,7 +57,9 @@ var demoErrors = []struct {
 // until ctx ends: it answers after the configured latency, fails the
 // configured share of requests, and answers 503 to all during an outage.
 // It returns the URL to deliver to.
-func serveFlaky(ctx context.Context, control *control) (string, error) {
+// accepted, if not nil, is told the webhook-id and the body of every
+// delivery it accepted (the external system's record of them).
+func serveFlaky(ctx context.Context, control *control, accepted func(key string, body []byte)) (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -77,6 +83,10 @@ func serveFlaky(ctx context.Context, control *control) (string, error) {
 			e := demoErrors[rand.IntN(len(demoErrors))]
 			http.Error(w, e.body, e.code)
 			return
+		}
+		if accepted != nil {
+			body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20)) // a short body is no repair: nothing lost
+			accepted(r.Header.Get(webhook.HeaderID), body)
 		}
 		w.WriteHeader(http.StatusNoContent)
 	}), ReadHeaderTimeout: 5 * time.Second}

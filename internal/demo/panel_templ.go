@@ -14,7 +14,7 @@ import "github.com/switchyard/switchyard/web/templates"
 // panelView is the panel's view model: the settings as the form shows them.
 type panelView struct {
 	OrdersPerSecond, InboxPerSecond, FailurePercent, LatencyMs string
-	Outage                                                     bool
+	Outage, ProviderDown                                       bool
 	Saved                                                      bool
 	// CSRFToken goes into the form, for browsers that do not send
 	// Sec-Fetch-Site.
@@ -173,7 +173,53 @@ func panelPage(p templates.Page, d panelView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "></label> <button type=\"submit\">Apply</button></form>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "></label> <button type=\"submit\">Apply</button></form><h2>External system</h2><p class=\"subtitle\">An in-process provider mirrors the demo's orders and the deliveries the destination accepted; the checks ")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var10 string
+			templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(" ")
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/demo/panel.templ`, Line: 41, Col: 8}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var10))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "<span class=\"mono\">demo-orders</span> and <span class=\"mono\">demo-deliveries</span> compare them every few seconds. Inject drift, then watch it appear on the <a href=\"/reconciliation\">Reconciliation</a> page and repair it.</p><form class=\"filters demo-form\" method=\"post\" action=\"/demo\" data-testid=\"drift-form\">")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			if d.CSRFToken != "" {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "<input type=\"hidden\" name=\"_csrf\" value=\"")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var11 string
+				templ_7745c5c3_Var11, templ_7745c5c3_Err = templruntime.NewAttributeExpression(d.CSRFToken).Resolve(ctx)
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/demo/panel.templ`, Line: 46, Col: 57}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var11)
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "\"> ")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "<input type=\"hidden\" name=\"form\" value=\"drift\"> <label>Drop orders remotely <input type=\"number\" name=\"drop\" min=\"0\" max=\"1000\" value=\"0\" data-testid=\"drift-drop\"></label> <label>Alter orders remotely <input type=\"number\" name=\"alter\" min=\"0\" max=\"1000\" value=\"0\" data-testid=\"drift-alter\"></label> <label>Add orders only the remote has <input type=\"number\" name=\"add\" min=\"0\" max=\"1000\" value=\"0\" data-testid=\"drift-add\"></label> <label>Lose accepted deliveries <input type=\"number\" name=\"lose_deliveries\" min=\"0\" max=\"1000\" value=\"0\" data-testid=\"drift-lose\"></label> <label>Provider down <input type=\"checkbox\" name=\"provider_down\"")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			if d.ProviderDown {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, " checked")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, " data-testid=\"drift-down\"></label> <button type=\"submit\" data-testid=\"drift-apply\">Inject</button></form>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -22,7 +22,9 @@ var demoCustomers = []string{"ada", "grace", "alan", "barbara", "edsger", "marga
 
 // runOrders writes orders at the configured rate until ctx ends: each
 // order and its outbox event in one transaction, as a real service would.
-func runOrders(ctx context.Context, pool *pgxpool.Pool, control *control, logger *slog.Logger) {
+// The external shop (mirror) is told of each order inside its transaction,
+// so that no cycle sees an order the shop has not heard of yet.
+func runOrders(ctx context.Context, pool *pgxpool.Pool, control *control, m *mirror, logger *slog.Logger) {
 	var owed float64
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -38,7 +40,7 @@ func runOrders(ctx context.Context, pool *pgxpool.Pool, control *control, logger
 		if n == 0 {
 			continue
 		}
-		if err := writeOrders(ctx, pool, n); err != nil && ctx.Err() == nil {
+		if err := writeOrders(ctx, pool, n, m); err != nil && ctx.Err() == nil {
 			logger.Warn("demo: write orders", slog.Any("error", err))
 		} else if err == nil {
 			_ = outbox.Notify(ctx, pool)
@@ -46,7 +48,7 @@ func runOrders(ctx context.Context, pool *pgxpool.Pool, control *control, logger
 	}
 }
 
-func writeOrders(ctx context.Context, pool *pgxpool.Pool, n int) error {
+func writeOrders(ctx context.Context, pool *pgxpool.Pool, n int, m *mirror) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		msgs := make([]outbox.Message, 0, n)
 		for range n {
@@ -56,6 +58,7 @@ func writeOrders(ctx context.Context, pool *pgxpool.Pool, n int) error {
 			if err != nil {
 				return fmt.Errorf("insert order: %w", err)
 			}
+			m.order(order.ID, customer, amount)
 			body, _ := json.Marshal(map[string]any{"order_id": order.ID, "customer": customer, "amount_cents": amount, "created_at": order.CreatedAt})
 			m := outbox.Message{Topic: "order.created", Destination: Destination, Payload: body}
 			if rand.IntN(2) == 0 { // half are ordered per customer

@@ -376,6 +376,7 @@ type SwitchyardReplayJob struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	FinishedAt     *time.Time
+	Kind           string
 }
 
 type SwitchyardSession struct {

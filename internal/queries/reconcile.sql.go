@@ -312,6 +312,59 @@ func (q *Queries) ReconcileCheckSummaries(ctx context.Context) ([]ReconcileCheck
 	return items, nil
 }
 
+const reconcileCheckUpsert = `-- name: ReconcileCheckUpsert :exec
+INSERT INTO switchyard.reconcile_checks (
+    name, kind, batch_size, remote_rate, timeout_ms, interval_ms, remote_url, destination, topic,
+    window_ms, table_schema, table_name, key_column, columns, lease_ms
+) VALUES (
+    $1, $2, $3, $4, $5, $6, $7, $8, $9,
+    $10, $11, $12, $13, $14::text[], $15
+)
+ON CONFLICT (name) DO UPDATE SET remote_url = excluded.remote_url, interval_ms = excluded.interval_ms,
+    next_cycle_at = now()
+`
+
+type ReconcileCheckUpsertParams struct {
+	Name        string
+	Kind        string
+	BatchSize   int32
+	RemoteRate  float64
+	TimeoutMs   int32
+	IntervalMs  int64
+	RemoteUrl   string
+	Destination string
+	Topic       string
+	WindowMs    int64
+	TableSchema string
+	TableName   string
+	KeyColumn   string
+	Columns     []string
+	LeaseMs     int32
+}
+
+// ReconcileCheckUpsert writes a check by name, keeping its cycles and
+// findings: `console demo` points its checks at the provider it started.
+func (q *Queries) ReconcileCheckUpsert(ctx context.Context, arg ReconcileCheckUpsertParams) error {
+	_, err := q.db.Exec(ctx, reconcileCheckUpsert,
+		arg.Name,
+		arg.Kind,
+		arg.BatchSize,
+		arg.RemoteRate,
+		arg.TimeoutMs,
+		arg.IntervalMs,
+		arg.RemoteUrl,
+		arg.Destination,
+		arg.Topic,
+		arg.WindowMs,
+		arg.TableSchema,
+		arg.TableName,
+		arg.KeyColumn,
+		arg.Columns,
+		arg.LeaseMs,
+	)
+	return err
+}
+
 const reconcileCycleAdvance = `-- name: ReconcileCycleAdvance :one
 WITH lease AS (
     UPDATE switchyard.reconcile_checks k

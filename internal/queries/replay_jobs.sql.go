@@ -162,21 +162,24 @@ SET lease_owner = $1::text, lease_version = j.lease_version + 1,
 WHERE j.id = (
     SELECT id FROM switchyard.replay_jobs
     WHERE state = 'running' AND (lease_expires_at IS NULL OR lease_expires_at < now())
+      AND kind = ANY($3::text[])
     ORDER BY created_at
     LIMIT 1
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, filter, filter_key, mode, actor, reason, rate_per_sec, state, estimate, upper_id, cursor_id, replayed, skipped, lease_owner, lease_version, lease_expires_at, created_at, updated_at, finished_at
+RETURNING id, filter, filter_key, mode, actor, reason, rate_per_sec, state, estimate, upper_id, cursor_id, replayed, skipped, lease_owner, lease_version, lease_expires_at, created_at, updated_at, finished_at, kind
 `
 
 type ReplayJobClaimParams struct {
 	Owner        string
 	LeaseSeconds float64
+	Kinds        []string
 }
 
-// ReplayJobClaim leases one running job whose lease is free or expired.
+// ReplayJobClaim leases one running job of one of kinds (those the runner
+// has a worker for) whose lease is free or expired.
 func (q *Queries) ReplayJobClaim(ctx context.Context, arg ReplayJobClaimParams) (SwitchyardReplayJob, error) {
-	row := q.db.QueryRow(ctx, replayJobClaim, arg.Owner, arg.LeaseSeconds)
+	row := q.db.QueryRow(ctx, replayJobClaim, arg.Owner, arg.LeaseSeconds, arg.Kinds)
 	var i SwitchyardReplayJob
 	err := row.Scan(
 		&i.ID,
@@ -198,6 +201,7 @@ func (q *Queries) ReplayJobClaim(ctx context.Context, arg ReplayJobClaimParams) 
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.Kind,
 	)
 	return i, err
 }
@@ -208,7 +212,7 @@ INSERT INTO switchyard.replay_jobs (filter, filter_key, mode, actor, reason, rat
 VALUES ($1, $2, $3, $4, $5, $6, $7,
     (SELECT coalesce(max(id), 0) FROM switchyard.outbox))
 ON CONFLICT (filter_key) WHERE state = 'running' DO NOTHING
-RETURNING id, filter, filter_key, mode, actor, reason, rate_per_sec, state, estimate, upper_id, cursor_id, replayed, skipped, lease_owner, lease_version, lease_expires_at, created_at, updated_at, finished_at
+RETURNING id, filter, filter_key, mode, actor, reason, rate_per_sec, state, estimate, upper_id, cursor_id, replayed, skipped, lease_owner, lease_version, lease_expires_at, created_at, updated_at, finished_at, kind
 `
 
 type ReplayJobCreateParams struct {
@@ -256,6 +260,7 @@ func (q *Queries) ReplayJobCreate(ctx context.Context, arg ReplayJobCreateParams
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.Kind,
 	)
 	return i, err
 }
@@ -312,7 +317,7 @@ func (q *Queries) ReplayJobEstimate(ctx context.Context, arg ReplayJobEstimatePa
 }
 
 const replayJobGet = `-- name: ReplayJobGet :one
-SELECT id, filter, filter_key, mode, actor, reason, rate_per_sec, state, estimate, upper_id, cursor_id, replayed, skipped, lease_owner, lease_version, lease_expires_at, created_at, updated_at, finished_at FROM switchyard.replay_jobs WHERE id = $1
+SELECT id, filter, filter_key, mode, actor, reason, rate_per_sec, state, estimate, upper_id, cursor_id, replayed, skipped, lease_owner, lease_version, lease_expires_at, created_at, updated_at, finished_at, kind FROM switchyard.replay_jobs WHERE id = $1
 `
 
 func (q *Queries) ReplayJobGet(ctx context.Context, id uuid.UUID) (SwitchyardReplayJob, error) {
@@ -338,12 +343,13 @@ func (q *Queries) ReplayJobGet(ctx context.Context, id uuid.UUID) (SwitchyardRep
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.Kind,
 	)
 	return i, err
 }
 
 const replayJobList = `-- name: ReplayJobList :many
-SELECT id, filter, filter_key, mode, actor, reason, rate_per_sec, state, estimate, upper_id, cursor_id, replayed, skipped, lease_owner, lease_version, lease_expires_at, created_at, updated_at, finished_at FROM switchyard.replay_jobs ORDER BY created_at DESC LIMIT $1
+SELECT id, filter, filter_key, mode, actor, reason, rate_per_sec, state, estimate, upper_id, cursor_id, replayed, skipped, lease_owner, lease_version, lease_expires_at, created_at, updated_at, finished_at, kind FROM switchyard.replay_jobs ORDER BY created_at DESC LIMIT $1
 `
 
 func (q *Queries) ReplayJobList(ctx context.Context, maxRows int32) ([]SwitchyardReplayJob, error) {
@@ -375,6 +381,7 @@ func (q *Queries) ReplayJobList(ctx context.Context, maxRows int32) ([]Switchyar
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.FinishedAt,
+			&i.Kind,
 		); err != nil {
 			return nil, err
 		}
@@ -425,7 +432,7 @@ func (q *Queries) ReplayJobOutcomes(ctx context.Context, jobs []uuid.UUID) ([]Re
 }
 
 const replayJobRunning = `-- name: ReplayJobRunning :one
-SELECT id, filter, filter_key, mode, actor, reason, rate_per_sec, state, estimate, upper_id, cursor_id, replayed, skipped, lease_owner, lease_version, lease_expires_at, created_at, updated_at, finished_at FROM switchyard.replay_jobs WHERE filter_key = $1 AND state = 'running'
+SELECT id, filter, filter_key, mode, actor, reason, rate_per_sec, state, estimate, upper_id, cursor_id, replayed, skipped, lease_owner, lease_version, lease_expires_at, created_at, updated_at, finished_at, kind FROM switchyard.replay_jobs WHERE filter_key = $1 AND state = 'running'
 `
 
 func (q *Queries) ReplayJobRunning(ctx context.Context, filterKey string) (SwitchyardReplayJob, error) {
@@ -451,6 +458,7 @@ func (q *Queries) ReplayJobRunning(ctx context.Context, filterKey string) (Switc
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.Kind,
 	)
 	return i, err
 }

@@ -11,6 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/internal/service"
+	"github.com/switchyard/switchyard/internal/testlog"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // driftRows is the size of the table drift is injected into: 100,000
@@ -165,7 +168,7 @@ func TestKilledRunnerIsResumedFromTheCursor(t *testing.T) {
 	require.Equal(t, int64(1750), mid.Examined)
 
 	e.addRowsLocalOnly(5001, 5010) // during the cycle, unknown to the provider
-	e.runWhenLeaseFree(e.runner("b"), 10*1e9)
+	e.runWhenLeaseFree(e.runner("b"), 10*time.Second)
 	y := e.lastCycle()
 	require.Equal(t, mid.ID, y.ID, "the same cycle, resumed")
 	require.Equal(t, "complete", y.State)
@@ -226,14 +229,13 @@ func TestStartedRunnerRunsDueChecks(t *testing.T) {
 	e := setup(t, 300)
 	e.remote.Drop("9")
 	e.tableCheck("orders", 100, 1000, 30_000)
-	r := NewRunner(e.pool, Config{Owner: "bg", Client: e.client, Poll: 20 * time.Millisecond})
+	require.ErrorIs(t, NewRunner(e.pool, Config{}).Start(context.Background()), errNoOwner)
+	r := NewRunner(e.pool, Config{Owner: "bg", Client: e.client, Poll: 20 * time.Millisecond, Logger: testlog.New(t)})
 	require.NoError(t, r.Start(context.Background()))
-	require.Error(t, r.Start(context.Background()), "a runner starts once")
-	deadline := time.Now().Add(20 * time.Second)
-	for e.count("SELECT count(*) FROM switchyard.reconcile_cycles WHERE state = 'complete'") == 0 {
-		require.True(t, time.Now().Before(deadline), "no cycle completed")
-		time.Sleep(20 * time.Millisecond)
-	}
+	require.ErrorIs(t, r.Start(context.Background()), service.ErrStarted, "a runner starts once")
+	testwait.Until(t, 20*time.Second, "a complete cycle", func() bool {
+		return e.count("SELECT count(*) FROM switchyard.reconcile_cycles WHERE state = 'complete'") > 0
+	})
 	r.Stop()
 	r.Stop()
 	require.Equal(t, map[string]bool{"missing_remote 9": true}, e.findings(StatusOpen))

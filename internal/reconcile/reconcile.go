@@ -20,8 +20,10 @@
 // token), so a runner whose lease was taken over changes nothing.
 //
 // Findings are stored once per (check, key, kind), with the lifecycle
-// open -> repair_requested -> resolved | ignored; Repair enqueues their
-// repair through the outbox (repair.go). The remote contract is in
+// open -> repair_requested -> resolved | ignored; RepairTx enqueues their
+// repair through the outbox (repair.go), inside the transaction of the
+// operator actions of internal/action (RepairFinding, IgnoreFinding,
+// RepairFindings), which check the role and the reason and audit it. The remote contract is in
 // docs/reconcile.md.
 package reconcile
 

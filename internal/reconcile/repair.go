@@ -6,27 +6,24 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/switchyard/switchyard/internal/audit"
-	"github.com/switchyard/switchyard/internal/auth"
 	"github.com/switchyard/switchyard/internal/changefeed"
 	"github.com/switchyard/switchyard/internal/outbox"
 	"github.com/switchyard/switchyard/internal/queries"
 )
 
-// Operator actions on findings. Each has the shape of the transport-free
-// operator actions (ctx, pool, actor, input) -> result or a typed
-// refusal, owns its one transaction (effect, history row, change-feed row,
-// audit row: invariant 7) and wakes the feed after the commit, so that the
-// console, a JSON API or a triage WebSocket can all call it.
+// The engine of the operator actions on findings: RepairTx and IgnoreTx
+// change a finding inside the caller's transaction (effect, history row,
+// change-feed row). The actions themselves, with the role check, the
+// reason, the audit row and the wake-ups after the commit, are
+// internal/action's (RepairFinding, IgnoreFinding, RepairFindings), so the
+// console, a JSON API and a triage WebSocket all call the same thing.
 
-// Audit actions of the findings.
+// Audit actions of the findings (recorded by internal/action).
 const (
 	ActionRepair = "reconcile.repair"
 	ActionIgnore = "reconcile.ignore"
@@ -34,8 +31,6 @@ const (
 
 // Refusals of the finding actions; nothing was written.
 var (
-	ErrForbidden         = errors.New("reconcile: repairing or ignoring a finding needs the operator role")
-	ErrReasonRequired    = errors.New("reconcile: a repair or an ignore needs a reason")
 	ErrFindingNotFound   = errors.New("reconcile: no such finding")
 	ErrNotRepairable     = errors.New("reconcile: this finding cannot be repaired")
 	ErrRepairInFlight    = errors.New("reconcile: a redelivery of this message is still in flight")
@@ -43,27 +38,32 @@ var (
 	errUnknownRepairKind = errors.New("reconcile: no repair for this kind of finding")
 )
 
-// Actor is who acts: the signed-in account (or "cli") and its role.
-type Actor struct {
-	Name       string
-	ID         *int64
-	Role       auth.Role
-	RemoteAddr string
+// By is who changes a finding and why, as its history row records them.
+// The caller has checked the actor's role and the reason.
+type By struct {
+	Actor  string
+	Reason string
 }
 
-// RepairInput asks for the repair of one finding.
-type RepairInput struct {
+// FindingRef names a finding an action changed: what its audit row says.
+type FindingRef struct {
 	FindingID int64
-	Reason    string
+	Check     string
+	// FindingKey is the entity's key (an order id, a message id).
+	FindingKey string
+	Kind       string
 }
 
 // RepairResult is the outbox row a repair created, or had created.
 type RepairResult struct {
-	FindingID int64
+	FindingRef
 	// MessageID is the outbox row (switchyard.outbox.id).
 	MessageID int64
 	// Key is the idempotency key the repair is delivered with.
 	Key uuid.UUID
+	// Request is RepairKey of the finding and the cycle it was repaired
+	// for: the audit row's request id.
+	Request uuid.UUID
 	// Existing is true when this finding had already been repaired for
 	// the cycle that last saw it: nothing new was written.
 	Existing bool
@@ -79,85 +79,51 @@ func RepairKey(finding, cycle int64) uuid.UUID {
 	return uuid.NewSHA1(repairNamespace, []byte("reconcile-repair/"+strconv.FormatInt(finding, 10)+"/"+strconv.FormatInt(cycle, 10)))
 }
 
-// Repair enqueues the repair of a finding through the outbox and marks it
-// repair_requested: a delivery check's missing_remote is redelivered with
-// its original idempotency key; a table check's missing_remote or
-// mismatch enqueues the row's current state to the check's destination,
-// and its missing_local a deletion. The finding is locked for the
-// duration, so concurrent repairs of it are applied one at a time.
-func Repair(ctx context.Context, pool *pgxpool.Pool, a Actor, in RepairInput) (RepairResult, error) {
-	if err := allowed(a, in.Reason); err != nil {
-		return RepairResult{}, err
-	}
-	var res RepairResult
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		f, err := lockFinding(ctx, tx, in.FindingID)
-		if err != nil {
-			return err
-		}
-		res = RepairResult{FindingID: f.ID}
-		if f.Status == StatusResolved || f.Status == StatusIgnored {
-			return fmt.Errorf("%w (it is %s)", ErrAlreadyResolved, f.Status)
-		}
-		if f.Status == StatusRepairRequested && f.RepairCycleID != nil && *f.RepairCycleID == f.LastCycleID && f.RepairMessage != nil {
-			res.MessageID, res.Existing = *f.RepairMessage, true
-			res.Key, err = deliveryKey(ctx, tx, res.MessageID)
-			return err
-		}
-		if res.MessageID, res.Key, err = enqueueRepair(ctx, tx, a, in.Reason, f); err != nil {
-			return err
-		}
-		return markFinding(ctx, tx, a, f, StatusRepairRequested, in.Reason, &f.LastCycleID, &res.MessageID, map[string]any{
-			"check": f.CheckName, "key": f.Key, "kind": f.Kind, "message": res.MessageID, "idempotency_key": res.Key.String(),
-		}, ActionRepair, RepairKey(f.ID, f.LastCycleID).String())
-	})
+// RepairTx enqueues the repair of finding id through the outbox and marks
+// it repair_requested, in tx: a delivery check's missing_remote is
+// redelivered with its original idempotency key; a table check's
+// missing_remote or mismatch enqueues the row's current state to the
+// check's destination, and its missing_local a deletion. The finding is
+// locked until tx ends, so concurrent repairs of it are applied one at a
+// time, and the second finds the first's row (Existing). Refusals:
+// ErrFindingNotFound, ErrAlreadyResolved, ErrNotRepairable,
+// ErrRepairInFlight; after one the caller rolls tx back.
+func RepairTx(ctx context.Context, tx pgx.Tx, by By, id int64) (RepairResult, error) {
+	f, err := lockFinding(ctx, tx, id)
 	if err != nil {
 		return RepairResult{}, err
 	}
-	if !res.Existing {
-		_ = changefeed.Notify(ctx, pool) // wake-ups only: pages and dispatchers poll as well
-		_ = outbox.Notify(ctx, pool)
+	res := RepairResult{FindingRef: refOf(f), Request: RepairKey(f.ID, f.LastCycleID)}
+	if f.Status == StatusResolved || f.Status == StatusIgnored {
+		return res, fmt.Errorf("%w (it is %s)", ErrAlreadyResolved, f.Status)
 	}
-	return res, nil
+	if f.Status == StatusRepairRequested && f.RepairCycleID != nil && *f.RepairCycleID == f.LastCycleID && f.RepairMessage != nil {
+		res.MessageID, res.Existing = *f.RepairMessage, true
+		res.Key, err = deliveryKey(ctx, tx, res.MessageID)
+		return res, err
+	}
+	if res.MessageID, res.Key, err = enqueueRepair(ctx, tx, by, f); err != nil {
+		return res, err
+	}
+	return res, markFinding(ctx, tx, by, f, StatusRepairRequested, &f.LastCycleID, &res.MessageID)
 }
 
-// IgnoreInput asks to ignore a finding (it is known and accepted).
-type IgnoreInput struct {
-	FindingID int64
-	Reason    string
+// IgnoreTx marks an open or repair_requested finding ignored, in tx: later
+// cycles still see it, but it is no longer open drift. Refusals:
+// ErrFindingNotFound, ErrAlreadyResolved.
+func IgnoreTx(ctx context.Context, tx pgx.Tx, by By, id int64) (FindingRef, error) {
+	f, err := lockFinding(ctx, tx, id)
+	if err != nil {
+		return FindingRef{}, err
+	}
+	if f.Status == StatusResolved || f.Status == StatusIgnored {
+		return refOf(f), fmt.Errorf("%w (it is %s)", ErrAlreadyResolved, f.Status)
+	}
+	return refOf(f), markFinding(ctx, tx, by, f, StatusIgnored, nil, nil)
 }
 
-// Ignore marks an open or repair_requested finding ignored: later cycles
-// still see it, but it is no longer open drift.
-func Ignore(ctx context.Context, pool *pgxpool.Pool, a Actor, in IgnoreInput) error {
-	if err := allowed(a, in.Reason); err != nil {
-		return err
-	}
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		f, err := lockFinding(ctx, tx, in.FindingID)
-		if err != nil {
-			return err
-		}
-		if f.Status == StatusResolved || f.Status == StatusIgnored {
-			return fmt.Errorf("%w (it is %s)", ErrAlreadyResolved, f.Status)
-		}
-		return markFinding(ctx, tx, a, f, StatusIgnored, in.Reason, nil, nil,
-			map[string]any{"check": f.CheckName, "key": f.Key, "kind": f.Kind}, ActionIgnore, "")
-	})
-	if err == nil {
-		_ = changefeed.Notify(ctx, pool) // a wake-up only
-	}
-	return err
-}
-
-func allowed(a Actor, reason string) error {
-	if !a.Role.Allows(auth.Operator) {
-		return ErrForbidden
-	}
-	if strings.TrimSpace(reason) == "" {
-		return ErrReasonRequired
-	}
-	return nil
+func refOf(f queries.ReconcileFindingLockRow) FindingRef {
+	return FindingRef{FindingID: f.ID, Check: f.CheckName, FindingKey: f.Key, Kind: f.Kind}
 }
 
 func lockFinding(ctx context.Context, tx pgx.Tx, id int64) (queries.ReconcileFindingLockRow, error) {
@@ -168,37 +134,24 @@ func lockFinding(ctx context.Context, tx pgx.Tx, id int64) (queries.ReconcileFin
 	return f, wrap(err, "lock finding %d", id)
 }
 
-// markFinding moves f to status with its history, change-feed and audit
-// rows, in tx.
-func markFinding(ctx context.Context, tx pgx.Tx, a Actor, f queries.ReconcileFindingLockRow, status, reason string,
-	cycle, message *int64, detail map[string]any, action, requestID string) error {
-	q := queries.New(tx)
-	err := q.ReconcileFindingMark(ctx, queries.ReconcileFindingMarkParams{
-		FindingID: f.ID, Status: status, Actor: a.Name, Reason: reason, RepairCycleID: cycle, RepairMessage: message,
+// markFinding moves f to status with its history and change-feed rows,
+// in tx.
+func markFinding(ctx context.Context, tx pgx.Tx, by By, f queries.ReconcileFindingLockRow, status string, cycle, message *int64) error {
+	err := queries.New(tx).ReconcileFindingMark(ctx, queries.ReconcileFindingMarkParams{
+		FindingID: f.ID, Status: status, Actor: by.Actor, Reason: by.Reason, RepairCycleID: cycle, RepairMessage: message,
 	})
 	if err != nil {
 		return fmt.Errorf("reconcile: mark finding %d %s: %w", f.ID, status, err)
 	}
-	if err := announce(ctx, tx, changefeed.KindReconcileFinding, f.CheckName, map[string]any{"finding": f.ID, "action": status}); err != nil {
-		return err
-	}
-	raw, err := json.Marshal(detail)
-	if err != nil {
-		return fmt.Errorf("reconcile: encode audit detail: %w", err)
-	}
-	_, err = audit.Record(ctx, tx, audit.Entry{
-		Actor: a.Name, ActorID: a.ID, Action: action, Target: "finding " + strconv.FormatInt(f.ID, 10),
-		Reason: reason, Outcome: audit.OK, RequestID: requestID, RemoteAddr: a.RemoteAddr, Detail: raw,
-	})
-	return err
+	return announce(ctx, tx, changefeed.KindReconcileFinding, f.CheckName, map[string]any{"finding": f.ID, "action": status})
 }
 
 // enqueueRepair writes the repair's outbox row for f, in tx.
-func enqueueRepair(ctx context.Context, tx pgx.Tx, a Actor, reason string, f queries.ReconcileFindingLockRow) (int64, uuid.UUID, error) {
+func enqueueRepair(ctx context.Context, tx pgx.Tx, by By, f queries.ReconcileFindingLockRow) (int64, uuid.UUID, error) {
 	key := RepairKey(f.ID, f.LastCycleID)
 	switch {
 	case f.CheckKind == KindDelivery && f.Kind == MissingRemote && f.Ref != nil:
-		return redeliver(ctx, tx, a, reason, *f.Ref, key)
+		return redeliver(ctx, tx, by, *f.Ref, key)
 	case f.CheckKind == KindTable:
 		return enqueueEntity(ctx, tx, f, key)
 	default:
@@ -210,9 +163,9 @@ func enqueueRepair(ctx context.Context, tx pgx.Tx, a Actor, reason string, f que
 // message (outbox_one_pending_replay).
 const sqlstateUniqueViolation = "23505"
 
-func redeliver(ctx context.Context, tx pgx.Tx, a Actor, reason string, messageID int64, request uuid.UUID) (int64, uuid.UUID, error) {
+func redeliver(ctx context.Context, tx pgx.Tx, by By, messageID int64, request uuid.UUID) (int64, uuid.UUID, error) {
 	q := queries.New(tx)
-	row, err := q.ReconcileRedeliver(ctx, queries.ReconcileRedeliverParams{ID: messageID, RequestID: request, Actor: a.Name, Reason: reason})
+	row, err := q.ReconcileRedeliver(ctx, queries.ReconcileRedeliverParams{ID: messageID, RequestID: request, Actor: by.Actor, Reason: by.Reason})
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:

@@ -12,11 +12,41 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
-
-	"github.com/switchyard/switchyard/internal/auth"
 )
 
-var operator = Actor{Name: "op", Role: auth.Operator}
+// repair runs RepairTx in a transaction of its own, as an action does.
+func (e *env) repair(actor string, id int64) (RepairResult, error) {
+	var r RepairResult
+	err := pgx.BeginFunc(context.Background(), e.pool, func(tx pgx.Tx) error {
+		var err error
+		r, err = RepairTx(context.Background(), tx, By{Actor: actor, Reason: "customer asked"}, id)
+		return err
+	})
+	return r, err
+}
+
+// repairAll walks the open findings of f, repairing each, as a bulk
+// repair does; it returns how many it repaired.
+func (e *env) repairAll(f FindingFilter) (repaired int, err error) {
+	var before int64
+	for {
+		ids, err := OpenFindings(context.Background(), e.pool, f, before, 7)
+		if err != nil || len(ids) == 0 {
+			return repaired, err
+		}
+		for _, id := range ids {
+			r, err := e.repair("bulk", id)
+			switch {
+			case errors.Is(err, ErrAlreadyResolved):
+			case err != nil:
+				return repaired, err
+			case !r.Existing:
+				repaired++
+			}
+		}
+		before = ids[len(ids)-1]
+	}
+}
 
 // findingID returns the id of the finding of kind for key.
 func (e *env) findingID(kind, key string) int64 {
@@ -76,8 +106,7 @@ func TestRepairMakesOneOutboxRowWhateverTheClicksAndOperators(t *testing.T) {
 		for i := range clicks {
 			wg.Go(func() {
 				<-start
-				r, err := Repair(context.Background(), e.pool, Actor{Name: fmt.Sprintf("op%d", i), Role: auth.Operator},
-					RepairInput{FindingID: f, Reason: "customer asked"})
+				r, err := e.repair(fmt.Sprintf("op%d", i), f)
 				if err != nil {
 					t.Errorf("repair %d: %v", f, err)
 					return
@@ -105,7 +134,6 @@ func TestRepairMakesOneOutboxRowWhateverTheClicksAndOperators(t *testing.T) {
 	require.Equal(t, 1, e.count("SELECT count(*) FROM switchyard.outbox WHERE replay_request = $1", RepairKey(lost, 1)))
 	require.Equal(t, 1, e.count("SELECT count(*) FROM switchyard.outbox WHERE message_id = $1", first[mismatch].Key))
 	require.Equal(t, 10+1+1, e.count("SELECT count(*) FROM switchyard.outbox"))
-	require.Equal(t, 2, e.count("SELECT count(*) FROM switchyard.audit_log WHERE action = $1", ActionRepair))
 	require.Equal(t, 2, e.count("SELECT count(*) FROM switchyard.reconcile_findings WHERE status = 'repair_requested'"))
 
 	// The repairs reach the remote (what the destination would do).
@@ -125,7 +153,7 @@ func TestRepairMakesOneOutboxRowWhateverTheClicksAndOperators(t *testing.T) {
 	require.Equal(t, 0, e.count("SELECT count(*) FROM switchyard.reconcile_findings WHERE status <> 'resolved'"))
 }
 
-// Refusals say why and write nothing; a missing_local repair enqueues a
+// A finding that does not exist is refused; a missing_local repair enqueues a
 // deletion; an ignored finding is audited and can no longer be repaired.
 func TestRepairRefusalsAndIgnore(t *testing.T) {
 	t.Parallel()
@@ -136,24 +164,22 @@ func TestRepairRefusalsAndIgnore(t *testing.T) {
 	e.runAll(e.runner("a"))
 	extra, lost := e.findingID(MissingLocal, "21"), e.findingID(MissingRemote, "5")
 
-	_, err := Repair(context.Background(), e.pool, Actor{Name: "v", Role: auth.Viewer}, RepairInput{FindingID: extra, Reason: "r"})
-	require.ErrorIs(t, err, ErrForbidden)
-	_, err = Repair(context.Background(), e.pool, operator, RepairInput{FindingID: extra, Reason: " "})
-	require.ErrorIs(t, err, ErrReasonRequired)
-	_, err = Repair(context.Background(), e.pool, operator, RepairInput{FindingID: 1 << 40, Reason: "r"})
+	_, err := e.repair("op", 1<<40)
 	require.ErrorIs(t, err, ErrFindingNotFound)
 	require.Equal(t, 0, e.count("SELECT count(*) FROM switchyard.outbox"))
 
-	r, err := Repair(context.Background(), e.pool, operator, RepairInput{FindingID: extra, Reason: "gone here"})
+	r, err := e.repair("op", extra)
 	require.NoError(t, err)
 	var payload string
 	require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT payload::text FROM switchyard.outbox WHERE id = $1", r.MessageID).Scan(&payload))
 	require.JSONEq(t, `{"key": "21", "deleted": true}`, payload)
 
-	require.NoError(t, Ignore(context.Background(), e.pool, operator, IgnoreInput{FindingID: lost, Reason: "known"}))
-	_, err = Repair(context.Background(), e.pool, operator, RepairInput{FindingID: lost, Reason: "r"})
+	require.NoError(t, pgx.BeginFunc(context.Background(), e.pool, func(tx pgx.Tx) error {
+		_, err := IgnoreTx(context.Background(), tx, By{Actor: "op", Reason: "known"}, lost)
+		return err
+	}))
+	_, err = e.repair("op", lost)
 	require.True(t, errors.Is(err, ErrAlreadyResolved), "%v", err)
-	require.Equal(t, 1, e.count("SELECT count(*) FROM switchyard.audit_log WHERE action = $1", ActionIgnore))
 	rows, err := e.pool.Query(context.Background(), "SELECT event FROM switchyard.reconcile_finding_events WHERE finding_id = $1 ORDER BY id", lost)
 	require.NoError(t, err)
 	events, err := pgx.CollectRows(rows, pgx.RowTo[string])
@@ -161,11 +187,10 @@ func TestRepairRefusalsAndIgnore(t *testing.T) {
 	require.Equal(t, []string{"opened", StatusIgnored}, events)
 }
 
-// A bulk repair of 300 findings run twice at once and then retried makes
-// one outbox row per finding: every finding is repaired by exactly one of
-// the runs; a limited run stops and says there is more. The open drift groups as triage will
-// show it.
-func TestRepairManyMakesOneRowPerFindingWhateverTheRetries(t *testing.T) {
+// Two walks of the open findings (a bulk repair's) at once, then a retry,
+// make one outbox row per finding: every finding is repaired by exactly
+// one walk. The open drift groups as triage will show it.
+func TestBulkRepairWalksMakeOneRowPerFinding(t *testing.T) {
 	t.Parallel()
 	e := setup(t, 600)
 	for i := 2; i <= 600; i += 2 {
@@ -183,51 +208,22 @@ func TestRepairManyMakesOneRowPerFindingWhateverTheRetries(t *testing.T) {
 
 	start := make(chan struct{})
 	var wg sync.WaitGroup
-	results := make(chan RepairManyResult, 2)
+	var repaired atomic.Int64
 	for range 2 {
 		wg.Go(func() {
 			<-start
-			r, err := RepairMany(context.Background(), e.pool, operator, RepairManyInput{Check: "orders", Kind: Mismatch, Reason: "bulk"})
+			n, err := e.repairAll(FindingFilter{Check: "orders", Kind: Mismatch})
 			if err != nil {
-				t.Errorf("repair many: %v", err)
+				t.Errorf("repair all: %v", err)
 			}
-			results <- r
+			repaired.Add(int64(n))
 		})
 	}
 	close(start)
 	wg.Wait()
-	close(results)
-	var total RepairManyResult
-	for r := range results {
-		total.Repaired, total.Existing, total.Refused = total.Repaired+r.Repaired, total.Existing+r.Existing, total.Refused+r.Refused
-	}
-	require.Equal(t, 300, total.Repaired, "each finding repaired by one run")
-	require.Zero(t, total.Refused)
-	retry, err := RepairMany(context.Background(), e.pool, operator, RepairManyInput{Check: "orders", Reason: "bulk, again"})
+	require.Equal(t, int64(300), repaired.Load(), "each finding repaired by one walk")
+	again, err := e.repairAll(FindingFilter{Check: "orders"})
 	require.NoError(t, err)
-	require.Equal(t, RepairManyResult{}, retry, "a retry finds nothing left open")
+	require.Zero(t, again, "a retry finds nothing left open")
 	require.Equal(t, 300, e.count("SELECT count(*) FROM switchyard.outbox"))
-	require.Equal(t, 300, e.count("SELECT count(*) FROM switchyard.audit_log WHERE action = $1", ActionRepair))
-}
-
-func TestRepairManyLimit(t *testing.T) {
-	t.Parallel()
-	e := setup(t, 30)
-	for i := 1; i <= 30; i += 3 {
-		e.remote.Drop(strconv.Itoa(i))
-	}
-	e.tableCheck("orders", 100, 10_000, 30_000)
-	e.runAll(e.runner("a"))
-	in := RepairManyInput{Check: "orders", Reason: "in parts", Limit: 4}
-	var parts []RepairManyResult
-	for {
-		r, err := RepairMany(context.Background(), e.pool, operator, in)
-		require.NoError(t, err)
-		parts = append(parts, r)
-		if !r.More {
-			break
-		}
-	}
-	require.Equal(t, []RepairManyResult{{Repaired: 4, More: true}, {Repaired: 4, More: true}, {Repaired: 2}}, parts)
-	require.Equal(t, 10, e.count("SELECT count(*) FROM switchyard.outbox"))
 }

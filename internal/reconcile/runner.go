@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/internal/service"
 )
 
 // Config configures a Runner. Zero values take the documented defaults.
@@ -66,14 +66,13 @@ func (c Config) withDefaults() Config {
 
 // Runner runs the cycles of due checks, one check at a time, holding each
 // check's lease while it runs: any number of runners (instances) share the
-// checks, and each check has at most one runner at a time.
+// checks, and each check has at most one runner at a time. Its Start and
+// Stop are a service.Lifecycle's, like the dispatcher's and the bulk
+// replay runner's.
 type Runner struct {
 	pool *pgxpool.Pool
 	cfg  Config
-
-	mu     sync.Mutex
-	cancel context.CancelFunc // guarded by mu; nil until Start
-	done   chan struct{}      // guarded by mu
+	life service.Lifecycle
 }
 
 // NewRunner returns a runner; Start runs it.
@@ -81,45 +80,34 @@ func NewRunner(pool *pgxpool.Pool, cfg Config) *Runner {
 	return &Runner{pool: pool, cfg: cfg.withDefaults()}
 }
 
-// Start runs the runner in the background until ctx ends or Stop.
+// errNoOwner refuses to start a runner without a lease owner name.
+var errNoOwner = errors.New("reconcile: a runner needs an owner name")
+
+// Start runs the runner in the background until Stop (ctx's values are
+// kept, its cancellation is not: see internal/service). It returns an
+// error without an Owner, or if already started (service.ErrStarted).
 func (r *Runner) Start(ctx context.Context) error {
-	if r.cfg.Owner == "" {
-		return errors.New("reconcile: a runner needs an owner name")
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cancel != nil {
-		return errors.New("reconcile: runner already started")
-	}
-	ctx, r.cancel = context.WithCancel(ctx)
-	r.done = make(chan struct{})
-	go r.loop(ctx, r.done)
-	return nil
+	return r.life.Start(ctx, func(context.Context) error {
+		if r.cfg.Owner == "" {
+			return errNoOwner
+		}
+		return nil
+	}, r.loop)
 }
 
 // Stop stops the runner and waits for it. A cycle it was running stays
 // running; its lease is given back, so another runner resumes it at once.
 // Stop is idempotent.
-func (r *Runner) Stop() {
-	r.mu.Lock()
-	cancel, done := r.cancel, r.done
-	r.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (r *Runner) Stop() { r.life.Stop() }
 
-func (r *Runner) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (r *Runner) loop(ctx context.Context) {
 	t := time.NewTicker(r.cfg.Poll)
 	defer t.Stop()
 	for {
 		for ctx.Err() == nil {
 			ran, err := r.runOnce(ctx, true)
 			if err != nil && ctx.Err() == nil {
-				r.cfg.Logger.Error("reconcile: cycle failed", "err", err)
+				r.cfg.Logger.ErrorContext(ctx, "reconcile: cycle failed", slog.Any("error", err))
 			}
 			if !ran || err != nil {
 				break
@@ -177,7 +165,7 @@ func (r *Runner) release(c Check, stopped bool) {
 	}
 	err := queries.New(r.pool).ReconcileCheckRelease(ctx, queries.ReconcileCheckReleaseParams{ID: c.ID, LeaseVersion: c.LeaseVersion, DelayMs: delay.Milliseconds()})
 	if err != nil {
-		r.cfg.Logger.Warn("reconcile: release a check", "check", c.Name, "err", err)
+		r.cfg.Logger.Warn("reconcile: release a check", slog.String("check", c.Name), slog.Any("error", err))
 	}
 }
 

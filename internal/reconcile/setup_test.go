@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strconv"
 	"testing"
@@ -15,6 +14,8 @@ import (
 	"github.com/switchyard/switchyard/internal/dbtest"
 	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/internal/reconcile/fakeremote"
+	"github.com/switchyard/switchyard/internal/testlog"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -82,7 +83,8 @@ func (e *env) tableCheck(name string, batch int, rate float64, leaseMs int32) Ch
 }
 
 func (e *env) runner(owner string) *Runner {
-	return NewRunner(e.pool, Config{Owner: owner, Client: e.client, Attempts: 2, Backoff: time.Millisecond, MaxFailedBatches: 2})
+	return NewRunner(e.pool, Config{Owner: owner, Client: e.client, Attempts: 2, Backoff: time.Millisecond, MaxFailedBatches: 2,
+		Logger: testlog.New(e.t)})
 }
 
 // runCycle runs one cycle of the one due check to its end.
@@ -122,19 +124,12 @@ func (e *env) findings(status string) map[string]bool {
 }
 
 // runWhenLeaseFree runs r until it gets a check (another runner's lease
-// must expire first), within a deadline.
+// must expire first), within limit.
 func (e *env) runWhenLeaseFree(r *Runner, limit time.Duration) {
 	e.t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
+	testwait.Until(e.t, limit, "a check whose lease is free", func() bool {
 		ran, err := r.RunOnce(context.Background())
 		require.NoError(e.t, err)
-		if ran {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatal(errors.New("no check became free before the deadline"))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ran
+	})
 }

@@ -11,11 +11,12 @@ import (
 // Collaborative triage (ARCHITECTURE.md) groups failures into triage
 // items; reconciliation findings are one of its sources. This file is the
 // seam: FindingGroups is the open drift grouped as triage will show it,
-// one item per (check, kind), named by GroupFingerprint; RepairMany is
-// the item's "repair all" (one outbox row per finding however often it is
-// retried). When the triage package lands, its item builder reads
-// FindingGroups, and its repair mutation calls RepairMany with the item's
-// check and kind; new findings and resolutions already reach the change
+// one item per (check, kind), named by GroupFingerprint; the operator
+// action action.Service.RepairFindings (internal/action) with a
+// FindingFilter of the item's check and kind is its "repair all" (one
+// outbox row per finding however often it is retried). When the triage
+// package lands, its item builder reads FindingGroups, and its repair
+// mutation calls that action; new findings and resolutions already reach the change
 // feed as changefeed.KindReconcileFinding, subject the check's name.
 
 // FindingGroup is the open drift of one kind in one check.

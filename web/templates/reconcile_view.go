@@ -20,6 +20,18 @@ type ReconcileView struct {
 	// findings, Open of them (the estimate), when a check is chosen.
 	CanOperate bool
 	Open       int64
+	// RequestID is the bulk repair form's request id (one per render).
+	RequestID string
+	// RepairJobs is the newest bulk repair jobs.
+	RepairJobs []RepairJob
+}
+
+// RepairJob is a bulk repair job (a bulk replay job of kind repair).
+type RepairJob struct {
+	ID, State, Filter, Actor, Started string
+	Repaired, Skipped, Estimate       int64
+	// CancelRequestID is the cancel form's request id.
+	CancelRequestID string
 }
 
 // ReconcileFilter is the findings list's filter (query parameters).

@@ -36,3 +36,41 @@ func (q *Queries) OrderInsert(ctx context.Context, arg OrderInsertParams) (Order
 	err := row.Scan(&i.ID, &i.CreatedAt)
 	return i, err
 }
+
+const ordersAfter = `-- name: OrdersAfter :many
+SELECT id, customer, amount_cents FROM switchyard_demo.orders
+WHERE id > $1 ORDER BY id LIMIT $2
+`
+
+type OrdersAfterParams struct {
+	After   int64
+	MaxRows int32
+}
+
+type OrdersAfterRow struct {
+	ID          int64
+	Customer    string
+	AmountCents int64
+}
+
+// OrdersAfter is the next orders after id, for the demo's external
+// provider, which mirrors them (internal/demo/mirror.go).
+func (q *Queries) OrdersAfter(ctx context.Context, arg OrdersAfterParams) ([]OrdersAfterRow, error) {
+	rows, err := q.db.Query(ctx, ordersAfter, arg.After, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OrdersAfterRow{}
+	for rows.Next() {
+		var i OrdersAfterRow
+		if err := rows.Scan(&i.ID, &i.Customer, &i.AmountCents); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

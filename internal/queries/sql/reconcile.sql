@@ -302,3 +302,16 @@ JOIN switchyard.reconcile_checks k ON k.id = f.check_id
 WHERE f.status IN ('open', 'repair_requested')
 GROUP BY k.name, f.kind
 ORDER BY k.name, f.kind;
+
+-- name: ReconcileCheckUpsert :exec
+-- ReconcileCheckUpsert writes a check by name, keeping its cycles and
+-- findings: `console demo` points its checks at the provider it started.
+INSERT INTO switchyard.reconcile_checks (
+    name, kind, batch_size, remote_rate, timeout_ms, interval_ms, remote_url, destination, topic,
+    window_ms, table_schema, table_name, key_column, columns, lease_ms
+) VALUES (
+    @name, @kind, @batch_size, @remote_rate, @timeout_ms, @interval_ms, @remote_url, @destination, @topic,
+    @window_ms, @table_schema, @table_name, @key_column, @columns::text[], @lease_ms
+)
+ON CONFLICT (name) DO UPDATE SET remote_url = excluded.remote_url, interval_ms = excluded.interval_ms,
+    next_cycle_at = now();

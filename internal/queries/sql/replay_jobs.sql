@@ -20,13 +20,15 @@ SELECT * FROM switchyard.replay_jobs WHERE id = @id;
 SELECT * FROM switchyard.replay_jobs ORDER BY created_at DESC LIMIT @max_rows;
 
 -- name: ReplayJobClaim :one
--- ReplayJobClaim leases one running job whose lease is free or expired.
+-- ReplayJobClaim leases one running job of one of kinds (those the runner
+-- has a worker for) whose lease is free or expired.
 UPDATE switchyard.replay_jobs j
 SET lease_owner = @owner::text, lease_version = j.lease_version + 1,
     lease_expires_at = now() + make_interval(secs => @lease_seconds::float8)
 WHERE j.id = (
     SELECT id FROM switchyard.replay_jobs
     WHERE state = 'running' AND (lease_expires_at IS NULL OR lease_expires_at < now())
+      AND kind = ANY(@kinds::text[])
     ORDER BY created_at
     LIMIT 1
     FOR UPDATE SKIP LOCKED
