@@ -49,6 +49,25 @@ func TestEmbeddedPostgresLifecycle(t *testing.T) {
 	require.Equal(t, 0, third.WaitExit(t, 30*time.Second))
 }
 
+// A hang-up (the terminal that runs `make demo` or the console is closed,
+// an ssh session drops) stops the console as Ctrl-C does: with the signal's
+// default action it died at once and left its embedded PostgreSQL running,
+// orphaned.
+func TestHangupStopsTheConsoleAndItsPostgres(t *testing.T) {
+	t.Parallel()
+	data := filepath.Join(dataParent(t), "data")
+	p := serveConsole(t, nil, "--data", data)
+	pid := postmasterPID(t, data)
+	t.Cleanup(func() { // if the test fails: the server it started must not outlive it
+		if processAlive(pid) {
+			_ = syscall.Kill(pid, syscall.SIGQUIT)
+		}
+	})
+	p.Signal(t, syscall.SIGHUP)
+	require.Equal(t, 0, p.WaitExit(t, 30*time.Second), "stopped, not killed by the signal")
+	require.False(t, processAlive(pid), "a hang-up must leave no postgres process")
+}
+
 // Two consoles on one data directory would corrupt it: the second refuses.
 func TestSecondConsoleOnSameDataIsRefused(t *testing.T) {
 	t.Parallel()

@@ -35,7 +35,9 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 		return 2
 	}
 	logger := newLogger(cfg, stderr)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP too: a closed terminal or a dropped ssh session would
+	// otherwise kill the console at once and orphan its embedded server.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	go func() {
 		// After the first signal, restore the default handling: a second

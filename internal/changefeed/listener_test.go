@@ -201,7 +201,7 @@ func TestListenerReconnectsAndCatchesUpAfterTerminate(t *testing.T) {
 	require.NoError(t, Notify(ctx, pool))
 	close(release)
 
-	got := c.waitFor(t, 3, 3*time.Second)
+	got := c.waitFor(t, 3, 30*time.Second) // the poll is an hour: the reconnect delivers
 	require.Equal(t, []string{"before", "during-1", "during-2"}, subjects(got))
 	requireResumable(t, got)
 	testwait.Until(t, 10*time.Second, "one new LISTEN connection", func() bool {

@@ -157,7 +157,7 @@ func startDestination(ctx context.Context, seed uint64, db *database) (*receiver
 // traffic enqueues and injects faults for cfg.Seconds, then heals, drains
 // and checks.
 func traffic(ctx context.Context, cfg Config, db *database, ps *procs, rec *receiver, dest *proxy) (Summary, error) {
-	pool, err := connect(ctx, db.processURL(), "chaos-enqueuer")
+	pool, err := connect(ctx, db.processURL(), enqueuerApp)
 	if err != nil {
 		return Summary{}, err
 	}

@@ -61,6 +61,10 @@ func openDatabase(ctx context.Context, databaseURL, dataDir string, logger *slog
 // fault spares its backends.
 const adminApp = "chaos-checker"
 
+// enqueuerApp is the application_name of the business-traffic pool, which
+// goes through the proxy like the console processes.
+const enqueuerApp = "chaos-enqueuer"
+
 // connect opens a pool on url whose sessions are called app.
 func connect(ctx context.Context, url, app string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)

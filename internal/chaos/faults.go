@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/postgres"
 )
 
 // The fault kinds, as --faults names them.
@@ -102,14 +104,7 @@ func (in *injector) inject(ctx context.Context, kind string, rnd *rand.Rand) err
 		pause(context.WithoutCancel(ctx), in.lease+2*time.Second) // a zombie: its lease runs out
 		return in.procs.signal(slot, syscall.SIGCONT)
 	case FaultTerminate:
-		_, err := in.db.admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
-			  AND application_name <> $2
-			ORDER BY random() LIMIT 1 + $1::int`, rnd.IntN(6), adminApp)
-		if err != nil {
-			return fmt.Errorf("terminate backends: %w", err)
-		}
-		return nil
+		return in.terminate(ctx, rnd.IntN(6))
 	case FaultPGFast, FaultPGImmediate:
 		return in.db.restart(ctx, kind == FaultPGImmediate)
 	case FaultDestReset:
@@ -150,4 +145,23 @@ func (in *injector) faults() map[string]int {
 		out[k] = in.counts[k]
 	}
 	return out
+}
+
+// victimApps are the application names of the run's own sessions: the
+// console processes' (their pools and LISTEN connections) and the
+// enqueuer's. The terminate fault kills only these: with DATABASE_URL the
+// database may hold other applications' sessions, which are not the run's
+// to kill.
+var victimApps = []string{postgres.DefaultApplicationName, enqueuerApp}
+
+// terminate ends 1 + extra of the run's own backends, chosen at random.
+func (in *injector) terminate(ctx context.Context, extra int) error {
+	_, err := in.db.admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+		  AND application_name = ANY($2::text[])
+		ORDER BY random() LIMIT 1 + $1::int`, extra, victimApps)
+	if err != nil {
+		return fmt.Errorf("terminate backends: %w", err)
+	}
+	return nil
 }

@@ -38,9 +38,15 @@ type Config struct {
 	// MaxConns sizes the pool unless the URL sets pool_max_conns; 0:
 	// pgx's default.
 	MaxConns int32
-	// ApplicationName is reported to the server; "": switchyard-console.
+	// ApplicationName is reported to the server; "":
+	// DefaultApplicationName.
 	ApplicationName string
 }
+
+// DefaultApplicationName is the application_name a console's sessions
+// report unless Config.ApplicationName says otherwise: how tools (the
+// chaos run) tell the console's backends from everyone else's.
+const DefaultApplicationName = "switchyard-console"
 
 // DB is an open connection pool and, without a URL, the embedded server
 // behind it. Close releases both.
@@ -104,7 +110,7 @@ func (db *DB) connect(ctx context.Context, dsn string, cfg Config) error {
 	if cfg.MaxConns > 0 && !strings.Contains(dsn, "pool_max_conns") {
 		poolCfg.MaxConns = cfg.MaxConns
 	}
-	poolCfg.ConnConfig.RuntimeParams["application_name"] = cmp.Or(cfg.ApplicationName, "switchyard-console")
+	poolCfg.ConnConfig.RuntimeParams["application_name"] = cmp.Or(cfg.ApplicationName, DefaultApplicationName)
 	if db.Pool, err = pgxpool.NewWithConfig(ctx, poolCfg); err != nil {
 		return fmt.Errorf("open database pool: %w", err)
 	}
