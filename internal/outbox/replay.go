@@ -73,7 +73,7 @@ type Replayed struct {
 // ReplayBatch): a single replay and a bulk one follow the same rules
 // because they run the same statements.
 func Replay(ctx context.Context, tx pgx.Tx, r ReplayRequest) (Replayed, error) {
-	if err := checkMode(r.Mode, r.Reason); err != nil {
+	if err := CheckMode(r.Mode, r.Reason); err != nil {
 		return Replayed{}, err
 	}
 	if r.Payload != nil && (!json.Valid(r.Payload) || len(r.Payload) > MaxPayloadBytes) {
@@ -89,7 +89,10 @@ func Replay(ctx context.Context, tx pgx.Tx, r ReplayRequest) (Replayed, error) {
 	return outcomes[0].Replayed, outcomes[0].Err
 }
 
-func checkMode(mode ReplayMode, reason string) error {
+// CheckMode refuses a replay mode that is neither redeliver nor reapply,
+// and a reapply without a reason (ErrReasonRequired): the rules every
+// replay obeys, checkable before any transaction.
+func CheckMode(mode ReplayMode, reason string) error {
 	if mode != Redeliver && mode != Reapply {
 		return fmt.Errorf("outbox: replay mode %q: want redeliver or reapply", mode)
 	}

@@ -60,7 +60,7 @@ type Outcome struct {
 // the caller wakes the dispatchers with Notify (never inside tx: invariant
 // 9); they find the replays by polling otherwise.
 func ReplayBatch(ctx context.Context, tx pgx.Tx, r BatchRequest) ([]Outcome, error) {
-	if err := checkMode(r.Mode, r.Reason); err != nil {
+	if err := CheckMode(r.Mode, r.Reason); err != nil {
 		return nil, err
 	}
 	return replayBatch(ctx, tx, r, nil)

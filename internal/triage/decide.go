@@ -76,12 +76,34 @@ func (e *Engine) deny(ctx context.Context, tx pgx.Tx, actor auth.Principal, in I
 	case !errors.Is(err, pgx.ErrNoRows):
 		return Answer{}, outcome{}, fmt.Errorf("read the item: %w", err)
 	}
+	if actor.SessionID != 0 {
+		// A viewer's socket may send many mutations a second, each with a
+		// new id: like refused routes (auth.Service.RecordDenied), a
+		// session's refusals reach the append-only trail once a
+		// minute and are counted on the session in between.
+		count, err := queries.New(tx).SessionDenialCount(ctx, queries.SessionDenialCountParams{
+			ID: actor.SessionID, IntervalSeconds: deniedAuditInterval.Seconds(),
+		})
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return a, outcome{}, nil // the session is gone: nothing to record it against
+		case err != nil:
+			return Answer{}, outcome{}, fmt.Errorf("count the refusal: %w", err)
+		case !count.Due:
+			return a, outcome{}, nil
+		}
+	}
 	_, err = audit.Record(ctx, tx, audit.Entry{
 		Actor: actor.Name, ActorID: actor.ActorID(), Action: "triage." + string(in.Op), Target: target(in.ItemID),
 		Outcome: audit.Denied, RequestID: in.MutationID.String(), RemoteAddr: in.RemoteAddr,
 	})
 	return a, outcome{}, err
 }
+
+// deniedAuditInterval is how often a session's refused mutations are
+// recorded: the default of auth.Config.DeniedAuditInterval, so that a
+// refused route and a refused mutation are bounded alike.
+const deniedAuditInterval = time.Minute
 
 // precondition refuses a mutation the item's state does not allow: a live
 // claim of someone else (notes and a takeover aside), then a version the

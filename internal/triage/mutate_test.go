@@ -247,6 +247,26 @@ func TestViewerMutationIsRefusedAndAudited(t *testing.T) {
 	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM switchyard.triage_events WHERE item_id = $1", item.ID), "nothing happened to the item")
 }
 
+// A viewer with a session who sends many refused mutations (each a new
+// intent) leaves one denied audit row a minute, not one each: the
+// append-only trail cannot be flooded from a socket.
+func TestRefusedMutationsOfASessionAreAuditedOnceAMinute(t *testing.T) {
+	t.Parallel()
+	pool := setup(t)
+	killDead(t, pool, 1, message(""))
+	item := onlyItem(t, pool, DeadLetterGroup)
+	viewer := account(t, pool, "vic", auth.Viewer)
+	require.NoError(t, pool.QueryRow(context.Background(), `INSERT INTO switchyard.sessions (token_hash, user_id, expires_at)
+		VALUES (sha256('vic'), $1, now() + interval '1 hour') RETURNING id`, viewer.UserID).Scan(&viewer.SessionID))
+	for range 5 {
+		a, err := Mutate(context.Background(), pool, viewer, Input{MutationID: uuid.New(), ItemID: item.ID, Op: OpClaim, SeenVersion: item.Version})
+		require.NoError(t, err)
+		require.Equal(t, RejectForbidden, a.Reason)
+	}
+	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM switchyard.audit_log WHERE action = 'triage.claim' AND outcome = 'denied' AND actor = 'vic'"))
+	require.Equal(t, 4, count(t, pool, "SELECT denied_unaudited FROM switchyard.sessions WHERE id = $1", viewer.SessionID))
+}
+
 func mutate(t *testing.T, e *Engine, actor auth.Principal, item int64, op Op, args Args, seen int64) Answer {
 	t.Helper()
 	a, err := e.Mutate(context.Background(), actor, Input{MutationID: uuid.New(), ItemID: item, Op: op, Args: args, SeenVersion: seen})

@@ -162,13 +162,19 @@ func replay(ctx context.Context, tx pgx.Tx, ch change, cur Item, actor auth.Prin
 	if cur.Status.Settled() {
 		return ch, reject(cur, RejectNotReplayable, "Reopen a "+string(cur.Status)+" item before replaying from it."), nil
 	}
-	ids, err := trackedDead(ctx, queries.New(tx), cur)
-	if err != nil || len(ids) == 0 {
-		return ch, reject(cur, RejectNotReplayable, "This item has no dead messages to replay."), err
-	}
 	mode := outbox.ReplayMode(in.Args.Mode)
 	if mode == "" {
 		mode = outbox.Redeliver
+	}
+	// The replay rules are checked before the database: a refusal is an
+	// answer, and any error after it is the database's, which has aborted
+	// the transaction and must not be stored as an answer.
+	if err := outbox.CheckMode(mode, in.Args.Reason); err != nil {
+		return ch, reject(cur, RejectInvalid, err.Error()), nil
+	}
+	ids, err := trackedDead(ctx, queries.New(tx), cur)
+	if err != nil || len(ids) == 0 {
+		return ch, reject(cur, RejectNotReplayable, "This item has no dead messages to replay."), err
 	}
 	msgs := make([]outbox.MessageRequest, len(ids))
 	for i, id := range ids {
@@ -176,8 +182,7 @@ func replay(ctx context.Context, tx pgx.Tx, ch change, cur Item, actor auth.Prin
 	}
 	outcomes, err := outbox.ReplayBatch(ctx, tx, outbox.BatchRequest{Messages: msgs, Mode: mode, Actor: actor.Name, Reason: in.Args.Reason})
 	if err != nil {
-		// A mode or reason the replay rules refuse: nothing was written.
-		return ch, reject(cur, RejectInvalid, err.Error()), nil
+		return ch, nil, fmt.Errorf("replay the item's dead messages: %w", err)
 	}
 	replayed := 0
 	for _, o := range outcomes {

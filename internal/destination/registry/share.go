@@ -2,9 +2,12 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/switchyard/switchyard/internal/destination/guard"
 	"github.com/switchyard/switchyard/internal/queries"
@@ -44,8 +47,16 @@ func (r *Registry) Share(ctx context.Context) error {
 	}
 	rows, err := queries.New(r.pool).BreakerShare(ctx, p)
 	if err != nil {
-		for i, name := range p.AddDestinations {
-			r.built[name].route.Guard.ReturnOutcomes(uint64(p.AddSuccesses[i]), uint64(p.AddFailures[i]))
+		// Outcomes go back for the next share only when the statement
+		// surely did not commit (the server refused it, or it was never
+		// sent). After a lost answer it may have committed: counting them
+		// twice could open the other processes' breakers, dropping a
+		// second's outcomes cannot.
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) || pgconn.SafeToRetry(err) {
+			for i, name := range p.AddDestinations {
+				r.built[name].route.Guard.ReturnOutcomes(uint64(p.AddSuccesses[i]), uint64(p.AddFailures[i]))
+			}
 		}
 		return fmt.Errorf("share breaker outcomes: %w", err)
 	}
