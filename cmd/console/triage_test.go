@@ -48,7 +48,7 @@ func TestRevokedSessionClosesItsTriageSocketAtOnce(t *testing.T) {
 			http.Error(w, "sign in", http.StatusUnauthorized)
 			return
 		}
-		socket.Serve(w, r, p, recheck)
+		socket.Serve(w, r, p, "127.0.0.1", recheck)
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(socket.Stop) // runs first: sockets close before the HTTP server

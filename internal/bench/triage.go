@@ -103,7 +103,7 @@ func runTriageBench(ctx context.Context, cfg Config, args []string, logger *slog
 		return nil, err
 	}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		server.Serve(w, r, viewer, func(context.Context) (auth.Principal, error) { return viewer, nil })
+		server.Serve(w, r, viewer, "127.0.0.1", func(context.Context) (auth.Principal, error) { return viewer, nil })
 	})}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()

@@ -32,7 +32,7 @@ func (h *Handler) triageSocket(c echo.Context) error {
 		}
 		return h.deps.Auth.Authenticate(ctx, token)
 	}
-	h.deps.TriageSocket.Serve(c.Response(), c.Request(), p, recheck)
+	h.deps.TriageSocket.Serve(c.Response(), c.Request(), p, c.RealIP(), recheck)
 	return nil
 }
 

@@ -30,6 +30,7 @@ type conn struct {
 	ws      *websocket.Conn
 	id      uuid.UUID
 	recheck Recheck
+	addr    string        // the client's address, for audit rows
 	signal  chan struct{} // cap 1: something waits to be written
 
 	mu        sync.Mutex
@@ -49,8 +50,10 @@ const maxReplies = 64
 
 // Serve upgrades the request to a triage socket of principal p (the
 // console authenticated the session cookie) and serves it until it
-// closes. A foreign Origin is answered 403 and nothing is upgraded.
-func (s *Server) Serve(w http.ResponseWriter, r *http.Request, p auth.Principal, recheck Recheck) {
+// closes. A foreign Origin is answered 403 and nothing is upgraded. addr
+// is the client's address as the console sees it (behind trusted proxies,
+// the forwarded one): the audit rows of the socket's mutations carry it.
+func (s *Server) Serve(w http.ResponseWriter, r *http.Request, p auth.Principal, addr string, recheck Recheck) {
 	// Counted under mu, where Stop cancels: a socket either is counted
 	// before Stop waits, or sees the server stopped.
 	s.mu.Lock()
@@ -74,7 +77,7 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, p auth.Principal,
 		return // Accept has answered (403 for a foreign Origin)
 	}
 	sock.SetReadLimit(s.cfg.ReadLimit)
-	c := &conn{srv: s, ws: sock, id: uuid.New(), recheck: recheck, signal: make(chan struct{}, 1),
+	c := &conn{srv: s, ws: sock, id: uuid.New(), recheck: recheck, addr: addr, signal: make(chan struct{}, 1),
 		principal: p, items: map[int64]bool{}, states: map[int64]triage.Item{}, who: map[string][]string{}}
 	c.serve(parent)
 }

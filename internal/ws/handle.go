@@ -82,7 +82,7 @@ func (c *conn) mutate(ctx context.Context, in triage.Input) bool {
 	if !ok {
 		return false
 	}
-	in.RemoteAddr = ""
+	in.RemoteAddr = c.addr
 	mctx, cancel := context.WithTimeout(ctx, c.srv.cfg.MutationTimeout)
 	defer cancel()
 	a, err := c.srv.cfg.Engine.Mutate(mctx, p, in)

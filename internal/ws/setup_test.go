@@ -77,7 +77,7 @@ func (e *env) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "sign in", http.StatusUnauthorized)
 		return
 	}
-	e.srv.Serve(w, r, p, authenticate)
+	e.srv.Serve(w, r, p, "127.0.0.1", authenticate)
 }
 
 // signIn creates an account with role and returns its session.

@@ -76,7 +76,7 @@ func TestFloodClosesWith1008(t *testing.T) {
 }
 
 // A viewer sees state and presence but mutates nothing: the refusal is
-// answered and audited as denied.
+// answered and audited as denied, with the client's address.
 func TestViewerMutationIsRefusedAndAudited(t *testing.T) {
 	t.Parallel()
 	e := setup(t, Config{})
@@ -89,8 +89,8 @@ func TestViewerMutationIsRefusedAndAudited(t *testing.T) {
 	require.Equal(t, triage.RejectForbidden, m.Answer.Reason)
 	var denied int
 	require.NoError(t, e.pool.QueryRow(context.Background(),
-		"SELECT count(*) FROM switchyard.audit_log WHERE actor = 'vera' AND action = 'triage.claim' AND outcome = 'denied'").Scan(&denied))
-	require.Equal(t, 1, denied)
+		"SELECT count(*) FROM switchyard.audit_log WHERE actor = 'vera' AND action = 'triage.claim' AND outcome = 'denied' AND remote_addr = '127.0.0.1'").Scan(&denied))
+	require.Equal(t, 1, denied, "one denied row, with the address the console gave the socket")
 }
 
 // A revoked session's socket closes within 2 s, on the instance that
