@@ -25,6 +25,8 @@ import (
 	"github.com/switchyard/switchyard/internal/console"
 	"github.com/switchyard/switchyard/internal/dbtest"
 	"github.com/switchyard/switchyard/internal/sse"
+	"github.com/switchyard/switchyard/internal/triage"
+	"github.com/switchyard/switchyard/internal/ws"
 )
 
 // The fields console routes read: from the query string, from a form,
@@ -103,8 +105,16 @@ func TestHostileInputNeverFailsTheServer(t *testing.T) {
 	t.Cleanup(listener.Stop)
 	hub := sse.New(listener, sse.Config{})
 	t.Cleanup(hub.Close)
-	b := setupAccessLogged(t, logger, false, hub, auth.NewStreamGuard(), pool, func(d *console.Deps) {
+	// Triage is wired as console serve wires it, so that /ws and the
+	// mutation fallback are walked, not answered "unavailable".
+	guard := auth.NewStreamGuard()
+	engine := &triage.Engine{Pool: pool, Logger: logger}
+	socket := ws.New(ws.Config{Engine: engine, Presence: &triage.Presence{Pool: pool, Instance: "hostile", Logger: logger}, Streams: guard, Logger: logger})
+	require.NoError(t, socket.Start(context.Background()))
+	t.Cleanup(socket.Stop)
+	b := setupAccessLogged(t, logger, false, hub, guard, pool, func(d *console.Deps) {
 		d.ListRate = rate.Inf // every request reaches its handler
+		d.Triage, d.TriageSocket = engine, socket
 	})
 	message, event := hostileFixtures(t, b)
 	admin := b.login(t, auth.Admin)
