@@ -190,10 +190,12 @@ func TestBulkReplayShowsLiveProgressAndCancels(t *testing.T) {
 	var accept atomic.Bool
 	page.OnDialog(func(d playwright.Dialog) {
 		asked.Store(d.Message())
+		answer := d.Dismiss
 		if accept.Load() {
-			_ = d.Accept()
-		} else {
-			_ = d.Dismiss()
+			answer = func() error { return d.Accept() }
+		}
+		if err := answer(); err != nil {
+			t.Errorf("answer the confirmation: %v", err)
 		}
 	})
 	require.NoError(t, job.GetByTestId("job-cancel").Click())

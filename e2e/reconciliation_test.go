@@ -17,6 +17,7 @@ import (
 	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/internal/reconcile"
 	"github.com/switchyard/switchyard/internal/reconcile/fakeremote"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // Drift injected at the external system appears on the open
@@ -56,16 +57,12 @@ func TestReconciliationDriftAppearsLiveAndIsRepaired(t *testing.T) {
 		var before, after int
 		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM switchyard.reconcile_cycles WHERE state = 'complete'").Scan(&before))
 		require.NoError(t, q.ReconcileCheckRunNow(ctx, check))
-		deadline := time.Now().Add(30 * time.Second)
-		for after == before {
+		testwait.Until(t, 30*time.Second, "a complete cycle", func() bool {
 			_, err := runner.RunOnce(ctx)
 			require.NoError(t, err)
 			require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM switchyard.reconcile_cycles WHERE state = 'complete'").Scan(&after))
-			require.True(t, time.Now().Before(deadline), "no cycle completed")
-			if after == before {
-				time.Sleep(50 * time.Millisecond)
-			}
-		}
+			return after > before
+		})
 	}
 	cycle()
 
