@@ -75,6 +75,17 @@ lint: ## gofmt, go vet, staticcheck, stale generated code and schema.sql, vendor
 	$(WITHPG) scripts/schema-dump.sh --check
 	scripts/vendor-assets.sh --check
 	$(GO) mod tidy -diff
+	cd examples/orders && $(GO) mod tidy -diff
+
+# River lives in tools/peers/go.mod only, never in the product's go.mod.
+.PHONY: bench-peers
+bench-peers: ## River and Switchyard drain the same no-op messages on one server, side by side (MESSAGES=100000; DATABASE_URL or a throwaway cluster)
+	cd tools/peers && $(GO) run . --messages $(or $(MESSAGES),100000)
+
+# The floor is pgbench, found beside the server binaries (postgresql-15).
+.PHONY: bench-inbox-floor
+bench-inbox-floor: ## the inbox bench and its pgbench floor by turns on one server, medians and ratio (EVENTS=50000; DATABASE_URL or the embedded server)
+	$(GO) run ./cmd/console bench inbox --floor --events $(or $(EVENTS),50000) --rounds $(or $(ROUNDS),3)
 
 .PHONY: vendor-assets
 vendor-assets: ## re-download the pinned htmx, SSE extension, idiomorph and uPlot files

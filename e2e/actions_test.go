@@ -156,8 +156,8 @@ func TestEditShowsTheDiffBeforeReplaying(t *testing.T) {
 
 	require.NoError(t, page.GetByTestId("edit-confirm").Click())
 	require.NoError(t, expect.Locator(page.GetByTestId("action-notice")).ToContainText("Replayed with the edited payload (reapply)"))
-	require.Equal(t, 1, count(t, console.pool, `SELECT count(*) FROM switchyard.outbox WHERE replay_of = $1 AND payload = '{"order":9,"total":12}'::jsonb`, id))
-	require.Equal(t, 1, count(t, console.pool, `SELECT count(*) FROM switchyard.outbox WHERE id = $1 AND payload = '{"order":9,"total":10}'::jsonb`, id))
+	require.Equal(t, 1, count(t, console.pool, `SELECT count(*) FROM switchyard.outbox WHERE replay_of = $1 AND payload::jsonb = '{"order":9,"total":12}'::jsonb`, id))
+	require.Equal(t, 1, count(t, console.pool, `SELECT count(*) FROM switchyard.outbox WHERE id = $1 AND payload::jsonb = '{"order":9,"total":10}'::jsonb`, id))
 }
 
 // A bulk replay: filter, estimate, confirm, live progress, cancel.
@@ -248,6 +248,23 @@ func signedInAs(t *testing.T, console withAccounts, name, path string) playwrigh
 
 var actionsLiveFetch = regexp.MustCompile(`/messages/\d+/actions\?seen=`)
 
+// requireLiveRefreshAfter makes the actions page's live region refresh now,
+// as the change feed would after an action's answer, and waits for that
+// refresh's answer. The version the page sends as seen is made stale
+// first, so the refresh swaps its regions (a current one answers 204):
+// the refresh that lands after the action's answer, deterministically.
+func requireLiveRefreshAfter(t *testing.T, page playwright.Page) {
+	t.Helper()
+	_, err := page.ExpectResponse(actionsLiveFetch, func() error {
+		_, err := page.Evaluate(`() => {
+			document.getElementById("actions-seen").value = "stale";
+			document.dispatchEvent(new Event("visibilitychange"));
+		}`)
+		return err
+	})
+	require.NoError(t, err, "the live refresh after the answer")
+}
+
 // Two operators, each in a browser of their own, click Replay on the same
 // dead message at the same moment (both requests are held until both were
 // sent): one replay is made, and both pages show the message as replayed,
@@ -337,12 +354,18 @@ func TestReplayShowsLiveOnAnotherUsersPages(t *testing.T) {
 	actor := signedInAs(t, console, "operator", path)
 	require.NoError(t, actor.GetByTestId("replay-submit").Click())
 	// The actor's page shows the replay's link, in the answer and in the
-	// region re-read by the live refresh that the same commit triggers.
-	// Not the notice: when that refresh lands after the answer it drops
-	// the notice (a known gap, in the closing note of 2026-12-01).
+	// region re-read by the live refresh that the same commit triggers,
+	// and the answer's notice, which sits outside that region
+	// (#action-outcome): whichever of the two lands last, the notice stays.
 	require.NoError(t, expect.Locator(actor.GetByTestId("last-replay")).ToBeVisible(playwright.LocatorAssertionsToBeVisibleOptions{Timeout: playwright.Float(10000)}))
 	var replay int64
 	require.NoError(t, console.pool.QueryRow(context.Background(), `SELECT id FROM switchyard.outbox WHERE replay_of = $1`, id).Scan(&replay))
+	notice := fmt.Sprintf("Replayed (redeliver) as message %d", replay)
+	require.NoError(t, expect.Locator(actor.GetByTestId("action-notice")).ToContainText(notice))
+	// The actor's own live refresh (the same commit's change) has landed
+	// once the page asked for it after the answer; the notice survived it.
+	requireLiveRefreshAfter(t, actor)
+	require.NoError(t, expect.Locator(actor.GetByTestId("action-notice")).ToContainText(notice))
 
 	// The change feed's path (commit, NOTIFY, the listener's read, the
 	// stream, the page's fetch) takes well under a second alone; 5 s

@@ -52,9 +52,9 @@ func TestDashboardCountsLiveAndConverges(t *testing.T) {
 	t.Parallel()
 	console, pool := startConsoleDB(t)
 	ctx := context.Background()
-	// Created after the console started, so its dispatcher has no route
-	// for it and the messages stay pending: the count is exact.
-	_, err := pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address) VALUES ('e2e-hook', 'webhook', 'http://127.0.0.1:9/')`)
+	// Disabled, so the dispatcher builds no route for it and its messages
+	// stay pending whenever the destinations reload: the count is exact.
+	_, err := pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address, disabled) VALUES ('e2e-hook', 'webhook', 'http://127.0.0.1:9/', true)`)
 	require.NoError(t, err)
 	page := newPage(t, console.URL)
 	expect := playwright.NewPlaywrightAssertions()
@@ -68,8 +68,11 @@ func TestDashboardCountsLiveAndConverges(t *testing.T) {
 	require.NoError(t, err)
 
 	enqueue(t, pool, "e2e-hook", 3)
-	require.NoError(t, expect.Locator(page.GetByTestId("stat-pending-value")).ToHaveText("3", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(1000)}),
-		"the pending counter did not change within 1 s of the enqueue")
+	// Live, without a reload (e2eNoReload). How fast is the benches'
+	// business (console bench sse and viewers); under the whole suite on
+	// 2 cores a stats tick can take over a second, so the bound is loose.
+	require.NoError(t, expect.Locator(page.GetByTestId("stat-pending-value")).ToHaveText("3", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(5000)}),
+		"the pending counter did not change within 5 s of the enqueue")
 	require.NoError(t, expect.Locator(page.GetByTestId("flows")).ToContainText("e2e-hook"))
 
 	// Cut the live pipeline: the console's one LISTEN connection.
@@ -127,13 +130,13 @@ func TestDashboardShowsDeliveriesBreakersAndDispatchers(t *testing.T) {
 	screenshot(t, page, "dashboard-failures")
 }
 
-// startDemo starts `console demo` on a fresh database and returns it,
-// ready, and the database's URL.
-func startDemo(t *testing.T) (*consoletest.Process, string) {
+// startDemo starts `console demo` on a fresh database, with env added to
+// its environment, and returns it, ready, and the database's URL.
+func startDemo(t *testing.T, env ...string) (*consoletest.Process, string) {
 	t.Helper()
 	dbURL := dbtest.NewURL(t)
 	addr := consoletest.FreeAddr(t)
-	p := consoletest.Start(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL}, "demo", "--listen", addr)
+	p := consoletest.Start(t, useSuite(t).binary, append([]string{"DATABASE_URL=" + dbURL}, env...), "demo", "--listen", addr)
 	p.Addr, p.URL = addr, "http://"+addr
 	p.WaitReady(t, time.Minute)
 	t.Cleanup(func() { p.Stop(t) })

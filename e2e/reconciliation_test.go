@@ -99,6 +99,25 @@ func TestReconciliationDriftAppearsLiveAndIsRepaired(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, expect.Locator(page.GetByTestId("drift-open")).ToHaveText("2"))
 	screenshot(t, page, "reconciliation-dashboard")
+
+	// Each finding group is a triage item on the board, linked to the
+	// group's findings; its page links them too.
+	_, err = page.Goto("/triage")
+	require.NoError(t, err)
+	card := page.GetByTestId("triage-card").Filter(playwright.LocatorFilterOptions{HasText: "entities mismatched"})
+	require.NoError(t, expect.Locator(card).ToHaveCount(1))
+	require.NoError(t, expect.Locator(page.GetByTestId("triage-card").Filter(playwright.LocatorFilterOptions{HasText: "entities missing remotely"})).ToHaveCount(1))
+	require.NoError(t, expect.Locator(card.GetByTestId("triage-tracked-link")).ToHaveAttribute("href", "/reconciliation?check=orders&kind=mismatch"))
+	require.NoError(t, expect.Locator(card.GetByTestId("item-status")).ToHaveText("open"))
+	screenshot(t, page, "reconciliation-triage-board")
+	require.NoError(t, card.GetByTestId("triage-item-link").Click())
+	require.NoError(t, expect.Locator(page.GetByTestId("page-title")).ToHaveText("Reconciliation orders: entities mismatched"))
+	require.NoError(t, expect.Locator(page.GetByTestId("triage-history")).ToContainText("1 new mismatch findings"))
+	screenshot(t, page, "reconciliation-triage-item")
+	require.NoError(t, page.GetByTestId("tracked-link").Click())
+	require.NoError(t, expect.Locator(rows).ToHaveCount(1))
+	require.NoError(t, expect.Locator(page.Locator("[data-testid=finding-row][data-kind=mismatch]")).ToHaveCount(1))
+
 	_, err = page.Goto("/reconciliation")
 	require.NoError(t, err)
 

@@ -3,12 +3,15 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/mxschmitt/playwright-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/auth"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // Two operators, each in a browser of their own, work one triage item:
@@ -40,14 +43,37 @@ func TestTriageTwoOperatorsWorkOneItemLive(t *testing.T) {
 	require.NoError(t, expect.Locator(a.GetByTestId("item-claim")).ToContainText("operator until", soon))
 	require.NoError(t, expect.Locator(b.GetByTestId("item-claim")).ToContainText("operator until", soon), "B sees A's claim")
 
+	// After its own note, A's page reads itself again (twice: on the
+	// note's ack, and once more), and that read may land while A picks
+	// the next status: on a loaded machine it did, and A's click sent
+	// the fresh select's first status, not the one A picked. Here the
+	// first read is held until A has picked, then let go.
+	refreshHeld, letGo := make(chan struct{}), make(chan struct{})
+	release := sync.OnceFunc(func() { close(letGo) })
+	t.Cleanup(release)
+	var hold sync.Once
+	require.NoError(t, a.Route("**"+path, func(r playwright.Route) {
+		hold.Do(func() {
+			close(refreshHeld)
+			<-letGo
+		})
+		_ = r.Continue() // fails only when the page is gone: the assertions below report it
+	}))
 	note := "<b>upstream</b> rejects v2 orders"
 	require.NoError(t, a.GetByTestId("note-body").Fill(note))
 	require.NoError(t, a.GetByTestId("action-note").Click())
 	require.NoError(t, expect.Locator(b.GetByTestId("triage-notes")).ToContainText(note, soon), "B sees A's note, as text")
 	require.NoError(t, expect.Locator(b.Locator(`[data-testid="triage-notes"] b`)).ToHaveCount(0))
 
+	testwait.For(t, 30*time.Second, "A's page to read itself again after its note", refreshHeld)
 	_, err = a.GetByTestId("status-select").SelectOption(playwright.SelectOptionValues{Values: &[]string{"investigating"}})
 	require.NoError(t, err)
+	_, err = a.Evaluate(`() => { document.querySelector('[data-testid="status-select"]').dataset.e2ePicked = "" }`)
+	require.NoError(t, err)
+	release()
+	require.NoError(t, expect.Locator(a.Locator(`[data-testid="status-select"]:not([data-e2e-picked])`)).ToHaveCount(1,
+		playwright.LocatorAssertionsToHaveCountOptions{Timeout: playwright.Float(10000)}), "A's page read itself again")
+	require.NoError(t, expect.Locator(a.GetByTestId("status-select")).ToHaveValue("investigating"), "A's pick survives the read")
 	require.NoError(t, a.GetByTestId("action-status").Click())
 	require.NoError(t, expect.Locator(b.GetByTestId("item-status")).ToHaveText("investigating", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(5000)}), "B sees A's status")
 	require.NoError(t, expect.Locator(b.GetByTestId("triage-history")).ToContainText("operator status", soon))

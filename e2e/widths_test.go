@@ -22,10 +22,17 @@ var widths = []struct {
 	{"390", 390, 844, true},
 }
 
+// settled waits for two animation frames: a viewport change fires the
+// page's resize handlers (the dashboard's charts resize themselves) in the
+// next frame's update, after SetViewportSize has returned.
+const settled = `await new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));`
+
 // layoutProblems lists what is wrong with the page's layout at its
-// width: the document scrolling sideways (a wide table must scroll inside
-// its card instead), and error text squeezed into a narrow column.
-const layoutProblems = `() => {
+// width, once it has settled: the document scrolling sideways (a wide
+// table must scroll inside its card instead), and error text squeezed
+// into a narrow column.
+const layoutProblems = `async () => {
+	` + settled + `
 	const out = [];
 	const doc = document.documentElement;
 	if (doc.scrollWidth > doc.clientWidth + 1) {
@@ -48,11 +55,54 @@ const layoutProblems = `() => {
 	return out;
 }`
 
+// overflowProblems lists what scrolls where it must not, measured as the
+// browser scrolls: the document sideways past the window, and a table
+// past its card. A table may scroll sideways inside itself or inside the
+// box around it (the nearest that clips: .table-wrap, .table-scroll), as
+// long as that box ends inside the page's main area and the window.
+const overflowProblems = `async () => {
+	` + settled + `
+	const out = [];
+	const doc = document.scrollingElement;
+	if (doc.scrollWidth > window.innerWidth) {
+		out.push("the document scrolls sideways: " + doc.scrollWidth + " > " + window.innerWidth + " px");
+	}
+	const main = document.querySelector("main").getBoundingClientRect();
+	const clips = (el) => getComputedStyle(el).overflowX !== "visible";
+	for (const table of document.querySelectorAll("main table")) {
+		let box = table;
+		while (box.tagName !== "MAIN" && !clips(box)) {
+			box = box.parentElement;
+		}
+		if (box.tagName === "MAIN") {
+			box = table;
+		}
+		const r = box.getBoundingClientRect();
+		const name = (table.dataset.testid || table.closest("[id]").id) + (box === table ? "" : " in its ." + box.classList[0]);
+		if (r.right > Math.min(main.right, window.innerWidth) + 1) {
+			out.push("table " + name + " ends past its card: " + Math.round(r.right) + " > " + Math.round(Math.min(main.right, window.innerWidth)) + " px");
+		}
+	}
+	return out;
+}`
+
+// scrollsInside names the tables on the page that scroll sideways inside
+// their card (their own box or the one around them): fine, but worth
+// knowing at which widths.
+const scrollsInside = `() => [...document.querySelectorAll("main table")].filter((t) => {
+	const box = getComputedStyle(t).overflowX !== "visible" ? t : t.parentElement;
+	return box.scrollWidth > box.clientWidth + 1;
+}).map((t) => t.dataset.testid || t.closest("[id]").id)`
+
 // TestEveryPageAtThreeWidths opens every page at 1400, 800 and 390 px:
-// none scrolls sideways (wide tables scroll inside their card), error text
-// keeps a readable width, the navigation folds behind a Menu button on a
-// phone and opens with it, and no page logs a console error or CSP
-// violation (newPage fails the test on any). Screenshots of all.
+// none scrolls sideways and no table ends past its card (wide tables
+// scroll inside their card), error text keeps a readable width, the
+// navigation folds behind a Menu button on a phone and opens with it, and
+// no page logs a console error or CSP violation (newPage fails the test on
+// any). The fixture makes the widest tables the pages have: a running
+// bulk replay job with a long filter and reason (the Replays page), and
+// inbox events with long ids, entities and errors, and their Retry
+// buttons (the inbox list). Screenshots of all.
 func TestEveryPageAtThreeWidths(t *testing.T) {
 	t.Parallel()
 	f := startPagesFixture(t)
@@ -65,6 +115,25 @@ func TestEveryPageAtThreeWidths(t *testing.T) {
 		VALUES ('alice', 'replay_job.start', 'replay job 0190a5a4-1d2e-7c3b-9f00-0123456789ab', 'outage over', 'ok', 'r1', '127.0.0.1',
 			'{"mode": "redeliver", "filter": {"fingerprint": "`+fixtureGroup+`"}}', '', '')`)
 	require.NoError(t, err)
+	var parkedID int64
+	require.NoError(t, f.pool.QueryRow(ctx, `INSERT INTO switchyard.inbox_events
+		(source, event_id, payload, entity_key, entity_version, status, attempts, last_error, error_fingerprint)
+		VALUES ('stripe', 'evt_1NXWmK2eZvKYlo2C8dPm4xQzAbCdEfGh', '{"a": 2}', 'cus_Q8x2LmN4pR7sT1uV', 12, 'parked', 5,
+			'handler: customer cus_Q8x2LmN4pR7sT1uV not found after 5 attempts: the upsert refused a version older than the stored one',
+			'handler: customer not found')
+		RETURNING id`).Scan(&parkedID))
+	// A running job whose lease another instance holds (so nothing runs it
+	// here: the fixture's states stay as written), and a finished one.
+	_, err = f.pool.Exec(ctx, `INSERT INTO switchyard.replay_jobs (filter, filter_key, mode, actor, reason, rate_per_sec, upper_id,
+			estimate, replayed, skipped, lease_owner, lease_expires_at)
+		VALUES ('{"fingerprint": "`+fixtureGroup+`", "destination": "billing-service-eu-west-1", "topic": "order.payment.captured",
+				"error_contains": "upstream connect error or disconnect/reset before headers. reset reason: connection termination"}',
+			'wide', 'reapply', 'alice.mcallister@example.com',
+			'the billing service was down between 02:10 and 02:40 UTC; every capture in that window must be applied again, with new keys',
+			50, 61, 216, 120, 3, 'elsewhere', now() + interval '1 day');
+		INSERT INTO switchyard.replay_jobs (filter, filter_key, mode, actor, reason, rate_per_sec, upper_id, estimate, replayed, state, finished_at)
+		VALUES ('{"fingerprint": "`+fixtureGroup+`"}', 'done', 'redeliver', 'bob', 'outage over', 10, 61, 7, 7, 'done', now())`)
+	require.NoError(t, err)
 	pages := []struct{ name, path, title string }{
 		{"dashboard", "/", "Dashboard"},
 		{"messages", "/messages", "Messages"},
@@ -75,6 +144,7 @@ func TestEveryPageAtThreeWidths(t *testing.T) {
 		{"blocked", "/aggregates/blocked", ""},
 		{"inbox", "/inbox", "Inbox"},
 		{"inbox-event", fmt.Sprintf("/inbox/events/%d", inboxID), ""},
+		{"inbox-event-parked", fmt.Sprintf("/inbox/events/%d", parkedID), ""},
 		{"replays", "/replays", ""},
 		{"audit", "/audit", "Audit"},
 		{"sessions", "/sessions", "Sessions"},
@@ -95,10 +165,52 @@ func TestEveryPageAtThreeWidths(t *testing.T) {
 			problems, err := page.Evaluate(layoutProblems)
 			require.NoError(t, err)
 			require.Empty(t, problems, "%s at %d px", p.path, w.width)
+			problems, err = page.Evaluate(overflowProblems)
+			require.NoError(t, err)
+			require.Empty(t, problems, "%s at %d px", p.path, w.width)
+			inside, err := page.Evaluate(scrollsInside)
+			require.NoError(t, err)
+			t.Logf("%s at %d px: tables scrolling inside their card: %v", p.path, w.width, inside)
+			if p.name == "inbox-event-parked" {
+				checkTriageCardGap(t, page, w.width)
+			}
 			checkNavigation(t, page, w.collapsed, p.path)
 			screenshot(t, page, "width-"+w.name+"-"+p.name)
 		}
 	}
+}
+
+// cardGaps measures, on a parked event's page, the gap between the
+// event's facts and its triage card, and between that card and the next
+// one (the retry).
+const cardGaps = `() => {
+	const box = (id) => document.querySelector("[data-testid=" + id + "]").getBoundingClientRect();
+	const facts = box("inbox-event"), triage = box("inbox-event-triage"), retry = box("event-retry");
+	return [Math.round(triage.top - facts.bottom), Math.round(retry.top - triage.bottom)];
+}`
+
+// checkTriageCardGap expects a parked event's triage card right under its
+// facts, as far from them as the cards on the page are from each other.
+func checkTriageCardGap(t *testing.T, page playwright.Page, width int) {
+	t.Helper()
+	gaps, err := page.Evaluate(cardGaps)
+	require.NoError(t, err)
+	list, ok := gaps.([]any)
+	require.True(t, ok, "%T", gaps)
+	require.Len(t, list, 2)
+	px := make([]float64, len(list))
+	for i, v := range list {
+		switch n := v.(type) {
+		case int:
+			px[i] = float64(n)
+		case float64:
+			px[i] = n
+		default:
+			t.Fatalf("gap %d is a %T", i, v)
+		}
+	}
+	require.Equal(t, px[1], px[0], "at %d px: the triage card is as far from the facts as from the next card", width)
+	require.GreaterOrEqual(t, px[0], 16.0, "at %d px: the triage card keeps its distance from the facts", width)
 }
 
 // checkNavigation expects the navigation's links in view on a wide

@@ -124,6 +124,56 @@ END
 $$;
 
 --
+-- Name: console_messages_estimate(text, text, text, text, text, text, text, text, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: switchyard; Owner: -
+--
+
+CREATE FUNCTION switchyard.console_messages_estimate(state text, topic text, topic_prefix text, destination text, destination_prefix text, aggregate_type text, aggregate_id text, error_text text, created_from timestamp with time zone, created_to timestamp with time zone) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$ -- EXPLAIN is refused in a STABLE function
+DECLARE
+    q text := 'SELECT 1 FROM switchyard.outbox o WHERE true';
+    plan json;
+BEGIN
+    IF state = 'dead' THEN
+        q := q || ' AND o.state = ''dead'' AND o.replays = 0';
+    ELSIF state = 'replayed' THEN
+        q := q || ' AND o.state = ''dead'' AND o.replays > 0';
+    ELSIF state IS NOT NULL THEN
+        q := q || format(' AND o.state = %L', state);
+    END IF;
+    IF topic IS NOT NULL THEN
+        q := q || format(' AND o.topic = %L', topic);
+    END IF;
+    IF topic_prefix IS NOT NULL THEN
+        q := q || format(' AND o.topic LIKE %L', replace(replace(replace(topic_prefix, '\', '\\'), '%', '\%'), '_', '\_') || '%');
+    END IF;
+    IF destination IS NOT NULL THEN
+        q := q || format(' AND o.destination = %L', destination);
+    END IF;
+    IF destination_prefix IS NOT NULL THEN
+        q := q || format(' AND o.destination LIKE %L', replace(replace(replace(destination_prefix, '\', '\\'), '%', '\%'), '_', '\_') || '%');
+    END IF;
+    IF aggregate_type IS NOT NULL THEN
+        q := q || format(' AND o.aggregate_type = %L', aggregate_type);
+    END IF;
+    IF aggregate_id IS NOT NULL THEN
+        q := q || format(' AND o.aggregate_id = %L', aggregate_id);
+    END IF;
+    IF error_text IS NOT NULL THEN
+        q := q || format(' AND substr(o.last_error, 1, 512) ILIKE %L', '%' || error_text || '%');
+    END IF;
+    IF created_from IS NOT NULL THEN
+        q := q || format(' AND o.created_at >= %L', created_from);
+    END IF;
+    IF created_to IS NOT NULL THEN
+        q := q || format(' AND o.created_at < %L', created_to);
+    END IF;
+    EXECUTE 'EXPLAIN (FORMAT JSON) ' || q INTO plan;
+    RETURN (plan -> 0 -> 'Plan' ->> 'Plan Rows')::bigint;
+END
+$$;
+
+--
 -- Name: inbox_call(text, jsonb, jsonb); Type: FUNCTION; Schema: switchyard; Owner: -
 --
 
@@ -136,6 +186,46 @@ BEGIN
     END IF;
     EXECUTE format('SELECT %I.%I($1, $2)', split_part(fn, '.', 1), split_part(fn, '.', 2))
         USING event, headers;
+END
+$_$;
+
+--
+-- Name: inbox_call(text, jsonb, jsonb, bigint); Type: FUNCTION; Schema: switchyard; Owner: -
+--
+
+CREATE FUNCTION switchyard.inbox_call(fn text, event jsonb, headers jsonb, inbox_event_id bigint) RETURNS void
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    bound bigint;
+    top xid8;
+BEGIN
+    IF fn IS NULL OR fn !~ '^[a-z_][a-z0-9_]{0,62}\.[a-z_][a-z0-9_]{0,62}$' THEN
+        RAISE EXCEPTION 'inbox_call: invalid function name %', fn USING ERRCODE = '22023';
+    END IF;
+    IF inbox_event_id IS NOT NULL THEN
+        bound := nextval('switchyard.outbox_id_seq');
+    END IF;
+    EXECUTE format('SELECT %I.%I($1, $2)', split_part(fn, '.', 1), split_part(fn, '.', 2))
+        USING event, headers;
+    IF inbox_event_id IS NULL THEN
+        RETURN;
+    END IF;
+    top := pg_current_xact_id_if_assigned();
+    IF top IS NULL THEN
+        RETURN; -- this transaction has written nothing
+    END IF;
+    INSERT INTO switchyard.inbox_event_messages (inbox_event_id, outbox_id)
+    SELECT inbox_call.inbox_event_id, o.id
+    FROM switchyard.outbox o,
+         LATERAL (SELECT (o.xmin::text::bigint - top::xid::text::bigint + 4294967296) % 4294967296 AS ahead) d
+    WHERE o.id > bound
+      AND CASE
+          WHEN o.xmin = top::xid THEN true
+          WHEN d.ahead >= 2147483648 THEN false
+          ELSE pg_xact_status((top::text::bigint + d.ahead)::text::xid8) = 'in progress'
+          END
+    ON CONFLICT DO NOTHING;
 END
 $_$;
 
@@ -177,6 +267,87 @@ END
 $$;
 
 --
+-- Name: triage_items; Type: TABLE; Schema: switchyard; Owner: -
+--
+
+CREATE TABLE switchyard.triage_items (
+    id bigint NOT NULL,
+    kind text NOT NULL,
+    ref jsonb NOT NULL,
+    title text DEFAULT ''::text NOT NULL,
+    status text DEFAULT 'open'::text NOT NULL,
+    ignored_until timestamp with time zone,
+    assignee_id bigint,
+    assignee_name text,
+    claim_holder_id bigint,
+    claim_holder_name text,
+    claim_expires_at timestamp with time zone,
+    version bigint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT triage_items_check CHECK (((ignored_until IS NULL) OR (status = 'ignored'::text))),
+    CONSTRAINT triage_items_claim CHECK (((claim_holder_id IS NULL) = (claim_expires_at IS NULL))),
+    CONSTRAINT triage_items_kind_check CHECK ((kind = ANY (ARRAY['dead_letter_group'::text, 'inbox_failure_group'::text, 'blocked_aggregate'::text, 'reconcile_findings'::text]))),
+    CONSTRAINT triage_items_ref_check CHECK ((jsonb_typeof(ref) = 'object'::text)),
+    CONSTRAINT triage_items_status_check CHECK ((status = ANY (ARRAY['open'::text, 'acknowledged'::text, 'investigating'::text, 'resolved'::text, 'ignored'::text]))),
+    CONSTRAINT triage_items_title_check CHECK ((length(title) <= 512)),
+    CONSTRAINT triage_items_version_check CHECK ((version > 0))
+);
+
+--
+-- Name: triage_reopen(switchyard.triage_items, text); Type: FUNCTION; Schema: switchyard; Owner: -
+--
+
+CREATE FUNCTION switchyard.triage_reopen(p_it switchyard.triage_items, p_why text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO switchyard.triage_events (item_id, version, actor, op, detail)
+    VALUES (p_it.id, p_it.version, 'system', 'reopened', jsonb_build_object('why', p_why));
+    INSERT INTO switchyard.changes (kind, subject, payload)
+    VALUES ('triage', p_it.id::text, jsonb_build_object('version', p_it.version, 'status', p_it.status));
+END
+$$;
+
+--
+-- Name: triage_reopen_pending_apply(integer); Type: FUNCTION; Schema: switchyard; Owner: -
+--
+
+CREATE FUNCTION switchyard.triage_reopen_pending_apply(p_limit integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    p switchyard.triage_reopen_pending;
+    it switchyard.triage_items;
+    n integer := 0;
+BEGIN
+    FOR p IN
+        DELETE FROM switchyard.triage_reopen_pending d
+        WHERE d.id IN (SELECT q.id FROM switchyard.triage_reopen_pending q ORDER BY q.id LIMIT p_limit FOR UPDATE SKIP LOCKED)
+        RETURNING d.*
+    LOOP
+        SELECT * INTO it FROM switchyard.triage_items i WHERE i.id = p.item_id FOR UPDATE;
+        CONTINUE WHEN NOT FOUND;
+        CONTINUE WHEN NOT (it.status = 'resolved' OR (it.status = 'ignored' AND (it.ignored_until IS NULL OR it.ignored_until <= now())));
+        CONTINUE WHEN NOT EXISTS (
+            SELECT 1 FROM (
+                SELECT e.op, e.at FROM switchyard.triage_events e
+                WHERE e.item_id = it.id AND e.version > p.seen_version AND e.op IN ('status', 'reopened')
+                ORDER BY e.version DESC LIMIT 1
+            ) latest
+            WHERE latest.op = 'status' AND latest.at <= p.at);
+        UPDATE switchyard.triage_items i
+        SET status = 'open', ignored_until = NULL, version = i.version + 1, updated_at = now()
+        WHERE i.id = it.id
+        RETURNING * INTO it;
+        PERFORM switchyard.triage_reopen(it, p.why);
+        n := n + 1;
+    END LOOP;
+    RETURN n;
+END
+$$;
+
+--
 -- Name: triage_track(text, jsonb, text, text); Type: FUNCTION; Schema: switchyard; Owner: -
 --
 
@@ -185,27 +356,43 @@ CREATE FUNCTION switchyard.triage_track(p_kind text, p_ref jsonb, p_title text, 
     AS $$
 DECLARE
     it switchyard.triage_items;
+    item_id bigint;
 BEGIN
-    INSERT INTO switchyard.triage_items (kind, ref, title) VALUES (p_kind, p_ref, left(p_title, 512))
-    ON CONFLICT (kind, ref) DO NOTHING
-    RETURNING * INTO it;
-    IF FOUND THEN
-        INSERT INTO switchyard.triage_events (item_id, version, actor, op, detail)
-        VALUES (it.id, it.version, 'system', 'created', jsonb_build_object('why', p_why));
-    ELSE
-        UPDATE switchyard.triage_items i
-        SET status = 'open', ignored_until = NULL, version = i.version + 1, updated_at = now()
-        WHERE i.kind = p_kind AND i.ref = p_ref
-          AND (i.status = 'resolved' OR (i.status = 'ignored' AND (i.ignored_until IS NULL OR i.ignored_until <= now())))
+    SELECT i.id INTO item_id FROM switchyard.triage_items i WHERE i.kind = p_kind AND i.ref = p_ref;
+    IF NOT FOUND THEN
+        INSERT INTO switchyard.triage_items (kind, ref, title) VALUES (p_kind, p_ref, left(p_title, 512))
+        ON CONFLICT (kind, ref) DO NOTHING
         RETURNING * INTO it;
-        IF NOT FOUND THEN
+        IF FOUND THEN
+            INSERT INTO switchyard.triage_events (item_id, version, actor, op, detail)
+            VALUES (it.id, it.version, 'system', 'created', jsonb_build_object('why', p_why));
+            INSERT INTO switchyard.changes (kind, subject, payload)
+            VALUES ('triage', it.id::text, jsonb_build_object('version', it.version, 'status', it.status));
             RETURN;
         END IF;
-        INSERT INTO switchyard.triage_events (item_id, version, actor, op, detail)
-        VALUES (it.id, it.version, 'system', 'reopened', jsonb_build_object('why', p_why));
+        -- Created meanwhile by another failure: as an existing one.
+        SELECT i.id INTO item_id FROM switchyard.triage_items i WHERE i.kind = p_kind AND i.ref = p_ref;
     END IF;
-    INSERT INTO switchyard.changes (kind, subject, payload)
-    VALUES ('triage', it.id::text, jsonb_build_object('version', it.version, 'status', it.status));
+    FOR attempt IN 1..2 LOOP
+        UPDATE switchyard.triage_items i
+        SET status = 'open', ignored_until = NULL, version = i.version + 1, updated_at = now()
+        WHERE i.id = item_id
+          AND (i.status = 'resolved' OR (i.status = 'ignored' AND (i.ignored_until IS NULL OR i.ignored_until <= now())))
+        RETURNING * INTO it;
+        IF FOUND THEN
+            PERFORM switchyard.triage_reopen(it, p_why);
+            RETURN;
+        END IF;
+        SELECT * INTO it FROM switchyard.triage_items i WHERE i.id = item_id FOR KEY SHARE SKIP LOCKED;
+        IF NOT FOUND THEN
+            INSERT INTO switchyard.triage_reopen_pending (item_id, seen_version, why)
+            SELECT i.id, i.version, p_why FROM switchyard.triage_items i WHERE i.id = item_id;
+            RETURN;
+        END IF;
+        -- Held now: settled by a mutation that committed since the UPDATE's
+        -- snapshot? Then once more; else this failure is before any settle.
+        EXIT WHEN NOT (it.status = 'resolved' OR (it.status = 'ignored' AND (it.ignored_until IS NULL OR it.ignored_until <= now())));
+    END LOOP;
 END
 $$;
 
@@ -390,8 +577,8 @@ CREATE TABLE switchyard.outbox (
     aggregate_type text DEFAULT ''::text NOT NULL,
     aggregate_id text DEFAULT ''::text NOT NULL,
     aggregate_seq bigint,
-    payload jsonb NOT NULL,
-    headers jsonb DEFAULT '{}'::jsonb NOT NULL,
+    payload json NOT NULL,
+    headers json DEFAULT '{}'::json NOT NULL,
     state text DEFAULT 'pending'::text NOT NULL,
     attempts integer DEFAULT 0 NOT NULL,
     max_attempts integer,
@@ -412,8 +599,9 @@ CREATE TABLE switchyard.outbox (
     replays integer DEFAULT 0 NOT NULL,
     generation integer DEFAULT 0 NOT NULL,
     replay_job uuid,
-    CONSTRAINT outbox_headers_check CHECK ((jsonb_typeof(headers) = 'object'::text)),
+    CONSTRAINT outbox_headers_check CHECK ((json_typeof(headers) = 'object'::text)),
     CONSTRAINT outbox_max_attempts_check CHECK ((max_attempts > 0)),
+    CONSTRAINT outbox_payload_check CHECK (((strpos((payload)::text, '\u0000'::text) = 0) OR ((payload)::jsonb IS NOT NULL))),
     CONSTRAINT outbox_replay_mode_check CHECK ((replay_mode = ANY (ARRAY['redeliver'::text, 'reapply'::text]))),
     CONSTRAINT outbox_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'delivered'::text, 'dead'::text, 'discarded'::text]))),
     CONSTRAINT outbox_topic_check CHECK ((topic <> ''::text))
@@ -495,6 +683,17 @@ CREATE TABLE switchyard.delivery_stats (
 );
 
 --
+-- Name: destination_checks; Type: TABLE; Schema: switchyard; Owner: -
+--
+
+CREATE TABLE switchyard.destination_checks (
+    destination text NOT NULL,
+    problem text DEFAULT ''::text NOT NULL,
+    checked_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT destination_checks_problem_check CHECK ((length(problem) <= 2000))
+);
+
+--
 -- Name: destinations; Type: TABLE; Schema: switchyard; Owner: -
 --
 
@@ -517,6 +716,7 @@ CREATE TABLE switchyard.destinations (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     permanent_statuses integer[],
     secret_refs text[] DEFAULT '{}'::text[] NOT NULL,
+    disabled boolean DEFAULT false NOT NULL,
     CONSTRAINT destinations_breaker_failure_ratio_check CHECK (((breaker_failure_ratio > (0)::double precision) AND (breaker_failure_ratio <= (1)::double precision))),
     CONSTRAINT destinations_breaker_min_requests_check CHECK ((breaker_min_requests > 0)),
     CONSTRAINT destinations_breaker_open_ms_check CHECK ((breaker_open_ms > 0)),
@@ -589,6 +789,55 @@ CREATE TABLE switchyard.inbox_entity_versions (
 );
 
 --
+-- Name: inbox_event_attempts; Type: TABLE; Schema: switchyard; Owner: -
+--
+
+CREATE TABLE switchyard.inbox_event_attempts (
+    inbox_event_id bigint NOT NULL,
+    attempt integer NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    outcome text NOT NULL,
+    error text,
+    actor text DEFAULT ''::text NOT NULL,
+    request_id uuid,
+    CONSTRAINT inbox_event_attempts_attempt_check CHECK ((attempt > 0)),
+    CONSTRAINT inbox_event_attempts_outcome_check CHECK ((outcome = ANY (ARRAY['processed'::text, 'failed'::text, 'parked'::text, 'stale'::text, 'held'::text])))
+);
+
+--
+-- Name: inbox_event_duplicates; Type: TABLE; Schema: switchyard; Owner: -
+--
+
+CREATE TABLE switchyard.inbox_event_duplicates (
+    id bigint NOT NULL,
+    source text NOT NULL,
+    event_id text NOT NULL,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: inbox_event_duplicates_id_seq; Type: SEQUENCE; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE switchyard.inbox_event_duplicates ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME switchyard.inbox_event_duplicates_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: inbox_event_messages; Type: TABLE; Schema: switchyard; Owner: -
+--
+
+CREATE TABLE switchyard.inbox_event_messages (
+    inbox_event_id bigint NOT NULL,
+    outbox_id bigint NOT NULL
+);
+
+--
 -- Name: inbox_events; Type: TABLE; Schema: switchyard; Owner: -
 --
 
@@ -641,6 +890,7 @@ CREATE TABLE switchyard.inbox_sources (
     forward_to text DEFAULT ''::text NOT NULL,
     entity_field text DEFAULT ''::text NOT NULL,
     sql_function text DEFAULT ''::text NOT NULL,
+    disabled boolean DEFAULT false NOT NULL,
     CONSTRAINT inbox_sources_entity_field_check CHECK ((entity_field ~ '^([A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*)?$'::text)),
     CONSTRAINT inbox_sources_forward_check CHECK (((handler <> 'forward'::text) OR (forward_to <> ''::text))),
     CONSTRAINT inbox_sources_max_attempts_check CHECK ((max_attempts > 0)),
@@ -1018,34 +1268,6 @@ ALTER TABLE switchyard.triage_events ALTER COLUMN id ADD GENERATED ALWAYS AS IDE
 );
 
 --
--- Name: triage_items; Type: TABLE; Schema: switchyard; Owner: -
---
-
-CREATE TABLE switchyard.triage_items (
-    id bigint NOT NULL,
-    kind text NOT NULL,
-    ref jsonb NOT NULL,
-    title text DEFAULT ''::text NOT NULL,
-    status text DEFAULT 'open'::text NOT NULL,
-    ignored_until timestamp with time zone,
-    assignee_id bigint,
-    assignee_name text,
-    claim_holder_id bigint,
-    claim_holder_name text,
-    claim_expires_at timestamp with time zone,
-    version bigint DEFAULT 1 NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT triage_items_check CHECK (((ignored_until IS NULL) OR (status = 'ignored'::text))),
-    CONSTRAINT triage_items_claim CHECK (((claim_holder_id IS NULL) = (claim_expires_at IS NULL))),
-    CONSTRAINT triage_items_kind_check CHECK ((kind = ANY (ARRAY['dead_letter_group'::text, 'inbox_failure_group'::text, 'blocked_aggregate'::text, 'reconcile_findings'::text]))),
-    CONSTRAINT triage_items_ref_check CHECK ((jsonb_typeof(ref) = 'object'::text)),
-    CONSTRAINT triage_items_status_check CHECK ((status = ANY (ARRAY['open'::text, 'acknowledged'::text, 'investigating'::text, 'resolved'::text, 'ignored'::text]))),
-    CONSTRAINT triage_items_title_check CHECK ((length(title) <= 512)),
-    CONSTRAINT triage_items_version_check CHECK ((version > 0))
-);
-
---
 -- Name: triage_items_id_seq; Type: SEQUENCE; Schema: switchyard; Owner: -
 --
 
@@ -1122,6 +1344,31 @@ CREATE UNLOGGED TABLE switchyard.triage_presence (
     view text NOT NULL,
     expires_at timestamp with time zone NOT NULL,
     CONSTRAINT triage_presence_view_check CHECK ((view ~ '^(board|item:[0-9]{1,19})$'::text))
+);
+
+--
+-- Name: triage_reopen_pending; Type: TABLE; Schema: switchyard; Owner: -
+--
+
+CREATE TABLE switchyard.triage_reopen_pending (
+    id bigint NOT NULL,
+    item_id bigint NOT NULL,
+    seen_version bigint NOT NULL,
+    why text NOT NULL,
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL
+);
+
+--
+-- Name: triage_reopen_pending_id_seq; Type: SEQUENCE; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE switchyard.triage_reopen_pending ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME switchyard.triage_reopen_pending_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
 );
 
 --
@@ -1230,6 +1477,13 @@ ALTER TABLE ONLY switchyard.delivery_stats
     ADD CONSTRAINT delivery_stats_pkey PRIMARY KEY (second, destination, topic, worker);
 
 --
+-- Name: destination_checks destination_checks_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.destination_checks
+    ADD CONSTRAINT destination_checks_pkey PRIMARY KEY (destination);
+
+--
 -- Name: destinations destinations_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
 --
 
@@ -1263,6 +1517,34 @@ ALTER TABLE ONLY switchyard.inbox_duplicates
 
 ALTER TABLE ONLY switchyard.inbox_entity_versions
     ADD CONSTRAINT inbox_entity_versions_pkey PRIMARY KEY (source, entity_key);
+
+--
+-- Name: inbox_event_attempts inbox_event_attempts_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.inbox_event_attempts
+    ADD CONSTRAINT inbox_event_attempts_pkey PRIMARY KEY (inbox_event_id, attempt);
+
+--
+-- Name: inbox_event_attempts inbox_event_attempts_request_id_key; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.inbox_event_attempts
+    ADD CONSTRAINT inbox_event_attempts_request_id_key UNIQUE (request_id);
+
+--
+-- Name: inbox_event_duplicates inbox_event_duplicates_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.inbox_event_duplicates
+    ADD CONSTRAINT inbox_event_duplicates_pkey PRIMARY KEY (id);
+
+--
+-- Name: inbox_event_messages inbox_event_messages_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.inbox_event_messages
+    ADD CONSTRAINT inbox_event_messages_pkey PRIMARY KEY (inbox_event_id, outbox_id);
 
 --
 -- Name: inbox_events inbox_events_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
@@ -1454,6 +1736,13 @@ ALTER TABLE ONLY switchyard.triage_presence
     ADD CONSTRAINT triage_presence_pkey PRIMARY KEY (conn_id);
 
 --
+-- Name: triage_reopen_pending triage_reopen_pending_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.triage_reopen_pending
+    ADD CONSTRAINT triage_reopen_pending_pkey PRIMARY KEY (id);
+
+--
 -- Name: users users_name_key; Type: CONSTRAINT; Schema: switchyard; Owner: -
 --
 
@@ -1526,6 +1815,12 @@ CREATE INDEX dead_letter_groups_last ON switchyard.dead_letter_groups USING btre
 --
 
 CREATE INDEX idempotency_keys_expires ON switchyard.idempotency_keys USING btree (expires_at);
+
+--
+-- Name: inbox_event_duplicates_event; Type: INDEX; Schema: switchyard; Owner: -
+--
+
+CREATE INDEX inbox_event_duplicates_event ON switchyard.inbox_event_duplicates USING btree (source, event_id, id);
 
 --
 -- Name: inbox_events_attention; Type: INDEX; Schema: switchyard; Owner: -
@@ -1627,7 +1922,7 @@ CREATE INDEX outbox_delivery_key ON switchyard.outbox USING btree (delivery_key)
 -- Name: outbox_destination_id; Type: INDEX; Schema: switchyard; Owner: -
 --
 
-CREATE INDEX outbox_destination_id ON switchyard.outbox USING btree (destination, id) WHERE (state <> 'delivered'::text);
+CREATE INDEX outbox_destination_id ON switchyard.outbox USING btree (destination text_pattern_ops, id) WHERE (state <> 'delivered'::text);
 
 --
 -- Name: outbox_discarded_id; Type: INDEX; Schema: switchyard; Owner: -
@@ -1693,7 +1988,7 @@ CREATE UNIQUE INDEX outbox_replay_request ON switchyard.outbox USING btree (repl
 -- Name: outbox_topic_id; Type: INDEX; Schema: switchyard; Owner: -
 --
 
-CREATE INDEX outbox_topic_id ON switchyard.outbox USING btree (topic, id) WHERE (state <> 'delivered'::text);
+CREATE INDEX outbox_topic_id ON switchyard.outbox USING btree (topic text_pattern_ops, id) WHERE (state <> 'delivered'::text);
 
 --
 -- Name: reconcile_cycles_check; Type: INDEX; Schema: switchyard; Owner: -
@@ -1856,6 +2151,27 @@ CREATE TRIGGER triage_inbox_parked_new AFTER INSERT ON switchyard.inbox_events F
 --
 
 CREATE TRIGGER triage_note_versions_append_only BEFORE DELETE OR UPDATE ON switchyard.triage_note_versions FOR EACH ROW EXECUTE FUNCTION switchyard.triage_refuse_change();
+
+--
+-- Name: destination_checks destination_checks_destination_fkey; Type: FK CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.destination_checks
+    ADD CONSTRAINT destination_checks_destination_fkey FOREIGN KEY (destination) REFERENCES switchyard.destinations(name) ON UPDATE CASCADE ON DELETE CASCADE;
+
+--
+-- Name: inbox_event_attempts inbox_event_attempts_inbox_event_id_fkey; Type: FK CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.inbox_event_attempts
+    ADD CONSTRAINT inbox_event_attempts_inbox_event_id_fkey FOREIGN KEY (inbox_event_id) REFERENCES switchyard.inbox_events(id) ON DELETE CASCADE;
+
+--
+-- Name: inbox_event_messages inbox_event_messages_inbox_event_id_fkey; Type: FK CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.inbox_event_messages
+    ADD CONSTRAINT inbox_event_messages_inbox_event_id_fkey FOREIGN KEY (inbox_event_id) REFERENCES switchyard.inbox_events(id) ON DELETE CASCADE;
 
 --
 -- Name: outbox_attempts outbox_attempts_message_id_fkey; Type: FK CONSTRAINT; Schema: switchyard; Owner: -

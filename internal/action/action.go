@@ -68,6 +68,7 @@ import (
 	"github.com/switchyard/switchyard/internal/audit"
 	"github.com/switchyard/switchyard/internal/auth"
 	"github.com/switchyard/switchyard/internal/changefeed"
+	"github.com/switchyard/switchyard/internal/inbox"
 )
 
 // Audit actions recorded by this package.
@@ -123,6 +124,21 @@ type Config struct {
 	WakeDispatchers func(ctx context.Context) error
 	// Logger receives the failures of WakeDispatchers. Default: discard.
 	Logger *slog.Logger
+
+	// The configuration actions' (settings.go) view of the process:
+	// NATSURL is the NATS server of JetStream destinations, whose
+	// streams DestinationSave checks ("": jetstream.DefaultURL); Getenv
+	// reads the signing secrets a source's test event is signed with;
+	// Inbox receives the test events of sources and is reloaded after a
+	// source is saved (nil: sources cannot be tested here); InboxHandlers
+	// names the Go handlers a source may run besides the built-in ones.
+	NATSURL string
+	Getenv  func(string) string
+	// DestinationsSaved is called after a destination was saved (this
+	// process's dispatcher rereads destinations now); nil: nothing.
+	DestinationsSaved func()
+	Inbox             *inbox.Receiver
+	InboxHandlers     []string
 }
 
 // Service runs the actions. It holds no state but its Config and is safe
@@ -135,6 +151,9 @@ type Service struct {
 func New(cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Getenv == nil {
+		cfg.Getenv = func(string) string { return "" }
 	}
 	return &Service{cfg: cfg}
 }

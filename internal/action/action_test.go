@@ -64,7 +64,7 @@ func TestEditAndReplayRecordsBothPayloads(t *testing.T) {
 		WHERE request_id = $1 AND action = 'message.edit_replay'`, rid.String()).Scan(&detail))
 	require.JSONEq(t, `{"order":1}`, string(detail["original_payload"]))
 	require.JSONEq(t, `{"order":2}`, string(detail["payload"]))
-	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM switchyard.outbox WHERE id = $1 AND payload = '{"order":2}'`, done.ID))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM switchyard.outbox WHERE id = $1 AND payload::jsonb = '{"order":2}'`, done.ID))
 }
 
 // Discard and restore: each its effect, its change and its audit row.

@@ -106,7 +106,7 @@ func createRepairJob(ctx context.Context, tx pgx.Tx, a Actor, in RepairJobInput)
 	job, err := q.RepairJobCreate(ctx, queries.RepairJobCreateParams{Filter: filter, FilterKey: key, Actor: a.Name,
 		Reason: in.Reason, RatePerSec: int32(in.RatePerSecond), Estimate: estimate})
 	if errors.Is(err, pgx.ErrNoRows) {
-		running, err := q.ReplayJobRunning(ctx, key)
+		running, err := q.ReplayJobGetRunning(ctx, key)
 		if err != nil {
 			return bulkreplay.Job{}, fmt.Errorf("find the running repair job: %w", err)
 		}
@@ -134,7 +134,7 @@ func (repairWorker) Candidates(ctx context.Context, tx pgx.Tx, job bulkreplay.Jo
 	if err := json.Unmarshal(job.Filter, &f); err != nil {
 		return nil, fmt.Errorf("decode a repair filter: %w", err)
 	}
-	return queries.New(tx).RepairJobCandidates(ctx, queries.RepairJobCandidatesParams{
+	return queries.New(tx).RepairJobListCandidates(ctx, queries.RepairJobListCandidatesParams{
 		CheckName: f.Check, Kind: f.Kind, AfterID: job.CursorID, UpperID: job.UpperID, BatchSize: int32(size)})
 }
 

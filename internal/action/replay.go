@@ -187,8 +187,8 @@ func refused(ctx context.Context, tx pgx.Tx, id int64, err error) error {
 }
 
 // messageGet reads message id in tx.
-func messageGet(ctx context.Context, tx pgx.Tx, id int64) (queries.ActionMessageGetRow, error) {
-	m, err := queries.New(tx).ActionMessageGet(ctx, id)
+func messageGet(ctx context.Context, tx pgx.Tx, id int64) (queries.OutboxActionPanelGetRow, error) {
+	m, err := queries.New(tx).OutboxActionPanelGet(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return m, &Refusal{Kind: KindNotFound, Message: msgNoMessage}
 	}

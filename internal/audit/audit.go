@@ -193,7 +193,7 @@ func (l Log) List(ctx context.Context, f Filter) ([]Row, int64, error) { return 
 // Actions returns every action recorded in the trail, sorted: one index
 // probe per distinct action (the list is short), never a scan of the rows.
 func (l Log) Actions(ctx context.Context) ([]string, error) {
-	actions, err := queries.New(l.DB).AuditActions(ctx)
+	actions, err := queries.New(l.DB).AuditListActions(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("audit: list recorded actions: %w", err)
 	}

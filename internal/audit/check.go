@@ -93,7 +93,7 @@ func checkSeals(ctx context.Context, db queries.DBTX, key []byte, r *Report, pro
 	var after, firstUnsealed, lastSealed int64
 	var mismatch, lost bool
 	for {
-		rows, err := q.AuditSealedRows(ctx, queries.AuditSealedRowsParams{AfterID: after, MaxRows: 5000})
+		rows, err := q.AuditListSealedRows(ctx, queries.AuditListSealedRowsParams{AfterID: after, MaxRows: 5000})
 		if err != nil {
 			return 0, fmt.Errorf("audit: read seals: %w", err)
 		}
@@ -127,7 +127,7 @@ func checkSeals(ctx context.Context, db queries.DBTX, key []byte, r *Report, pro
 	if lost {
 		r.Unsealed = 0 // they are not a tail: counted as a problem
 	}
-	orphans, err := q.AuditSealOrphans(ctx)
+	orphans, err := q.AuditSealCountOrphans(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("audit: read seals: %w", err)
 	}
@@ -139,7 +139,7 @@ func checkSeals(ctx context.Context, db queries.DBTX, key []byte, r *Report, pro
 
 // checkCheckpoint compares the trail with cp.
 func checkCheckpoint(ctx context.Context, db queries.DBTX, key []byte, cp Checkpoint, sealedUpTo int64, r *Report) []error {
-	at, err := queries.New(db).AuditAt(ctx, cp.ID)
+	at, err := queries.New(db).AuditGetAt(ctx, cp.ID)
 	if err != nil {
 		return []error{fmt.Errorf("audit: compare with the checkpoint: %w", err)}
 	}

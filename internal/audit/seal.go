@@ -174,7 +174,7 @@ func (s *Sealer) tick(ctx context.Context, force bool) {
 	// The newest id first: counting the rows costs a scan of the trail,
 	// paid only when a checkpoint is written. Ids may have gaps (a
 	// rolled-back insert), so this counts a little early, never late.
-	id, err := q.AuditHeadID(qctx)
+	id, err := q.AuditHeadIDGet(qctx)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && id == s.last.ID) {
 		return // nothing (new) to vouch for
 	}
@@ -187,7 +187,7 @@ func (s *Sealer) tick(ctx context.Context, force bool) {
 		s.logFailure(ctx, "audit checkpoint refused", err)
 		return
 	}
-	head, err := q.AuditHead(qctx)
+	head, err := q.AuditHeadGet(qctx)
 	if err != nil {
 		s.logFailure(ctx, "audit checkpoint: read the head", err)
 		return
@@ -207,7 +207,7 @@ func (s *Sealer) stillHolds(ctx context.Context, q *queries.Queries) error {
 	if s.last.ID == 0 {
 		return nil
 	}
-	at, err := q.AuditAt(ctx, s.last.ID)
+	at, err := q.AuditGetAt(ctx, s.last.ID)
 	if err != nil {
 		return fmt.Errorf("audit: compare with the last checkpoint: %w", err)
 	}
@@ -269,7 +269,7 @@ func (s *Sealer) Seal(ctx context.Context) (int, error) {
 func (s *Sealer) sealHead(ctx context.Context) (int64, []byte, error) {
 	qctx, cancel := context.WithTimeout(ctx, s.cfg.StatementTimeout)
 	defer cancel()
-	head, err := queries.New(s.pool).AuditSealHead(qctx)
+	head, err := queries.New(s.pool).AuditSealHeadGet(qctx)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, make([]byte, sha256.Size), nil
 	}
@@ -282,11 +282,11 @@ func (s *Sealer) sealHead(ctx context.Context) (int64, []byte, error) {
 	return head.ID, head.Hash, nil
 }
 
-func (s *Sealer) sealBatch(ctx context.Context, after int64, prev []byte, n int) (int, queries.AuditUnsealedRow, error) {
+func (s *Sealer) sealBatch(ctx context.Context, after int64, prev []byte, n int) (int, queries.AuditListUnsealedRow, error) {
 	q := queries.New(s.pool)
-	rows, err := q.AuditUnsealed(ctx, queries.AuditUnsealedParams{AfterID: after, MaxRows: int32(n)})
+	rows, err := q.AuditListUnsealed(ctx, queries.AuditListUnsealedParams{AfterID: after, MaxRows: int32(n)})
 	if err != nil || len(rows) == 0 {
-		return 0, queries.AuditUnsealedRow{}, err
+		return 0, queries.AuditListUnsealedRow{}, err
 	}
 	ids, macs := make([]int64, len(rows)), make([][]byte, len(rows))
 	for i, r := range rows {

@@ -23,7 +23,7 @@ func loginWork(t *testing.T, svc *Service, name, password string) int64 {
 // verification plus padding. It still signs in, and is rehashed then.
 func TestWeakerHashCostsAsMuchAsAnUnknownName(t *testing.T) {
 	t.Parallel()
-	svc, pool := setup(t, Config{})
+	svc, pool := setup(t, Config{Params: DefaultParams})
 	ctx := context.Background()
 	old := Params{Time: 1, MemoryKiB: 8 * 1024, Threads: 1, KeyLen: 32}
 	_, err := pool.Exec(ctx, `UPDATE switchyard.users SET password_hash = $1 WHERE name = 'bob'`, HashPassword(goodPassword, old))

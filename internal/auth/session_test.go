@@ -177,7 +177,7 @@ func TestSignInPrunesLongEndedSessions(t *testing.T) {
 // at the next successful sign-in.
 func TestSignInUpgradesWeakHashes(t *testing.T) {
 	t.Parallel()
-	svc, pool := setup(t, Config{})
+	svc, pool := setup(t, Config{Params: DefaultParams})
 	ctx := context.Background()
 	weak := HashPassword(goodPassword, Params{Time: 1, MemoryKiB: 8 * 1024, Threads: 1, KeyLen: 32})
 	_, err := pool.Exec(ctx, `UPDATE switchyard.users SET password_hash = $1 WHERE name = 'alice'`, weak)

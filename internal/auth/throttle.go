@@ -91,7 +91,7 @@ func (s *Service) admit(ctx context.Context, name, addr string, c client) error 
 // checkThrottle refuses an attempt while any delay that applies to it
 // runs, with the time until the longest ends.
 func (s *Service) checkThrottle(ctx context.Context, q *queries.Queries, name, addr string, c client) error {
-	t, err := q.LoginThrottle(ctx, queries.LoginThrottleParams{
+	t, err := q.LoginThrottleGet(ctx, queries.LoginThrottleGetParams{
 		Account: name, Client: c.key, Address: addr,
 		WindowSeconds: s.cfg.ThrottleWindow.Seconds(), AddressCap: int32(s.cfg.FreeFailures),
 	})

@@ -223,7 +223,12 @@ func runInboxBench(ctx context.Context, cfg Config, args []string, logger *slog.
 	if err != nil {
 		return nil, fmt.Errorf("bench inbox: %w", err)
 	}
-	result, err := benchInbox(ctx, cfg, opts, logger)
+	var result any
+	if opts.floor {
+		result, err = benchInboxFloor(ctx, cfg, opts, logger)
+	} else {
+		result, err = benchInbox(ctx, cfg, opts, logger)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bench inbox: %w", err)
 	}
@@ -247,6 +252,9 @@ type benchResult struct {
 	MaxMs                float64 `json:"max_ms"`
 	RoundTripsPerMessage float64 `json:"round_trips_per_message"`
 	RoundTripsMethod     string  `json:"round_trips_method"`
+	// Drain mode only: CPU per message, the figure to compare between
+	// builds on a shared machine.
+	CPU *benchCPU `json:"cpu,omitempty"`
 	// Offered-load mode only.
 	OfferedPerSec  int     `json:"offered_per_sec,omitempty"`
 	EnqueuedPerSec float64 `json:"enqueued_per_sec,omitempty"`
@@ -389,6 +397,9 @@ func (m benchMeasurement) result(opts benchOptions, target *benchTarget, server 
 	}
 	if !target.created {
 		r.Database = "in_place"
+	}
+	if m.cpu.Method != "" {
+		r.CPU = &m.cpu
 	}
 	if opts.rate > 0 {
 		r.Mode, r.OfferedPerSec, r.Wake = "offered", opts.rate, opts.wake

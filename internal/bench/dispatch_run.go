@@ -119,7 +119,7 @@ func (b *benchRun) close() {
 }
 
 // benchDestinationRow is a destination with the destinations table's
-// defaults (migrations/00002_outbox.sql) but of kind function: only a
+// defaults (migrations/00002_destinations.sql) but of kind function: only a
 // process that embeds the dispatcher delivers to a function destination,
 // so no other dispatcher on the same database claims the bench's messages.
 // The http bench records its receiver's URL as the address.

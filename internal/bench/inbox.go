@@ -20,6 +20,7 @@ import (
 	"github.com/switchyard/switchyard/internal/destination/webhook"
 	"github.com/switchyard/switchyard/internal/httpserver"
 	"github.com/switchyard/switchyard/internal/inbox"
+	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/web/static"
 )
 
@@ -30,6 +31,9 @@ type inboxBenchOptions struct {
 	concurrency int           // concurrent senders
 	timeout     time.Duration // bounds the measured phase
 	cpuProfile  string        // where to write a CPU profile of the measured phase; "": none
+	floor       bool          // side by side with the pgbench floor (inbox_floor.go)
+	rounds      int           // with floor: rounds, each running both once
+	handler     string        // the source's handler: customer.Name or inbox.HandlerForward
 }
 
 func newInboxBenchFlags(o *inboxBenchOptions) *flag.FlagSet {
@@ -41,6 +45,10 @@ func newInboxBenchFlags(o *inboxBenchOptions) *flag.FlagSet {
 	fs.IntVar(&o.concurrency, "concurrency", 32, "concurrent senders, each with its own keep-alive connection")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up when the measured phase takes longer")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the measured phase (senders and receiver) to this file (go tool pprof)")
+	fs.BoolVar(&o.floor, "floor", false, "side by side: run the inbox bench and its floor (pgbench doing only the inbox's essential SQL per event, same server, same clients, same event mix) by turns, and print both medians and the ratio")
+	fs.IntVar(&o.rounds, "rounds", 3, "with --floor: rounds, each running the inbox and the floor once, in turns")
+	fs.StringVar(&o.handler, "handler", customer.Name, "the source's handler: "+customer.Name+" (the demo's: creates or updates a customer) or "+
+		inbox.HandlerForward+" (records the event and enqueues it to a destination in the same transaction, ordered per customer)")
 	return fs
 }
 
@@ -50,9 +58,17 @@ func printInboxBenchUsage(w io.Writer) {
 	fmt.Fprint(w, `Usage: console bench inbox [flags]
 
 Sends signed events (Standard Webhooks) to POST /inbox/{source} on an
-in-process console, whose source uses the customer-upsert handler, in a
-fresh database of its own (created on the server, dropped at the end), and
-prints one JSON object as its last line.
+in-process console, whose source uses the customer-upsert handler (or,
+with --handler forward, the built-in forward handler, configured as a row
+of switchyard.inbox_sources), in a fresh database of its own (created on
+the server, dropped at the end), and prints one JSON object as its last
+line.
+
+With --floor it runs, by turns in one database, the inbox bench and its
+floor: pgbench (found beside the server binaries) with as many clients,
+each event one transaction of the inbox's essential SQL (the claim with ON
+CONFLICT DO NOTHING, then the handler's one statement), and prints both
+medians and the ratio (BENCHMARKS.md, "The inbox against its floor").
 
 Flags:
 `)
@@ -74,6 +90,14 @@ func parseInboxBenchOptions(args []string) (inboxBenchOptions, error) {
 		return o, errors.New("--duplicates must be between 0 and 0.9")
 	case o.timeout <= 0:
 		return o, errors.New("--timeout must be positive")
+	case o.rounds < 1:
+		return o, errors.New("--rounds must be 1 or more")
+	case o.floor && o.cpuProfile != "":
+		return o, errors.New("--cpuprofile profiles one run: not with --floor")
+	case o.handler != customer.Name && o.handler != inbox.HandlerForward:
+		return o, fmt.Errorf("--handler must be %s or %s", customer.Name, inbox.HandlerForward)
+	case o.floor && o.handler != customer.Name:
+		return o, fmt.Errorf("--floor measures the %s handler against its SQL: not with --handler %s", customer.Name, o.handler)
 	}
 	return o, nil
 }
@@ -94,6 +118,13 @@ type inboxBenchResult struct {
 	CPUs         int           `json:"cpus"`
 	LoadAverage  string        `json:"load_average,omitempty"`
 	Settings     benchSettings `json:"settings"`
+	// CPU is the measured phase's CPU per 1,000 requests (duplicates
+	// included): the figure to compare between builds on a shared machine.
+	CPU *benchCPU `json:"cpu,omitempty"`
+	// self and cluster are the measured phase's CPU time of this process
+	// and of the whole server (inboxMeasurement), for the floor's side by
+	// side.
+	self, cluster time.Duration
 }
 
 // benchInbox runs one inbox bench in a database of its own.
@@ -103,13 +134,23 @@ func benchInbox(ctx context.Context, cfg Config, opts inboxBenchOptions, logger 
 		return inboxBenchResult{}, err
 	}
 	defer env.close(ctx, logger)
-	target := env.target
-	cleanup, err := installDemo(ctx, target, logger)
+	install := installDemo
+	if opts.handler == inbox.HandlerForward {
+		install = installForward
+	}
+	cleanup, err := install(ctx, env.target, logger)
 	if err != nil {
 		return inboxBenchResult{}, err
 	}
 	defer cleanup()
-	run, err := newInboxBenchRun(target, opts, logger)
+	return inboxOnce(ctx, env, opts, env.target.inboxSource(), logger)
+}
+
+// inboxOnce runs the inbox bench once in env's database, with source,
+// and checks its effect.
+func inboxOnce(ctx context.Context, env *benchEnv, opts inboxBenchOptions, source string, logger *slog.Logger) (inboxBenchResult, error) {
+	target := env.target
+	run, err := newInboxBenchRun(ctx, target, source, opts, logger)
 	if err != nil {
 		return inboxBenchResult{}, err
 	}
@@ -126,8 +167,9 @@ func benchInbox(ctx context.Context, cfg Config, opts inboxBenchOptions, logger 
 		Seconds:      benchRound(m.elapsed.Seconds(), 3),
 		EventsPerSec: benchRound(float64(opts.events)/m.elapsed.Seconds(), 0),
 		P50Ms:        benchMillis(m.latency.percentile(0.50)), P99Ms: benchMillis(m.latency.percentile(0.99)),
-		MaxMs: benchMillis(m.latency.percentile(1)), Handler: "customer-upsert", Database: "created",
-		CPUs: runtime.NumCPU(), LoadAverage: env.load, Settings: env.server,
+		MaxMs: benchMillis(m.latency.percentile(1)), Handler: opts.handler, Database: "created",
+		CPUs: runtime.NumCPU(), LoadAverage: env.load, Settings: env.server, CPU: &m.cpu,
+		self: m.self, cluster: m.cluster,
 	}
 	if !target.created {
 		r.Database = "in_place"
@@ -140,6 +182,7 @@ func benchInbox(ctx context.Context, cfg Config, opts inboxBenchOptions, logger 
 type inboxBenchRun struct {
 	opts       inboxBenchOptions
 	target     *benchTarget
+	source     string // the run's inbox source; customers' ids start with it
 	addr       string // the receiver's host:port
 	requests   []benchRequest
 	unique     int
@@ -153,15 +196,17 @@ type benchRequest struct {
 	wire []byte // the whole HTTP request, as sent
 }
 
+// inboxSource is the bench's inbox source; every source of a side by side
+// (inboxSource()-inbox-1, ...-floor-1, ...) starts with it and a dash.
 func (t *benchTarget) inboxSource() string { return "bench-" + t.suffix }
 
-func newInboxBenchRun(target *benchTarget, opts inboxBenchOptions, logger *slog.Logger) (*inboxBenchRun, error) {
+func newInboxBenchRun(ctx context.Context, target *benchTarget, source string, opts inboxBenchOptions, logger *slog.Logger) (*inboxBenchRun, error) {
 	secret, err := newWebhookSecret()
 	if err != nil {
 		return nil, err
 	}
-	r := &inboxBenchRun{opts: opts, target: target, served: make(chan struct{})}
-	if err := r.start(secret, logger); err != nil {
+	r := &inboxBenchRun{opts: opts, target: target, source: source, served: make(chan struct{})}
+	if err := r.start(ctx, secret, logger); err != nil {
 		return nil, err
 	}
 	if err := r.prepare(secret); err != nil {
@@ -175,7 +220,7 @@ func newInboxBenchRun(target *benchTarget, opts inboxBenchOptions, logger *slog.
 // share that repeats an earlier event, picked at random.
 func (r *inboxBenchRun) prepare(secret string) error {
 	now := time.Now()
-	path := "/inbox/" + r.target.inboxSource()
+	path := "/inbox/" + r.source
 	r.requests = make([]benchRequest, r.opts.events)
 	for i := range r.requests {
 		if i > 0 && rand.Float64() < r.opts.duplicates {
@@ -183,7 +228,7 @@ func (r *inboxBenchRun) prepare(secret string) error {
 			r.duplicates++
 			continue
 		}
-		id := fmt.Sprintf("%s-%d", r.target.inboxSource(), r.unique)
+		id := fmt.Sprintf("%s-%d", r.source, r.unique)
 		body := fmt.Appendf(nil, `{"customer": {"id": %q, "name": "Customer %d", "email": "c%d@example.com"}}`, id, r.unique, r.unique)
 		sig, err := webhook.Sign(secret, id, now, body)
 		if err != nil {
@@ -207,17 +252,13 @@ func (r *inboxBenchRun) inboxRequest(path, id string, ts time.Time, signature st
 // start serves the console's routes, as console serve wires them, with the
 // bench's source. Request logs below warn are dropped: at thousands of
 // requests a second they would measure the terminal.
-func (r *inboxBenchRun) start(secret string, logger *slog.Logger) error {
+func (r *inboxBenchRun) start(ctx context.Context, secret string, logger *slog.Logger) error {
 	quiet := slog.New(slog.DiscardHandler)
 	registry := prometheus.NewRegistry()
-	verifier, err := inbox.NewVerifier(inbox.SchemeStandardWebhooks, []string{secret}, 0)
+	receiver, err := r.receiver(ctx, secret, registry)
 	if err != nil {
 		return err
 	}
-	receiver := inbox.NewReceiver(inbox.ReceiverConfig{
-		Pool: r.target.pool, Handlers: inbox.Registry{customer.Name: customer.Registration(customer.Config{})}, Metrics: inbox.NewMetrics(registry),
-		Sources: []inbox.Source{{Name: r.target.inboxSource(), Scheme: inbox.SchemeStandardWebhooks, Verifier: verifier, Handler: customer.Name}},
-	})
 	assets, err := static.New()
 	if err != nil {
 		return err
@@ -239,6 +280,42 @@ func (r *inboxBenchRun) start(secret string, logger *slog.Logger) error {
 		_ = r.server.Serve(ln)
 	}()
 	return nil
+}
+
+// receiver is the bench's inbox receiver. The customer-upsert source is
+// given to it as a Go handler's; a forward source is read from its row of
+// switchyard.inbox_sources (installForward), as console serve reads it,
+// with its secret reference resolved to secret.
+func (r *inboxBenchRun) receiver(ctx context.Context, secret string, registry *prometheus.Registry) (*inbox.Receiver, error) {
+	cfg := inbox.ReceiverConfig{
+		Pool: r.target.pool, Handlers: inbox.Registry{customer.Name: customer.Registration(customer.Config{})}, Metrics: inbox.NewMetrics(registry),
+	}
+	if r.opts.handler == inbox.HandlerForward {
+		cfg.Getenv = func(name string) string {
+			if name == forwardSecretRef {
+				return secret
+			}
+			return ""
+		}
+		row, err := queries.New(r.target.pool).InboxSourceGet(ctx, r.source)
+		if err != nil {
+			return nil, fmt.Errorf("read the bench's forward source: %w", err)
+		}
+		if problem := inbox.SourceFromRow(row, cfg.Getenv).Problem; problem != nil {
+			return nil, fmt.Errorf("the bench's forward source: %w", problem)
+		}
+		receiver := inbox.NewReceiver(cfg)
+		if err := receiver.Load(ctx); err != nil {
+			return nil, err
+		}
+		return receiver, nil
+	}
+	verifier, err := inbox.NewVerifier(inbox.SchemeStandardWebhooks, []string{secret}, 0)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Sources = []inbox.Source{{Name: r.source, Scheme: inbox.SchemeStandardWebhooks, Verifier: verifier, Handler: customer.Name}}
+	return inbox.NewReceiver(cfg), nil
 }
 
 func (r *inboxBenchRun) close() {

@@ -15,14 +15,21 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/internal/demo/demodb"
+	"github.com/switchyard/switchyard/internal/inbox"
 )
 
 // inboxMeasurement is what the measured phase saw.
 type inboxMeasurement struct {
 	elapsed time.Duration
 	latency durations
+	cpu     benchCPU // per 1,000 requests
+	// self and cluster are the CPU time this process and the whole
+	// server (clusterSample) used in the measured phase, for the side by
+	// side with the floor.
+	self, cluster time.Duration
 }
 
 // measure sends every prepared request from --concurrency senders and
@@ -37,11 +44,22 @@ func (r *inboxBenchRun) measure(ctx context.Context) (inboxMeasurement, error) {
 	fail := func(err error) {
 		once.Do(func() { firstErr = err; cancel() })
 	}
+	if err := warmPool(ctx, r.target.pool, r.opts.concurrency); err != nil {
+		return inboxMeasurement{}, err
+	}
 	stopProfile, err := startCPUProfile(r.opts.cpuProfile)
 	if err != nil {
 		return inboxMeasurement{}, err
 	}
 	defer stopProfile()
+	clusterStart, err := sampleClusterCPU(ctx, r.target.pool)
+	if err != nil {
+		return inboxMeasurement{}, err
+	}
+	cpuStart, err := sampleCPU(ctx, r.target.pool)
+	if err != nil {
+		return inboxMeasurement{}, err
+	}
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range r.opts.concurrency {
@@ -68,17 +86,50 @@ func (r *inboxBenchRun) measure(ctx context.Context) (inboxMeasurement, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	if err := stopProfile(); err != nil {
-		return inboxMeasurement{}, err
-	}
 	if firstErr != nil {
 		return inboxMeasurement{}, firstErr
 	}
 	if err := ctx.Err(); err != nil {
 		return inboxMeasurement{}, fmt.Errorf("measured phase: %w", err)
 	}
+	cpuEnd, err := sampleCPU(ctx, r.target.pool)
+	if err != nil {
+		return inboxMeasurement{}, err
+	}
+	clusterEnd, err := sampleClusterCPU(ctx, r.target.pool)
+	if err != nil {
+		return inboxMeasurement{}, err
+	}
+	if err := stopProfile(); err != nil {
+		return inboxMeasurement{}, err
+	}
 	slices.Sort(latencies)
-	return inboxMeasurement{elapsed: elapsed, latency: latencies}, nil
+	return inboxMeasurement{
+		elapsed: elapsed, latency: latencies, cpu: cpuSince(cpuStart, cpuEnd, len(r.requests)),
+		self: cpuEnd.self - cpuStart.self, cluster: clusterEnd.since(clusterStart),
+	}, nil
+}
+
+// warmPool opens n of pool's connections (at most its size) before the
+// clock starts, so that the measured phase neither waits for nor pays
+// the server's process starts, and the CPU sample at its start lists
+// those processes.
+func warmPool(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	n = min(n, int(pool.Config().MaxConns))
+	conns := make([]*pgxpool.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range n {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("open the receiver's connections: %w", err)
+		}
+		conns = append(conns, c)
+	}
+	return nil
 }
 
 // sender is one sender's keep-alive connection to the receiver. It writes
@@ -140,7 +191,10 @@ func (s *sender) send(req benchRequest) error {
 // check confirms the effect: every unique event recorded and applied
 // once, every redelivery counted as a duplicate.
 func (r *inboxBenchRun) check(ctx context.Context) error {
-	source := r.target.inboxSource()
+	if r.opts.handler == inbox.HandlerForward {
+		return r.checkForward(ctx)
+	}
+	source := r.source
 	var events, customers, duplicates int
 	err := r.target.pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM switchyard.inbox_events WHERE source = $1 AND status = 'processed'),
@@ -175,17 +229,19 @@ func installDemo(ctx context.Context, t *benchTarget, logger *slog.Logger) (clea
 	return func() { deleteInboxBenchRows(ctx, t, !installed, logger) }, nil
 }
 
-// deleteInboxBenchRows removes, in place, what an inbox bench wrote; with
-// dropDemo, the demo schema it installed too.
+// deleteInboxBenchRows removes, in place, what an inbox bench wrote (under
+// its source, and the sources of a side by side, which start with it and
+// a dash); with dropDemo, the demo schema it installed too.
 func deleteInboxBenchRows(ctx context.Context, t *benchTarget, dropDemo bool, logger *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), benchCleanupTimeout)
 	defer cancel()
-	source := t.inboxSource()
+	source := t.inboxSource() // letters, digits and dashes: nothing LIKE would read as a pattern
 	err := pgx.BeginFunc(ctx, t.pool, func(tx pgx.Tx) error {
 		for _, stmt := range []string{
-			`DELETE FROM switchyard.inbox_events WHERE source = $1`,
-			`DELETE FROM switchyard.inbox_duplicates WHERE source = $1`,
-			`DELETE FROM switchyard.inbox_entity_versions WHERE source = $1`,
+			`DELETE FROM switchyard.inbox_events WHERE source = $1 OR source LIKE $1 || '-%'`,
+			`DELETE FROM switchyard.inbox_duplicates WHERE source = $1 OR source LIKE $1 || '-%'`,
+			`DELETE FROM switchyard.inbox_event_duplicates WHERE source = $1 OR source LIKE $1 || '-%'`,
+			`DELETE FROM switchyard.inbox_entity_versions WHERE source = $1 OR source LIKE $1 || '-%'`,
 			`DELETE FROM switchyard_demo.customers WHERE external_id LIKE $1 || '-%'`,
 		} {
 			if _, err := tx.Exec(ctx, stmt, source); err != nil {

@@ -41,6 +41,82 @@ func TestBenchInboxInPlace(t *testing.T) {
 	require.Positive(t, res.EventsPerSec)
 	require.GreaterOrEqual(t, res.P99Ms, res.P50Ms)
 	require.Equal(t, "in_place", res.Database)
+	require.NotNil(t, res.CPU, "CPU per event is reported")
+	require.Positive(t, res.CPU.GoMsPer1k)
+	require.Positive(t, res.CPU.PostgresMsPer1k, "the server's processes are readable here")
+	requireInboxBenchRowsGone(t, url)
+}
+
+// requireInboxBenchRowsGone fails unless every row an inbox bench writes,
+// and the demo schema, are gone from the database at url.
+func requireInboxBenchRowsGone(t *testing.T, url string) {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), url)
+	require.NoError(t, err)
+	defer pool.Close()
+	var left int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT
+		(SELECT count(*) FROM switchyard.inbox_events) + (SELECT count(*) FROM switchyard.inbox_duplicates) +
+		(SELECT count(*) FROM switchyard.inbox_event_duplicates) +
+		(SELECT count(*) FROM pg_namespace WHERE nspname = 'switchyard_demo')`).Scan(&left))
+	require.Zero(t, left, "the bench removed its rows, and the demo schema it installed")
+}
+
+// The side by side runs pgbench's floor and the inbox by turns in the
+// test's database, each side's effect checked (one customer per recorded
+// event), and prints the medians, the ratio and each run's CPU last.
+func TestBenchInboxFloorInPlace(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewURL(t)
+	cfg := Config{Database: postgres.Config{URL: url}}
+	var out bytes.Buffer
+	err := Run(context.Background(), cfg, []string{"inbox", "--floor", "--rounds", "2", "--events", "400", "--concurrency", "4"},
+		slog.New(slog.NewTextHandler(t.Output(), nil)), &out)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var res inboxFloorResult
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &res), "the last line is one JSON object")
+	require.Len(t, res.Inbox.Runs, 2)
+	require.Len(t, res.Floor.Runs, 2)
+	require.Equal(t, [][]string{{"floor", "inbox"}, {"inbox", "floor"}}, res.Order, "the rounds alternate")
+	for _, run := range res.Floor.Runs {
+		require.Equal(t, 400, run.Events, "4 clients, 100 transactions each")
+		require.Positive(t, run.Duplicates, "a tenth of the floor's events repeat an earlier one")
+		require.Less(t, run.Duplicates, 200)
+		require.Positive(t, run.ClientMsPer1k, "pgbench's CPU is counted")
+		require.Positive(t, run.ServerMsPer1k, "the server's CPU is counted, its ended backends too")
+	}
+	for _, run := range res.Inbox.Runs {
+		require.Equal(t, 400, run.Events)
+		require.Positive(t, run.ServerMsPer1k)
+	}
+	require.Positive(t, res.InboxEventsPerSec)
+	require.Positive(t, res.FloorEventsPerSec)
+	require.InDelta(t, res.InboxEventsPerSec/res.FloorEventsPerSec, res.Ratio, 0.001)
+	require.Contains(t, res.Pgbench, "pgbench")
+	require.False(t, res.Checkpoints, "in place, the bench neither empties tables nor checkpoints")
+	requireInboxBenchRowsGone(t, url)
+}
+
+// With --handler forward the source is a row of switchyard.inbox_sources
+// naming the built-in forward handler: the bench checks that every unique
+// event became exactly one message (none for a duplicate), says so in its
+// JSON, and leaves no row behind in place.
+func TestBenchInboxForwardInPlace(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewURL(t)
+	cfg := Config{Database: postgres.Config{URL: url}}
+	var out bytes.Buffer
+	err := Run(context.Background(), cfg, []string{"inbox", "--handler", "forward", "--events", "500", "--duplicates", "0.2", "--concurrency", "8"},
+		slog.New(slog.NewTextHandler(t.Output(), nil)), &out)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var res inboxBenchResult
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &res))
+	require.Equal(t, "forward", res.Handler)
+	require.Equal(t, 500, res.Events)
+	require.Positive(t, res.Duplicates)
+	require.Positive(t, res.EventsPerSec)
 
 	pool, err := pgxpool.New(context.Background(), url)
 	require.NoError(t, err)
@@ -48,8 +124,29 @@ func TestBenchInboxInPlace(t *testing.T) {
 	var left int
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT
 		(SELECT count(*) FROM switchyard.inbox_events) + (SELECT count(*) FROM switchyard.inbox_duplicates) +
+		(SELECT count(*) FROM switchyard.inbox_event_messages) + (SELECT count(*) FROM switchyard.inbox_sources) +
+		(SELECT count(*) FROM switchyard.outbox) + (SELECT count(*) FROM switchyard.outbox_aggregates) +
+		(SELECT count(*) FROM switchyard.destinations) +
 		(SELECT count(*) FROM pg_namespace WHERE nspname = 'switchyard_demo')`).Scan(&left))
-	require.Zero(t, left, "the bench removed its rows, and the demo schema it installed")
+	require.Zero(t, left, "the bench removed its source, destination, events and messages")
+}
+
+// The forward check can fail: a message missing for one event is found.
+func TestBenchInboxForwardCheckFindsAMissingMessage(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewURL(t)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	defer pool.Close()
+	target := &benchTarget{pool: pool, suffix: "check"}
+	cleanup, err := installForward(ctx, target, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer cleanup()
+	_, err = pool.Exec(ctx, `INSERT INTO switchyard.inbox_events (source, event_id, payload, status) VALUES ($1, 'e1', '{}', 'processed')`, target.inboxSource())
+	require.NoError(t, err)
+	run := &inboxBenchRun{opts: inboxBenchOptions{handler: "forward"}, target: target, unique: 1}
+	require.ErrorContains(t, run.check(ctx), "1 events processed, 0 messages")
 }
 
 func TestBenchInboxRejectsBadArguments(t *testing.T) {
@@ -59,6 +156,10 @@ func TestBenchInboxRejectsBadArguments(t *testing.T) {
 		{"inbox", "--duplicates", "1"},
 		{"inbox", "--concurrency", "0"},
 		{"inbox", "extra"},
+		{"inbox", "--floor", "--rounds", "0"},
+		{"inbox", "--floor", "--cpuprofile", "x.prof"},
+		{"inbox", "--handler", "sql"},
+		{"inbox", "--floor", "--handler", "forward"},
 	} {
 		cfg := Config{Database: postgres.Config{URL: "postgres://127.0.0.1:1/none"}}
 		err := Run(context.Background(), cfg, args, slog.New(slog.DiscardHandler), io.Discard)

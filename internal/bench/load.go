@@ -31,6 +31,7 @@ type benchMeasurement struct {
 	enqueueing time.Duration // offered-load mode: first enqueue to last commit
 	statements int64         // sent by the dispatcher during the measured phase
 	latency    durations
+	cpu        benchCPU // drain mode: CPU per message over the measured phase
 }
 
 // drain seeds the messages, then times the dispatcher from its start until
@@ -49,6 +50,10 @@ func (b *benchRun) drain(ctx context.Context) (benchMeasurement, error) {
 		return m, err
 	}
 	defer stopProfile()
+	cpuStart, err := sampleCPU(ctx, b.target.pool)
+	if err != nil {
+		return m, err
+	}
 	start = time.Now()
 	if err := b.dispatcher.Start(ctx); err != nil {
 		return m, fmt.Errorf("start the dispatcher: %w", err)
@@ -57,6 +62,11 @@ func (b *benchRun) drain(ctx context.Context) (benchMeasurement, error) {
 		return m, err
 	}
 	m.elapsed, m.statements = time.Since(start), b.statements.n.Load()
+	cpuEnd, err := sampleCPU(ctx, b.target.pool)
+	if err != nil {
+		return m, err
+	}
+	m.cpu = cpuSince(cpuStart, cpuEnd, m.messages)
 	if err := stopProfile(); err != nil {
 		return m, err
 	}

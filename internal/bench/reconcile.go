@@ -26,7 +26,9 @@ type reconcileBenchOptions struct {
 	rate     float64       // remote lookups per second
 	drift    int           // one row in drift rows drifts (a mismatch)
 	dispatch int           // messages drained alone and during cycles, for dispatch_ratio; 0: not measured
+	rounds   int           // rounds of (alone, during cycles) drains; their medians are compared
 	timeout  time.Duration // bounds the cycle
+	profile  string        // where to write a CPU profile of the cycle; "": none
 }
 
 func newReconcileBenchFlags(o *reconcileBenchOptions) *flag.FlagSet {
@@ -38,7 +40,9 @@ func newReconcileBenchFlags(o *reconcileBenchOptions) *flag.FlagSet {
 	fs.Float64Var(&o.rate, "rate", 100000, "remote lookups per second (the check's rate limit)")
 	fs.IntVar(&o.drift, "drift", 1000, "one row in this many differs at the provider (a mismatch finding)")
 	fs.IntVar(&o.dispatch, "dispatch", 0, "also drain this many messages (bench dispatch's drain) alone and then while cycles run, and report dispatch_ratio; 0: skip")
+	fs.IntVar(&o.rounds, "rounds", 3, "with --dispatch: rounds of (drain alone, drain while cycles run), in alternating order; the medians are compared")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up when the cycle takes longer")
+	fs.StringVar(&o.profile, "cpuprofile", "", "write a Go CPU profile of the cycle (runner and provider) to this file (go tool pprof)")
 	return fs
 }
 
@@ -67,8 +71,8 @@ func parseReconcileBenchOptions(args []string) (reconcileBenchOptions, error) {
 	switch {
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	case o.rows < 1 || o.batch < 1 || o.batch > 10000 || o.drift < 1 || o.dispatch < 0:
-		return o, errors.New("--rows and --drift must be 1 or more, --batch from 1 to 10000, --dispatch 0 or more")
+	case o.rows < 1 || o.batch < 1 || o.batch > 10000 || o.drift < 1 || o.dispatch < 0 || o.rounds < 1:
+		return o, errors.New("--rows, --drift and --rounds must be 1 or more, --batch from 1 to 10000, --dispatch 0 or more")
 	case o.rate <= 0 || o.timeout <= 0:
 		return o, errors.New("--rate and --timeout must be positive")
 	}
@@ -97,15 +101,31 @@ type reconcileBenchResult struct {
 	RemoteCalls int64   `json:"remote_calls"`
 	Findings    int64   `json:"findings"`
 	Batch       int     `json:"batch"`
-	// DispatchRatio is the dispatcher's drain rate while cycles run over
-	// its rate alone (with --dispatch).
-	DispatchRatio float64       `json:"dispatch_ratio,omitempty"`
-	DispatchAlone float64       `json:"dispatch_alone_per_sec,omitempty"`
-	SeedSeconds   float64       `json:"seed_seconds"`
-	Database      string        `json:"database"`
-	CPUs          int           `json:"cpus"`
-	LoadAverage   string        `json:"load_average,omitempty"`
-	Settings      benchSettings `json:"settings"`
+	// DispatchRatio is the dispatcher's median drain rate while cycles run
+	// over its median rate alone (with --dispatch), over --rounds rounds
+	// that alternate the two.
+	DispatchRatio        float64   `json:"dispatch_ratio,omitempty"`
+	DispatchAlone        float64   `json:"dispatch_alone_per_sec,omitempty"`
+	DispatchDuring       float64   `json:"dispatch_during_per_sec,omitempty"`
+	DispatchRoundsAlone  []float64 `json:"dispatch_rounds_alone,omitempty"`
+	DispatchRoundsDuring []float64 `json:"dispatch_rounds_during,omitempty"`
+	// CycleRate is the remote lookups per second the cycles were limited
+	// to (--rate): the check's remote_rate, 20 by default in a real check.
+	CycleRate float64 `json:"cycle_rate"`
+	// ProcessCPUSeconds is the CPU time (user + system) of this process
+	// (runner and provider, not PostgreSQL) during the cycle: on a shared
+	// machine, a steadier measure of its cost than the wall clock.
+	ProcessCPUSeconds      float64 `json:"process_cpu_seconds"`
+	ProcessCPUMicrosPerRow float64 `json:"process_cpu_us_per_row"`
+	// PostgresCPUSeconds is the CPU time of the server processes connected
+	// to the bench database during the cycle (0: not on this machine).
+	PostgresCPUSeconds      float64       `json:"postgres_cpu_seconds"`
+	PostgresCPUMicrosPerRow float64       `json:"postgres_cpu_us_per_row"`
+	SeedSeconds             float64       `json:"seed_seconds"`
+	Database                string        `json:"database"`
+	CPUs                    int           `json:"cpus"`
+	LoadAverage             string        `json:"load_average,omitempty"`
+	Settings                benchSettings `json:"settings"`
 }
 
 // benchReconcile runs one reconcile bench in a database of its own.
@@ -137,9 +157,25 @@ func benchReconcile(ctx context.Context, cfg Config, opts reconcileBenchOptions,
 	defer cancel()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	defer client.CloseIdleConnections()
+	stopProfile, err := startCPUProfile(opts.profile)
+	if err != nil {
+		return reconcileBenchResult{}, err
+	}
+	cpu0, err := sampleCPU(ctx, t.pool)
+	if err != nil {
+		return reconcileBenchResult{}, err
+	}
 	start := time.Now()
 	ran, err := reconcile.NewRunner(t.pool, reconcile.Config{Owner: t.owner(), Client: client, Logger: logger}).RunOnce(runCtx)
 	elapsed := time.Since(start)
+	cpu1, serr := sampleCPU(ctx, t.pool)
+	if serr != nil {
+		return reconcileBenchResult{}, serr
+	}
+	cpu, pg := cpu1.since(cpu0)
+	if perr := stopProfile(); perr != nil {
+		return reconcileBenchResult{}, perr
+	}
 	if err != nil || !ran {
 		return reconcileBenchResult{}, fmt.Errorf("run the cycle (ran %v): %w", ran, err)
 	}
@@ -154,25 +190,54 @@ func benchReconcile(ctx context.Context, cfg Config, opts reconcileBenchOptions,
 	}
 	r := reconcileBenchResult{Rows: opts.rows, Seconds: benchRound(elapsed.Seconds(), 3),
 		RowsPerSec: benchRound(float64(opts.rows)/elapsed.Seconds(), 0), RemoteCalls: calls, Findings: findings,
-		Batch: opts.batch, SeedSeconds: benchRound(seeded.Seconds(), 3), Database: "created",
+		Batch: opts.batch, CycleRate: opts.rate, ProcessCPUSeconds: benchRound(cpu.Seconds(), 3),
+		ProcessCPUMicrosPerRow:  benchRound(float64(cpu.Microseconds())/float64(opts.rows), 2),
+		PostgresCPUSeconds:      benchRound(pg.Seconds(), 3),
+		PostgresCPUMicrosPerRow: benchRound(float64(pg.Microseconds())/float64(opts.rows), 2), SeedSeconds: benchRound(seeded.Seconds(), 3), Database: "created",
 		CPUs: runtime.NumCPU(), LoadAverage: env.load, Settings: env.server}
 	if !t.created {
 		r.Database = "in_place"
 	}
 	if opts.dispatch > 0 {
-		if r.DispatchAlone, r.DispatchRatio, err = dispatchRatio(ctx, t, dopts, client, logger); err != nil {
-			return reconcileBenchResult{}, err
+		for round := range opts.rounds {
+			alone, during, err := dispatchRound(ctx, t, dopts, client, logger, round%2 == 1)
+			if err != nil {
+				return reconcileBenchResult{}, err
+			}
+			r.DispatchRoundsAlone = append(r.DispatchRoundsAlone, benchRound(alone, 0))
+			r.DispatchRoundsDuring = append(r.DispatchRoundsDuring, benchRound(during, 0))
 		}
+		r.DispatchAlone, r.DispatchDuring = medianOf(r.DispatchRoundsAlone), medianOf(r.DispatchRoundsDuring)
+		r.DispatchRatio = benchRound(r.DispatchDuring/r.DispatchAlone, 3)
 	}
 	return r, nil
 }
 
-// dispatchRatio drains a backlog alone, then another while reconcile
-// cycles run back to back, and returns the rate alone and the ratio.
-func dispatchRatio(ctx context.Context, t *benchTarget, dopts benchOptions, client *http.Client, logger *slog.Logger) (alone, ratio float64, err error) {
+// dispatchRound drains a backlog alone and another while reconcile
+// cycles run back to back at the check's rate limit, and returns both
+// rates. duringFirst swaps the order: rounds alternate it, so that a
+// drift of the server over the run (dead rows of earlier drains, a
+// vacuum) weighs on both sides alike instead of always on the second.
+func dispatchRound(ctx context.Context, t *benchTarget, dopts benchOptions, client *http.Client, logger *slog.Logger, duringFirst bool) (alone, during float64, err error) {
+	if duringFirst {
+		if during, err = drainDuringCycles(ctx, t, dopts, client, logger); err != nil {
+			return 0, 0, err
+		}
+	}
 	if alone, err = drainOnce(ctx, t, dopts, logger); err != nil {
 		return 0, 0, fmt.Errorf("drain alone: %w", err)
 	}
+	if !duringFirst {
+		if during, err = drainDuringCycles(ctx, t, dopts, client, logger); err != nil {
+			return 0, 0, err
+		}
+	}
+	return alone, during, nil
+}
+
+// drainDuringCycles drains a backlog while reconcile cycles run back to
+// back, and returns the drain's rate.
+func drainDuringCycles(ctx context.Context, t *benchTarget, dopts benchOptions, client *http.Client, logger *slog.Logger) (float64, error) {
 	cycles, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -185,13 +250,13 @@ func dispatchRatio(ctx context.Context, t *benchTarget, dopts benchOptions, clie
 			_, _ = runner.RunOnce(cycles) // a cancelled cycle is the point: the drain is over
 		}
 	}()
-	watched, err := drainOnce(ctx, t, dopts, logger)
+	during, err := drainOnce(ctx, t, dopts, logger)
 	stop()
 	<-done
 	if err != nil {
-		return 0, 0, fmt.Errorf("drain during cycles: %w", err)
+		return 0, fmt.Errorf("drain during cycles: %w", err)
 	}
-	return benchRound(alone, 0), benchRound(watched/alone, 3), nil
+	return during, nil
 }
 
 // seedReconcileBench writes the table, its mirror at the provider (one

@@ -23,7 +23,10 @@ func TestBenchReconcileInPlace(t *testing.T) {
 	url := dbtest.NewURL(t)
 	cfg := Config{Database: postgres.Config{URL: url}}
 	var out bytes.Buffer
-	err := Run(context.Background(), cfg, []string{"reconcile", "--rows", "5000", "--batch", "250", "--drift", "100", "--dispatch", "2000"},
+	// --dispatch 500: the drains show that the rounds alternate and their
+	// medians are reported, which no size changes; while a drain runs,
+	// full cycles run back to back, so a drain's size is their CPU too.
+	err := Run(context.Background(), cfg, []string{"reconcile", "--rows", "5000", "--batch", "250", "--drift", "100", "--dispatch", "500", "--rounds", "2"},
 		slog.New(slog.NewTextHandler(t.Output(), nil)), &out)
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -36,6 +39,9 @@ func TestBenchReconcileInPlace(t *testing.T) {
 	require.Equal(t, "in_place", res.Database)
 	require.Positive(t, res.DispatchRatio)
 	require.Positive(t, res.DispatchAlone)
+	require.Len(t, res.DispatchRoundsAlone, 2, "one drain alone per round")
+	require.Len(t, res.DispatchRoundsDuring, 2, "one drain during cycles per round")
+	require.Equal(t, medianOf(res.DispatchRoundsDuring), res.DispatchDuring)
 
 	pool, err := pgxpool.New(context.Background(), url)
 	require.NoError(t, err)
@@ -48,13 +54,13 @@ func TestBenchReconcileInPlace(t *testing.T) {
 
 func TestBenchReconcileFlags(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"--rows", "0"}, {"--batch", "10001"}, {"--rate", "0"}, {"extra"}} {
+	for _, args := range [][]string{{"--rows", "0"}, {"--batch", "10001"}, {"--rate", "0"}, {"--rounds", "0"}, {"extra"}} {
 		_, err := parseReconcileBenchOptions(args)
 		require.Error(t, err, "%v", args)
 	}
 	o, err := parseReconcileBenchOptions(nil)
 	require.NoError(t, err)
-	require.Equal(t, reconcileBenchOptions{rows: 100000, batch: 500, rate: 100000, drift: 1000, timeout: o.timeout}, o)
+	require.Equal(t, reconcileBenchOptions{rows: 100000, batch: 500, rate: 100000, drift: 1000, rounds: 3, timeout: o.timeout}, o)
 	_, err = parseReconcileBenchOptions([]string{"--dispatch", "-1"})
 	require.Error(t, err)
 }

@@ -28,10 +28,11 @@ import (
 
 // triageBenchOptions are the flags of `console bench triage`.
 type triageBenchOptions struct {
-	clients   int
-	mutations int
-	rate      int // mutations per second
-	timeout   time.Duration
+	clients     int
+	mutations   int
+	rate        int // mutations per second
+	timeout     time.Duration
+	heapProfile string // where to write the server's heap profile once the clients idle
 }
 
 // triageBenchResult is the JSON line `console bench triage` prints.
@@ -43,9 +44,14 @@ type triageBenchResult struct {
 	P99Ms             float64 `json:"p99_ms"`
 	MaxMs             float64 `json:"max_ms"`
 	RSSBytesPerClient int64   `json:"rss_bytes_per_client"` // the server's RSS growth per idle client
-	Method            string  `json:"method"`
-	CPUs              int     `json:"cpus"`
-	LoadAverage       string  `json:"load_average,omitempty"`
+	// HeapBytesPerClient and StackBytesPerClient are what RSSBytesPerClient
+	// is mostly made of: the growth of the live heap and of the goroutine
+	// stacks.
+	HeapBytesPerClient  int64  `json:"heap_bytes_per_client"`
+	StackBytesPerClient int64  `json:"stack_bytes_per_client"`
+	Method              string `json:"method"`
+	CPUs                int    `json:"cpus"`
+	LoadAverage         string `json:"load_average,omitempty"`
 }
 
 func parseTriageBenchOptions(args []string) (triageBenchOptions, error) {
@@ -56,6 +62,7 @@ func parseTriageBenchOptions(args []string) (triageBenchOptions, error) {
 	fs.IntVar(&o.mutations, "mutations", 200, "status mutations of one item")
 	fs.IntVar(&o.rate, "rate", 20, "mutations per second")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up after this long")
+	fs.StringVar(&o.heapProfile, "heap-profile", "", "write the server's heap profile here once the clients idle")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -140,8 +147,9 @@ func triageBenchItem(ctx context.Context, pool *pgxpool.Pool) (triage.Item, erro
 func triageBenchRun(ctx context.Context, engine *triage.Engine, item triage.Item, url string, opts triageBenchOptions, logger *slog.Logger) (triageBenchResult, error) {
 	res := triageBenchResult{Clients: opts.clients, Mutations: opts.mutations, CPUs: runtimeCPUs(),
 		Method: "clients in a child process, each on the board watching one item; latency = receipt time minus the item's updated_at (its mutation's transaction time, one clock); " +
-			"rss = VmRSS growth of the server process from before the clients connected to after all were connected and idle (GC run first), divided by clients"}
-	before := rss()
+			"rss = VmRSS growth of the server process from before the clients connected to after all were connected and idle, divided by clients; " +
+			"each sample taken at rest: collections, the freed pages returned to the system, repeated until two samples a second apart agree within 1%"}
+	before := settledMemory()
 	exe, err := os.Executable()
 	if err != nil {
 		return res, err
@@ -161,7 +169,13 @@ func triageBenchRun(ctx context.Context, engine *triage.Engine, item triage.Item
 	if !lines.Scan() || lines.Text() != "connected" {
 		return res, fmt.Errorf("the clients did not connect: %q", lines.Text())
 	}
-	res.RSSBytesPerClient = (rss() - before) / int64(opts.clients)
+	idle := settledMemory()
+	n := int64(opts.clients)
+	res.RSSBytesPerClient = (idle.rss - before.rss) / n
+	res.HeapBytesPerClient, res.StackBytesPerClient = (idle.heap-before.heap)/n, (idle.stacks-before.stacks)/n
+	if err := writeHeapProfile(opts.heapProfile); err != nil {
+		return res, fmt.Errorf("heap profile: %w", err)
+	}
 	if err := triageBenchMutate(ctx, engine, item, opts); err != nil {
 		return res, err
 	}

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/coder/websocket"
@@ -30,9 +31,21 @@ func runTriageClients(ctx context.Context, args []string, out io.Writer) error {
 		return errors.New("bench triage-clients: --url, --clients and --item are required")
 	}
 	latencies, err := fanInClients(ctx, *clients, out, func(onReady func()) []float64 {
-		// A client that fails reports fewer states: received shows it.
-		lat, _ := watchTriage(ctx, *url, *item, *last, onReady)
-		return lat
+		for {
+			// A client that fails after its first state reports fewer
+			// states: received shows it. One that fails before it (on a
+			// loaded machine, a server that took longer than its
+			// ReadHeaderTimeout to read the upgrade) connects again: else
+			// "connected" would never be printed and the bench would
+			// wait for its timeout.
+			ready := false
+			lat, err := watchTriage(ctx, *url, *item, *last, func() { ready = true; onReady() })
+			if ready || ctx.Err() != nil {
+				return lat
+			}
+			fmt.Fprintf(os.Stderr, "triage client: failed before its first state, connecting again: %v\n", err)
+			time.Sleep(100 * time.Millisecond) // a bench's pacing of a retry, not a wait for a signal
+		}
 	})
 	if err != nil {
 		return err

@@ -5,7 +5,7 @@
 // replayed through outbox.ReplayBatch, which runs the statements of a single
 // replay (outbox.Replay) set-based, so every rule of a single replay holds
 // (one replay in flight per message, one row per request). Schema and the reasons for its shape:
-// migrations/00021_replay_jobs.sql.
+// migrations/00010_replays.sql.
 //
 // Any number of Runners may run against one database: a job is leased by one
 // at a time, and a Runner that dies leaves a lease that expires; the next
@@ -128,7 +128,7 @@ func Start(ctx context.Context, tx pgx.Tx, s Spec) (Job, error) {
 		RatePerSec: int32(s.RatePerSecond), Estimate: s.Estimate,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		running, err := q.ReplayJobRunning(ctx, key)
+		running, err := q.ReplayJobGetRunning(ctx, key)
 		if err != nil {
 			return Job{}, fmt.Errorf("bulkreplay: find the running job: %w", err)
 		}

@@ -248,7 +248,7 @@ func (replayWorker) Candidates(ctx context.Context, tx pgx.Tx, job Job, size int
 	if err := json.Unmarshal(job.Filter, &f); err != nil {
 		return nil, fmt.Errorf("decode filter: %w", err)
 	}
-	return queries.New(tx).ReplayJobCandidates(ctx, queries.ReplayJobCandidatesParams{
+	return queries.New(tx).ReplayJobListCandidates(ctx, queries.ReplayJobListCandidatesParams{
 		AfterID: job.CursorID, UpperID: job.UpperID, BatchSize: int32(size),
 		Fingerprint: opt(f.Fingerprint), Destination: opt(f.Destination), Topic: opt(f.Topic),
 		AggregateType: opt(f.AggregateType), AggregateID: opt(f.AggregateID), ErrorContains: opt(f.ErrorContains),

@@ -89,6 +89,12 @@ const (
 	// KindInboxFailure: an inbound event failed or was parked. Subject:
 	// "source/event id". Payload: {"source", "state"}.
 	KindInboxFailure = "inbox_failure"
+	// KindInboxEvent: an operator acted on an inbound event (a retry:
+	// processed, settled, or failed again), in the action's transaction.
+	// Subject: the event's id (switchyard.inbox_events.id), in decimal, so
+	// that an event's page asks the stream for its own event only.
+	// Payload: {"source", "status"}.
+	KindInboxEvent = "inbox_event"
 	// KindAudit: an audit row was recorded (internal/audit). Subject: its
 	// id. Payload: {} (streams reach viewers; the trail is for admins).
 	KindAudit = "audit"
@@ -140,15 +146,22 @@ const (
 	// or left it, or their presence expired). Subject: the view, "board"
 	// or "item:<id>". Payload: {}; a view re-reads who is there.
 	KindPresence = "presence"
+	// KindConfig: an admin created or changed a destination or an inbox
+	// source on the configuration pages (internal/action), or sent it a
+	// test event. Subject: "destination/<name>" or "source/<name>".
+	// Payload: {"action": the audit action}. Open configuration pages
+	// re-read their lists.
+	KindConfig = "config"
 )
 
 // Kinds lists every kind of change, for checks and for pages that must
 // know them all. A kind written anywhere (Go or SQL) is one of these; a
 // test holds the SQL to it.
 var Kinds = []string{
-	KindDeadLetter, KindBreaker, KindInboxFailure, KindAudit,
+	KindDeadLetter, KindBreaker, KindInboxFailure, KindInboxEvent, KindAudit,
 	KindSessionRevoked, KindMessageChanged, KindStats, KindReplayJob,
 	KindReconcileProgress, KindReconcileFinding, KindTriage, KindPresence,
+	KindConfig,
 }
 
 // MaxPayloadBytes bounds a change's payload: the feed says what changed,

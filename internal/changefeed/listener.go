@@ -166,7 +166,7 @@ func (l *Listener) startPosition(ctx context.Context) (Position, error) {
 	}
 	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
 	defer cancel()
-	snap, err := queries.New(l.pool).ChangeSnapshot(qctx)
+	snap, err := queries.New(l.pool).ChangeSnapshotGet(qctx)
 	if err != nil {
 		return Position{}, fmt.Errorf("changefeed: read snapshot: %w", err)
 	}

@@ -100,7 +100,7 @@ func (s snapshot) full(batchSize int) bool {
 func readSnapshot(ctx context.Context, db queries.DBTX, pos Position, batchSize int) (snapshot, error) {
 	var s snapshot
 	err := beginSnapshot(ctx, db, func(q *queries.Queries) error {
-		row, err := q.ChangeSnapshot(ctx)
+		row, err := q.ChangeSnapshotGet(ctx)
 		if err != nil {
 			return fmt.Errorf("read snapshot: %w", err)
 		}

@@ -102,7 +102,7 @@ func Since(ctx context.Context, pool *pgxpool.Pool, from, upTo Position, f Filte
 	// Checked after the reads: a prune that ran before them has moved the
 	// pruned cursor by now, and one that runs later cannot change what was
 	// read.
-	pruned, err := q.ChangePrunedCursor(ctx)
+	pruned, err := q.ChangePrunedCursorGet(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("changefeed: read pruned cursor: %w", err)
 	}

@@ -1,12 +1,17 @@
 // Package chaos is `console chaos`: it runs real console processes (three
-// dispatchers) on one PostgreSQL, with a recording destination that fails
-// 30 % of deliveries, an enqueuer writing orders with their messages in
-// business transactions, and a seeded schedule of faults (kill -9, SIGSTOP
-// past the lease, PostgreSQL restarts, terminated backends, a destination
-// that is slow, resets or black-holes, a partition from PostgreSQL). When
-// the faults stop and everything drained, a checker compares the
-// destination's recorded history with what the database committed and
-// reports lost, unexpected, duplicated and out-of-order deliveries.
+// dispatchers and two console instances) on one PostgreSQL, with a
+// recording webhook destination that fails 30 % of deliveries and a
+// JetStream destination (an in-process NATS server), an enqueuer writing
+// orders with their messages in business transactions, an inbox sender
+// sending signed events out of order and twice to both instances, SSE and
+// WebSocket clients of both instances, and a seeded schedule of faults
+// (kill -9, SIGSTOP past the lease, PostgreSQL restarts, terminated
+// backends, a destination that is slow, resets or black-holes, a
+// partition from PostgreSQL). When the faults stop and everything
+// drained, a checker compares each destination's history with what the
+// database committed (lost, unexpected, duplicated, out of order), counts
+// the inbox's effects per event, and compares every client's view with
+// the database.
 package chaos
 
 import (
@@ -17,8 +22,6 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 const (
@@ -60,19 +63,29 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Summary is the run's result, printed as JSON.
+// Summary is the run's result, printed as JSON. Its top-level counts are
+// summed over both destinations; Destinations has each one's.
 type Summary struct {
 	Seed    uint64 `json:"seed"`
 	Seconds int    `json:"seconds"`
 	verdict
-	Faults        map[string]int `json:"faults"`
-	ProcessStarts int            `json:"process_starts"`
-	ProcessExits  int            `json:"process_exits"`
-	DrainSeconds  float64        `json:"drain_seconds"`
-	PendingLeft   int            `json:"pending_left"`
-	Failures      []string       `json:"failures"`
-	Passed        bool           `json:"passed"`
+	Destinations  map[string]verdict `json:"destinations"`
+	Inbox         inboxVerdict       `json:"inbox"`
+	Views         viewVerdict        `json:"views"`
+	Sockets       viewVerdict        `json:"sockets"`
+	Faults        map[string]int     `json:"faults"`
+	ProcessStarts int                `json:"process_starts"`
+	ProcessExits  int                `json:"process_exits"`
+	ServeStarts   int                `json:"serve_starts"` // the instances' (the two above: the dispatchers')
+	ServeExits    int                `json:"serve_exits"`
+	DrainSeconds  float64            `json:"drain_seconds"`
+	PendingLeft   int                `json:"pending_left"`
+	Failures      []string           `json:"failures"`
+	Passed        bool               `json:"passed"`
 }
+
+// destinations are the run's two destinations.
+var destinations = []string{destinationName, jetstreamDestination}
 
 // Run runs the processes, the traffic and the faults for cfg.Seconds,
 // waits for the outbox to drain, checks the history and returns the
@@ -96,8 +109,10 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		return Summary{}, err
 	}
 	defer db.close()
+	// Every process waits at start for a database it cannot reach (a
+	// restart, a partition) instead of exiting and being restarted.
 	env := slices.Concat(cfg.Env, []string{"DATABASE_URL=" + db.processURL(), "SWITCHYARD_LEASE=" + lease.String(),
-		"SWITCHYARD_WORKERS=2", secretEnv + "=" + chaosSecret})
+		"SWITCHYARD_WORKERS=2", "SWITCHYARD_DATABASE_WAIT=forever", secretEnv + "=" + chaosSecret, inboxSecretEnv + "=" + inboxSecret})
 	if err := prepare(ctx, cfg, db, env); err != nil {
 		return Summary{}, err
 	}
@@ -107,6 +122,12 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	defer rec.Close()
 	defer dest.Close()
+	nats, err := startNATS(ctx, cfg.WorkDir, db)
+	if err != nil {
+		return Summary{}, err
+	}
+	defer nats.close()
+	env = append(env, "SWITCHYARD_NATS_URL="+nats.url())
 	ps := newProcs(cfg.Binary, cfg.WorkDir, env, dispatchers)
 	for slot := range dispatchers {
 		if err := ps.start(slot); err != nil {
@@ -115,17 +136,26 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 	}
 	defer ps.stopAll(10 * time.Second)
-	return traffic(ctx, cfg, db, ps, rec, dest)
+	serves, urls, err := startServes(ctx, cfg.Binary, cfg.WorkDir, env)
+	if err != nil {
+		return Summary{}, err
+	}
+	defer serves.stopAll(10 * time.Second)
+	r := &run{cfg: cfg, db: db, ps: ps, serves: serves, urls: urls, rec: rec, dest: dest, nats: nats}
+	return r.traffic(ctx)
 }
 
 // prepare migrates the database with the binary and creates the business
-// table.
+// tables and the inbox source.
 func prepare(ctx context.Context, cfg Config, db *database, env []string) error {
 	if err := runOnce(ctx, cfg.Binary, env, filepath.Join(cfg.WorkDir, "migrate.log"), "migrate", "up"); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	if _, err := db.admin.Exec(ctx, chaosTable); err != nil {
 		return fmt.Errorf("create the business table: %w", err)
+	}
+	if _, err := db.admin.Exec(ctx, inboxSchema); err != nil {
+		return fmt.Errorf("create the inbox's business side: %w", err)
 	}
 	return nil
 }
@@ -154,61 +184,14 @@ func startDestination(ctx context.Context, seed uint64, db *database) (*receiver
 	return rec, dest, nil
 }
 
-// traffic enqueues and injects faults for cfg.Seconds, then heals, drains
-// and checks.
-func traffic(ctx context.Context, cfg Config, db *database, ps *procs, rec *receiver, dest *proxy) (Summary, error) {
-	pool, err := connect(ctx, db.processURL(), enqueuerApp)
-	if err != nil {
-		return Summary{}, err
-	}
-	defer pool.Close()
-	enq := newEnqueuer(pool, destinationName, 20)
-	in := &injector{db: db, procs: ps, dest: dest, receiver: rec, lease: lease, mix: cfg.Faults,
-		logger: cfg.Logger, counts: map[string]int{}}
-	runCtx, stop := context.WithTimeout(ctx, time.Duration(cfg.Seconds)*time.Second)
-	defer stop()
-	done := make(chan struct{}, 2)
-	go func() { enq.run(runCtx, cfg.Seed, time.Second/time.Duration(cfg.Rate)); done <- struct{}{} }()
-	go func() { in.run(runCtx, cfg.Seed); done <- struct{}{} }()
-	<-done
-	<-done
-	if ctx.Err() != nil {
-		return Summary{}, ctx.Err()
-	}
-	start := time.Now()
-	pending, err := drain(ctx, db)
-	if err != nil {
-		return Summary{}, err
-	}
-	s := Summary{Seed: cfg.Seed, Seconds: cfg.Seconds, Faults: in.faults(), DrainSeconds: time.Since(start).Seconds(), PendingLeft: pending}
-	ps.stopAll(10 * time.Second)
-	s.ProcessStarts, s.ProcessExits = ps.counts()
-	sure, _ := enq.acknowledged()
-	return judge(ctx, s, db, rec, sure)
-}
-
-// judge runs the checker and completes the summary with its verdict.
-func judge(ctx context.Context, s Summary, db *database, rec *receiver, acknowledged map[uuid.UUID]bool) (Summary, error) {
-	var err error
-	if s.verdict, err = check(ctx, db.admin, destinationName, rec.deliveries(), acknowledged); err != nil {
-		return s, err
-	}
-	s.Failures = s.failures()
-	if s.PendingLeft > 0 {
-		s.Failures = append(s.Failures, fmt.Sprintf("pending_left=%d", s.PendingLeft))
-	}
-	s.Passed = len(s.Failures) == 0
-	return s, nil
-}
-
 // drain waits until no message of the run is pending (or drainTimeout),
 // and returns how many still are.
 func drain(ctx context.Context, db *database) (int, error) {
 	deadline := time.Now().Add(drainTimeout)
 	for {
 		var pending int
-		err := db.admin.QueryRow(ctx, `SELECT count(*) FROM switchyard.outbox WHERE destination = $1 AND state = 'pending'`,
-			destinationName).Scan(&pending)
+		err := db.admin.QueryRow(ctx, `SELECT count(*) FROM switchyard.outbox WHERE destination = ANY($1) AND state = 'pending'`,
+			destinations).Scan(&pending)
 		if err == nil && pending == 0 || time.Now().After(deadline) {
 			return pending, nil
 		}

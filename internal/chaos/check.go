@@ -22,6 +22,14 @@ type verdict struct {
 	StaleFinalizes  int `json:"stale_finalizes"`
 }
 
+// plus adds o's counts to v's.
+func (v verdict) plus(o verdict) verdict {
+	return verdict{Messages: v.Messages + o.Messages, Deliveries: v.Deliveries + o.Deliveries, Lost: v.Lost + o.Lost,
+		Unexpected: v.Unexpected + o.Unexpected, Duplicated: v.Duplicated + o.Duplicated,
+		OrderViolations: v.OrderViolations + o.OrderViolations, KeyConflicts: v.KeyConflicts + o.KeyConflicts,
+		StaleFinalizes: v.StaleFinalizes + o.StaleFinalizes}
+}
+
 func (v verdict) failures() []string {
 	var out []string
 	for _, f := range []struct {

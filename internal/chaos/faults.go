@@ -47,7 +47,8 @@ type injector struct {
 
 // run injects one fault after another, a seeded pause of 1–3 s between
 // them, until ctx ends; every kind of the mix once first, in a seeded
-// order, so a run of enough seconds injects each. Each fault is undone
+// order, and that first pass is finished even if ctx ends before it, so
+// every run injects each kind. Each fault is undone
 // before the next starts.
 func (in *injector) run(ctx context.Context, seed uint64) {
 	rnd := rand.New(rand.NewPCG(seed, 4))
@@ -61,14 +62,20 @@ func (in *injector) run(ctx context.Context, seed uint64) {
 	order := slices.Clone(mix)
 	rnd.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	for i := 0; ; i++ {
-		if !pause(ctx, time.Second+time.Duration(rnd.Int64N(int64(2*time.Second)))) {
+		// The first pass over every kind is finished even after ctx ended:
+		// on a loaded machine the faults take longer than the run.
+		fctx := ctx
+		if i < len(order) {
+			fctx = context.WithoutCancel(ctx)
+		}
+		if !pause(fctx, time.Second+time.Duration(rnd.Int64N(int64(2*time.Second)))) {
 			return
 		}
 		kind := mix[rnd.IntN(len(mix))]
 		if i < len(order) {
 			kind = order[i]
 		}
-		if err := in.inject(ctx, kind, rnd); err != nil {
+		if err := in.inject(fctx, kind, rnd); err != nil {
 			in.logger.Warn("fault not injected", slog.String("fault", kind), slog.Any("error", err))
 			continue
 		}
@@ -106,7 +113,8 @@ func (in *injector) inject(ctx context.Context, kind string, rnd *rand.Rand) err
 	case FaultTerminate:
 		return in.terminate(ctx, rnd.IntN(6))
 	case FaultPGFast, FaultPGImmediate:
-		return in.db.restart(ctx, kind == FaultPGImmediate)
+		// Never cut short: a restart the run's end interrupts leaves no server.
+		return in.db.restart(context.WithoutCancel(ctx), kind == FaultPGImmediate)
 	case FaultDestReset:
 		in.dest.reset()
 		return nil
@@ -152,7 +160,7 @@ func (in *injector) faults() map[string]int {
 // enqueuer's. The terminate fault kills only these: with DATABASE_URL the
 // database may hold other applications' sessions, which are not the run's
 // to kill.
-var victimApps = []string{postgres.DefaultApplicationName, enqueuerApp}
+var victimApps = []string{postgres.DefaultApplicationName, enqueuerApp, feedWriterApp}
 
 // terminate ends 1 + extra of the run's own backends, chosen at random.
 func (in *injector) terminate(ctx context.Context, extra int) error {

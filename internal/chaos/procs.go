@@ -11,31 +11,35 @@ import (
 	"time"
 )
 
-// procs runs the console processes of a run (the dispatchers) and restarts
-// them on demand. Safe for concurrent use.
+// procs runs console processes of one role (`console dispatch`, or
+// `console serve`) and restarts them on demand. Safe for concurrent use.
 type procs struct {
-	binary string
-	env    []string
-	logDir string
+	binary  string
+	env     []string
+	logDir  string
+	role    string     // the subcommand: "dispatch" or "serve"
+	slotEnv [][]string // per slot, added to env; nil: none
 
 	mu       sync.Mutex
 	running  []*proc // by slot
 	starts   int
-	exits    int  // processes that ended on their own, restarted
-	stopping bool // set by stopAll: no more restarts
+	exits    int             // processes that ended on their own, restarted
+	pace     []time.Duration // by slot: the wait before restarting an exited process
+	stopping bool            // set by stopAll: no more restarts
 }
 
 // proc is one started process; done is closed once it has exited.
 type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
+	cmd     *exec.Cmd
+	done    chan struct{}
+	started time.Time
 }
 
 func newProcs(binary, logDir string, env []string, n int) *procs {
-	return &procs{binary: binary, env: env, logDir: logDir, running: make([]*proc, n)}
+	return &procs{binary: binary, env: env, logDir: logDir, role: "dispatch", running: make([]*proc, n)}
 }
 
-// start starts slot's dispatcher, logging to its own file.
+// start starts slot's process, logging to its own file.
 func (p *procs) start(slot int) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -43,18 +47,21 @@ func (p *procs) start(slot int) error {
 		return nil
 	}
 	p.starts++
-	log, err := os.Create(filepath.Join(p.logDir, fmt.Sprintf("dispatch-%d-%d.log", slot, p.starts)))
+	log, err := os.Create(filepath.Join(p.logDir, fmt.Sprintf("%s-%d-%d.log", p.role, slot, p.starts)))
 	if err != nil {
-		return fmt.Errorf("dispatcher %d: log file: %w", slot, err)
+		return fmt.Errorf("%s %d: log file: %w", p.role, slot, err)
 	}
-	cmd := exec.Command(p.binary, "dispatch")
+	cmd := exec.Command(p.binary, p.role)
 	cmd.Env = p.env
+	if p.slotEnv != nil {
+		cmd.Env = slices.Concat(p.env, p.slotEnv[slot])
+	}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		_ = log.Close()
-		return fmt.Errorf("start dispatcher %d: %w", slot, err)
+		return fmt.Errorf("start %s %d: %w", p.role, slot, err)
 	}
-	pr := &proc{cmd: cmd, done: make(chan struct{})}
+	pr := &proc{cmd: cmd, done: make(chan struct{}), started: time.Now()}
 	go func() {
 		_ = cmd.Wait()
 		_ = log.Close()
@@ -66,20 +73,43 @@ func (p *procs) start(slot int) error {
 }
 
 // restartExited starts slot again if pr, still its process, ended on its
-// own (a dispatcher gives up when PostgreSQL is gone too long).
+// own (the processes wait for a database they cannot reach at start,
+// SWITCHYARD_DATABASE_WAIT=forever, so this is what is left: a crash, or
+// a failure at start that waiting cannot cure). The wait before the restart doubles, up to
+// maxRestartPace, while the slot's processes exit within
+// quickExit of starting: on a loaded machine every start is a storm of
+// new connections, and restarting at once makes the next one fail too.
 func (p *procs) restartExited(slot int, pr *proc) {
 	p.mu.Lock()
 	again := !p.stopping && p.running[slot] == pr
+	var wait time.Duration
 	if again {
 		p.exits++
 		p.running[slot] = nil
+		if p.pace == nil {
+			p.pace = make([]time.Duration, len(p.running))
+		}
+		switch {
+		case time.Since(pr.started) > quickExit || p.pace[slot] == 0:
+			p.pace[slot] = minRestartPace
+		default:
+			p.pace[slot] = min(2*p.pace[slot], maxRestartPace)
+		}
+		wait = p.pace[slot]
 	}
 	p.mu.Unlock()
 	if again {
-		time.Sleep(500 * time.Millisecond) // not a wait for a signal: a restart's pace
+		time.Sleep(wait) // not a wait for a signal: a restart's pace
 		_ = p.start(slot)
 	}
 }
+
+// The pace of restarts of processes that exited on their own.
+const (
+	minRestartPace = 500 * time.Millisecond
+	maxRestartPace = 8 * time.Second
+	quickExit      = 30 * time.Second
+)
 
 // signal sends sig to slot's dispatcher.
 func (p *procs) signal(slot int, sig syscall.Signal) error {

@@ -32,6 +32,17 @@ import (
 
 const password = "correct horse battery"
 
+// testAuth is the tests' account service: auth.New with cheap argon2id
+// parameters. At auth.DefaultParams every hash (the service's dummy, each
+// account added, each sign-in) costs about a second of CPU under the race
+// detector, and these tests add and sign in accounts by the hundred; what
+// they check is who may do what, not the hash's cost (internal/auth tests
+// that, at DefaultParams).
+func testAuth(pool *pgxpool.Pool, cfg auth.Config) *auth.Service {
+	cfg.Params = auth.Params{Time: 1, MemoryKiB: 1024, Threads: 1, KeyLen: 32}
+	return auth.New(pool, cfg)
+}
+
 type accessBundle struct {
 	e     *echo.Echo
 	h     *console.Handler
@@ -60,7 +71,7 @@ func setupAccessLogged(t *testing.T, logger *slog.Logger, secure bool, events ht
 	assets, err := static.New()
 	require.NoError(t, err)
 	registry := prometheus.NewRegistry()
-	svc := auth.New(pool, auth.Config{Notify: func() { _ = changefeed.Notify(context.Background(), pool) }})
+	svc := testAuth(pool, auth.Config{Notify: func() { _ = changefeed.Notify(context.Background(), pool) }})
 	for _, r := range []auth.Role{auth.Viewer, auth.Operator, auth.Admin} {
 		require.NoError(t, svc.AddUser(context.Background(), auth.CLI, r.String(), r, password))
 	}

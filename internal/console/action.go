@@ -38,7 +38,11 @@ import (
 // newActions is the action service of deps: it wakes the change feed
 // (deps.Notify) and the dispatchers after every action.
 func newActions(deps Deps) *action.Service {
-	cfg := action.Config{ChangesCommitted: deps.Notify, Logger: deps.Logger}
+	cfg := action.Config{
+		ChangesCommitted: deps.Notify, Logger: deps.Logger,
+		NATSURL: deps.NATSURL, Getenv: deps.Getenv, Inbox: deps.Inbox, InboxHandlers: deps.InboxHandlers,
+		DestinationsSaved: deps.DestinationsSaved,
+	}
 	if deps.DB != nil {
 		cfg.WakeDispatchers = func(ctx context.Context) error { return outbox.Notify(ctx, deps.DB) }
 	}

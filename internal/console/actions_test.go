@@ -238,7 +238,7 @@ func (b accessBundle) anotherInstance(t *testing.T) accessBundle {
 	assets, err := static.New()
 	require.NoError(t, err)
 	registry := prometheus.NewRegistry()
-	svc := auth.New(b.pool, auth.Config{})
+	svc := testAuth(b.pool, auth.Config{})
 	h := console.New(console.Deps{
 		Logger: logger, Assets: assets, Gatherer: registry, Readiness: console.DatabaseReadiness{Pool: b.pool},
 		Auth: svc, AuditLog: audit.Log{DB: b.pool}, DB: b.pool,
@@ -436,8 +436,8 @@ func TestEditPreviewValidatesAndCreatesNothing(t *testing.T) {
 	rec = b.request(http.MethodPost, page+"/edit-replay", admin, url.Values{"request_id": {rid}, "payload": {`{"a":1,"b":3}`}, "mode": {"reapply"}, "reason": {"fix b"}})
 	require.Equal(t, http.StatusOK, rec.Code)
 	require.Contains(t, rec.Body.String(), "Replayed with the edited payload (reapply)")
-	require.Equal(t, 1, countRows(t, b, `SELECT count(*) FROM switchyard.outbox WHERE replay_of = $1 AND payload = '{"a":1,"b":3}'::jsonb`, id))
-	require.Equal(t, 1, countRows(t, b, `SELECT count(*) FROM switchyard.outbox WHERE id = $1 AND payload = '{"a":1,"b":2}'::jsonb`, id))
+	require.Equal(t, 1, countRows(t, b, `SELECT count(*) FROM switchyard.outbox WHERE replay_of = $1 AND payload::jsonb = '{"a":1,"b":3}'::jsonb`, id))
+	require.Equal(t, 1, countRows(t, b, `SELECT count(*) FROM switchyard.outbox WHERE id = $1 AND payload::jsonb = '{"a":1,"b":2}'::jsonb`, id))
 	require.Equal(t, 1, auditRows(t, b, rid))
 }
 

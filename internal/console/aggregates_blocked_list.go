@@ -57,7 +57,7 @@ func blockedPage(ctx context.Context, q *queries.Queries, next blockedCursor, ha
 	}
 	var pager templates.Pager
 	if hasPrev {
-		rs, err := q.ConsoleBlockedAggregatesNewer(ctx, queries.ConsoleBlockedAggregatesNewerParams{
+		rs, err := q.BlockedAggregateListNewer(ctx, queries.BlockedAggregateListNewerParams{
 			BlockedAt: prev.BlockedAt, Destination: prev.Destination, AggregateType: prev.AggregateType,
 			AggregateID: prev.AggregateID, MaxRows: pageSize + 1})
 		if err != nil {
@@ -74,11 +74,11 @@ func blockedPage(ctx context.Context, q *queries.Queries, next blockedCursor, ha
 		pager.NewerURL, pager.OlderURL = link("prev", rows[0]), link("next", rows[len(rows)-1])
 		return rows, pager, nil
 	}
-	p := queries.ConsoleBlockedAggregatesOlderParams{MaxRows: pageSize + 1}
+	p := queries.BlockedAggregateListOlderParams{MaxRows: pageSize + 1}
 	if hasNext {
 		p.BlockedAt, p.Destination, p.AggregateType, p.AggregateID = &next.BlockedAt, next.Destination, next.AggregateType, next.AggregateID
 	}
-	rs, err := q.ConsoleBlockedAggregatesOlder(ctx, p)
+	rs, err := q.BlockedAggregateListOlder(ctx, p)
 	if err != nil {
 		return nil, pager, fmt.Errorf("list blocked aggregates: %w", err)
 	}

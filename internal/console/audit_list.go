@@ -13,9 +13,9 @@ import (
 	"github.com/switchyard/switchyard/web/templates"
 )
 
-// auditActions are the filter's choices before anything was recorded;
+// auditListActions are the filter's choices before anything was recorded;
 // the page adds every action the trail holds (audit.Log.Actions).
-var auditActions = []string{
+var auditListActions = []string{
 	audit.ActionLogin, audit.ActionLogout, audit.ActionPasswordChange,
 	audit.ActionUserAdd, audit.ActionUserDisable, audit.ActionSessionRevoke,
 	action.AuditReplay, action.AuditEditReplay, action.AuditDiscard, action.AuditRestore,
@@ -43,7 +43,7 @@ func (h *Handler) auditList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	actions := slices.Concat(auditActions, recorded)
+	actions := slices.Concat(auditListActions, recorded)
 	if f.Action != "" {
 		actions = append(actions, f.Action) // kept selected even when unknown
 	}

@@ -51,7 +51,7 @@ func setup(t *testing.T) bundle {
 	h := console.New(console.Deps{
 		Logger: logger, Assets: assets, Gatherer: registry,
 		Readiness: console.DatabaseReadiness{Pool: pool, Migrations: m},
-		Auth:      auth.New(pool, auth.Config{}), AuditLog: audit.Log{DB: pool}, Demo: true,
+		Auth:      testAuth(pool, auth.Config{}), AuditLog: audit.Log{DB: pool}, Demo: true,
 		DB:    pool,
 		Stats: stats.NewReader(pool, 0),
 	})

@@ -52,7 +52,7 @@ func (h *Handler) dashboardLive(c echo.Context) error {
 	v, _ := strconv.ParseInt(c.QueryParam("v"), 10, 64)
 	body, err := h.live.get(ctx, h.deps.Stats, v, c.QueryParam("fresh") == "1", func(s stats.Stored) ([]byte, error) {
 		var buf bytes.Buffer
-		err := templates.DashboardLiveRegion(h.withFeed(dashboardView(s))).Render(ctx, &buf)
+		err := templates.DashboardLiveRegion(h.withConfigChecks(ctx, h.withFeed(dashboardView(s)))).Render(ctx, &buf)
 		return buf.Bytes(), err
 	})
 	if err != nil {
@@ -94,13 +94,13 @@ func (l *liveCache) get(ctx context.Context, src StatsSource, minVersion int64, 
 
 func (h *Handler) dashboardLiveView(ctx context.Context) (templates.DashboardLive, error) {
 	if h.deps.Stats == nil {
-		return h.withFeed(templates.DashboardLive{NoTraffic: true}), nil
+		return h.withConfigChecks(ctx, h.withFeed(templates.DashboardLive{NoTraffic: true})), nil
 	}
 	s, err := h.deps.Stats.Get(ctx)
 	if err != nil {
 		return templates.DashboardLive{}, err
 	}
-	return h.withFeed(dashboardView(s)), nil
+	return h.withConfigChecks(ctx, h.withFeed(dashboardView(s))), nil
 }
 
 // dashboardView maps a stored snapshot to the live region's view model.

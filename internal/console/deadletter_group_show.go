@@ -20,7 +20,7 @@ func (h *Handler) deadLetterGroupShow(c echo.Context) error {
 	fp := c.Param("fingerprint")
 	ctx := c.Request().Context()
 	q := queries.New(h.deps.DB)
-	g, err := q.ConsoleDeadLetterGroupGet(ctx, fp)
+	g, err := q.DeadLetterGroupGet(ctx, fp)
 	if err != nil {
 		return notFound(err, "Dead-letter group")
 	}
@@ -55,7 +55,7 @@ func groupMessages(c echo.Context, q *queries.Queries, fp, base string, before, 
 	link := func(param string, id int64) string { return base + "?" + param + "=" + strconv.FormatInt(id, 10) }
 	var pager templates.Pager
 	if after > 0 {
-		rows, err := q.ConsoleDeadLetterMessagesNewer(ctx, queries.ConsoleDeadLetterMessagesNewerParams{
+		rows, err := q.DeadLetterMessageListNewer(ctx, queries.DeadLetterMessageListNewerParams{
 			Fingerprint: fp, Cursor: after, MaxRows: pageSize + 1})
 		if err != nil {
 			return nil, pager, fmt.Errorf("list the group's messages: %w", err)
@@ -72,7 +72,7 @@ func groupMessages(c echo.Context, q *queries.Queries, fp, base string, before, 
 	if cursor == 0 {
 		cursor = 1<<63 - 1
 	}
-	rows, err := q.ConsoleDeadLetterMessagesOlder(ctx, queries.ConsoleDeadLetterMessagesOlderParams{
+	rows, err := q.DeadLetterMessageListOlder(ctx, queries.DeadLetterMessageListOlderParams{
 		Fingerprint: fp, Cursor: cursor, MaxRows: pageSize + 1})
 	if err != nil {
 		return nil, pager, fmt.Errorf("list the group's messages: %w", err)

@@ -76,7 +76,7 @@ func deadLetterGroups(ctx context.Context, q *queries.Queries, next groupCursor,
 	}
 	var pager templates.Pager
 	if hasPrev {
-		rows, err := q.ConsoleDeadLetterGroupsNewer(ctx, queries.ConsoleDeadLetterGroupsNewerParams{
+		rows, err := q.DeadLetterGroupListNewer(ctx, queries.DeadLetterGroupListNewerParams{
 			LastDeadAt: prev.LastDeadAt, Fingerprint: prev.Fingerprint, MaxRows: pageSize + 1})
 		if err != nil {
 			return nil, pager, fmt.Errorf("list dead-letter groups: %w", err)
@@ -89,11 +89,11 @@ func deadLetterGroups(ctx context.Context, q *queries.Queries, next groupCursor,
 		pager.NewerURL, pager.OlderURL = link("prev", rows[0]), link("next", rows[len(rows)-1])
 		return rows, pager, nil
 	}
-	p := queries.ConsoleDeadLetterGroupsOlderParams{MaxRows: pageSize + 1}
+	p := queries.DeadLetterGroupListOlderParams{MaxRows: pageSize + 1}
 	if hasNext {
 		p.LastDeadAt, p.Fingerprint = &next.LastDeadAt, next.Fingerprint
 	}
-	rows, err := q.ConsoleDeadLetterGroupsOlder(ctx, p)
+	rows, err := q.DeadLetterGroupListOlder(ctx, p)
 	if err != nil {
 		return nil, pager, fmt.Errorf("list dead-letter groups: %w", err)
 	}
@@ -116,7 +116,7 @@ func groupViews(ctx context.Context, q *queries.Queries, groups []queries.Switch
 	for i, g := range groups {
 		fps[i] = g.Fingerprint
 	}
-	hours, err := q.ConsoleDeadLetterTrends(ctx, queries.ConsoleDeadLetterTrendsParams{Hours: trendHours, Fingerprints: fps})
+	hours, err := q.DeadLetterHourListTrends(ctx, queries.DeadLetterHourListTrendsParams{Hours: trendHours, Fingerprints: fps})
 	if err != nil {
 		return nil, fmt.Errorf("read dead-letter trends: %w", err)
 	}

@@ -57,6 +57,16 @@ type Deps struct {
 	// for the configuration page (which shows only whether each
 	// resolves); nil: none resolves.
 	Getenv func(string) string
+	// DestinationsSaved is called after a destination was saved on the
+	// configuration page: this process's dispatcher rereads destinations
+	// at once (the others within 10 s). Optional.
+	DestinationsSaved func()
+	// InboxHandlers names the Go handlers an inbox source may run besides
+	// the built-in forward and sql, for the source form. Optional.
+	InboxHandlers []string
+	// NATSURL is the NATS server of JetStream destinations, whose streams
+	// the destination form checks ("": the NATS default URL). Optional.
+	NATSURL string
 	// InboxMaxBody caps an inbox request's body; 0: DefaultInboxMaxBody.
 	InboxMaxBody int64
 	// IdempotencyTTL: how long an action's Idempotency-Key and response

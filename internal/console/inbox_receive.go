@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -49,7 +50,7 @@ func (h *Handler) inboxReceive(c echo.Context) error {
 	// Where the writer cannot take a deadline (tests' recorders), the
 	// server's own timeouts are all there is.
 	_ = http.NewResponseController(c.Response().Writer).SetReadDeadline(time.Now().Add(inboxReadTimeout))
-	body, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+	body, err := readBody(req, limit)
 	if err != nil {
 		return inboxAnswer(c, http.StatusBadRequest, "error", "could not read the body")
 	}
@@ -69,6 +70,27 @@ func (h *Handler) inboxReceive(c echo.Context) error {
 		return inboxAnswer(c, status, "status", message)
 	}
 	return inboxAnswer(c, status, "error", message)
+}
+
+// readBody reads at most limit+1 bytes of req's body. A body of announced
+// length is read into a buffer of that size: io.ReadAll would grow its
+// buffer from 512 bytes, copying as it goes, for every event.
+func readBody(req *http.Request, limit int64) ([]byte, error) {
+	r := io.LimitReader(req.Body, limit+1)
+	if req.ContentLength < 0 || req.ContentLength > limit {
+		return io.ReadAll(r)
+	}
+	// One byte more than announced, to see the end of the body.
+	body := make([]byte, req.ContentLength+1)
+	n, err := io.ReadFull(r, body)
+	switch {
+	case err == nil: // longer than announced (a reader in a test): read on
+		rest, err := io.ReadAll(r)
+		return append(body, rest...), err
+	case int64(n) == req.ContentLength && (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)):
+		return body[:n], nil
+	}
+	return nil, err // shorter than announced: the connection broke
 }
 
 // inboxStatus maps Accept's error to the status and safe message of the
@@ -94,6 +116,20 @@ func inboxStatus(res inbox.Result, err error) (int, string) {
 	return http.StatusServiceUnavailable, "temporarily unavailable; retry later"
 }
 
+// inboxAnswer writes {"key":"value"}. It encodes only the string, not a
+// map: every event is answered, and echo's c.JSON of a map (reflection,
+// sorted keys, an encoder) was a measurable share of the receiver's CPU
+// (BENCHMARKS.md, "The inbox against its floor").
 func inboxAnswer(c echo.Context, status int, key, value string) error {
-	return c.JSON(status, map[string]string{key: value})
+	k, err := json.Marshal(key)
+	if err != nil {
+		return err
+	}
+	v, err := json.Marshal(value)
+	if err != nil {
+		return err
+	}
+	b := make([]byte, 0, len(k)+len(v)+4)
+	b = append(append(append(append(append(b, '{'), k...), ':'), v...), '}', '\n')
+	return c.JSONBlob(status, b)
 }

@@ -31,7 +31,7 @@ func (h *Handler) messageActions(c echo.Context) (templates.MessageActions, erro
 	if err := h.readDB(); err != nil {
 		return templates.MessageActions{}, err
 	}
-	row, err := queries.New(h.deps.DB).ActionMessageGet(c.Request().Context(), id)
+	row, err := queries.New(h.deps.DB).OutboxActionPanelGet(c.Request().Context(), id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return templates.MessageActions{}, echo.NewHTTPError(http.StatusNotFound, "No such message.")
 	}
@@ -61,8 +61,8 @@ func (h *Handler) messageActions(c echo.Context) (templates.MessageActions, erro
 		m.Payload = prettyJSON(row.Payload)
 	}
 	m.Headers = headerList(row.Headers)
-	attempts, err := queries.New(h.deps.DB).ActionMessageLastAttempts(c.Request().Context(),
-		queries.ActionMessageLastAttemptsParams{MessageID: id, MaxRows: lastAttemptsShown})
+	attempts, err := queries.New(h.deps.DB).OutboxAttemptListLatest(c.Request().Context(),
+		queries.OutboxAttemptListLatestParams{MessageID: id, MaxRows: lastAttemptsShown})
 	if err != nil {
 		return templates.MessageActions{}, fmt.Errorf("read the last attempts of message %d: %w", id, err)
 	}
@@ -73,8 +73,8 @@ func (h *Handler) messageActions(c echo.Context) (templates.MessageActions, erro
 }
 
 // panelAfter answers a panel's form: the panel re-rendered from the
-// database, with the action's notice, or its refusal's message
-// (panelMessage). Refusals answer 200 so that htmx shows them in place;
+// database, and the action's notice, or its refusal's message
+// (panelMessage), out of band in #action-outcome (MessageActionsAnswer). Refusals answer 200 so that htmx shows them in place;
 // the JSON API answers them with their status.
 func (h *Handler) panelAfter(c echo.Context, notice string, actionErr error) error {
 	msg := ""
@@ -94,7 +94,7 @@ func (h *Handler) panelAfter(c echo.Context, notice string, actionErr error) err
 		// missing (a fresh request id comes with it).
 		m.ReplayMode, m.ReplayReason = c.FormValue("mode"), fitting(c.FormValue("reason"), action.MaxReasonChars)
 	}
-	return render(c, http.StatusOK, templates.MessageActionsPanel(m))
+	return render(c, http.StatusOK, templates.MessageActionsAnswer(m))
 }
 
 // messageStateAction is action.Service.Discard or Restore.

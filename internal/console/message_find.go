@@ -20,7 +20,7 @@ func (h *Handler) messageFind(c echo.Context) error {
 	if err != nil {
 		return errNotFound("Message")
 	}
-	id, err := queries.New(h.deps.DB).ConsoleMessageIDByMessageID(c.Request().Context(), key)
+	id, err := queries.New(h.deps.DB).ConsoleMessageIDGetByMessageID(c.Request().Context(), key)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return errNotFound("Message")
 	}

@@ -39,7 +39,7 @@ func (h *Handler) messageLive(c echo.Context) error {
 
 // messageReplays reads the newest replays of message id for its lineage.
 func messageReplays(ctx context.Context, q *queries.Queries, id int64) ([]templates.MessageRow, error) {
-	replays, err := q.ConsoleMessageReplays(ctx, queries.ConsoleMessageReplaysParams{ID: &id, MaxRows: maxReplaysShown})
+	replays, err := q.ConsoleMessageReplayList(ctx, queries.ConsoleMessageReplayListParams{ID: &id, MaxRows: maxReplaysShown})
 	if err != nil {
 		return nil, fmt.Errorf("read replays of message %d: %w", id, err)
 	}

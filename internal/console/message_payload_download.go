@@ -18,7 +18,7 @@ func (h *Handler) messagePayloadDownload(c echo.Context) error {
 	if err != nil || id <= 0 {
 		return errNotFound("Message")
 	}
-	payload, err := queries.New(h.deps.DB).ConsoleMessagePayload(c.Request().Context(), id)
+	payload, err := queries.New(h.deps.DB).ConsoleMessagePayloadGet(c.Request().Context(), id)
 	if err != nil {
 		return notFound(err, "Message")
 	}

@@ -90,7 +90,7 @@ func messageDetail(m queries.SwitchyardOutbox) templates.MessageDetail {
 
 // messageHistory adds the attempts, the replays and the aggregate.
 func (h *Handler) messageHistory(ctx context.Context, q *queries.Queries, m queries.SwitchyardOutbox, d *templates.MessageDetail) error {
-	attempts, err := q.ConsoleMessageAttempts(ctx, queries.ConsoleMessageAttemptsParams{MessageID: m.ID, MaxRows: maxAttemptsShown})
+	attempts, err := q.ConsoleMessageAttemptList(ctx, queries.ConsoleMessageAttemptListParams{MessageID: m.ID, MaxRows: maxAttemptsShown})
 	if err != nil {
 		return fmt.Errorf("read attempts of message %d: %w", m.ID, err)
 	}

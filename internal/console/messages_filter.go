@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -29,7 +31,7 @@ const datetimeLocal = "2006-01-02T15:04"
 // typed (form) and as query parameters (params, NULL meaning any).
 type messageFilter struct {
 	form   templates.MessageFilter
-	params queries.ConsoleMessagesOlderParams
+	params queries.ConsoleMessagesListOlderParams
 	// id is set when the id filter names one message: the list is that
 	// message, if it passes the other filters; 0 with idGiven means it
 	// names none.
@@ -51,12 +53,18 @@ func parseMessageFilter(ctx context.Context, q *queries.Queries, v url.Values) (
 		return f, echo.NewHTTPError(http.StatusBadRequest, "Unknown state: choose pending, delivered, dead, replayed or discarded.")
 	}
 	p := &f.params
-	p.State, p.Topic, p.Destination = optional(f.form.State), optional(f.form.Topic), optional(f.form.Destination)
+	p.State = optional(f.form.State)
+	var err error
+	if p.Topic, p.TopicPrefix, p.TopicUpper, err = nameFilter(f.form.Topic, "topic"); err != nil {
+		return f, err
+	}
+	if p.Destination, p.DestinationPrefix, p.DestinationUpper, err = nameFilter(f.form.Destination, "destination"); err != nil {
+		return f, err
+	}
 	p.AggregateType, p.AggregateID = optional(f.form.AggregateType), optional(f.form.AggregateID)
 	if f.form.Error != "" {
 		p.ErrorText = optional(escapeLike(f.form.Error))
 	}
-	var err error
 	if p.CreatedFrom, err = parseLocalTime(f.form.From, "From"); err != nil {
 		return f, err
 	}
@@ -104,10 +112,14 @@ func (f messageFilter) query(extra ...string) string {
 
 // bulkReplayURL is bulk replay (GET /replays) filled in with the list's
 // filters, or "" when the list can hold no message a bulk replay takes
-// (dead, never replayed) or filters on what a job cannot (id, time).
+// (dead, never replayed) or filters on what a job cannot (id, time, a
+// prefix).
 func (f messageFilter) bulkReplayURL() string {
 	if (f.form.State != "" && f.form.State != "dead") || f.form.ID != "" || f.form.From != "" || f.form.To != "" {
 		return ""
+	}
+	if f.params.TopicPrefix != nil || f.params.DestinationPrefix != nil {
+		return "" // a bulk replay matches names exactly
 	}
 	v := url.Values{}
 	for _, kv := range [][2]string{
@@ -134,7 +146,7 @@ func resolveMessageID(ctx context.Context, q *queries.Queries, s string) (int64,
 	if err != nil {
 		return 0, echo.NewHTTPError(http.StatusBadRequest, "The id filter takes a message id (uuid, the idempotency key) or a numeric id.")
 	}
-	id, err := q.ConsoleMessageIDByMessageID(ctx, u)
+	id, err := q.ConsoleMessageIDGetByMessageID(ctx, u)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}
@@ -142,6 +154,45 @@ func resolveMessageID(ctx context.Context, q *queries.Queries, s string) (int64,
 		return 0, fmt.Errorf("look up message %s: %w", u, err)
 	}
 	return id, nil
+}
+
+// nameFilter reads a topic or destination filter: a name ending in "*" or
+// "." is a prefix (`order.*` and `order.` both match `order.created`),
+// returned with the least string above every string that starts with it
+// (upper), so that the prefix is one range of a text_pattern_ops index;
+// any other name matches itself only.
+func nameFilter(s, field string) (exact, prefix, upper *string, err error) {
+	switch {
+	case s == "":
+		return nil, nil, nil, nil
+	case !strings.HasSuffix(s, "*") && !strings.HasSuffix(s, "."):
+		return &s, nil, nil, nil
+	}
+	pre := strings.TrimRight(s, "*")
+	if pre == "" {
+		return nil, nil, nil, nil // "*": every name
+	}
+	up, ok := prefixUpper(pre)
+	if !ok {
+		return nil, nil, nil, echo.NewHTTPError(http.StatusBadRequest, "The "+field+" prefix cannot be searched: end it with another character.")
+	}
+	return nil, &pre, &up, nil
+}
+
+// prefixUpper is the least string, in byte (code point) order, above every
+// string that starts with prefix: the prefix with its last character
+// replaced by the next one (no surrogates, which UTF-8 cannot hold). ok is
+// false when no such string exists (the prefix ends in U+10FFFF).
+func prefixUpper(prefix string) (upper string, ok bool) {
+	r, size := utf8.DecodeLastRuneInString(prefix)
+	if r == utf8.RuneError && size <= 1 || r == unicode.MaxRune {
+		return "", false
+	}
+	next := r + 1
+	if next == 0xD800 {
+		next = 0xE000
+	}
+	return prefix[:len(prefix)-size] + string(next), true
 }
 
 func trimmed(v url.Values, key string) string { return strings.TrimSpace(v.Get(key)) }
@@ -184,7 +235,7 @@ func idRange(ctx context.Context, q *queries.Queries, from, to *time.Time) (floo
 	if from == nil && to == nil {
 		return floor, ceiling, nil
 	}
-	b, err := q.ConsoleMessageIDBounds(ctx)
+	b, err := q.ConsoleMessageIDBoundsGet(ctx)
 	if err != nil {
 		return 0, 0, fmt.Errorf("read the id bounds: %w", err)
 	}
@@ -207,7 +258,7 @@ func idRange(ctx context.Context, q *queries.Queries, from, to *time.Time) (floo
 func firstIDAt(ctx context.Context, q *queries.Queries, low, high int64, t time.Time) (int64, error) {
 	for low < high {
 		mid := low + (high-low)/2
-		row, err := q.ConsoleMessageAtOrAfter(ctx, mid)
+		row, err := q.ConsoleMessageGetAtOrAfter(ctx, mid)
 		if errors.Is(err, pgx.ErrNoRows) { // no message at or above mid
 			high = mid
 			continue

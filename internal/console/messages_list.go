@@ -38,6 +38,11 @@ func (h *Handler) messagesList(c echo.Context) error {
 	for _, r := range rows {
 		page.Rows = append(page.Rows, messageRow(r))
 	}
+	if !f.idGiven {
+		if page.Total, err = messagesTotal(ctx, q, f, len(rows), before == 0 && after == 0 && pager.OlderURL == ""); err != nil {
+			return err
+		}
+	}
 	if before == 0 && after == 0 && !f.idGiven {
 		top := int64(0)
 		if len(rows) > 0 {
@@ -47,6 +52,27 @@ func (h *Handler) messagesList(c echo.Context) error {
 		page.NewAbove = top
 	}
 	return render(c, http.StatusOK, templates.MessagesList(h.page("Messages", templates.SectionMessages), page))
+}
+
+// messagesTotal is the list's total: exact when the first page holds every
+// match (complete), else the planner's estimate, which reads statistics
+// and no row: an exact count would scan every matching message, and a
+// page must stay fast at millions (`console bench pages`). The estimate is
+// never below the rows shown.
+func messagesTotal(ctx context.Context, q *queries.Queries, f messageFilter, shown int, complete bool) (*templates.ListTotal, error) {
+	if complete {
+		return &templates.ListTotal{Count: int64(shown), Exact: true}, nil
+	}
+	p := f.params
+	n, err := q.ConsoleMessagesEstimate(ctx, queries.ConsoleMessagesEstimateParams{
+		State: p.State, Topic: p.Topic, TopicPrefix: p.TopicPrefix, Destination: p.Destination,
+		DestinationPrefix: p.DestinationPrefix, AggregateType: p.AggregateType, AggregateID: p.AggregateID,
+		ErrorText: p.ErrorText, CreatedFrom: p.CreatedFrom, CreatedTo: p.CreatedTo,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("estimate the messages: %w", err)
+	}
+	return &templates.ListTotal{Count: max(n, int64(shown))}, nil
 }
 
 // messagePage reads one page and links its neighbours.
@@ -121,13 +147,13 @@ const searchWindow = 25000
 
 // scanWindow narrows p's ids to one window below its cursor when its
 // filters need it, and reports whether it did.
-func scanWindow(ctx context.Context, q *queries.Queries, p *queries.ConsoleMessagesOlderParams) (bool, error) {
+func scanWindow(ctx context.Context, q *queries.Queries, p *queries.ConsoleMessagesListOlderParams) (bool, error) {
 	if !unindexedFilter(*p) {
 		return false, nil
 	}
 	top := p.Cursor
 	if top == 1<<63-1 {
-		b, err := q.ConsoleMessageIDBounds(ctx)
+		b, err := q.ConsoleMessageIDBoundsGet(ctx)
 		if err != nil {
 			return false, fmt.Errorf("read the id bounds: %w", err)
 		}
@@ -200,7 +226,8 @@ func notFound(err error, what string) error {
 }
 
 // unindexedFilter reports whether p has a filter that no index serves.
-func unindexedFilter(p queries.ConsoleMessagesOlderParams) bool {
+func unindexedFilter(p queries.ConsoleMessagesListOlderParams) bool {
+	named := p.Topic != nil || p.Destination != nil || p.TopicPrefix != nil || p.DestinationPrefix != nil
 	return p.ErrorText != nil || (p.AggregateID == nil) != (p.AggregateType == nil) ||
-		((p.Topic != nil || p.Destination != nil) && !undelivered(p.State))
+		(named && !undelivered(p.State))
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/switchyard/switchyard/web/templates"
 )
 
-// newCountCap is the most ConsoleMessagesNewCount counts, and
+// newCountCap is the most ConsoleMessagesCountNew counts, and
 // newCountHorizon how many ids above the first row it looks at: a page
 // left open for a day must not make each check walk a day of messages.
 const (
@@ -34,7 +34,7 @@ func (h *Handler) messagesNewCount(c echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, "above must be a message id.")
 	}
 	p := f.params
-	n, err := q.ConsoleMessagesNewCount(ctx, queries.ConsoleMessagesNewCountParams{
+	n, err := q.ConsoleMessagesCountNew(ctx, queries.ConsoleMessagesCountNewParams{
 		State: p.State, Topic: p.Topic, Destination: p.Destination,
 		AggregateType: p.AggregateType, AggregateID: p.AggregateID, ErrorText: p.ErrorText,
 		CreatedFrom: p.CreatedFrom, CreatedTo: p.CreatedTo, Floor: p.Floor, Ceiling: min(p.Ceiling, above+newCountHorizon), Cursor: above,

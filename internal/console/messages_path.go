@@ -11,8 +11,8 @@ import (
 // filters (see internal/queries/sql/console_messages.sql); they differ in
 // the index they walk, so the handler picks the one whose index fits the
 // most selective filter: an aggregate, then pending or dead (small partial
-// indexes), then topic or destination among messages not delivered, and
-// error text; else the primary key.
+// indexes), then topic or destination (a name or a prefix) among messages
+// not delivered, and error text; else the primary key.
 // Their parameter structs are identical, hence the conversions.
 
 type messagePath int
@@ -24,11 +24,13 @@ const (
 	pathDead
 	pathDiscarded
 	pathTopic
+	pathTopicPrefix
 	pathDestination
+	pathDestinationPrefix
 	pathFailed
 )
 
-func choosePath(p queries.ConsoleMessagesOlderParams) messagePath {
+func choosePath(p queries.ConsoleMessagesListOlderParams) messagePath {
 	switch {
 	case p.AggregateType != nil && p.AggregateID != nil:
 		return pathAggregate
@@ -36,8 +38,12 @@ func choosePath(p queries.ConsoleMessagesOlderParams) messagePath {
 		return pathPending
 	case p.Topic != nil && undelivered(p.State):
 		return pathTopic
+	case p.TopicPrefix != nil && undelivered(p.State):
+		return pathTopicPrefix
 	case p.Destination != nil && undelivered(p.State):
 		return pathDestination
+	case p.DestinationPrefix != nil && undelivered(p.State):
+		return pathDestinationPrefix
 	case p.State != nil && (*p.State == "dead" || *p.State == "replayed"):
 		return pathDead // both are stored as dead (console_messages.status)
 	case p.State != nil && *p.State == "discarded":
@@ -49,26 +55,30 @@ func choosePath(p queries.ConsoleMessagesOlderParams) messagePath {
 }
 
 // messagesOlder reads the page below p.Cursor, newest first.
-func messagesOlder(ctx context.Context, q *queries.Queries, p queries.ConsoleMessagesOlderParams) ([]queries.SwitchyardConsoleMessage, error) {
+func messagesOlder(ctx context.Context, q *queries.Queries, p queries.ConsoleMessagesListOlderParams) ([]queries.SwitchyardConsoleMessage, error) {
 	var rows []queries.SwitchyardConsoleMessage
 	var err error
 	switch choosePath(p) {
 	case pathAggregate:
-		rows, err = q.ConsoleMessagesAggregateOlder(ctx, queries.ConsoleMessagesAggregateOlderParams(p))
+		rows, err = q.ConsoleMessagesListAggregateOlder(ctx, queries.ConsoleMessagesListAggregateOlderParams(p))
 	case pathPending:
-		rows, err = q.ConsoleMessagesPendingOlder(ctx, queries.ConsoleMessagesPendingOlderParams(p))
+		rows, err = q.ConsoleMessagesListPendingOlder(ctx, queries.ConsoleMessagesListPendingOlderParams(p))
 	case pathDead:
-		rows, err = q.ConsoleMessagesDeadOlder(ctx, queries.ConsoleMessagesDeadOlderParams(p))
+		rows, err = q.ConsoleMessagesListDeadOlder(ctx, queries.ConsoleMessagesListDeadOlderParams(p))
 	case pathDiscarded:
-		rows, err = q.ConsoleMessagesDiscardedOlder(ctx, queries.ConsoleMessagesDiscardedOlderParams(p))
+		rows, err = q.ConsoleMessagesListDiscardedOlder(ctx, queries.ConsoleMessagesListDiscardedOlderParams(p))
 	case pathTopic:
-		rows, err = q.ConsoleMessagesTopicOlder(ctx, queries.ConsoleMessagesTopicOlderParams(p))
+		rows, err = q.ConsoleMessagesListTopicOlder(ctx, queries.ConsoleMessagesListTopicOlderParams(p))
 	case pathDestination:
-		rows, err = q.ConsoleMessagesDestinationOlder(ctx, queries.ConsoleMessagesDestinationOlderParams(p))
+		rows, err = q.ConsoleMessagesListDestinationOlder(ctx, queries.ConsoleMessagesListDestinationOlderParams(p))
+	case pathTopicPrefix:
+		rows, err = q.ConsoleMessagesListTopicPrefixOlder(ctx, queries.ConsoleMessagesListTopicPrefixOlderParams(prefixParams(p)))
+	case pathDestinationPrefix:
+		rows, err = q.ConsoleMessagesListDestinationPrefixOlder(ctx, queries.ConsoleMessagesListDestinationPrefixOlderParams(prefixParams(p)))
 	case pathFailed:
-		rows, err = q.ConsoleMessagesFailedOlder(ctx, queries.ConsoleMessagesFailedOlderParams(p))
+		rows, err = q.ConsoleMessagesListFailedOlder(ctx, queries.ConsoleMessagesListFailedOlderParams(p))
 	default:
-		rows, err = q.ConsoleMessagesOlder(ctx, p)
+		rows, err = q.ConsoleMessagesListOlder(ctx, p)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list messages: %w", err)
@@ -77,26 +87,30 @@ func messagesOlder(ctx context.Context, q *queries.Queries, p queries.ConsoleMes
 }
 
 // messagesNewer reads the page above p.Cursor, oldest first.
-func messagesNewer(ctx context.Context, q *queries.Queries, p queries.ConsoleMessagesOlderParams) ([]queries.SwitchyardConsoleMessage, error) {
+func messagesNewer(ctx context.Context, q *queries.Queries, p queries.ConsoleMessagesListOlderParams) ([]queries.SwitchyardConsoleMessage, error) {
 	var rows []queries.SwitchyardConsoleMessage
 	var err error
 	switch choosePath(p) {
 	case pathAggregate:
-		rows, err = q.ConsoleMessagesAggregateNewer(ctx, queries.ConsoleMessagesAggregateNewerParams(p))
+		rows, err = q.ConsoleMessagesListAggregateNewer(ctx, queries.ConsoleMessagesListAggregateNewerParams(p))
 	case pathPending:
-		rows, err = q.ConsoleMessagesPendingNewer(ctx, queries.ConsoleMessagesPendingNewerParams(p))
+		rows, err = q.ConsoleMessagesListPendingNewer(ctx, queries.ConsoleMessagesListPendingNewerParams(p))
 	case pathDead:
-		rows, err = q.ConsoleMessagesDeadNewer(ctx, queries.ConsoleMessagesDeadNewerParams(p))
+		rows, err = q.ConsoleMessagesListDeadNewer(ctx, queries.ConsoleMessagesListDeadNewerParams(p))
 	case pathDiscarded:
-		rows, err = q.ConsoleMessagesDiscardedNewer(ctx, queries.ConsoleMessagesDiscardedNewerParams(p))
+		rows, err = q.ConsoleMessagesListDiscardedNewer(ctx, queries.ConsoleMessagesListDiscardedNewerParams(p))
 	case pathTopic:
-		rows, err = q.ConsoleMessagesTopicNewer(ctx, queries.ConsoleMessagesTopicNewerParams(p))
+		rows, err = q.ConsoleMessagesListTopicNewer(ctx, queries.ConsoleMessagesListTopicNewerParams(p))
 	case pathDestination:
-		rows, err = q.ConsoleMessagesDestinationNewer(ctx, queries.ConsoleMessagesDestinationNewerParams(p))
+		rows, err = q.ConsoleMessagesListDestinationNewer(ctx, queries.ConsoleMessagesListDestinationNewerParams(p))
+	case pathTopicPrefix:
+		rows, err = q.ConsoleMessagesListTopicPrefixNewer(ctx, queries.ConsoleMessagesListTopicPrefixNewerParams(prefixParams(p)))
+	case pathDestinationPrefix:
+		rows, err = q.ConsoleMessagesListDestinationPrefixNewer(ctx, queries.ConsoleMessagesListDestinationPrefixNewerParams(prefixParams(p)))
 	case pathFailed:
-		rows, err = q.ConsoleMessagesFailedNewer(ctx, queries.ConsoleMessagesFailedNewerParams(p))
+		rows, err = q.ConsoleMessagesListFailedNewer(ctx, queries.ConsoleMessagesListFailedNewerParams(p))
 	default:
-		rows, err = q.ConsoleMessagesNewer(ctx, queries.ConsoleMessagesNewerParams(p))
+		rows, err = q.ConsoleMessagesListNewer(ctx, queries.ConsoleMessagesListNewerParams(p))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list messages: %w", err)
@@ -108,4 +122,17 @@ func messagesNewer(ctx context.Context, q *queries.Queries, p queries.ConsoleMes
 // delivered, the only ones the topic and destination indexes hold.
 func undelivered(state *string) bool {
 	return state != nil && *state != "delivered"
+}
+
+// prefixParams is p for the prefix queries, whose parameters are the same
+// but named in another order (sqlc orders them as the query first uses
+// them); the four are one struct type apart from their names.
+func prefixParams(p queries.ConsoleMessagesListOlderParams) queries.ConsoleMessagesListTopicPrefixOlderParams {
+	return queries.ConsoleMessagesListTopicPrefixOlderParams{
+		State: p.State, Topic: p.Topic, TopicPrefix: p.TopicPrefix, TopicUpper: p.TopicUpper,
+		Destination: p.Destination, DestinationPrefix: p.DestinationPrefix, DestinationUpper: p.DestinationUpper,
+		AggregateType: p.AggregateType, AggregateID: p.AggregateID, ErrorText: p.ErrorText,
+		CreatedFrom: p.CreatedFrom, CreatedTo: p.CreatedTo,
+		Floor: p.Floor, Ceiling: p.Ceiling, Cursor: p.Cursor, MaxRows: p.MaxRows,
+	}
 }

@@ -31,7 +31,7 @@ func messageRow(r queries.SwitchyardConsoleMessage) templates.MessageRow {
 // messageStatus sets d's state to the console's (dead, replayed with its
 // outcome, ...), as the lists show it.
 func messageStatus(ctx context.Context, q *queries.Queries, d *templates.MessageDetail) error {
-	s, err := q.ConsoleMessageStatus(ctx, d.Row.ID)
+	s, err := q.ConsoleMessageStatusGet(ctx, d.Row.ID)
 	if err != nil {
 		return fmt.Errorf("read the state of message %d: %w", d.Row.ID, err)
 	}

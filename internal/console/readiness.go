@@ -27,7 +27,7 @@ type DatabaseReadiness struct {
 
 // Ready implements Readiness.
 func (r DatabaseReadiness) Ready(ctx context.Context) error {
-	if _, err := queries.New(r.Pool).ServerVersionNum(ctx); err != nil {
+	if _, err := queries.New(r.Pool).ServerVersionNumGet(ctx); err != nil {
 		return fmt.Errorf("database unreachable: %w", err)
 	}
 	current, err := r.Migrations.Current(ctx)

@@ -106,7 +106,7 @@ func (h *Handler) findingView(c echo.Context) (templates.ReconcileFindingView, e
 	if err != nil {
 		return templates.ReconcileFindingView{}, err
 	}
-	events, err := q.ReconcileFindingEvents(ctx, id)
+	events, err := q.ReconcileFindingEventList(ctx, id)
 	if err != nil {
 		return templates.ReconcileFindingView{}, err
 	}

@@ -46,7 +46,7 @@ func (h *Handler) reconciliationDrift(c echo.Context) error {
 	if h.deps.DB == nil {
 		return render(c, http.StatusOK, templates.DashboardDrift(nil))
 	}
-	checks, err := queries.New(h.deps.DB).ReconcileCheckSummaries(c.Request().Context())
+	checks, err := queries.New(h.deps.DB).ReconcileCheckListSummaries(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -63,11 +63,11 @@ func (h *Handler) reconcileView(c echo.Context) (templates.ReconcileView, error)
 		f.Status = s[0]
 	}
 	f.Before, _ = strconv.ParseInt(c.QueryParam("before"), 10, 64)
-	checks, err := q.ReconcileCheckSummaries(ctx)
+	checks, err := q.ReconcileCheckListSummaries(ctx)
 	if err != nil {
 		return templates.ReconcileView{}, err
 	}
-	cycles, err := q.ReconcileCyclesRecent(ctx, cyclesShown)
+	cycles, err := q.ReconcileCycleListRecent(ctx, cyclesShown)
 	if err != nil {
 		return templates.ReconcileView{}, err
 	}
@@ -75,7 +75,7 @@ func (h *Handler) reconcileView(c echo.Context) (templates.ReconcileView, error)
 	if before <= 0 {
 		before = 1<<63 - 1
 	}
-	rows, err := q.ReconcileFindingsPage(ctx, queries.ReconcileFindingsPageParams{
+	rows, err := q.ReconcileFindingListPage(ctx, queries.ReconcileFindingListPageParams{
 		CheckName: f.Check, Kind: f.Kind, Status: f.Status, BeforeID: before, RowLimit: findingsShown + 1,
 	})
 	if err != nil {
@@ -104,7 +104,7 @@ func (h *Handler) reconcileView(c echo.Context) (templates.ReconcileView, error)
 	return v, nil
 }
 
-func checkViews(rows []queries.ReconcileCheckSummariesRow) []templates.ReconcileCheck {
+func checkViews(rows []queries.ReconcileCheckListSummariesRow) []templates.ReconcileCheck {
 	out := make([]templates.ReconcileCheck, len(rows))
 	for i, r := range rows {
 		out[i] = templates.ReconcileCheck{Name: r.Name, Kind: r.Kind, Enabled: r.Enabled, CycleID: r.CycleID, CycleState: r.CycleState,
@@ -115,7 +115,7 @@ func checkViews(rows []queries.ReconcileCheckSummariesRow) []templates.Reconcile
 	return out
 }
 
-func cycleViews(rows []queries.ReconcileCyclesRecentRow) []templates.ReconcileCycle {
+func cycleViews(rows []queries.ReconcileCycleListRecentRow) []templates.ReconcileCycle {
 	out := make([]templates.ReconcileCycle, len(rows))
 	for i, r := range rows {
 		out[i] = templates.ReconcileCycle{ID: r.ID, Check: r.CheckName, State: r.State, Started: utc(r.StartedAt),

@@ -65,7 +65,7 @@ func (h *Handler) repairJobCancel(c echo.Context) error {
 
 // repairJobViews is the newest bulk repair jobs, as the page shows them.
 func (h *Handler) repairJobViews(c echo.Context) ([]templates.RepairJob, error) {
-	jobs, err := queries.New(h.deps.DB).RepairJobLatest(c.Request().Context(), repairJobsShown)
+	jobs, err := queries.New(h.deps.DB).RepairJobListLatest(c.Request().Context(), repairJobsShown)
 	if err != nil {
 		return nil, err
 	}

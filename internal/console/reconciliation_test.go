@@ -184,3 +184,24 @@ func TestReconciliationRepairJobCancel(t *testing.T) {
 	doc = page(t, b.do(t, http.MethodGet, "/reconciliation/live?check=orders"))
 	require.Equal(t, "cancelled", doc.Find("[data-testid=repair-job]").AttrOr("data-state", ""))
 }
+
+// A finding group's triage item links the group's findings, on the board
+// and on the item's page.
+func TestReconciliationFindingGroupTriageItem(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	reconciled(t, b)
+	var id int64
+	require.NoError(t, b.pool.QueryRow(context.Background(),
+		`SELECT id FROM switchyard.triage_items WHERE kind = 'reconcile_findings' AND ref = '{"check": "orders", "kind": "mismatch"}'`).Scan(&id))
+	doc := page(t, b.do(t, http.MethodGet, "/triage/items/"+strconv.FormatInt(id, 10)))
+	link := doc.Find("[data-testid=tracked-link]")
+	require.Equal(t, "findings of orders (mismatch)", link.Text())
+	href, _ := link.Attr("href")
+	require.Equal(t, "/reconciliation?check=orders&kind=mismatch", href)
+
+	board := page(t, b.do(t, http.MethodGet, "/triage"))
+	require.Equal(t, 2, board.Find("[data-testid=triage-card]").Length(), "mismatch and missing_remote")
+	hrefs := board.Find("[data-testid=triage-tracked-link]").Map(func(_ int, s *goquery.Selection) string { h, _ := s.Attr("href"); return h })
+	require.ElementsMatch(t, []string{"/reconciliation?check=orders&kind=mismatch", "/reconciliation?check=orders&kind=missing_remote"}, hrefs)
+}

@@ -103,7 +103,7 @@ func jobOutcomes(ctx context.Context, q *queries.Queries, rows []queries.Switchy
 	for i, j := range rows {
 		ids[i], at[j.ID] = j.ID, &jobs[i]
 	}
-	counts, err := q.ReplayJobOutcomes(ctx, ids)
+	counts, err := q.ReplayJobListOutcomes(ctx, ids)
 	if err != nil {
 		return fmt.Errorf("count the outcomes of %d replay jobs: %w", len(ids), err)
 	}

@@ -68,12 +68,20 @@ func (h *Handler) routes() []route {
 		{http.MethodPost, "/sessions/:id/revoke", auth.Admin, h.sessionRevoke},
 		{http.MethodGet, "/settings", auth.Admin, h.settingsShow},
 	}
+	// The configuration pages (settings_*.go, destination_form.go,
+	// source_form.go): admins only; internal/action checks the role again.
+	rs = append(rs, h.settingsRoutes()...)
 	// The dashboard and the inbox.
 	rs = append(rs,
 		route{http.MethodGet, "/", auth.Viewer, h.dashboardShow},
 		route{http.MethodGet, "/dashboard/live", auth.Viewer, h.dashboardLive},
 		route{http.MethodGet, "/inbox", auth.Viewer, h.throttled(h.inboxList)},
+		route{http.MethodGet, "/inbox/live", auth.Viewer, h.throttled(h.inboxListLive)},
 		route{http.MethodGet, "/inbox/events/:id", auth.Viewer, h.inboxEventShow},
+		route{http.MethodGet, "/inbox/events/:id/live", auth.Viewer, h.inboxEventLive},
+		// A retry of a failed or parked event (action.RetryInboxEvent),
+		// from its page and from the list.
+		route{http.MethodPost, "/inbox/events/:id/retry", auth.Operator, h.idempotent(h.inboxEventRetry)},
 	)
 	// Reconciliation (reconciliation_*.go; repairs and ignores need the
 	// operator role, which internal/action checks again).

@@ -1,6 +1,8 @@
 package console
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -20,25 +22,59 @@ import (
 // and the receiver set them up, and whether each secret reference
 // resolves in this process's environment. Secrets are never shown.
 func (h *Handler) settingsShow(c echo.Context) error {
-	ctx := c.Request().Context()
+	lists, err := h.settingsLists(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	lists.Notice = deletedNotice(c.QueryParam("deleted"), c.QueryParam("name"))
+	return render(c, http.StatusOK, templates.SettingsPage(h.page("Configuration", ""), lists))
+}
+
+// settingsLive serves GET /settings/live: the page's lists, re-read when
+// the configuration changes (a "config" change on the stream).
+func (h *Handler) settingsLive(c echo.Context) error {
+	lists, err := h.settingsLists(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return render(c, http.StatusOK, templates.SettingsListsRegion(lists))
+}
+
+// settingsLists reads both lists: three small reads of tables of a few
+// rows each.
+func (h *Handler) settingsLists(ctx context.Context) (templates.SettingsLists, error) {
 	q := queries.New(h.deps.DB)
 	dests, err := q.DestinationList(ctx)
 	if err != nil {
-		return fmt.Errorf("list destinations: %w", err)
+		return templates.SettingsLists{}, fmt.Errorf("list destinations: %w", err)
 	}
 	sources, err := q.InboxSourceList(ctx)
 	if err != nil {
-		return fmt.Errorf("list inbox sources: %w", err)
+		return templates.SettingsLists{}, fmt.Errorf("list inbox sources: %w", err)
 	}
-	dv := make([]templates.DestinationSetting, len(dests))
+	checks, err := q.DestinationCheckList(ctx)
+	if err != nil {
+		return templates.SettingsLists{}, fmt.Errorf("list destination checks: %w", err)
+	}
+	failed := map[string]string{}
+	for _, ch := range checks {
+		failed[ch.Destination] = ch.Problem
+	}
+	lists := templates.SettingsLists{
+		Dests:   make([]templates.DestinationSetting, len(dests)),
+		Sources: make([]templates.SourceSetting, len(sources)),
+	}
 	for i, d := range dests {
-		dv[i] = h.destinationSetting(d)
+		lists.Dests[i] = h.destinationSetting(d)
+		if p := failed[d.Name]; p != "" && lists.Dests[i].Problem == "" && d.Kind == "jetstream" {
+			lists.Dests[i].Problem = p
+		}
 	}
-	sv := make([]templates.SourceSetting, len(sources))
 	for i, s := range sources {
-		sv[i] = h.sourceSetting(s)
+		lists.Sources[i] = h.sourceSetting(s)
 	}
-	return render(c, http.StatusOK, templates.SettingsPage(h.page("Configuration", ""), dv, sv))
+	return lists, nil
 }
 
 // getenv reads a secret reference; nil Deps.Getenv resolves nothing.
@@ -61,7 +97,7 @@ func (h *Handler) secretRefs(refs []string) []templates.SecretRef {
 
 func (h *Handler) destinationSetting(d queries.SwitchyardDestination) templates.DestinationSetting {
 	v := templates.DestinationSetting{
-		Name: d.Name, Kind: d.Kind, Address: d.Address,
+		Name: d.Name, Kind: d.Kind, Address: d.Address, Disabled: d.Disabled, EditURL: destinationURL(d.Name),
 		Secrets:     h.secretRefs(append([]string{d.SecretRef}, d.SecretRefs...)),
 		Permanent:   "4xx but 401, 403, 404, 408, 429 (default)",
 		Concurrency: strconv.Itoa(int(d.Concurrency)),
@@ -98,7 +134,7 @@ func (h *Handler) sourceSetting(s queries.SwitchyardInboxSource) templates.Sourc
 	v := templates.SourceSetting{
 		Name: s.Name, Scheme: s.Scheme, Handler: s.Handler, Secrets: h.secretRefs(s.SecretRefs),
 		Tolerance: fmt.Sprintf("%d s", s.ToleranceSeconds), OutOfOrder: s.OutOfOrder,
-		MaxAttempts: strconv.Itoa(int(s.MaxAttempts)),
+		MaxAttempts: strconv.Itoa(int(s.MaxAttempts)), Disabled: s.Disabled, EditURL: sourceURL(s.Name),
 	}
 	switch s.Handler {
 	case inbox.HandlerForward:
@@ -109,7 +145,7 @@ func (h *Handler) sourceSetting(s queries.SwitchyardInboxSource) templates.Sourc
 	case inbox.HandlerSQL:
 		v.HandlerDetail = "calls " + s.SqlFunction + "(event, headers)"
 	}
-	if problem := inbox.SourceFromRow(s, h.getenv).Problem; problem != nil {
+	if problem := inbox.SourceFromRow(s, h.getenv).Problem; problem != nil && !errors.Is(problem, inbox.ErrDisabled) {
 		v.Problem = problem.Error()
 	}
 	return v

@@ -109,6 +109,8 @@ func tracked(it triage.Item) (href, label string) {
 		return "/aggregates/blocked", "blocked aggregates (" + ref["aggregate_type"] + "/" + ref["aggregate_id"] + ")"
 	case triage.InboxFailureGroup:
 		return "/inbox?status=parked&source=" + url.QueryEscape(ref["source"]), "parked events of " + ref["source"]
+	case triage.ReconcileFindings:
+		return reconcileTracked(ref)
 	}
 	return "", ""
 }

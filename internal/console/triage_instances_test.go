@@ -41,7 +41,7 @@ func instance(t *testing.T, pool *pgxpool.Pool) *httptest.Server {
 	registry := prometheus.NewRegistry()
 	h := console.New(console.Deps{
 		Logger: logger, Assets: assets, Gatherer: registry, DB: pool, Demo: true,
-		Auth: auth.New(pool, auth.Config{}), AuditLog: audit.Log{DB: pool},
+		Auth: testAuth(pool, auth.Config{}), AuditLog: audit.Log{DB: pool},
 		Triage: engine, TriageSocket: socket,
 	})
 	e, err := httpserver.New(httpserver.Config{Logger: logger, Registerer: registry, RenderError: h.RenderError})

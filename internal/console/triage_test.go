@@ -40,7 +40,7 @@ func triageSetup(t *testing.T) (*echo.Echo, *pgxpool.Pool, int64) {
 	registry := prometheus.NewRegistry()
 	h := console.New(console.Deps{
 		Logger: logger, Assets: assets, Gatherer: registry, DB: pool, Demo: true,
-		Auth: auth.New(pool, auth.Config{}), AuditLog: audit.Log{DB: pool},
+		Auth: testAuth(pool, auth.Config{}), AuditLog: audit.Log{DB: pool},
 		Triage: &triage.Engine{Pool: pool},
 	})
 	e, err := httpserver.New(httpserver.Config{Logger: logger, Registerer: registry, RenderError: h.RenderError})

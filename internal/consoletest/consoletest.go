@@ -157,6 +157,10 @@ func (p *Process) Stop(t testing.TB) {
 	}
 }
 
+// Exited is closed once the process has exited: a test that must see it
+// still running checks it without waiting.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
 // Pid is the process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 

@@ -40,20 +40,36 @@ type Cluster struct {
 // directory that the postgres account can reach when we are root. It first
 // removes what earlier runs killed before their cleanup left in TMPDIR.
 func StartCluster(ctx context.Context) (*Cluster, error) {
+	return startCluster(ctx, map[string]string{
+		"fsync":              "off",
+		"synchronous_commit": "off",
+		"full_page_writes":   "off",
+		"max_connections":    "300",
+	})
+}
+
+// StartDurableCluster is StartCluster for benchmarks: the server keeps
+// PostgreSQL's stock durability (fsync, synchronous_commit and
+// full_page_writes on) and has the console's embedded server's group
+// commit (commit_delay 1000, commit_siblings 2; internal/postgres).
+func StartDurableCluster(ctx context.Context) (*Cluster, error) {
+	return startCluster(ctx, map[string]string{
+		"commit_delay":    "1000",
+		"commit_siblings": "2",
+		"max_connections": "300",
+	})
+}
+
+func startCluster(ctx context.Context, settings map[string]string) (*Cluster, error) {
 	sweepStale(os.TempDir(), time.Now(), os.Stderr)
 	dir, err := pgembed.MkdirTemp(dirPattern)
 	if err != nil {
 		return nil, err
 	}
 	c, err := pgembed.Start(ctx, pgembed.Config{
-		DataDir:   filepath.Join(dir, "pg"),
-		Throwaway: true,
-		Settings: map[string]string{
-			"fsync":              "off",
-			"synchronous_commit": "off",
-			"full_page_writes":   "off",
-			"max_connections":    "300",
-		},
+		DataDir:     filepath.Join(dir, "pg"),
+		Throwaway:   true,
+		Settings:    settings,
 		StopTimeout: 10 * time.Second,
 	})
 	if err != nil {

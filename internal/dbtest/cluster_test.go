@@ -168,3 +168,25 @@ func startFakeServer(t *testing.T, dir string) *exec.Cmd {
 	})
 	return cmd
 }
+
+// A durable cluster, for benchmarks (withpg -durable), keeps PostgreSQL's
+// stock durability and has the embedded server's group commit; the test
+// cluster has neither.
+func TestDurableClusterKeepsFsyncOn(t *testing.T) {
+	privateTMPDIR(t)
+	settings := func(start func(context.Context) (*Cluster, error)) []string {
+		c, err := start(context.Background())
+		require.NoError(t, err)
+		defer c.Stop()
+		conn, err := pgx.Connect(context.Background(), c.URL)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		got := make([]string, 4)
+		require.NoError(t, conn.QueryRow(context.Background(), `SELECT current_setting('fsync'),
+			current_setting('synchronous_commit'), current_setting('full_page_writes'), current_setting('commit_delay')`).
+			Scan(&got[0], &got[1], &got[2], &got[3]))
+		return got
+	}
+	require.Equal(t, []string{"on", "on", "on", "1000"}, settings(StartDurableCluster))
+	require.Equal(t, []string{"off", "off", "off", "0"}, settings(StartCluster))
+}

@@ -20,6 +20,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -42,9 +43,23 @@ const (
 // defaults: a console that is visibly alive within seconds.
 var defaults = Settings{OrdersPerSecond: 20, InboxPerSecond: 2, FailurePercent: 20, LatencyMs: 40}
 
+// DefaultCheckInterval is how often the demo's reconciliation checks run
+// unless Config says otherwise: drift injected on the panel shows within
+// seconds.
+const DefaultCheckInterval = 10 * time.Second
+
+// Config configures a demo. Zero values take the documented defaults.
+type Config struct {
+	// CheckInterval is how often each of the demo's two reconciliation
+	// checks runs; default DefaultCheckInterval. The browser tests
+	// shorten it, so that they wait for a cycle a second, not ten.
+	CheckInterval time.Duration
+}
+
 // Demo is one running demo. Its methods are called in the order the
 // package documentation gives; Panel's result is safe for concurrent use.
 type Demo struct {
+	cfg     Config
 	control *control
 	mirror  *mirror
 	logger  *slog.Logger
@@ -52,8 +67,12 @@ type Demo struct {
 }
 
 // New returns a demo with the default settings, not started.
-func New(logger *slog.Logger) *Demo {
+func New(logger *slog.Logger, cfg Config) *Demo {
+	if cfg.CheckInterval <= 0 {
+		cfg.CheckInterval = DefaultCheckInterval
+	}
 	return &Demo{
+		cfg:     cfg,
 		control: &control{s: defaults},
 		mirror:  &mirror{},
 		logger:  logger,
@@ -82,7 +101,7 @@ func (d *Demo) Prepare(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return fmt.Errorf("demo: write destination: %w", err)
 	}
-	if err := d.mirror.writeChecks(ctx, pool); err != nil {
+	if err := d.mirror.writeChecks(ctx, pool, d.cfg.CheckInterval); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 	err = q.InboxSourceUpsert(ctx, queries.InboxSourceUpsertParams{

@@ -24,8 +24,6 @@ import (
 const (
 	OrdersCheck     = "demo-orders"
 	DeliveriesCheck = "demo-deliveries"
-	// checkInterval: drift injected on the panel shows within seconds.
-	checkInterval = 10 * time.Second
 )
 
 // mirror is the demo's external system: two in-process fake providers
@@ -33,13 +31,23 @@ const (
 // demo's orders and the deliveries its flaky receiver accepted, until the
 // panel injects drift into them. It is safe for concurrent use.
 type mirror struct {
+	// writing is held (Lock) by the order writer around each transaction
+	// and its telling the shop of the orders it committed, and by the
+	// shop's provider (RLock) while it answers a lookup: a cycle never
+	// sees an order on one side only, neither committed here and unknown
+	// there (missing_remote) nor known there and in flight here
+	// (missing_local; a bulk repair would then delete it remotely, and
+	// make the drift it claimed).
+	writing sync.RWMutex
+
 	mu sync.Mutex
 	// orders and hooks are nil until start; guarded by mu.
 	orders, hooks *fakeremote.Provider
 
-	lastOrder int64    // guarded by mu: the newest order mirrored
-	delivered []string // guarded by mu: the keys the receiver accepted
-	added     int      // guarded by mu: extra entities added so far
+	lastOrder int64           // guarded by mu: the newest order mirrored
+	delivered []string        // guarded by mu: the keys the receiver accepted, once each
+	listed    map[string]bool // guarded by mu: the keys in delivered
+	added     int             // guarded by mu: extra entities added so far
 }
 
 // start starts the providers until ctx ends.
@@ -47,6 +55,8 @@ func (m *mirror) start(ctx context.Context) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.orders, m.hooks = fakeremote.New(), fakeremote.New()
+	m.listed = map[string]bool{}
+	m.orders.Hold(m.writing.RLocker())
 	orders, hooks := m.orders, m.hooks
 	context.AfterFunc(ctx, func() { orders.Close(); hooks.Close() })
 }
@@ -70,7 +80,10 @@ func (m *mirror) accepted(key string, body []byte) {
 		return
 	}
 	m.hooks.Put(key, nil)
-	m.delivered = append(m.delivered, key)
+	if !m.listed[key] { // once, however often redelivered: losing n deliveries loses n keys
+		m.listed[key] = true
+		m.delivered = append(m.delivered, key)
+	}
 	var repair struct {
 		Key     string         `json:"key"`
 		Fields  map[string]any `json:"fields"`
@@ -85,7 +98,7 @@ func (m *mirror) accepted(key string, body []byte) {
 	}
 }
 
-// order tells the shop of an order being written.
+// order tells the shop of an order written (committed).
 func (m *mirror) order(id int64, customer string, amountCents int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -158,6 +171,7 @@ func (m *mirror) inject(d Drift) {
 	for i := 0; i < d.LoseDeliveries && len(m.delivered) > 0; i++ {
 		j := rand.IntN(len(m.delivered))
 		m.hooks.Drop(m.delivered[j])
+		delete(m.listed, m.delivered[j])
 		m.delivered = append(m.delivered[:j], m.delivered[j+1:]...)
 	}
 }
@@ -171,8 +185,8 @@ func (m *mirror) setDown(down bool) {
 }
 
 // writeChecks points the demo's two checks at the providers, creating
-// them on the first run, and makes both due now.
-func (m *mirror) writeChecks(ctx context.Context, pool *pgxpool.Pool) error {
+// them on the first run, sets their interval, and makes both due now.
+func (m *mirror) writeChecks(ctx context.Context, pool *pgxpool.Pool, interval time.Duration) error {
 	q := queries.New(pool)
 	orders, hooks := m.providers()
 	for _, c := range []queries.ReconcileCheckUpsertParams{
@@ -180,7 +194,7 @@ func (m *mirror) writeChecks(ctx context.Context, pool *pgxpool.Pool) error {
 			TableSchema: "switchyard_demo", TableName: "orders", KeyColumn: "id", Columns: []string{"customer", "amount_cents"}},
 		{Name: DeliveriesCheck, Kind: reconcile.KindDelivery, RemoteUrl: hooks.URL(), Destination: Destination, Columns: []string{}},
 	} {
-		c.BatchSize, c.RemoteRate, c.TimeoutMs, c.IntervalMs = 500, 50, 2000, checkInterval.Milliseconds()
+		c.BatchSize, c.RemoteRate, c.TimeoutMs, c.IntervalMs = 500, 50, 2000, interval.Milliseconds()
 		c.WindowMs, c.LeaseMs = 24*3600*1000, 30_000
 		if err := q.ReconcileCheckUpsert(ctx, c); err != nil {
 			return fmt.Errorf("write check %s: %w", c.Name, err)

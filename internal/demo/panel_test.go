@@ -30,7 +30,7 @@ func TestPanelApply(t *testing.T) {
 		{"latency_ms", "x", "Latency"},
 	}
 	for _, tc := range cases {
-		d := New(slog.New(slog.DiscardHandler))
+		d := New(slog.New(slog.DiscardHandler), Config{})
 		form := url.Values{}
 		for k, v := range valid {
 			form[k] = v
@@ -39,7 +39,7 @@ func TestPanelApply(t *testing.T) {
 		require.Contains(t, d.Panel().Apply(form), tc.refusal, tc.field)
 		require.Equal(t, defaults, d.control.settings(), "a refused form changes nothing")
 	}
-	d := New(slog.New(slog.DiscardHandler))
+	d := New(slog.New(slog.DiscardHandler), Config{})
 	require.Empty(t, d.Panel().Apply(valid))
 	require.Equal(t, Settings{OrdersPerSecond: 5, InboxPerSecond: 1.5, FailurePercent: 50, LatencyMs: 10, Outage: true}, d.control.settings())
 }
@@ -51,7 +51,7 @@ func TestPanelRender(t *testing.T) {
 	require.NoError(t, err)
 	var buf bytes.Buffer
 	page := templates.Page{Title: "Demo", Section: templates.SectionDashboard, Assets: assets}
-	require.NoError(t, New(slog.New(slog.DiscardHandler)).Panel().Render(page, "tok", true).Render(context.Background(), &buf))
+	require.NoError(t, New(slog.New(slog.DiscardHandler), Config{}).Panel().Render(page, "tok", true).Render(context.Background(), &buf))
 	html := buf.String()
 	require.Contains(t, html, `data-testid="demo-form"`)
 	require.Contains(t, html, `name="orders_per_second" min="0" max="2000" step="any" value="20"`)
@@ -66,7 +66,7 @@ func TestPanelDrift(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	d := New(slog.New(slog.DiscardHandler))
+	d := New(slog.New(slog.DiscardHandler), Config{})
 	d.mirror.start(ctx)
 	for i := int64(1); i <= 10; i++ {
 		d.mirror.order(i, "ada", 100*i)

@@ -22,8 +22,7 @@ var demoCustomers = []string{"ada", "grace", "alan", "barbara", "edsger", "marga
 
 // runOrders writes orders at the configured rate until ctx ends: each
 // order and its outbox event in one transaction, as a real service would.
-// The external shop (mirror) is told of each order inside its transaction,
-// so that no cycle sees an order the shop has not heard of yet.
+// The external shop (mirror) is told of the orders once they commit.
 func runOrders(ctx context.Context, pool *pgxpool.Pool, control *control, m *mirror, logger *slog.Logger) {
 	var owed float64
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -48,27 +47,41 @@ func runOrders(ctx context.Context, pool *pgxpool.Pool, control *control, m *mir
 	}
 }
 
+// writeOrders writes n orders in one transaction and tells the shop of
+// them after the commit, holding m.writing throughout: the shop answers
+// no lookup in between (see mirror).
 func writeOrders(ctx context.Context, pool *pgxpool.Pool, n int, m *mirror) error {
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	m.writing.Lock()
+	defer m.writing.Unlock()
+	orders := make([]demodb.OrderInsertParams, 0, n)
+	ids := make([]int64, 0, n)
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		orders, ids = orders[:0], ids[:0]
 		msgs := make([]outbox.Message, 0, n)
 		for range n {
-			customer := demoCustomers[rand.IntN(len(demoCustomers))]
-			amount := int64(500 + rand.IntN(20000))
-			order, err := demodb.New(tx).OrderInsert(ctx, demodb.OrderInsertParams{Customer: customer, AmountCents: amount})
+			o := demodb.OrderInsertParams{Customer: demoCustomers[rand.IntN(len(demoCustomers))], AmountCents: int64(500 + rand.IntN(20000))}
+			row, err := demodb.New(tx).OrderInsert(ctx, o)
 			if err != nil {
 				return fmt.Errorf("insert order: %w", err)
 			}
-			m.order(order.ID, customer, amount)
-			body, _ := json.Marshal(map[string]any{"order_id": order.ID, "customer": customer, "amount_cents": amount, "created_at": order.CreatedAt})
+			orders, ids = append(orders, o), append(ids, row.ID)
+			body, _ := json.Marshal(map[string]any{"order_id": row.ID, "customer": o.Customer, "amount_cents": o.AmountCents, "created_at": row.CreatedAt})
 			m := outbox.Message{Topic: "order.created", Destination: Destination, Payload: body}
 			if rand.IntN(2) == 0 { // half are ordered per customer
-				m.AggregateType, m.AggregateID = "customer", customer
+				m.AggregateType, m.AggregateID = "customer", o.Customer
 			}
 			msgs = append(msgs, m)
 		}
 		_, err := outbox.Enqueue(ctx, tx, msgs...)
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	for i, o := range orders {
+		m.order(ids[i], o.Customer, o.AmountCents)
+	}
+	return nil
 }
 
 // runWebhooks sends signed customer events to the console's own inbox at

@@ -30,6 +30,9 @@ func requestLog(logger *slog.Logger) echo.MiddlewareFunc {
 			case quietRoutes[v.RoutePath] && v.Status < 400:
 				level = slog.LevelDebug
 			}
+			if !logger.Enabled(c.Request().Context(), level) {
+				return nil // the attributes would be built for nothing: every request comes here
+			}
 			logger.LogAttrs(c.Request().Context(), level, "http request",
 				slog.Group("http",
 					slog.String("method", v.Method),

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchyard/switchyard/internal/httpserver"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -110,16 +111,14 @@ func TestRunDrainsRequestsInFlight(t *testing.T) {
 	cancel()
 	// Shutdown has begun once the listener refuses new connections; the
 	// request in flight must still be running then.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Until(t, 10*time.Second, "the listener to close", func() bool {
 		conn, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second)
 		if err != nil {
-			break
+			return true
 		}
 		conn.Close()
-		require.True(t, time.Now().Before(deadline), "the listener never closed")
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
 	select {
 	case err := <-ran:
 		t.Fatalf("Run returned while a request was in flight: %v", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/internal/fingerprint"
+	"github.com/switchyard/switchyard/internal/outbox"
 	"github.com/switchyard/switchyard/internal/pgtext"
 	"github.com/switchyard/switchyard/internal/queries"
 )
@@ -43,9 +44,11 @@ func receiveTx(ctx context.Context, pool *pgxpool.Pool, ev Event, headers []byte
 	case err != nil:
 		return Result{}, fmt.Errorf("record event: %w", err)
 	case ev.EntityKey == "":
+		ev.row = claim.ID
 		res = Result{Outcome: OutcomeProcessed}
 		err = run(ctx, tx, ev, h)
 	default:
+		ev.row = claim.ID
 		res, err = applyVersioned(ctx, tx, ev, claim.ID, h)
 	}
 	if err != nil {
@@ -110,6 +113,10 @@ func (d *beginningDB) QueryRow(context.Context, string, ...any) pgx.Row {
 	return errRow{}
 }
 
+func (d *beginningDB) CopyFrom(context.Context, pgx.Identifier, []string, pgx.CopyFromSource) (int64, error) {
+	return 0, errBatchOnly
+}
+
 type errRow struct{}
 
 func (errRow) Scan(...any) error { return errBatchOnly }
@@ -148,8 +155,30 @@ func applyVersioned(ctx context.Context, tx pgx.Tx, ev Event, id int64, h Handle
 	return res, err
 }
 
-// run calls the handler, turning its error or panic into a handlerError.
-func run(ctx context.Context, tx pgx.Tx, ev Event, h Handler) (err error) {
+// run calls the handler, turning its error or panic into a handlerError,
+// then links the event to the outbox messages the handler enqueued in tx
+// (outbox.Enqueue under the handler's context, as a Go handler does with
+// switchyard.Enqueue), for the event's page. A handler that enqueued
+// nothing costs no statement more (the built-in forward links its message
+// in the statement that inserts it).
+func run(ctx context.Context, tx pgx.Tx, ev Event, h Handler) error {
+	hctx, enqueued := outbox.RecordEnqueued(ctx)
+	if err := call(hctx, tx, ev, h); err != nil {
+		return err
+	}
+	ids := enqueued.IDs()
+	if ev.row == 0 || len(ids) == 0 {
+		return nil
+	}
+	err := queries.New(tx).InboxEventMessageLink(ctx, queries.InboxEventMessageLinkParams{InboxEventID: ev.row, MessageIds: ids})
+	if err != nil {
+		return fmt.Errorf("link event %s to the %d messages its handler enqueued: %w", ev.ID, len(ids), err)
+	}
+	return nil
+}
+
+// call calls the handler, turning its error or panic into a handlerError.
+func call(ctx context.Context, tx pgx.Tx, ev Event, h Handler) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &handlerError{fmt.Errorf("handler panicked: %v", r)}
@@ -177,7 +206,7 @@ func releaseHeld(ctx context.Context, tx pgx.Tx, ev Event, h Handler) (int, erro
 	q := queries.New(tx)
 	released := 0
 	for version := ev.EntityVersion + 1; ; version++ {
-		row, err := q.InboxEventHeldNext(ctx, queries.InboxEventHeldNextParams{Source: ev.Source, EntityKey: ev.EntityKey, Version: version})
+		row, err := q.InboxEventGetNextHeld(ctx, queries.InboxEventGetNextHeldParams{Source: ev.Source, EntityKey: ev.EntityKey, Version: version})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return released, nil
 		}
@@ -185,7 +214,7 @@ func releaseHeld(ctx context.Context, tx pgx.Tx, ev Event, h Handler) (int, erro
 			return released, fmt.Errorf("find held successor %d of %q: %w", version, ev.EntityKey, err)
 		}
 		next := ev
-		next.ID, next.Payload, next.EntityVersion = row.EventID, row.Payload, version
+		next.ID, next.Payload, next.EntityVersion, next.row = row.EventID, row.Payload, version, row.ID
 		next.Headers = nil
 		ok, err := applyHeld(ctx, tx, next, row, h)
 		if err != nil || !ok {
@@ -197,7 +226,7 @@ func releaseHeld(ctx context.Context, tx pgx.Tx, ev Event, h Handler) (int, erro
 
 // applyHeld applies one held event under a savepoint. ok is false when its
 // handler failed (and the failure was recorded).
-func applyHeld(ctx context.Context, tx pgx.Tx, ev Event, row queries.InboxEventHeldNextRow, h Handler) (bool, error) {
+func applyHeld(ctx context.Context, tx pgx.Tx, ev Event, row queries.InboxEventGetNextHeldRow, h Handler) (bool, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("savepoint for held event %s: %w", ev.ID, err)

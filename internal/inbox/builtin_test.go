@@ -298,3 +298,87 @@ func TestForwardToAMissingDestinationUsesNoAttempt(t *testing.T) {
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM switchyard.outbox WHERE destination = 'later' AND topic = 'crm'`),
 		"without a type in the payload, the topic is the source's name")
 }
+
+// A 'forward' event delivered 50 times at once: its page's record links
+// the one message it enqueued, and holds each of the 49 duplicate
+// deliveries (also those that raced the first one); pruning the event
+// takes both with it.
+func TestForwardLinksItsMessageAndRecordsDuplicates(t *testing.T) {
+	t.Parallel()
+	pool := setup(t)
+	forwardSource(t, pool, "")
+	body := []byte(`{"type":"customer.updated","data":{"id":"cus_2"}}`)
+
+	outcomes := storm(t, instances(t, pool, 2), "crm", "evt_dup", body)
+	require.Equal(t, map[Outcome]int{OutcomeProcessed: 1, OutcomeDuplicate: 49}, outcomes)
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM switchyard.inbox_event_messages m
+		JOIN switchyard.inbox_events e ON e.id = m.inbox_event_id AND e.event_id = 'evt_dup'
+		JOIN switchyard.outbox o ON o.id = m.outbox_id AND o.headers->>'Switchyard-Inbox-Event-Id' = 'evt_dup'`))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM switchyard.inbox_event_messages`))
+	require.Equal(t, 49, count(t, pool, `SELECT count(*) FROM switchyard.inbox_event_duplicates WHERE source = 'crm' AND event_id = 'evt_dup'`))
+
+	pruned, err := queries.New(pool).InboxEventPrune(context.Background(), queries.InboxEventPruneParams{AgeSeconds: -1, BatchSize: 10})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), pruned)
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM switchyard.inbox_event_duplicates`))
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM switchyard.inbox_event_messages`))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM switchyard.outbox`), "the message stays")
+}
+
+// A new event through 'forward' costs what one through a Go handler with
+// one statement costs: the claim's batch (with its BEGIN), one statement
+// that looks the destination up, inserts the message and links it to the
+// event, and the commit; a duplicate costs the batch and the commit. The
+// message is linked and ordered as before, and a destination that does
+// not exist is still refused as transient, with nothing written.
+func TestForwardSendsOneStatementPerEvent(t *testing.T) {
+	t.Parallel()
+	pool := setup(t)
+	exec(t, pool, `INSERT INTO switchyard.destinations (name, kind) VALUES ('crm-service', 'function')`)
+	orderedReg, err := forwardRegistration("test", "crm-service", "customer_id")
+	require.NoError(t, err)
+	unorderedReg, err := forwardRegistration("test", "crm-service", "")
+	require.NoError(t, err)
+	missingReg, err := forwardRegistration("test", "later", "")
+	require.NoError(t, err)
+	ordered, unordered, missing := orderedReg.Handle, unorderedReg.Handle, missingReg.Handle
+	traced, sent := tracedPool(t, pool)
+	ctx := context.Background()
+	forwarded := func(id string, h Handler) {
+		t.Helper()
+		ev := event(id)
+		ev.Payload = fmt.Appendf(nil, `{"type":"customer.updated","customer_id":"cus_1","event":%q}`, id)
+		res, err := Receive(ctx, traced, ev, h)
+		require.NoError(t, err, id)
+		require.Equal(t, OutcomeProcessed, res.Outcome, id)
+		got := sent.take()
+		require.Len(t, got, 3, "%s: the claim's batch, one statement, the commit: %q", id, got)
+		require.Equal(t, "batch", got[0], id)
+		require.Contains(t, got[1], "INSERT INTO switchyard.inbox_event_messages", id)
+		require.Equal(t, "commit", got[2], id)
+	}
+	forwarded("evt_1", ordered)
+	forwarded("evt_2", ordered)
+	forwarded("evt_3", unordered)
+
+	_, err = Receive(ctx, traced, event("evt_1"), ordered)
+	require.NoError(t, err)
+	require.Equal(t, []string{"batch", "commit"}, sent.take(), "a duplicate")
+
+	_, err = Receive(ctx, traced, event("evt_4"), missing)
+	require.ErrorIs(t, err, ErrTransient)
+	require.ErrorIs(t, err, outbox.ErrUnknownDestination)
+	require.ErrorContains(t, err, `unknown destination "later"`)
+	require.Len(t, sent.take(), 3, "the claim's batch, the statement, the rollback")
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM switchyard.inbox_events WHERE event_id = 'evt_4'`), "nothing recorded")
+
+	require.Equal(t, 3, count(t, pool, `SELECT count(*) FROM switchyard.outbox`))
+	require.Equal(t, 3, count(t, pool, `SELECT count(*) FROM switchyard.inbox_event_messages m
+		JOIN switchyard.inbox_events e ON e.id = m.inbox_event_id
+		JOIN switchyard.outbox o ON o.id = m.outbox_id AND o.payload->>'event' = e.event_id`), "each message linked to its own event")
+	require.Equal(t, 2, count(t, pool, `SELECT count(*) FROM switchyard.outbox
+		WHERE aggregate_type = 'inbox:test' AND aggregate_id = 'cus_1' AND aggregate_seq IS NOT NULL`), "the ordered ones in their aggregate")
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM switchyard.outbox
+		WHERE payload->>'event' = 'evt_1' AND aggregate_seq < (SELECT aggregate_seq FROM switchyard.outbox WHERE payload->>'event' = 'evt_2')`),
+		"in the order their events were recorded")
+}

@@ -136,6 +136,14 @@ type Event struct {
 	EntityVersion int64
 	// Policy is the source's.
 	Policy Policy
+	// payloadValid: Payload was checked to be valid JSON already (by
+	// Receiver.Accept, which parses the request), so Receive need not
+	// read it a second time.
+	payloadValid bool
+	// row is the event's switchyard.inbox_events id while its handler
+	// runs (0 before it is recorded), so that what the handler enqueued
+	// can be linked to the event.
+	row int64
 }
 
 // MaxEventIDBytes is the longest event id the inbox takes (docs/inbox.md):
@@ -154,7 +162,7 @@ func (ev Event) validate() error {
 		return errors.New("event id is empty")
 	case len(ev.ID) > MaxEventIDBytes || !pgtext.Valid(ev.ID):
 		return fmt.Errorf("event id is not text of at most %d bytes without NUL", MaxEventIDBytes)
-	case !json.Valid(ev.Payload):
+	case !ev.payloadValid && !json.Valid(ev.Payload):
 		return errors.New("payload is not valid JSON")
 	case ev.EntityKey != "" && ev.EntityVersion < 1:
 		return fmt.Errorf("entity %q has version %d: want 1 or more", ev.EntityKey, ev.EntityVersion)
@@ -177,7 +185,9 @@ func (p Policy) maxAttempts() int32 {
 
 // Handler applies an event's effect in tx, the transaction that records the
 // event. It must do all its writes through tx (an outbox message too:
-// outbox.Enqueue(ctx, tx, ...)), and must not commit or roll back tx. An
+// outbox.Enqueue(ctx, tx, ...)), and must not commit or roll back tx. The
+// messages it enqueues with outbox.Enqueue under ctx are linked to the
+// event (switchyard.inbox_event_messages, shown on the event's page). An
 // error or a panic rolls everything back and counts as a failed attempt,
 // except an error wrapping ErrTransient, which records nothing (the sender
 // is asked to retry).

@@ -224,7 +224,7 @@ func parseEvent(src Source, reg Registration, id string, headers http.Header, bo
 			return Event{}, fmt.Errorf("%w: no string \"id\" in the payload", ErrMalformed)
 		}
 	}
-	ev := Event{Source: src.Name, ID: id, Headers: keptHeaders(headers), Payload: body, Policy: src.Policy}
+	ev := Event{Source: src.Name, ID: id, Headers: keptHeaders(headers), Payload: body, Policy: src.Policy, payloadValid: true}
 	if reg.Entity != nil {
 		key, version, err := reg.Entity(body)
 		if err != nil {
@@ -252,4 +252,10 @@ func keptHeaders(headers http.Header) map[string]string {
 		}
 	}
 	return kept
+}
+
+// HandlerOf names the handler that source runs ("forward", "sql", a Go
+// handler's name), or "" when the source is not configured.
+func (r *Receiver) HandlerOf(source string) string {
+	return (*r.sources.Load())[source].Handler
 }

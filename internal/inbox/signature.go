@@ -95,38 +95,31 @@ func NewVerifier(scheme string, secrets []string, tolerance time.Duration) (Veri
 	}
 	switch scheme {
 	case SchemeStandardWebhooks:
-		for i, s := range secrets {
-			// Sign checks the secret's form once, here, rather than on
-			// every request.
-			if _, err := webhook.Sign(s, "check", time.Unix(0, 0), nil); err != nil {
-				return nil, fmt.Errorf("inbox: secret %d: %w", i+1, err)
-			}
+		// The secrets are decoded once, here, rather than on every
+		// request.
+		keys, err := webhook.NewKeys(secrets...)
+		if err != nil {
+			return nil, fmt.Errorf("inbox: %w", err)
 		}
-		return standardWebhooks{secrets: secrets, tolerance: tolerance}, nil
+		return standardWebhooks{keys: keys, tolerance: tolerance}, nil
 	case SchemeStripe:
 		return stripe{secrets: secrets, tolerance: tolerance}, nil
 	}
 	return nil, fmt.Errorf("inbox: unknown signature scheme %q: want %s or %s", scheme, SchemeStandardWebhooks, SchemeStripe)
 }
 
-// standardWebhooks verifies with webhook.Verify, the same code that signs
+// standardWebhooks verifies with webhook.Keys, the same code that signs
 // our own deliveries: webhook-id, webhook-timestamp and webhook-signature
 // ("v1,<base64>" entries, space-separated) over "{id}.{timestamp}.{body}".
 type standardWebhooks struct {
-	secrets   []string
+	keys      webhook.Keys
 	tolerance time.Duration
 }
 
 func (v standardWebhooks) Verify(headers http.Header, body []byte, now time.Time) (string, error) {
-	var err error
-	for _, secret := range v.secrets {
-		err = webhook.Verify(secret, headers, body, v.tolerance, now)
-		if err == nil {
-			return headers.Get(webhook.HeaderID), nil
-		}
-		if !errors.Is(err, webhook.ErrNoMatchingSignature) {
-			break // the headers themselves are wrong: no secret will do
-		}
+	err := v.keys.Verify(headers, body, v.tolerance, now)
+	if err == nil {
+		return headers.Get(webhook.HeaderID), nil
 	}
 	switch {
 	case errors.Is(err, webhook.ErrMissingHeaders):

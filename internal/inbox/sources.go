@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -75,6 +76,10 @@ func (r *Receiver) Watch(ctx context.Context) {
 	}
 }
 
+// ErrDisabled is the Problem of a source disabled on the configuration
+// page.
+var ErrDisabled = errors.New("inbox: source disabled")
+
 // SourceFromRow is the Source an inbox_sources row describes, with its
 // secrets read through getenv and, when its handler is a built-in one
 // (HandlerForward, HandlerSQL), that handler. A secret that is not set, a
@@ -84,6 +89,12 @@ func SourceFromRow(row queries.SwitchyardInboxSource, getenv func(string) string
 	src := Source{
 		Name: row.Name, Scheme: row.Scheme, Handler: row.Handler,
 		Policy: Policy{OutOfOrder: OutOfOrder(row.OutOfOrder), MaxAttempts: int(row.MaxAttempts)},
+	}
+	if row.Disabled {
+		// Disabled on the configuration page: senders get 503 and retry
+		// later; nothing is recorded meanwhile.
+		src.Problem = ErrDisabled
+		return src
 	}
 	secrets := make([]string, 0, len(row.SecretRefs))
 	for _, ref := range row.SecretRefs {

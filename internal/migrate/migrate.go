@@ -60,10 +60,14 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) (*Migrator, error) {
 // Close releases the database/sql handle.
 func (m *Migrator) Close() error { return m.db.Close() }
 
-// Up applies every pending migration and returns how many it applied.
+// Up applies every pending migration and returns how many it applied. A
+// database migrated before the baseline is adopted first (baseline.go).
 func (m *Migrator) Up(ctx context.Context) (int, error) {
 	var applied int
-	err := m.locked(ctx, func() error {
+	err := m.locked(ctx, func(conn *sql.Conn) error {
+		if err := m.adoptPreBaseline(ctx, conn); err != nil {
+			return err
+		}
 		results, err := m.provider.Up(ctx)
 		applied = len(results)
 		return err
@@ -74,9 +78,13 @@ func (m *Migrator) Up(ctx context.Context) (int, error) {
 	return applied, nil
 }
 
-// Down rolls back the most recent migration.
+// Down rolls back the most recent migration, after adopting a database
+// migrated before the baseline as Up does.
 func (m *Migrator) Down(ctx context.Context) error {
-	err := m.locked(ctx, func() error {
+	err := m.locked(ctx, func(conn *sql.Conn) error {
+		if err := m.adoptPreBaseline(ctx, conn); err != nil {
+			return err
+		}
 		_, err := m.provider.Down(ctx)
 		return err
 	})
@@ -89,7 +97,7 @@ func (m *Migrator) Down(ctx context.Context) error {
 // Status lists every known migration and whether it is applied.
 func (m *Migrator) Status(ctx context.Context) ([]*goose.MigrationStatus, error) {
 	var status []*goose.MigrationStatus
-	err := m.locked(ctx, func() (err error) {
+	err := m.locked(ctx, func(*sql.Conn) (err error) {
 		status, err = m.provider.Status(ctx)
 		return err
 	})
@@ -111,8 +119,9 @@ func (m *Migrator) Current(ctx context.Context) (bool, error) {
 }
 
 // locked runs fn while holding the migration advisory lock on a dedicated
-// connection, after making sure the schema that holds goose's table exists.
-func (m *Migrator) locked(ctx context.Context, fn func() error) (err error) {
+// connection, which it hands to fn, after making sure the schema that holds
+// goose's table exists.
+func (m *Migrator) locked(ctx context.Context, fn func(conn *sql.Conn) error) (err error) {
 	conn, err := m.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
@@ -134,7 +143,7 @@ func (m *Migrator) locked(ctx context.Context, fn func() error) (err error) {
 	if _, err := conn.ExecContext(ctx, schemaSQL); err != nil {
 		return fmt.Errorf("create schema: %w", err)
 	}
-	return fn()
+	return fn(conn)
 }
 
 // lock takes the migration lock, saying so in the log when another instance

@@ -45,11 +45,14 @@ type Config struct {
 	Workers int
 	// BatchSize is the most deliveries one worker runs at once, and so the
 	// most one claim leases: messages without an aggregate, and aggregates,
-	// each delivering up to AggregateBatch messages in order. Default 100.
+	// each delivery running up to AggregateBatch messages. Default 100.
 	BatchSize int
 	// AggregateBatch is the most messages of one aggregate a claim leases
 	// together; one goroutine delivers them in order and stops at the first
-	// that does not succeed. Default 32.
+	// that does not succeed. It also bounds how many unordered messages of
+	// one destination a delivery runs one after another, as many as its
+	// recent pace lets finish in about 20 ms (one until it has one).
+	// Default 32.
 	AggregateBatch int
 	// LeaseDuration is how long a claim holds a message before another
 	// dispatcher may claim it again; a heartbeat extends it while the
@@ -240,8 +243,20 @@ func (d *Dispatcher) now() *time.Time {
 
 // claim leases up to limit deliveries: messages without an aggregate (at
 // least half of limit when that many are due) and aggregates for the rest,
-// each destination within its share (see claimable).
+// each destination within its share (see claimable). Each unordered
+// message is a delivery of its own; a worker's claims group them by pace
+// (claimPaced).
 func (d *Dispatcher) claim(ctx context.Context, worker string, limit int, held map[string]int) ([]group, error) {
+	return d.claimPaced(ctx, worker, limit, held, nil)
+}
+
+// claimPaced is claim for a worker that knows how many unordered messages
+// one delivery may run at each destination (sizes, from its pace: see
+// worker.groupSizes; 1 where not given): unordered messages of a
+// destination that keeps up are leased several to a delivery, as an
+// aggregate's are, so that one claim and one finalize serve many messages
+// instead of a few.
+func (d *Dispatcher) claimPaced(ctx context.Context, worker string, limit int, held map[string]int, sizes map[string]int) ([]group, error) {
 	destinations, caps := d.claimable(limit, held)
 	if len(destinations) == 0 || limit <= 0 {
 		return nil, nil
@@ -258,16 +273,19 @@ func (d *Dispatcher) claim(ctx context.Context, worker string, limit int, held m
 		}
 	}
 	claimUnordered := func(n int) ([]group, error) {
+		share := unorderedShareOf(destinations, caps, n, sizes)
+		if len(share.names) == 0 {
+			return nil, nil
+		}
 		rows, err := q.OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
-			Owner: worker, LeaseSeconds: lease, Destinations: destinations, Caps: caps, BatchSize: int32(n), Now: d.now(),
+			Owner: worker, LeaseSeconds: lease, Destinations: share.names, Caps: share.messages,
+			BatchSize: int32(n * share.largest), Now: d.now(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("claim unordered: %w", err)
 		}
-		groups := make([]group, len(rows))
-		for i, r := range rows {
-			groups[i] = group{msgs: []claimedMessage{{OutboxClaimUnorderedRow: r, Counted: true}}}
-		}
+		groups, excess := share.group(rows, n)
+		d.release(ctx, worker, excess)
 		spend(groups)
 		return groups, nil
 	}
@@ -279,17 +297,22 @@ func (d *Dispatcher) claim(ctx context.Context, worker string, limit int, held m
 	if err != nil {
 		return nil, err
 	}
-	rows, err := q.OutboxClaimOrdered(ctx, queries.OutboxClaimOrderedParams{
-		Owner: worker, LeaseSeconds: lease, Destinations: destinations, Caps: caps,
-		Aggregates: int32(limit - len(claimed)), PerAggregate: int32(d.cfg.AggregateBatch), Now: d.now(),
-	})
-	if err != nil {
-		// Deliver what the first statement leased rather than leave it
-		// waiting for its lease to expire.
-		return claimed, fmt.Errorf("claim ordered: %w", err)
+	var ordered []group
+	// No destination with room left (the unordered claim took it all):
+	// the ordered claim could lease nothing, and is not sent.
+	if aggregates := limit - len(claimed); aggregates > 0 && slices.ContainsFunc(caps, func(c int32) bool { return c > 0 }) {
+		rows, err := q.OutboxClaimOrdered(ctx, queries.OutboxClaimOrderedParams{
+			Owner: worker, LeaseSeconds: lease, Destinations: destinations, Caps: caps,
+			Aggregates: int32(aggregates), PerAggregate: int32(d.cfg.AggregateBatch), Now: d.now(),
+		})
+		if err != nil {
+			// Deliver what the first statement leased rather than leave it
+			// waiting for its lease to expire.
+			return claimed, fmt.Errorf("claim ordered: %w", err)
+		}
+		ordered = groupByAggregate(rows)
+		spend(ordered)
 	}
-	ordered := groupByAggregate(rows)
-	spend(ordered)
 	if rest := limit - len(claimed) - len(ordered); rest > 0 && len(claimed) == half {
 		more, err := claimUnordered(rest)
 		if err != nil {
@@ -299,6 +322,23 @@ func (d *Dispatcher) claim(ctx context.Context, worker string, limit int, held m
 	}
 	d.cfg.Metrics.claimSeconds.Observe(time.Since(start).Seconds())
 	return append(claimed, ordered...), nil
+}
+
+// release gives back at once what a claim leased but cannot deliver now:
+// pending again, due at once, attempts given back, no attempt recorded.
+// If it fails, the leases run out instead.
+func (d *Dispatcher) release(ctx context.Context, worker string, msgs []claimedMessage) {
+	if len(msgs) == 0 {
+		return
+	}
+	now := time.Now()
+	results := make([]result, len(msgs))
+	for i, m := range msgs {
+		results[i] = result{msg: m, outcome: outcomeReleased, started: now, finished: now}
+	}
+	if _, err := d.finalize(ctx, worker, results); err != nil {
+		d.cfg.Logger.Error("release of an unordered claim's excess failed", slog.String("worker", worker), slog.Any("error", err))
+	}
 }
 
 // claimable lists the destinations whose messages a worker may claim now,

@@ -77,6 +77,51 @@ func TestFencingStaleFinalizeChangesNothing(t *testing.T) {
 	require.Equal(t, 1, stale, "the fenced attempt is recorded too")
 }
 
+// One worker may finalize a message twice in one batch: a delivery whose
+// lease ran out before its outcome was finalized (a loaded machine: its
+// heartbeat and finalize timed out), and the same message's delivery
+// under its next lease, which the worker claimed again. Only the current
+// lease's row applies, and only it is recorded as applied (a chaos run,
+// seed 909, found the stale one recorded as applied too: attempts were
+// matched to the update by message id alone), and the statistics count one
+// delivery.
+func TestFencingOneBatchWithBothLeasesOfAMessage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "alpha")
+	enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
+	var clock atomic.Int64
+	clock.Store(time.Now().Add(time.Second).UnixNano())
+	d := New(pool, Config{
+		LeaseDuration: 10 * time.Second,
+		Clock:         func() time.Time { return time.Unix(0, clock.Load()) },
+		Routes:        map[string]Route{"alpha": {Destination: destination.Func(nil)}},
+	})
+	first := claimOne(t, d, "A")
+	clock.Add(int64(11 * time.Second))
+	second := claimOne(t, d, "A")
+	require.Equal(t, first.LeaseVersion+1, second.LeaseVersion)
+	now := time.Now()
+	_, err := d.finalize(ctx, "A", []result{
+		{msg: first, outcome: outcomeDelivered, started: now, finished: now},
+		{msg: second, outcome: outcomeDelivered, started: now, finished: now},
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, countWhere(t, pool, "state = 'delivered' AND lease_version = $1", second.LeaseVersion))
+	rows, err := pool.Query(ctx, `SELECT lease_version, applied FROM switchyard.outbox_attempts ORDER BY lease_version`)
+	require.NoError(t, err)
+	type attempt struct {
+		LeaseVersion int64
+		Applied      bool
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[attempt])
+	require.NoError(t, err)
+	require.Equal(t, []attempt{{first.LeaseVersion, false}, {second.LeaseVersion, true}}, got)
+	var delivered int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(sum(delivered), 0) FROM switchyard.delivery_stats`).Scan(&delivered))
+	require.Equal(t, 1, delivered, "one delivery counted")
+}
+
 // Invariant 2 for ordered messages, whose lease is their aggregate's: A's
 // aggregate lease expires, B claims the aggregate (and so its messages), A's
 // finalize changes neither the messages nor the aggregate, B's moves both on.

@@ -4,12 +4,13 @@
 // one by one; an aggregate is leased as a whole (its first few pending
 // messages, delivered in order by one goroutine), which is what makes
 // ordered delivery as cheap as unordered. The schema is in
-// migrations/00002_outbox.sql and 00004_leased_aggregates.sql; the claim and
+// migrations/00003_outbox.sql; the claim and
 // finalize statements are in internal/queries/sql/outbox.sql, their plans in
 // EXPLAIN.md.
 package outbox
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -63,7 +64,8 @@ type Message struct {
 // only if the caller commits. It sends no NOTIFY (a NOTIFY inside the
 // transaction would serialise every committing enqueuer). It returns the
 // message ids in order. On a validation error nothing is written and tx
-// stays usable.
+// stays usable. Under a context from RecordEnqueued, the ids are also
+// added to that record.
 func Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) ([]uuid.UUID, error) {
 	rows, err := prepare(msgs)
 	if err != nil {
@@ -85,7 +87,11 @@ func Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) ([]uuid.UUID, erro
 			strings.Compare(a.AggregateType, b.AggregateType), strings.Compare(a.AggregateID, b.AggregateID))
 	})
 	if len(rows) >= copyThreshold {
-		return ids, copyRows(ctx, tx, rows)
+		if err := copyRows(ctx, tx, rows); err != nil {
+			return nil, err
+		}
+		noteEnqueued(ctx, ids)
+		return ids, nil
 	}
 	q := queries.New(tx)
 	for _, r := range rows {
@@ -93,7 +99,23 @@ func Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) ([]uuid.UUID, erro
 			return nil, fmt.Errorf("outbox: insert message %s: %w", r.MessageID, err)
 		}
 	}
+	noteEnqueued(ctx, ids)
 	return ids, nil
+}
+
+// Prepare validates m as Enqueue does and returns the row Enqueue would
+// insert for it, its message id assigned: for a caller that inserts the
+// message with a statement of its own (the inbox's forward handler looks
+// the destination up, inserts and links the message to its event in one).
+// Such a caller must also refuse a destination that does not exist with
+// ErrUnknownDestination, and sends no NOTIFY either. Errors wrap
+// ErrInvalid.
+func Prepare(m Message) (queries.OutboxInsertParams, error) {
+	rows, err := prepare([]Message{m})
+	if err != nil {
+		return queries.OutboxInsertParams{}, err
+	}
+	return rows[0], nil
 }
 
 func prepare(msgs []Message) ([]queries.OutboxInsertParams, error) {
@@ -139,10 +161,43 @@ func (m Message) validate() error {
 		return fmt.Errorf("payload is %d bytes, more than the %d allowed", len(m.Payload), MaxPayloadBytes)
 	case !json.Valid(m.Payload):
 		return errors.New("payload is not valid JSON")
+	case holdsNUL(m.Payload):
+		return errors.New(`payload holds a \u0000 escape, which PostgreSQL's JSON operators cannot read`)
 	case m.MaxAttempts < 0:
 		return errors.New("max attempts is negative")
 	}
 	return nil
+}
+
+// holdsNUL reports whether valid JSON holds a string (or key) with the
+// \u0000 escape: the outbox's payload column is json, kept as given, and
+// would store it, but every ->> on that row would then fail, and with it
+// any filter on a payload field (the column's CHECK refuses it too).
+func holdsNUL(payload []byte) bool {
+	if !bytes.Contains(payload, []byte(`\u0000`)) {
+		return false // the common case: no need to decode
+	}
+	var doc any
+	if json.Unmarshal(payload, &doc) != nil {
+		return false
+	}
+	return anyNUL(doc)
+}
+
+func anyNUL(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return strings.ContainsRune(v, 0)
+	case []any:
+		return slices.ContainsFunc(v, anyNUL)
+	case map[string]any:
+		for k, e := range v {
+			if strings.ContainsRune(k, 0) || anyNUL(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkDestinations fails with ErrInvalid when a message names a destination
@@ -155,7 +210,7 @@ func checkDestinations(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 			names = append(names, m.Destination)
 		}
 	}
-	known, err := queries.New(tx).DestinationKnown(ctx, names)
+	known, err := queries.New(tx).DestinationListKnown(ctx, names)
 	if err != nil {
 		return fmt.Errorf("outbox: look up destinations: %w", err)
 	}
@@ -167,15 +222,14 @@ func checkDestinations(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 	return nil
 }
 
-var copyColumns = []string{"message_id", "topic", "destination", "aggregate_type", "aggregate_id", "payload", "headers", "max_attempts"}
-
 func copyRows(ctx context.Context, tx pgx.Tx, rows []queries.OutboxInsertParams) error {
-	src := pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
-		r := rows[i]
-		return []any{r.MessageID, r.Topic, r.Destination, r.AggregateType, r.AggregateID,
-			string(r.Payload), string(r.Headers), r.MaxAttempts}, nil
-	})
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"switchyard", "outbox"}, copyColumns, src); err != nil {
+	params := make([]queries.OutboxCopyParams, len(rows))
+	for i, r := range rows {
+		params[i] = queries.OutboxCopyParams{MessageID: r.MessageID, Topic: r.Topic, Destination: r.Destination,
+			AggregateType: r.AggregateType, AggregateID: r.AggregateID, Payload: r.Payload, Headers: r.Headers,
+			MaxAttempts: r.MaxAttempts}
+	}
+	if _, err := queries.New(tx).OutboxCopy(ctx, params); err != nil {
 		return fmt.Errorf("outbox: copy %d messages: %w", len(rows), err)
 	}
 	return nil

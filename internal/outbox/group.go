@@ -9,9 +9,9 @@ import (
 	"github.com/switchyard/switchyard/internal/queries"
 )
 
-// group is what one delivery goroutine runs: one message without an
-// aggregate, or the claimed messages of one aggregate in aggregate_seq
-// order.
+// group is what one delivery goroutine runs: messages without an aggregate
+// of one destination (as many as its pace allows: see unorderedGroupSize),
+// or the claimed messages of one aggregate in aggregate_seq order.
 type group struct {
 	msgs []claimedMessage
 }
@@ -57,7 +57,10 @@ func groupByAggregate(rows []queries.OutboxClaimOrderedRow) []group {
 
 // deliverGroup delivers the group's messages one after another and stops at
 // the first that is not delivered: the ones after it are released untried,
-// since delivering them would overtake it (invariant 4).
+// since delivering them would overtake it (invariant 4). Unordered messages
+// could overtake it, but their destination has just failed or is being
+// stopped: they are released at once, to be claimed again (by a claim that
+// sizes groups by the failure's pace), instead of waiting behind it.
 func (d *Dispatcher) deliverGroup(ctx, hard context.Context, g group) []result {
 	out := make([]result, 0, len(g.msgs))
 	for i, m := range g.msgs {
@@ -66,8 +69,15 @@ func (d *Dispatcher) deliverGroup(ctx, hard context.Context, g group) []result {
 		if r.outcome == outcomeDelivered {
 			continue
 		}
+		// An unordered message released by its destination's guard (the
+		// breaker opened) waits as long as the first: its destination
+		// refuses deliveries for now.
+		var wait time.Duration
+		if m.AggregateID == "" && r.outcome == outcomeReleased {
+			wait = r.retryDelay
+		}
 		for _, rest := range g.msgs[i+1:] {
-			out = append(out, result{msg: rest, outcome: outcomeReleased, started: r.finished, finished: r.finished})
+			out = append(out, result{msg: rest, outcome: outcomeReleased, retryDelay: wait, started: r.finished, finished: r.finished})
 		}
 		break
 	}

@@ -15,7 +15,8 @@ import (
 // Operator actions on dead messages. Each runs in the caller's transaction,
 // so that the caller's audit row commits with it (invariant 7), and each is
 // an outbox operation: a replay is a new row that points to the original,
-// never an edit of the dead row. Schema: migrations/00020_replays.sql.
+// never an edit of the dead row. Schema: the replay columns of
+// migrations/00003_outbox.sql.
 
 // ReplayMode says which idempotency key a replay carries downstream.
 type ReplayMode string
@@ -160,7 +161,7 @@ func lockForAction(ctx context.Context, q *queries.Queries, id int64) (locked, e
 	if err != nil {
 		return locked{}, fmt.Errorf("outbox: lock message %d: %w", id, err)
 	}
-	state, err := q.OutboxActionState(ctx, id)
+	state, err := q.OutboxActionStateGet(ctx, id)
 	if err != nil {
 		return locked{}, fmt.Errorf("outbox: state of message %d: %w", id, err)
 	}

@@ -61,7 +61,7 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, r Retention, now time.Time) 
 		return p, fmt.Errorf("prune delivered messages: %w", err)
 	}
 	if p.Attempts, err = drain(func() (int64, error) {
-		return q.OutboxPruneAttempts(ctx, queries.OutboxPruneAttemptsParams{Cutoff: now.Add(-r.Attempts), BatchSize: pruneBatch})
+		return q.OutboxAttemptPrune(ctx, queries.OutboxAttemptPruneParams{Cutoff: now.Add(-r.Attempts), BatchSize: pruneBatch})
 	}); err != nil {
 		return p, fmt.Errorf("prune attempts: %w", err)
 	}
@@ -69,14 +69,14 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, r Retention, now time.Time) 
 		return p, fmt.Errorf("prune dead-letter trend: %w", err)
 	}
 	if p.IdleAggregates, err = drain(func() (int64, error) {
-		return q.OutboxAggregatesPrune(ctx, queries.OutboxAggregatesPruneParams{Cutoff: now.Add(-r.IdleAggregates), BatchSize: pruneBatch})
+		return q.OutboxAggregatePrune(ctx, queries.OutboxAggregatePruneParams{Cutoff: now.Add(-r.IdleAggregates), BatchSize: pruneBatch})
 	}); err != nil {
 		return p, fmt.Errorf("prune idle aggregates: %w", err)
 	}
 	if p.Stats, err = q.DeliveryStatsPrune(ctx, now.Add(-r.Stats)); err != nil {
 		return p, fmt.Errorf("prune delivery stats: %w", err)
 	}
-	if p.Dispatchers, err = q.DispatchersPrune(ctx, now.Add(-r.Dispatchers)); err != nil {
+	if p.Dispatchers, err = q.DispatcherPrune(ctx, now.Add(-r.Dispatchers)); err != nil {
 		return p, fmt.Errorf("prune dispatchers: %w", err)
 	}
 	return p, nil

@@ -13,8 +13,9 @@ import (
 const flushInterval = 10 * time.Millisecond
 
 // worker is one claim-deliver-finalize loop. It keeps up to BatchSize
-// deliveries in flight, each on its own goroutine (a message, or an
-// aggregate's messages in order), claims again when half its capacity is
+// deliveries in flight, each on its own goroutine (unordered messages of
+// one destination, as many as its pace allows, or an aggregate's messages
+// in order), claims again when half its capacity is
 // free, and finalizes finished deliveries in groups: one slow delivery
 // holds one slot, never a whole batch. Its fields are touched only by its
 // own goroutine.
@@ -24,8 +25,15 @@ type worker struct {
 	results chan landed
 	flights map[uint64]*flight // deliveries in flight
 	held    map[string]int     // deliveries in flight per destination
-	nextID  uint64
-	done    []result
+	// pace is, per destination, how long a delivery there took recently
+	// per message tried (a moving average), and ramp how many unordered
+	// messages a delivery may run there: 1 after a failure, doubled by
+	// each delivery that went through. Claims size unordered groups by
+	// both (groupSizes).
+	pace   map[string]time.Duration
+	ramp   map[string]int
+	nextID uint64
+	done   []result
 	// nextClaim holds off claiming after a claim found nothing, until the
 	// idle poll or a wake-up.
 	nextClaim time.Time
@@ -46,10 +54,12 @@ type flight struct {
 type landed struct {
 	id      uint64
 	results []result
+	elapsed time.Duration // from the flight's start to its last result
 }
 
 func (d *Dispatcher) work(ctx context.Context, name string) {
-	w := &worker{d: d, name: name, results: make(chan landed, d.cfg.BatchSize), flights: map[uint64]*flight{}, held: map[string]int{}}
+	w := &worker{d: d, name: name, results: make(chan landed, d.cfg.BatchSize), flights: map[uint64]*flight{}, held: map[string]int{},
+		pace: map[string]time.Duration{}, ramp: map[string]int{}}
 	d.mu.Lock()
 	hard := d.hardCtx
 	d.mu.Unlock()
@@ -94,7 +104,7 @@ func (w *worker) claimIfRoom(ctx, hard context.Context) {
 	// stopping worker claimed is released at once by deliverOne.
 	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.d.cfg.LeaseDuration/3)
 	claimedAt := time.Now()
-	claimed, err := w.d.claim(claimCtx, w.name, room, w.held)
+	claimed, err := w.d.claimPaced(claimCtx, w.name, room, w.held, w.groupSizes())
 	cancel()
 	if err != nil {
 		// What was claimed before the error is still delivered below.
@@ -128,7 +138,11 @@ func (w *worker) launch(ctx, hard context.Context, g group, leasedUntil time.Tim
 		cancelWait()
 		cancelDelivery()
 	}}
-	go func() { w.results <- landed{id: id, results: w.d.deliverGroup(gctx, ghard, g)} }()
+	go func() {
+		start := time.Now()
+		results := w.d.deliverGroup(gctx, ghard, g)
+		w.results <- landed{id: id, results: results, elapsed: time.Since(start)}
+	}()
 }
 
 // wakeups is the dispatcher's wake-up channel while this worker has room
@@ -161,10 +175,53 @@ func (w *worker) finished(l landed) {
 		delete(w.flights, l.id)
 	}
 	w.held[l.results[0].msg.Destination]--
+	w.clock(l)
 	w.done = append(w.done, l.results...)
 	if len(w.done) >= max(w.d.cfg.BatchSize/2, 1) || len(w.flights) == 0 {
 		w.finalize()
 	}
+}
+
+// clock updates the pace of the landed flight's destination: the flight's
+// time (waits for the destination's bulkhead and rate limit included) per
+// message it tried. A failure forgets the pace and the ramp: the
+// destination gets one message per delivery again, and twice as many after
+// each delivery that went through, so that a failing or flaky destination,
+// whose groups stop at their first failure, does not have many messages
+// leased only to be released. A flight that tried nothing says nothing.
+func (w *worker) clock(l landed) {
+	name := l.results[0].msg.Destination
+	tried := 0
+	for _, r := range l.results {
+		switch r.outcome {
+		case outcomeReleased:
+		case outcomeDelivered:
+			tried++
+		default:
+			delete(w.pace, name)
+			delete(w.ramp, name)
+			return
+		}
+	}
+	if tried == 0 {
+		return
+	}
+	sample := max(l.elapsed/time.Duration(tried), time.Nanosecond)
+	if last, ok := w.pace[name]; ok {
+		sample = last + (sample-last)/4
+	}
+	w.pace[name] = sample
+	w.ramp[name] = min(2*max(w.ramp[name], 1), w.d.cfg.AggregateBatch)
+}
+
+// groupSizes are the unordered group sizes of the destinations whose pace
+// is known: what their pace allows (unorderedGroupSize), at most their ramp.
+func (w *worker) groupSizes() map[string]int {
+	sizes := make(map[string]int, len(w.pace))
+	for name, pace := range w.pace {
+		sizes[name] = min(w.d.unorderedGroupSize(pace), max(w.ramp[name], 1))
+	}
+	return sizes
 }
 
 // finalize applies the finished deliveries, even while stopping: their
@@ -208,10 +265,10 @@ func (w *worker) extendLeases(ctx context.Context) {
 	}
 	nextBeat := time.Now().Add(w.d.cfg.LeaseDuration / 3)
 	for _, f := range w.flights {
-		switch held, known := extended[f.key()]; {
-		case known && held:
+		switch held, lost := f.leaseState(extended); {
+		case held:
 			f.leasedUntil = start.Add(w.d.cfg.LeaseDuration)
-		case known || !nextBeat.Before(f.leasedUntil):
+		case lost || !nextBeat.Before(f.leasedUntil):
 			w.d.cfg.Logger.Warn("lease lost: delivery cancelled", slog.String("worker", w.name),
 				slog.Int64("message", f.g.msgs[0].ID), slog.String("aggregate", f.g.msgs[0].AggregateID))
 			f.cancel()
@@ -219,18 +276,36 @@ func (w *worker) extendLeases(ctx context.Context) {
 	}
 }
 
-// flightKey names what a flight's lease is on: its aggregate, or its one
-// message.
+// flightKey names what a lease is on: an aggregate, or one message.
 type flightKey struct {
 	aggregate aggregateKey
 	message   int64
 }
 
-func (f *flight) key() flightKey {
+// keys are the leases a flight holds: its aggregate's, or each of its
+// unordered messages'.
+func (f *flight) keys() []flightKey {
 	if m := f.g.msgs[0]; m.AggregateID != "" {
-		return flightKey{aggregate: keyOf(m)}
+		return []flightKey{{aggregate: keyOf(m)}}
 	}
-	return flightKey{message: f.g.msgs[0].ID}
+	keys := make([]flightKey, len(f.g.msgs))
+	for i, m := range f.g.msgs {
+		keys[i] = flightKey{message: m.ID}
+	}
+	return keys
+}
+
+// leaseState says what a heartbeat's answer (see extend) means for the
+// flight: held, every one of its leases was extended; lost, the database
+// said one of them was taken over.
+func (f *flight) leaseState(extended map[flightKey]bool) (held, lost bool) {
+	held = true
+	for _, k := range f.keys() {
+		ok, known := extended[k]
+		held = held && known && ok
+		lost = lost || (known && !ok)
+	}
+	return held, lost
 }
 
 // extend runs the heartbeat's statements. The result says, for each flight
@@ -242,11 +317,15 @@ func (w *worker) extend(ctx context.Context) (map[flightKey]bool, error) {
 	aggregates := queries.OutboxExtendAggregateLeasesParams{LeaseSeconds: lease, Now: now}
 	asked := map[flightKey]bool{}
 	for _, f := range w.flights {
+		for _, k := range f.keys() {
+			asked[k] = false
+		}
 		m := f.g.msgs[0]
-		asked[f.key()] = false
 		if m.AggregateID == "" {
-			messages.Ids = append(messages.Ids, m.ID)
-			messages.LeaseVersions = append(messages.LeaseVersions, m.LeaseVersion)
+			for _, m := range f.g.msgs {
+				messages.Ids = append(messages.Ids, m.ID)
+				messages.LeaseVersions = append(messages.LeaseVersions, m.LeaseVersion)
+			}
 			continue
 		}
 		aggregates.Destinations = append(aggregates.Destinations, m.Destination)

@@ -50,8 +50,13 @@ type Config struct {
 	// ReconnectMin and ReconnectMax bound the backoff between attempts to
 	// re-establish the connection. Defaults 100ms and 2s.
 	ReconnectMin, ReconnectMax time.Duration
-	// QueryTimeout bounds connecting and each LISTEN. Default 5s.
+	// QueryTimeout bounds each LISTEN. Default 5s.
 	QueryTimeout time.Duration
+	// ConnectTimeout bounds connecting. Default: the pool's connect
+	// timeout, or 15s if it has none. Connecting after a server restart
+	// on a loaded machine takes seconds; an attempt cut short wastes the
+	// server's work and starts over.
+	ConnectTimeout time.Duration
 	// Connect opens the connection. Default: a new connection with the
 	// pool's settings, outside the pool (it stays in LISTEN state for
 	// good, so it must not go back to the pool).
@@ -70,6 +75,12 @@ func (c Config) withDefaults(pool *pgxpool.Pool) Config {
 	}
 	if c.QueryTimeout <= 0 {
 		c.QueryTimeout = 5 * time.Second
+	}
+	if c.ConnectTimeout <= 0 {
+		c.ConnectTimeout = 15 * time.Second
+		if pool != nil {
+			c.ConnectTimeout = cmp.Or(pool.Config().ConnConfig.ConnectTimeout, c.ConnectTimeout)
+		}
 	}
 	if c.Connect == nil {
 		c.Connect = func(ctx context.Context) (*pgx.Conn, error) {
@@ -154,8 +165,8 @@ var errRelisten = errors.New("pglisten: channel added")
 func (l *Listener) run(ctx context.Context) {
 	delay := l.cfg.ReconnectMin
 	for ctx.Err() == nil {
-		start := time.Now()
-		err := l.session(ctx)
+		var up time.Time // when the session's LISTENs were in place; zero: never
+		err := l.session(ctx, &up)
 		if ctx.Err() != nil {
 			return
 		}
@@ -163,8 +174,11 @@ func (l *Listener) run(ctx context.Context) {
 			delay = l.cfg.ReconnectMin
 			continue
 		}
-		if time.Since(start) > l.cfg.ReconnectMax {
-			delay = l.cfg.ReconnectMin // it was up for a while: start over
+		// It was up for a while: start over. An attempt that only took
+		// long to fail (a connect timing out on a loaded server) is not:
+		// it backs off like any other.
+		if !up.IsZero() && time.Since(up) > l.cfg.ReconnectMax {
+			delay = l.cfg.ReconnectMin
 		}
 		l.cfg.Logger.Warn("LISTEN connection lost; reconnecting",
 			slog.Any("error", err), slog.Duration("after", delay))
@@ -179,8 +193,9 @@ func (l *Listener) run(ctx context.Context) {
 
 // session opens the connection, LISTENs on every channel, wakes every
 // subscriber, then hands out notifications until the connection fails, a
-// channel is added (errRelisten) or ctx ends.
-func (l *Listener) session(ctx context.Context) error {
+// channel is added (errRelisten) or ctx ends. It sets *up once the
+// connection listens.
+func (l *Listener) session(ctx context.Context, up *time.Time) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	channels := l.begin(cancel)
@@ -206,6 +221,7 @@ func (l *Listener) session(ctx context.Context) error {
 	}()
 	// Only now, with every LISTEN in place, is a catch-up sure to miss
 	// nothing: a change committed after it is read or notified.
+	*up = time.Now()
 	l.listened(channels)
 	for {
 		n, err := conn.WaitForNotification(sctx)
@@ -241,12 +257,14 @@ func (l *Listener) end() {
 
 // open connects and LISTENs on channels.
 func (l *Listener) open(ctx context.Context, channels []Channel) (*pgx.Conn, error) {
-	cctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
-	defer cancel()
-	conn, err := l.cfg.Connect(cctx)
+	connectCtx, cancelConnect := context.WithTimeout(ctx, l.cfg.ConnectTimeout)
+	defer cancelConnect()
+	conn, err := l.cfg.Connect(connectCtx)
 	if err != nil {
 		return nil, fmt.Errorf("pglisten: connect: %w", err)
 	}
+	cctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+	defer cancel()
 	q := queries.New(conn)
 	for _, ch := range channels {
 		if err := ch.Listen(q, cctx); err != nil {

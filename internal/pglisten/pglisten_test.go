@@ -167,3 +167,49 @@ func TestSubscribeWhileConnected(t *testing.T) {
 	require.Len(t, listenPIDs(t, pool), 1)
 	require.ErrorIs(t, l.Start(context.Background()), service.ErrStarted)
 }
+
+// afterLog passes on the "after" of each reconnect log line.
+type afterLog struct{ afters chan time.Duration }
+
+func (h afterLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h afterLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h afterLog) WithGroup(string) slog.Handler            { return h }
+func (h afterLog) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "after" {
+			select {
+			case h.afters <- a.Value.Duration():
+			default:
+			}
+		}
+		return true
+	})
+	return nil
+}
+
+// Attempts that fail slowly (a connect timing out on a loaded server)
+// back off like any other: only a connection that was up for a while
+// starts the backoff over. Before, an attempt that took longer than
+// ReconnectMax to fail reset it, and a server too slow to answer in time
+// got a new attempt every 100 ms.
+func TestSlowFailuresBackOff(t *testing.T) {
+	t.Parallel()
+	afters := make(chan time.Duration, 16)
+	l := pglisten.New(nil, pglisten.Config{
+		Logger:       slog.New(afterLog{afters: afters}),
+		ReconnectMin: 10 * time.Millisecond, ReconnectMax: 40 * time.Millisecond,
+		ConnectTimeout: 60 * time.Millisecond, // longer than ReconnectMax
+		Connect: func(ctx context.Context) (*pgx.Conn, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		},
+	})
+	l.Subscribe(pglisten.Channel{Name: "nowhere", Listen: func(*queries.Queries, context.Context) error { return nil }}, func() {})
+	require.NoError(t, l.Start(context.Background()))
+	defer l.Stop()
+	var got []time.Duration
+	for range 4 {
+		got = append(got, testwait.For(t, 30*time.Second, "a reconnect", afters))
+	}
+	require.Equal(t, []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 40 * time.Millisecond}, got)
+}

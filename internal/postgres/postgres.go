@@ -7,13 +7,18 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/internal/pgembed"
@@ -24,9 +29,19 @@ import (
 // pg_snapshot, which the live feed reads behind, arrived in 13.
 const minServerVersion = 130000
 
-// connectTimeout bounds reaching the database at start, so a wrong
-// DATABASE_URL fails in seconds with one clear line.
-const connectTimeout = 5 * time.Second
+// DefaultConnectTimeout bounds each new connection (TCP, startup and
+// authentication) unless the URL sets connect_timeout. It is generous on
+// purpose: on a loaded machine, after the server restarted and every
+// process reconnected at once, new connections timed out at the former
+// 5 s in the middle of authenticating (chaos runs at load average 40:
+// `failed SASL auth: timeout`), and a
+// client that gives up mid-handshake wastes the server's work and starts
+// over, which makes the next attempt slower still. A server that is not
+// there at all still fails at once (connection refused).
+const DefaultConnectTimeout = 15 * time.Second
+
+// pingSlack is what the first query at start may take beyond connecting.
+const pingSlack = 5 * time.Second
 
 // Config says which database to open. Without URL, the embedded cluster
 // runs in DataDir.
@@ -106,7 +121,9 @@ func (db *DB) connect(ctx context.Context, dsn string, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("invalid DATABASE_URL: %w", err)
 	}
-	poolCfg.ConnConfig.ConnectTimeout = connectTimeout
+	if poolCfg.ConnConfig.ConnectTimeout <= 0 {
+		poolCfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
 	if cfg.MaxConns > 0 && !strings.Contains(dsn, "pool_max_conns") {
 		poolCfg.MaxConns = cfg.MaxConns
 	}
@@ -114,9 +131,9 @@ func (db *DB) connect(ctx context.Context, dsn string, cfg Config) error {
 	if db.Pool, err = pgxpool.NewWithConfig(ctx, poolCfg); err != nil {
 		return fmt.Errorf("open database pool: %w", err)
 	}
-	pingCtx, cancel := context.WithTimeout(ctx, connectTimeout)
+	pingCtx, cancel := context.WithTimeout(ctx, poolCfg.ConnConfig.ConnectTimeout+pingSlack)
 	defer cancel()
-	version, err := queries.New(db.Pool).ServerVersionNum(pingCtx)
+	version, err := queries.New(db.Pool).ServerVersionNumGet(pingCtx)
 	if err != nil {
 		return fmt.Errorf("cannot reach the database at %s:%d (database %q): %w",
 			poolCfg.ConnConfig.Host, poolCfg.ConnConfig.Port, poolCfg.ConnConfig.Database, flatError{err})
@@ -125,6 +142,37 @@ func (db *DB) connect(ctx context.Context, dsn string, cfg Config) error {
 		return fmt.Errorf("PostgreSQL %d is too old: the console needs 13 or newer", version/10000)
 	}
 	return nil
+}
+
+// Unavailable reports whether err says the database could not be reached
+// or was not accepting connections (refused, reset, timed out, shutting
+// down, starting up, in recovery, out of connection slots): a condition
+// that waiting may end. A server that answered with a verdict (a wrong
+// password, no such database, an SQL error) or a URL that cannot be parsed
+// is not unavailable: waiting would change nothing.
+func Unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03", // admin_shutdown, crash_shutdown, cannot_connect_now
+			"53300": // too_many_connections
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08") // connection_exception
+	}
+	var parseErr *pgconn.ParseConfigError
+	if errors.As(err, &parseErr) {
+		return false
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connectErr) || errors.As(err, &netErr) || pgconn.Timeout(err) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // flatError shows pgx's multi-line connect error (one line per attempt,

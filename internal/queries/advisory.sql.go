@@ -19,9 +19,9 @@ type AdvisoryXactLockParams struct {
 	TimeoutMs int32
 }
 
-// Advisory locks. See internal/advisory.
+// Advisory locks (no table). See internal/advisory.
 // AdvisoryXactLock takes pg_advisory_xact_lock(key), waiting at most
-// timeout_ms (migrations/00005_inbox.sql).
+// timeout_ms (migrations/00001_schema.sql).
 func (q *Queries) AdvisoryXactLock(ctx context.Context, arg AdvisoryXactLockParams) error {
 	_, err := q.db.Exec(ctx, advisoryXactLock, arg.Key, arg.TimeoutMs)
 	return err

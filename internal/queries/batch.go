@@ -30,6 +30,10 @@ WITH claimed AS (
     INSERT INTO switchyard.inbox_duplicates AS d (source, slot, count)
     SELECT $1, $7::smallint, 1 WHERE NOT EXISTS (SELECT 1 FROM claimed)
     ON CONFLICT (source, slot) DO UPDATE SET count = d.count + 1, updated_at = now()
+), duplicate_delivery AS (
+    -- The event's own record of the duplicate, for its page.
+    INSERT INTO switchyard.inbox_event_duplicates (source, event_id)
+    SELECT $1, $2 WHERE NOT EXISTS (SELECT 1 FROM claimed)
 )
 SELECT id, attempts FROM claimed
 `

@@ -136,6 +136,13 @@ type SwitchyardDestination struct {
 	UpdatedAt           time.Time
 	PermanentStatuses   []int32
 	SecretRefs          []string
+	Disabled            bool
+}
+
+type SwitchyardDestinationCheck struct {
+	Destination string
+	Problem     string
+	CheckedAt   time.Time
 }
 
 type SwitchyardDispatcher struct {
@@ -191,6 +198,28 @@ type SwitchyardInboxEvent struct {
 	ProcessedAt      *time.Time
 }
 
+type SwitchyardInboxEventAttempt struct {
+	InboxEventID int64
+	Attempt      int32
+	At           time.Time
+	Outcome      string
+	Error        *string
+	Actor        string
+	RequestID    pgtype.UUID
+}
+
+type SwitchyardInboxEventDuplicate struct {
+	ID         int64
+	Source     string
+	EventID    string
+	ReceivedAt time.Time
+}
+
+type SwitchyardInboxEventMessage struct {
+	InboxEventID int64
+	OutboxID     int64
+}
+
 type SwitchyardInboxSource struct {
 	Name             string
 	Scheme           string
@@ -204,6 +233,7 @@ type SwitchyardInboxSource struct {
 	ForwardTo        string
 	EntityField      string
 	SqlFunction      string
+	Disabled         bool
 }
 
 type SwitchyardLoginFailure struct {
@@ -462,6 +492,14 @@ type SwitchyardTriagePresence struct {
 	AccountName string
 	View        string
 	ExpiresAt   time.Time
+}
+
+type SwitchyardTriageReopenPending struct {
+	ID          int64
+	ItemID      int64
+	SeenVersion int64
+	Why         string
+	At          time.Time
 }
 
 type SwitchyardUser struct {

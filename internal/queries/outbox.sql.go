@@ -10,361 +10,94 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const breakerEventInsert = `-- name: BreakerEventInsert :exec
-WITH event AS (
-    INSERT INTO switchyard.breaker_events (destination, owner, from_state, to_state, changed_at)
-    VALUES ($1, $2, $3, $4, $5)
-    RETURNING destination, owner, from_state, to_state
-)
-INSERT INTO switchyard.changes (kind, subject, payload)
-SELECT 'breaker', e.destination, jsonb_build_object('from', e.from_state, 'to', e.to_state, 'owner', e.owner)
-FROM event e
+const outboxActionPanelGet = `-- name: OutboxActionPanelGet :one
+
+SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.payload, o.headers, o.state,
+    o.attempts, o.last_error, o.replay_of, o.replays, o.generation,
+    EXISTS (SELECT 1 FROM switchyard.outbox r WHERE r.replay_of = o.id AND r.state = 'pending') AS replay_pending,
+    coalesce((SELECT max(r.id) FROM switchyard.outbox r WHERE r.replay_of = o.id), 0)::bigint AS last_replay_id,
+    coalesce((SELECT r.state FROM switchyard.outbox r WHERE r.replay_of = o.id ORDER BY r.id DESC LIMIT 1), '')::text AS last_replay_state,
+    EXISTS (SELECT 1 FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id) AS blocking
+FROM switchyard.outbox o
+WHERE o.id = $1
 `
 
-type BreakerEventInsertParams struct {
-	Destination string
-	Owner       string
-	FromState   string
-	ToState     string
-	ChangedAt   time.Time
+type OutboxActionPanelGetRow struct {
+	ID              int64
+	Topic           string
+	Destination     string
+	AggregateType   string
+	AggregateID     string
+	Payload         []byte
+	Headers         []byte
+	State           string
+	Attempts        int32
+	LastError       *string
+	ReplayOf        *int64
+	Replays         int32
+	Generation      int32
+	ReplayPending   bool
+	LastReplayID    int64
+	LastReplayState string
+	Blocking        bool
 }
 
-// BreakerEventInsert records a breaker's change of state and appends it to
-// the change feed in the same statement.
-func (q *Queries) BreakerEventInsert(ctx context.Context, arg BreakerEventInsertParams) error {
-	_, err := q.db.Exec(ctx, breakerEventInsert,
-		arg.Destination,
-		arg.Owner,
-		arg.FromState,
-		arg.ToState,
-		arg.ChangedAt,
+// switchyard.outbox: enqueue, the dispatcher's hot path (claim, extend,
+// finalize), its wake-up, retention, and the operator actions on one
+// message (replay, discard, restore: internal/outbox/replay.go, run in the
+// caller's transaction with its audit row). The design is in
+// migrations/00003_outbox.sql; EXPLAIN output for the claims is in internal/outbox/EXPLAIN.md.
+// OutboxActionPanelGet reads one message for its actions panel, with whether a
+// replay of it is in flight, the replay it most recently had, and whether
+// it is the dead head its aggregate is blocked by.
+func (q *Queries) OutboxActionPanelGet(ctx context.Context, id int64) (OutboxActionPanelGetRow, error) {
+	row := q.db.QueryRow(ctx, outboxActionPanelGet, id)
+	var i OutboxActionPanelGetRow
+	err := row.Scan(
+		&i.ID,
+		&i.Topic,
+		&i.Destination,
+		&i.AggregateType,
+		&i.AggregateID,
+		&i.Payload,
+		&i.Headers,
+		&i.State,
+		&i.Attempts,
+		&i.LastError,
+		&i.ReplayOf,
+		&i.Replays,
+		&i.Generation,
+		&i.ReplayPending,
+		&i.LastReplayID,
+		&i.LastReplayState,
+		&i.Blocking,
 	)
-	return err
+	return i, err
 }
 
-const deadLetterHoursPrune = `-- name: DeadLetterHoursPrune :execrows
-DELETE FROM switchyard.dead_letter_hours WHERE hour < $1
+const outboxActionStateGet = `-- name: OutboxActionStateGet :one
+SELECT
+    EXISTS (SELECT 1 FROM switchyard.outbox r WHERE r.replay_of = $1::bigint AND r.state = 'pending') AS replay_pending,
+    EXISTS (SELECT 1 FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = $1::bigint) AS blocking
 `
 
-func (q *Queries) DeadLetterHoursPrune(ctx context.Context, cutoff time.Time) (int64, error) {
-	result, err := q.db.Exec(ctx, deadLetterHoursPrune, cutoff)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+type OutboxActionStateGetRow struct {
+	ReplayPending bool
+	Blocking      bool
 }
 
-const deliveryStatsPrune = `-- name: DeliveryStatsPrune :execrows
-DELETE FROM switchyard.delivery_stats WHERE second < $1
-`
-
-func (q *Queries) DeliveryStatsPrune(ctx context.Context, cutoff time.Time) (int64, error) {
-	result, err := q.db.Exec(ctx, deliveryStatsPrune, cutoff)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
-const destinationKnown = `-- name: DestinationKnown :many
-SELECT name FROM switchyard.destinations WHERE name = ANY ($1::text[])
-`
-
-func (q *Queries) DestinationKnown(ctx context.Context, names []string) ([]string, error) {
-	rows, err := q.db.Query(ctx, destinationKnown, names)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []string{}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, err
-		}
-		items = append(items, name)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const destinationList = `-- name: DestinationList :many
-SELECT name, kind, address, secret_ref, retry_base_ms, retry_cap_ms, max_attempts, timeout_ms, rate_per_second, burst, concurrency, breaker_failure_ratio, breaker_min_requests, breaker_open_ms, created_at, updated_at, permanent_statuses, secret_refs FROM switchyard.destinations ORDER BY name
-`
-
-func (q *Queries) DestinationList(ctx context.Context) ([]SwitchyardDestination, error) {
-	rows, err := q.db.Query(ctx, destinationList)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []SwitchyardDestination{}
-	for rows.Next() {
-		var i SwitchyardDestination
-		if err := rows.Scan(
-			&i.Name,
-			&i.Kind,
-			&i.Address,
-			&i.SecretRef,
-			&i.RetryBaseMs,
-			&i.RetryCapMs,
-			&i.MaxAttempts,
-			&i.TimeoutMs,
-			&i.RatePerSecond,
-			&i.Burst,
-			&i.Concurrency,
-			&i.BreakerFailureRatio,
-			&i.BreakerMinRequests,
-			&i.BreakerOpenMs,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.PermanentStatuses,
-			&i.SecretRefs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const destinationUpsert = `-- name: DestinationUpsert :exec
-
-INSERT INTO switchyard.destinations (
-    name, kind, address, secret_ref, retry_base_ms, retry_cap_ms, max_attempts,
-    timeout_ms, rate_per_second, burst, concurrency,
-    breaker_failure_ratio, breaker_min_requests, breaker_open_ms
-) VALUES (
-    $1, $2, $3, $4, $5, $6, $7,
-    $8, $9, $10, $11,
-    $12, $13, $14
-)
-ON CONFLICT (name) DO UPDATE SET
-    kind = EXCLUDED.kind, address = EXCLUDED.address, secret_ref = EXCLUDED.secret_ref,
-    retry_base_ms = EXCLUDED.retry_base_ms, retry_cap_ms = EXCLUDED.retry_cap_ms,
-    max_attempts = EXCLUDED.max_attempts, timeout_ms = EXCLUDED.timeout_ms,
-    rate_per_second = EXCLUDED.rate_per_second, burst = EXCLUDED.burst,
-    concurrency = EXCLUDED.concurrency, breaker_failure_ratio = EXCLUDED.breaker_failure_ratio,
-    breaker_min_requests = EXCLUDED.breaker_min_requests, breaker_open_ms = EXCLUDED.breaker_open_ms,
-    updated_at = now()
-`
-
-type DestinationUpsertParams struct {
-	Name                string
-	Kind                string
-	Address             string
-	SecretRef           string
-	RetryBaseMs         int32
-	RetryCapMs          int32
-	MaxAttempts         int32
-	TimeoutMs           int32
-	RatePerSecond       float64
-	Burst               int32
-	Concurrency         int32
-	BreakerFailureRatio float64
-	BreakerMinRequests  int32
-	BreakerOpenMs       int32
-}
-
-// The outbox's hot path: claim, extend, finalize. See migrations/00002_outbox.sql
-// for the design; EXPLAIN output for the claims is in internal/outbox/EXPLAIN.md.
-func (q *Queries) DestinationUpsert(ctx context.Context, arg DestinationUpsertParams) error {
-	_, err := q.db.Exec(ctx, destinationUpsert,
-		arg.Name,
-		arg.Kind,
-		arg.Address,
-		arg.SecretRef,
-		arg.RetryBaseMs,
-		arg.RetryCapMs,
-		arg.MaxAttempts,
-		arg.TimeoutMs,
-		arg.RatePerSecond,
-		arg.Burst,
-		arg.Concurrency,
-		arg.BreakerFailureRatio,
-		arg.BreakerMinRequests,
-		arg.BreakerOpenMs,
-	)
-	return err
-}
-
-const dispatcherHeartbeat = `-- name: DispatcherHeartbeat :exec
-INSERT INTO switchyard.dispatchers (owner, host, pid, workers, leases_held)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (owner) DO UPDATE SET
-    leases_held = EXCLUDED.leases_held, heartbeat_at = now(), stopped_at = NULL
-`
-
-type DispatcherHeartbeatParams struct {
-	Owner      string
-	Host       string
-	Pid        int32
-	Workers    int32
-	LeasesHeld int32
-}
-
-// DispatcherHeartbeat registers a dispatcher or refreshes its row.
-func (q *Queries) DispatcherHeartbeat(ctx context.Context, arg DispatcherHeartbeatParams) error {
-	_, err := q.db.Exec(ctx, dispatcherHeartbeat,
-		arg.Owner,
-		arg.Host,
-		arg.Pid,
-		arg.Workers,
-		arg.LeasesHeld,
-	)
-	return err
-}
-
-const dispatcherList = `-- name: DispatcherList :many
-SELECT owner, host, pid, workers, leases_held, started_at, heartbeat_at, stopped_at,
-    extract(epoch FROM now() - heartbeat_at)::float8 AS heartbeat_age_seconds
-FROM switchyard.dispatchers
-ORDER BY stopped_at NULLS FIRST, started_at DESC
-LIMIT $1
-`
-
-type DispatcherListRow struct {
-	Owner               string
-	Host                string
-	Pid                 int32
-	Workers             int32
-	LeasesHeld          int32
-	StartedAt           time.Time
-	HeartbeatAt         time.Time
-	StoppedAt           *time.Time
-	HeartbeatAgeSeconds float64
-}
-
-func (q *Queries) DispatcherList(ctx context.Context, maxRows int32) ([]DispatcherListRow, error) {
-	rows, err := q.db.Query(ctx, dispatcherList, maxRows)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []DispatcherListRow{}
-	for rows.Next() {
-		var i DispatcherListRow
-		if err := rows.Scan(
-			&i.Owner,
-			&i.Host,
-			&i.Pid,
-			&i.Workers,
-			&i.LeasesHeld,
-			&i.StartedAt,
-			&i.HeartbeatAt,
-			&i.StoppedAt,
-			&i.HeartbeatAgeSeconds,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const dispatcherStopped = `-- name: DispatcherStopped :exec
-UPDATE switchyard.dispatchers SET stopped_at = now(), leases_held = 0, heartbeat_at = now()
-WHERE owner = $1
-`
-
-func (q *Queries) DispatcherStopped(ctx context.Context, owner string) error {
-	_, err := q.db.Exec(ctx, dispatcherStopped, owner)
-	return err
-}
-
-const dispatchersPrune = `-- name: DispatchersPrune :execrows
-DELETE FROM switchyard.dispatchers WHERE heartbeat_at < $1
-`
-
-func (q *Queries) DispatchersPrune(ctx context.Context, cutoff time.Time) (int64, error) {
-	result, err := q.db.Exec(ctx, dispatchersPrune, cutoff)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
-const outboxAggregatesPrune = `-- name: OutboxAggregatesPrune :execrows
-DELETE FROM switchyard.outbox_aggregates
-WHERE (destination, aggregate_type, aggregate_id) IN (
-    SELECT a.destination, a.aggregate_type, a.aggregate_id FROM switchyard.outbox_aggregates a
-    WHERE a.last_seq = a.done_seq AND a.due_at < $1
-    LIMIT $2
-)
-AND last_seq = done_seq
-`
-
-type OutboxAggregatesPruneParams struct {
-	Cutoff    time.Time
-	BatchSize int32
-}
-
-// OutboxAggregatesPrune deletes aggregates that have had no work since the
-// cutoff. The next message of such an aggregate starts a new row at
-// sequence 1: only pending messages are ordered, and it has none.
-// Checked again on the row itself: an enqueue may have given it work since.
-func (q *Queries) OutboxAggregatesPrune(ctx context.Context, arg OutboxAggregatesPruneParams) (int64, error) {
-	result, err := q.db.Exec(ctx, outboxAggregatesPrune, arg.Cutoff, arg.BatchSize)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
-const outboxBlockedAggregates = `-- name: OutboxBlockedAggregates :many
-SELECT b.destination, b.aggregate_type, b.aggregate_id, b.dead_message_id, b.blocked_at,
-    (SELECT count(*) FROM switchyard.outbox o
-     WHERE o.state = 'pending' AND o.destination = b.destination
-       AND o.aggregate_type = b.aggregate_type AND o.aggregate_id = b.aggregate_id) AS waiting
-FROM switchyard.outbox_blocked_aggregates b
-ORDER BY b.blocked_at, b.destination, b.aggregate_type, b.aggregate_id
-LIMIT $1
-`
-
-type OutboxBlockedAggregatesRow struct {
-	Destination   string
-	AggregateType string
-	AggregateID   string
-	DeadMessageID int64
-	BlockedAt     time.Time
-	Waiting       int64
-}
-
-func (q *Queries) OutboxBlockedAggregates(ctx context.Context, maxRows int32) ([]OutboxBlockedAggregatesRow, error) {
-	rows, err := q.db.Query(ctx, outboxBlockedAggregates, maxRows)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []OutboxBlockedAggregatesRow{}
-	for rows.Next() {
-		var i OutboxBlockedAggregatesRow
-		if err := rows.Scan(
-			&i.Destination,
-			&i.AggregateType,
-			&i.AggregateID,
-			&i.DeadMessageID,
-			&i.BlockedAt,
-			&i.Waiting,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+// OutboxActionStateGet says, once the message is locked (a statement of its
+// own, so that its snapshot sees what committed while waiting for the
+// lock), whether a replay of it is in flight and whether it is the dead
+// head its aggregate is blocked by.
+func (q *Queries) OutboxActionStateGet(ctx context.Context, id int64) (OutboxActionStateGetRow, error) {
+	row := q.db.QueryRow(ctx, outboxActionStateGet, id)
+	var i OutboxActionStateGetRow
+	err := row.Scan(&i.ReplayPending, &i.Blocking)
+	return i, err
 }
 
 const outboxClaimOrdered = `-- name: OutboxClaimOrdered :many
@@ -443,7 +176,7 @@ type OutboxClaimOrderedRow struct {
 }
 
 // OutboxClaimOrdered leases up to aggregates due aggregates (see
-// migrations/00004_leased_aggregates.sql), at most caps[n] of
+// migrations/00003_outbox.sql), at most caps[n] of
 // destinations[n] as in OutboxClaimUnordered, and, in each, its first
 // per_aggregate pending messages in aggregate_seq order; one worker delivers
 // them in that order. The aggregate's lease (due_at = expiry, lease_version
@@ -591,6 +324,33 @@ func (q *Queries) OutboxClaimUnordered(ctx context.Context, arg OutboxClaimUnord
 		return nil, err
 	}
 	return items, nil
+}
+
+type OutboxCopyParams struct {
+	MessageID     uuid.UUID
+	Topic         string
+	Destination   string
+	AggregateType string
+	AggregateID   string
+	Payload       []byte
+	Headers       []byte
+	MaxAttempts   *int32
+}
+
+const outboxDiscard = `-- name: OutboxDiscard :exec
+WITH discarded AS (
+    UPDATE switchyard.outbox SET state = 'discarded'
+    WHERE id = $1 AND state = 'dead'
+    RETURNING coalesce(error_fingerprint, '') AS fingerprint, replays
+)
+UPDATE switchyard.dead_letter_groups g SET dead = greatest(g.dead - 1, 0)
+FROM discarded d WHERE g.fingerprint = d.fingerprint AND d.replays = 0
+`
+
+// OutboxDiscard archives a dead message, out of its dead-letter group.
+func (q *Queries) OutboxDiscard(ctx context.Context, id int64) error {
+	_, err := q.db.Exec(ctx, outboxDiscard, id)
+	return err
 }
 
 const outboxExtendAggregateLeases = `-- name: OutboxExtendAggregateLeases :many
@@ -800,7 +560,7 @@ applied AS (
       AND (o.aggregate_id = '' OR EXISTS (
           SELECT 1 FROM aggregates g
           WHERE g.destination = o.destination AND g.aggregate_type = o.aggregate_type AND g.aggregate_id = o.aggregate_id))
-    RETURNING o.id, o.state, o.destination, o.topic, o.aggregate_type, o.aggregate_id, o.created_at,
+    RETURNING o.id, o.lease_version, o.state, o.destination, o.topic, o.aggregate_type, o.aggregate_id, o.created_at,
         coalesce(o.error_fingerprint, '') AS error_fingerprint, coalesce(o.last_error, '') AS last_error,
         o.replay_of, o.replay_job
 ),
@@ -809,7 +569,7 @@ attempts AS (
         message_id, attempt, worker, lease_version, started_at, finished_at,
         outcome, applied, status_code, response, error, duration_ms)
     SELECT i.id, i.attempt, $22::text, i.lease_version, i.started_at, i.finished_at,
-        i.outcome, EXISTS (SELECT 1 FROM applied a WHERE a.id = i.id), NULLIF(i.status_code, 0),
+        i.outcome, EXISTS (SELECT 1 FROM applied a WHERE a.id = i.id AND a.lease_version = i.lease_version), NULLIF(i.status_code, 0),
         NULLIF(i.response, ''), NULLIF(i.error, ''),
         extract(epoch FROM i.finished_at - i.started_at) * 1000
     FROM input i
@@ -869,7 +629,7 @@ stats AS (
         count(*) FILTER (WHERE i.outcome = 'retry'),
         count(*) FILTER (WHERE i.outcome = 'dead'),
         coalesce(sum(extract(epoch FROM i.finished_at - a.created_at) * 1000) FILTER (WHERE i.outcome = 'delivered'), 0)
-    FROM applied a JOIN input i ON i.id = a.id
+    FROM applied a JOIN input i ON i.id = a.id AND i.lease_version = a.lease_version
     WHERE i.outcome <> 'released'
     GROUP BY a.destination, a.topic
     ON CONFLICT (second, destination, topic, worker) DO UPDATE SET
@@ -928,7 +688,11 @@ type OutboxFinalizeRow struct {
 // Fenced by their lease version: done up to the last finished message, due
 // again now, after the head's retry delay, or never while a dead head
 // blocks it.
-// The change feed (migrations/00006_changefeed.sql): one row per group
+// An input row applied if it is the one its message was updated under: a
+// batch may hold one message twice (a delivery whose lease ran out before
+// its outcome was finalized, and the delivery of the same message under
+// its next lease), and only the current lease's row applies.
+// The change feed (migrations/00005_changes.sql): one row per group
 // per finalize; the dispatcher sends the wake-up NOTIFY after commit.
 // A replay that settled (delivered or dead) changes what the pages of its
 // original show: a change for the replay, its original and its bulk job,
@@ -1027,6 +791,56 @@ func (q *Queries) OutboxListen(ctx context.Context) error {
 	return err
 }
 
+const outboxLockForAction = `-- name: OutboxLockForAction :one
+SELECT o.id, o.message_id, coalesce(o.delivery_key, o.message_id)::uuid AS delivery_key, o.state,
+    o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.payload, o.headers,
+    o.max_attempts, o.error_fingerprint, o.generation
+FROM switchyard.outbox o
+WHERE o.id = $1
+FOR UPDATE OF o
+`
+
+type OutboxLockForActionRow struct {
+	ID               int64
+	MessageID        uuid.UUID
+	DeliveryKey      uuid.UUID
+	State            string
+	Topic            string
+	Destination      string
+	AggregateType    string
+	AggregateID      string
+	AggregateSeq     *int64
+	Payload          []byte
+	Headers          []byte
+	MaxAttempts      *int32
+	ErrorFingerprint *string
+	Generation       int32
+}
+
+// OutboxLockForAction locks a message for an operator action: replays and
+// discards of one message are applied one at a time.
+func (q *Queries) OutboxLockForAction(ctx context.Context, id int64) (OutboxLockForActionRow, error) {
+	row := q.db.QueryRow(ctx, outboxLockForAction, id)
+	var i OutboxLockForActionRow
+	err := row.Scan(
+		&i.ID,
+		&i.MessageID,
+		&i.DeliveryKey,
+		&i.State,
+		&i.Topic,
+		&i.Destination,
+		&i.AggregateType,
+		&i.AggregateID,
+		&i.AggregateSeq,
+		&i.Payload,
+		&i.Headers,
+		&i.MaxAttempts,
+		&i.ErrorFingerprint,
+		&i.Generation,
+	)
+	return i, err
+}
+
 const outboxNotify = `-- name: OutboxNotify :exec
 SELECT pg_notify('switchyard_outbox', '')
 `
@@ -1036,27 +850,6 @@ SELECT pg_notify('switchyard_outbox', '')
 func (q *Queries) OutboxNotify(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, outboxNotify)
 	return err
-}
-
-const outboxPruneAttempts = `-- name: OutboxPruneAttempts :execrows
-DELETE FROM switchyard.outbox_attempts
-WHERE id IN (
-    SELECT a.id FROM switchyard.outbox_attempts a WHERE a.finished_at < $1
-    ORDER BY a.finished_at LIMIT $2
-)
-`
-
-type OutboxPruneAttemptsParams struct {
-	Cutoff    time.Time
-	BatchSize int32
-}
-
-func (q *Queries) OutboxPruneAttempts(ctx context.Context, arg OutboxPruneAttemptsParams) (int64, error) {
-	result, err := q.db.Exec(ctx, outboxPruneAttempts, arg.Cutoff, arg.BatchSize)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
 }
 
 const outboxPruneDelivered = `-- name: OutboxPruneDelivered :execrows
@@ -1084,4 +877,269 @@ func (q *Queries) OutboxPruneDelivered(ctx context.Context, arg OutboxPruneDeliv
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const outboxReplayApply = `-- name: OutboxReplayApply :many
+WITH input AS (
+    -- Parallel arrays, assembled by subscript (sqlc cannot type a
+    -- multi-argument unnest).
+    SELECT ($1::bigint[])[n] AS id, ($2::uuid[])[n] AS request_id
+    FROM generate_series(1, cardinality($1::bigint[])) AS n
+),
+classified AS (
+    SELECT i.id, i.request_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq,
+        o.payload, o.headers, o.max_attempts, o.generation, o.replays,
+        coalesce(o.error_fingerprint, '') AS fingerprint, coalesce(o.delivery_key, o.message_id) AS delivery_key,
+        prev.id AS prev_id, prev.delivery_key AS prev_key,
+        (o.aggregate_seq IS NOT NULL AND b.blocking IS NOT NULL) AS blocking,
+        CASE
+            WHEN o.id IS NULL THEN 'not_found'
+            WHEN prev.id IS NOT NULL AND prev.replay_of IS DISTINCT FROM o.id THEN 'request_reused'
+            WHEN prev.id IS NOT NULL THEN 'existing'
+            WHEN o.state <> 'dead' THEN 'not_dead'
+            WHEN r.pending THEN 'in_flight'
+            ELSE 'replayed'
+        END AS status,
+        o.state
+    FROM input i
+    LEFT JOIN switchyard.outbox o ON o.id = i.id
+    -- Probes per message (LATERAL) through the indexes on replay_request,
+    -- replay_of and dead_message_id, so a batch costs the same however big
+    -- the outbox. Seen otherwise, with statistics from before a big job: a
+    -- merge join reading all of outbox_replay_request, an EXISTS planned
+    -- as a hashed subplan reading every pending message, and a probe with
+    -- "state = 'pending'" walking outbox_pending_id (all pending
+    -- messages): every batch slower than the last. A message's replays are
+    -- few: read them all, then look.
+    LEFT JOIN LATERAL (
+        SELECT p.id, p.replay_of, coalesce(p.delivery_key, p.message_id) AS delivery_key
+        FROM switchyard.outbox p WHERE p.replay_request = i.request_id
+        LIMIT 1 -- unique; the LIMIT keeps the planner from flattening the probe into a join
+    ) prev ON true
+    LEFT JOIN LATERAL (
+        SELECT bool_or(r.state = 'pending') AS pending FROM switchyard.outbox r WHERE r.replay_of = o.id
+    ) r ON true
+    LEFT JOIN LATERAL (
+        SELECT true AS blocking FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id LIMIT 1
+    ) b ON true
+),
+inserted AS (
+    INSERT INTO switchyard.outbox (
+        topic, destination, aggregate_type, aggregate_id, aggregate_seq, payload, headers, max_attempts,
+        replay_of, delivery_key, replay_request, replay_mode, replay_actor, replay_reason, generation, replay_job
+    )
+    SELECT c.topic, c.destination, c.aggregate_type, c.aggregate_id, CASE WHEN c.blocking THEN c.aggregate_seq END,
+        coalesce($3::json, c.payload), c.headers, c.max_attempts,
+        c.id, CASE WHEN $4::text = 'redeliver' THEN c.delivery_key END, c.request_id,
+        $4::text, $5::text, $6::text, c.generation + 1, $7::uuid
+    FROM classified c
+    WHERE c.status = 'replayed'
+    ORDER BY c.destination, c.aggregate_type, c.aggregate_id, c.id
+    -- Unreachable under the originals' locks (the status says so first);
+    -- the unique index is the backstop of invariant 6.
+    ON CONFLICT (replay_request) WHERE replay_request IS NOT NULL DO NOTHING
+    RETURNING id, replay_of, coalesce(delivery_key, message_id) AS delivery_key
+),
+marked AS (
+    UPDATE switchyard.outbox o SET replayed_at = now(), replays = o.replays + 1
+    FROM inserted r WHERE o.id = r.replay_of
+),
+left_groups AS (
+    SELECT c.fingerprint, count(*) AS replayed
+    FROM classified c JOIN inserted r ON r.replay_of = c.id
+    WHERE c.replays = 0
+    GROUP BY c.fingerprint
+),
+locked_groups AS (
+    SELECT g.fingerprint FROM switchyard.dead_letter_groups g
+    WHERE g.fingerprint IN (SELECT l.fingerprint FROM left_groups l)
+    ORDER BY g.fingerprint
+    FOR UPDATE OF g
+),
+counted AS (
+    UPDATE switchyard.dead_letter_groups g SET dead = greatest(g.dead - l.replayed, 0)
+    FROM left_groups l
+    WHERE g.fingerprint = l.fingerprint AND g.fingerprint IN (SELECT lg.fingerprint FROM locked_groups lg)
+)
+SELECT c.id::bigint AS id,
+    (CASE WHEN c.status = 'replayed' AND r.id IS NULL THEN 'request_reused' ELSE c.status END)::text AS status,
+    coalesce(c.state, '')::text AS state,
+    (c.blocking AND r.id IS NOT NULL)::boolean AS blocking,
+    coalesce(r.id, CASE WHEN c.status = 'existing' THEN c.prev_id END, 0)::bigint AS replay_id,
+    coalesce(r.delivery_key, CASE WHEN c.status = 'existing' THEN c.prev_key END, '00000000-0000-0000-0000-000000000000')::uuid AS delivery_key
+FROM classified c
+LEFT JOIN inserted r ON r.replay_of = c.id
+ORDER BY c.id
+`
+
+type OutboxReplayApplyParams struct {
+	Ids        []int64
+	RequestIds []uuid.UUID
+	Payload    []byte
+	Mode       string
+	Actor      string
+	Reason     string
+	Job        pgtype.UUID
+}
+
+type OutboxReplayApplyRow struct {
+	ID          int64
+	Status      string
+	State       string
+	Blocking    bool
+	ReplayID    int64
+	DeliveryKey uuid.UUID
+}
+
+// OutboxReplayApply replays a batch of locked originals (OutboxReplayLock)
+// in one statement, ids[n] with request request_ids[n], and says per
+// original what happened (status):
+//
+//	replayed        a new pending row, replay_id, was written: the
+//	                original's copy (or the edited payload), pointing to it,
+//	                with the original's idempotency key (redeliver) or a new
+//	                one (reapply), one generation later; the original is
+//	                marked replayed and, at its first replay, leaves its
+//	                dead-letter group;
+//	existing        this request had already replayed this original
+//	                (replay_id): nothing new;
+//	request_reused  this request id had replayed another message;
+//	not_found, not_dead, in_flight (a replay of it is still pending)
+//	                refused, nothing written.
+//
+// A replay of its aggregate's blocking dead head (blocking) takes the
+// head's aggregate_seq; the caller then unblocks the aggregate with
+// OutboxUnblockHeads (not here: the enqueue trigger updates the same
+// aggregate rows, and a statement cannot update a row twice). Other
+// replays are numbered after their aggregate's messages by the trigger, in
+// (aggregate, id) order, as one-by-one replays in id order would be.
+// Dead-letter groups are locked in fingerprint order, as the dispatcher's
+// finalize locks them, so the two cannot deadlock.
+// A message leaves its dead-letter group at its first replay; a replay
+// that dies again is counted again.
+func (q *Queries) OutboxReplayApply(ctx context.Context, arg OutboxReplayApplyParams) ([]OutboxReplayApplyRow, error) {
+	rows, err := q.db.Query(ctx, outboxReplayApply,
+		arg.Ids,
+		arg.RequestIds,
+		arg.Payload,
+		arg.Mode,
+		arg.Actor,
+		arg.Reason,
+		arg.Job,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OutboxReplayApplyRow{}
+	for rows.Next() {
+		var i OutboxReplayApplyRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Status,
+			&i.State,
+			&i.Blocking,
+			&i.ReplayID,
+			&i.DeliveryKey,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const outboxReplayLock = `-- name: OutboxReplayLock :exec
+SELECT 1 FROM switchyard.outbox o
+WHERE o.id = ANY($1::bigint[])
+ORDER BY o.id
+FOR UPDATE OF o
+`
+
+// OutboxReplayLock locks the originals of a batch of replays (one, for a
+// single replay) in id order, as every replay does, so that two batches,
+// or a batch and a single replay, cannot deadlock on them. A statement of its own: the next one's snapshot
+// sees what committed while it waited.
+func (q *Queries) OutboxReplayLock(ctx context.Context, ids []int64) error {
+	_, err := q.db.Exec(ctx, outboxReplayLock, ids)
+	return err
+}
+
+const outboxReplayLockAggregates = `-- name: OutboxReplayLockAggregates :exec
+SELECT 1 FROM switchyard.outbox_aggregates a
+WHERE (a.destination, a.aggregate_type, a.aggregate_id) IN (
+    SELECT o.destination, o.aggregate_type, o.aggregate_id FROM switchyard.outbox o
+    WHERE o.id = ANY($1::bigint[]) AND o.aggregate_id <> '')
+ORDER BY a.destination, a.aggregate_type, a.aggregate_id
+FOR UPDATE OF a
+`
+
+// OutboxReplayLockAggregates locks the aggregates of a batch's originals in
+// key order before the replays number themselves there (the enqueue
+// trigger) and unblock them (OutboxUnblockHeads): without it, a batch would
+// lock them in insert order and then in unblock order, and two batches
+// could deadlock. The dispatcher's claims skip locked aggregates, so they
+// never wait for it.
+func (q *Queries) OutboxReplayLockAggregates(ctx context.Context, ids []int64) error {
+	_, err := q.db.Exec(ctx, outboxReplayLockAggregates, ids)
+	return err
+}
+
+const outboxRestore = `-- name: OutboxRestore :one
+WITH restored AS (
+    UPDATE switchyard.outbox SET state = 'dead'
+    WHERE id = $1 AND state = 'discarded'
+    RETURNING coalesce(error_fingerprint, '') AS fingerprint, replays
+),
+counted AS (
+    UPDATE switchyard.dead_letter_groups g SET dead = g.dead + 1
+    FROM restored r WHERE g.fingerprint = r.fingerprint AND r.replays = 0
+)
+SELECT count(*) FROM restored
+`
+
+// OutboxRestore brings a discarded message back among the dead letters and
+// says how many it restored (0 or 1). It does not block its aggregate
+// again: the messages after it may have been delivered meanwhile.
+func (q *Queries) OutboxRestore(ctx context.Context, id int64) (int64, error) {
+	row := q.db.QueryRow(ctx, outboxRestore, id)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
+const outboxUnblockHeads = `-- name: OutboxUnblockHeads :exec
+WITH heads AS (
+    SELECT o.id, o.aggregate_seq FROM switchyard.outbox o
+    WHERE o.id = ANY($2::bigint[]) AND o.aggregate_seq IS NOT NULL
+),
+unblocked AS (
+    DELETE FROM switchyard.outbox_blocked_aggregates b
+    USING heads h
+    WHERE b.dead_message_id = h.id
+    RETURNING b.destination, b.aggregate_type, b.aggregate_id, b.dead_message_id
+)
+UPDATE switchyard.outbox_aggregates a
+SET due_at = now(),
+    done_seq = CASE WHEN $1::boolean THEN least(a.done_seq, h.aggregate_seq - 1) ELSE a.done_seq END
+FROM unblocked u
+JOIN heads h ON h.id = u.dead_message_id
+WHERE a.destination = u.destination AND a.aggregate_type = u.aggregate_type AND a.aggregate_id = u.aggregate_id
+`
+
+type OutboxUnblockHeadsParams struct {
+	TakePlace bool
+	Ids       []int64
+}
+
+// OutboxUnblockHeads releases the aggregates blocked by the given dead heads
+// (those that block nothing are ignored): due at once. take_place: each was
+// replayed by a row that took its aggregate_seq, so its aggregate is done
+// only up to just before it; else (a discard) the head stays done.
+func (q *Queries) OutboxUnblockHeads(ctx context.Context, arg OutboxUnblockHeadsParams) error {
+	_, err := q.db.Exec(ctx, outboxUnblockHeads, arg.TakePlace, arg.Ids)
+	return err
 }

@@ -12,6 +12,184 @@ import (
 	"github.com/google/uuid"
 )
 
+const repairJobCreate = `-- name: RepairJobCreate :one
+
+INSERT INTO switchyard.replay_jobs (kind, filter, filter_key, mode, actor, reason, rate_per_sec, estimate, upper_id)
+VALUES ('repair', $1, $2, 'redeliver', $3, $4, $5, $6,
+    (SELECT coalesce(max(id), 0) FROM switchyard.reconcile_findings))
+ON CONFLICT (filter_key) WHERE state = 'running' DO NOTHING
+RETURNING id, filter, filter_key, mode, actor, reason, rate_per_sec, state, estimate, upper_id, cursor_id, replayed, skipped, lease_owner, lease_version, lease_expires_at, created_at, updated_at, finished_at, kind
+`
+
+type RepairJobCreateParams struct {
+	Filter     []byte
+	FilterKey  string
+	Actor      string
+	Reason     string
+	RatePerSec int32
+	Estimate   int64
+}
+
+// switchyard.replay_jobs: bulk replay jobs and bulk repair jobs (kind
+// 'repair'), worked by the runner in internal/bulkreplay.
+// RepairJobCreate starts a bulk repair job, unless one is already running
+// for the same filter key (no row then). Its upper bound is the newest
+// finding now: findings opened later wait for the next job.
+func (q *Queries) RepairJobCreate(ctx context.Context, arg RepairJobCreateParams) (SwitchyardReplayJob, error) {
+	row := q.db.QueryRow(ctx, repairJobCreate,
+		arg.Filter,
+		arg.FilterKey,
+		arg.Actor,
+		arg.Reason,
+		arg.RatePerSec,
+		arg.Estimate,
+	)
+	var i SwitchyardReplayJob
+	err := row.Scan(
+		&i.ID,
+		&i.Filter,
+		&i.FilterKey,
+		&i.Mode,
+		&i.Actor,
+		&i.Reason,
+		&i.RatePerSec,
+		&i.State,
+		&i.Estimate,
+		&i.UpperID,
+		&i.CursorID,
+		&i.Replayed,
+		&i.Skipped,
+		&i.LeaseOwner,
+		&i.LeaseVersion,
+		&i.LeaseExpiresAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.FinishedAt,
+		&i.Kind,
+	)
+	return i, err
+}
+
+const repairJobEstimate = `-- name: RepairJobEstimate :one
+SELECT count(*) FROM (
+    SELECT 1 FROM switchyard.reconcile_findings f
+    JOIN switchyard.reconcile_checks k ON k.id = f.check_id
+    WHERE k.name = $1::text
+      AND ($2::text = '' OR f.kind = $2::text)
+      AND f.status = 'open'
+    LIMIT $3
+) AS matching
+`
+
+type RepairJobEstimateParams struct {
+	CheckName string
+	Kind      string
+	Cap       int32
+}
+
+// RepairJobEstimate counts the open findings of a check (and kind), up to
+// a cap: the operator's question before confirming a bulk repair.
+func (q *Queries) RepairJobEstimate(ctx context.Context, arg RepairJobEstimateParams) (int64, error) {
+	row := q.db.QueryRow(ctx, repairJobEstimate, arg.CheckName, arg.Kind, arg.Cap)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
+const repairJobListCandidates = `-- name: RepairJobListCandidates :many
+SELECT f.id FROM switchyard.reconcile_findings f
+JOIN switchyard.reconcile_checks k ON k.id = f.check_id
+WHERE k.name = $1::text
+  AND ($2::text = '' OR f.kind = $2::text)
+  AND f.status = 'open'
+  AND f.id > $3 AND f.id <= $4
+ORDER BY f.id
+LIMIT $5
+`
+
+type RepairJobListCandidatesParams struct {
+	CheckName string
+	Kind      string
+	AfterID   int64
+	UpperID   int64
+	BatchSize int32
+}
+
+// RepairJobListCandidates is the next open findings of a check (and kind, ”
+// any) after a job's cursor, up to its upper bound, in id order.
+func (q *Queries) RepairJobListCandidates(ctx context.Context, arg RepairJobListCandidatesParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, repairJobListCandidates,
+		arg.CheckName,
+		arg.Kind,
+		arg.AfterID,
+		arg.UpperID,
+		arg.BatchSize,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []int64{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const repairJobListLatest = `-- name: RepairJobListLatest :many
+SELECT id, filter, filter_key, mode, actor, reason, rate_per_sec, state, estimate, upper_id, cursor_id, replayed, skipped, lease_owner, lease_version, lease_expires_at, created_at, updated_at, finished_at, kind FROM switchyard.replay_jobs WHERE kind = 'repair' ORDER BY created_at DESC LIMIT $1
+`
+
+// RepairJobListLatest is the newest bulk repair jobs, for the Reconciliation
+// page's progress.
+func (q *Queries) RepairJobListLatest(ctx context.Context, maxRows int32) ([]SwitchyardReplayJob, error) {
+	rows, err := q.db.Query(ctx, repairJobListLatest, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SwitchyardReplayJob{}
+	for rows.Next() {
+		var i SwitchyardReplayJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.Filter,
+			&i.FilterKey,
+			&i.Mode,
+			&i.Actor,
+			&i.Reason,
+			&i.RatePerSec,
+			&i.State,
+			&i.Estimate,
+			&i.UpperID,
+			&i.CursorID,
+			&i.Replayed,
+			&i.Skipped,
+			&i.LeaseOwner,
+			&i.LeaseVersion,
+			&i.LeaseExpiresAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.Kind,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const replayJobAdvance = `-- name: ReplayJobAdvance :one
 WITH advanced AS (
     UPDATE switchyard.replay_jobs j
@@ -84,77 +262,6 @@ func (q *Queries) ReplayJobCancel(ctx context.Context, id uuid.UUID) (int64, err
 	return count, err
 }
 
-const replayJobCandidates = `-- name: ReplayJobCandidates :many
-SELECT o.id FROM switchyard.outbox o
-WHERE o.state = 'dead' AND o.replays = 0
-  AND o.id > $1 AND o.id <= $2
-  AND ($3::text IS NULL OR o.error_fingerprint = $3::text)
-  AND ($4::text IS NULL OR o.destination = $4::text)
-  AND ($5::text IS NULL OR o.topic = $5::text)
-  AND ($6::text IS NULL OR o.aggregate_type = $6::text)
-  AND ($7::text IS NULL OR o.aggregate_id = $7::text)
-  AND ($8::text IS NULL OR strpos(o.last_error, $8::text) > 0)
-  AND ($9::timestamptz IS NULL OR o.finished_at >= $9::timestamptz)
-  AND ($10::timestamptz IS NULL OR o.finished_at < $10::timestamptz)
-  -- blocked_heads: only the dead heads their aggregates wait behind
-  -- (outbox_blocked_aggregates_dead_message).
-  AND (NOT $11::boolean OR EXISTS (
-      SELECT 1 FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id))
-ORDER BY o.id
-LIMIT $12
-`
-
-type ReplayJobCandidatesParams struct {
-	AfterID       int64
-	UpperID       int64
-	Fingerprint   *string
-	Destination   *string
-	Topic         *string
-	AggregateType *string
-	AggregateID   *string
-	ErrorContains *string
-	DeadFrom      *time.Time
-	DeadTo        *time.Time
-	BlockedHeads  bool
-	BatchSize     int32
-}
-
-// ReplayJobCandidates lists the next dead messages of a job's filter after
-// its cursor, never replayed, up to its upper bound, in id order. Each
-// filter field is optional (NULL: any).
-func (q *Queries) ReplayJobCandidates(ctx context.Context, arg ReplayJobCandidatesParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, replayJobCandidates,
-		arg.AfterID,
-		arg.UpperID,
-		arg.Fingerprint,
-		arg.Destination,
-		arg.Topic,
-		arg.AggregateType,
-		arg.AggregateID,
-		arg.ErrorContains,
-		arg.DeadFrom,
-		arg.DeadTo,
-		arg.BlockedHeads,
-		arg.BatchSize,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []int64{}
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		items = append(items, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const replayJobClaim = `-- name: ReplayJobClaim :one
 UPDATE switchyard.replay_jobs j
 SET lease_owner = $1::text, lease_version = j.lease_version + 1,
@@ -207,7 +314,6 @@ func (q *Queries) ReplayJobClaim(ctx context.Context, arg ReplayJobClaimParams) 
 }
 
 const replayJobCreate = `-- name: ReplayJobCreate :one
-
 INSERT INTO switchyard.replay_jobs (filter, filter_key, mode, actor, reason, rate_per_sec, estimate, upper_id)
 VALUES ($1, $2, $3, $4, $5, $6, $7,
     (SELECT coalesce(max(id), 0) FROM switchyard.outbox))
@@ -225,8 +331,6 @@ type ReplayJobCreateParams struct {
 	Estimate   int64
 }
 
-// Bulk replay jobs: see migrations/00021_replay_jobs.sql and
-// internal/bulkreplay.
 // ReplayJobCreate starts a job, unless one is already running for the same
 // filter (no row then).
 func (q *Queries) ReplayJobCreate(ctx context.Context, arg ReplayJobCreateParams) (SwitchyardReplayJob, error) {
@@ -348,6 +452,38 @@ func (q *Queries) ReplayJobGet(ctx context.Context, id uuid.UUID) (SwitchyardRep
 	return i, err
 }
 
+const replayJobGetRunning = `-- name: ReplayJobGetRunning :one
+SELECT id, filter, filter_key, mode, actor, reason, rate_per_sec, state, estimate, upper_id, cursor_id, replayed, skipped, lease_owner, lease_version, lease_expires_at, created_at, updated_at, finished_at, kind FROM switchyard.replay_jobs WHERE filter_key = $1 AND state = 'running'
+`
+
+func (q *Queries) ReplayJobGetRunning(ctx context.Context, filterKey string) (SwitchyardReplayJob, error) {
+	row := q.db.QueryRow(ctx, replayJobGetRunning, filterKey)
+	var i SwitchyardReplayJob
+	err := row.Scan(
+		&i.ID,
+		&i.Filter,
+		&i.FilterKey,
+		&i.Mode,
+		&i.Actor,
+		&i.Reason,
+		&i.RatePerSec,
+		&i.State,
+		&i.Estimate,
+		&i.UpperID,
+		&i.CursorID,
+		&i.Replayed,
+		&i.Skipped,
+		&i.LeaseOwner,
+		&i.LeaseVersion,
+		&i.LeaseExpiresAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.FinishedAt,
+		&i.Kind,
+	)
+	return i, err
+}
+
 const replayJobList = `-- name: ReplayJobList :many
 SELECT id, filter, filter_key, mode, actor, reason, rate_per_sec, state, estimate, upper_id, cursor_id, replayed, skipped, lease_owner, lease_version, lease_expires_at, created_at, updated_at, finished_at, kind FROM switchyard.replay_jobs ORDER BY created_at DESC LIMIT $1
 `
@@ -393,33 +529,104 @@ func (q *Queries) ReplayJobList(ctx context.Context, maxRows int32) ([]Switchyar
 	return items, nil
 }
 
-const replayJobOutcomes = `-- name: ReplayJobOutcomes :many
+const replayJobListCandidates = `-- name: ReplayJobListCandidates :many
+SELECT o.id FROM switchyard.outbox o
+WHERE o.state = 'dead' AND o.replays = 0
+  AND o.id > $1 AND o.id <= $2
+  AND ($3::text IS NULL OR o.error_fingerprint = $3::text)
+  AND ($4::text IS NULL OR o.destination = $4::text)
+  AND ($5::text IS NULL OR o.topic = $5::text)
+  AND ($6::text IS NULL OR o.aggregate_type = $6::text)
+  AND ($7::text IS NULL OR o.aggregate_id = $7::text)
+  AND ($8::text IS NULL OR strpos(o.last_error, $8::text) > 0)
+  AND ($9::timestamptz IS NULL OR o.finished_at >= $9::timestamptz)
+  AND ($10::timestamptz IS NULL OR o.finished_at < $10::timestamptz)
+  -- blocked_heads: only the dead heads their aggregates wait behind
+  -- (outbox_blocked_aggregates_dead_message).
+  AND (NOT $11::boolean OR EXISTS (
+      SELECT 1 FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id))
+ORDER BY o.id
+LIMIT $12
+`
+
+type ReplayJobListCandidatesParams struct {
+	AfterID       int64
+	UpperID       int64
+	Fingerprint   *string
+	Destination   *string
+	Topic         *string
+	AggregateType *string
+	AggregateID   *string
+	ErrorContains *string
+	DeadFrom      *time.Time
+	DeadTo        *time.Time
+	BlockedHeads  bool
+	BatchSize     int32
+}
+
+// ReplayJobListCandidates lists the next dead messages of a job's filter after
+// its cursor, never replayed, up to its upper bound, in id order. Each
+// filter field is optional (NULL: any).
+func (q *Queries) ReplayJobListCandidates(ctx context.Context, arg ReplayJobListCandidatesParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, replayJobListCandidates,
+		arg.AfterID,
+		arg.UpperID,
+		arg.Fingerprint,
+		arg.Destination,
+		arg.Topic,
+		arg.AggregateType,
+		arg.AggregateID,
+		arg.ErrorContains,
+		arg.DeadFrom,
+		arg.DeadTo,
+		arg.BlockedHeads,
+		arg.BatchSize,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []int64{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const replayJobListOutcomes = `-- name: ReplayJobListOutcomes :many
 SELECT o.replay_job::uuid AS job, o.state, count(*)::bigint AS messages
 FROM switchyard.outbox o
 WHERE o.replay_job = ANY($1::uuid[])
 GROUP BY o.replay_job, o.state
 `
 
-type ReplayJobOutcomesRow struct {
+type ReplayJobListOutcomesRow struct {
 	Job      uuid.UUID
 	State    string
 	Messages int64
 }
 
-// ReplayJobOutcomes counts the replays of the given jobs by state, so a
+// ReplayJobListOutcomes counts the replays of the given jobs by state, so a
 // job shows how many were delivered, died again or are still pending as
 // they settle. outbox_replay_job (job, state) answers it from the index;
 // it reads one entry per replay of the jobs shown, off the dispatcher's
 // path.
-func (q *Queries) ReplayJobOutcomes(ctx context.Context, jobs []uuid.UUID) ([]ReplayJobOutcomesRow, error) {
-	rows, err := q.db.Query(ctx, replayJobOutcomes, jobs)
+func (q *Queries) ReplayJobListOutcomes(ctx context.Context, jobs []uuid.UUID) ([]ReplayJobListOutcomesRow, error) {
+	rows, err := q.db.Query(ctx, replayJobListOutcomes, jobs)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ReplayJobOutcomesRow{}
+	items := []ReplayJobListOutcomesRow{}
 	for rows.Next() {
-		var i ReplayJobOutcomesRow
+		var i ReplayJobListOutcomesRow
 		if err := rows.Scan(&i.Job, &i.State, &i.Messages); err != nil {
 			return nil, err
 		}
@@ -431,34 +638,29 @@ func (q *Queries) ReplayJobOutcomes(ctx context.Context, jobs []uuid.UUID) ([]Re
 	return items, nil
 }
 
-const replayJobRunning = `-- name: ReplayJobRunning :one
-SELECT id, filter, filter_key, mode, actor, reason, rate_per_sec, state, estimate, upper_id, cursor_id, replayed, skipped, lease_owner, lease_version, lease_expires_at, created_at, updated_at, finished_at, kind FROM switchyard.replay_jobs WHERE filter_key = $1 AND state = 'running'
+const replayJobPrune = `-- name: ReplayJobPrune :execrows
+DELETE FROM switchyard.replay_jobs
+WHERE id IN (
+    SELECT j.id FROM switchyard.replay_jobs j
+    WHERE j.state <> 'running'
+      AND j.finished_at < now() - make_interval(secs => $1::float8)
+    ORDER BY j.finished_at
+    LIMIT $2
+)
+AND state <> 'running'
 `
 
-func (q *Queries) ReplayJobRunning(ctx context.Context, filterKey string) (SwitchyardReplayJob, error) {
-	row := q.db.QueryRow(ctx, replayJobRunning, filterKey)
-	var i SwitchyardReplayJob
-	err := row.Scan(
-		&i.ID,
-		&i.Filter,
-		&i.FilterKey,
-		&i.Mode,
-		&i.Actor,
-		&i.Reason,
-		&i.RatePerSec,
-		&i.State,
-		&i.Estimate,
-		&i.UpperID,
-		&i.CursorID,
-		&i.Replayed,
-		&i.Skipped,
-		&i.LeaseOwner,
-		&i.LeaseVersion,
-		&i.LeaseExpiresAt,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.FinishedAt,
-		&i.Kind,
-	)
-	return i, err
+type ReplayJobPruneParams struct {
+	AgeSeconds float64
+	BatchSize  int32
+}
+
+// ReplayJobPrune deletes bulk replay jobs that finished (done or
+// cancelled) more than @age_seconds ago. A running job is never deleted.
+func (q *Queries) ReplayJobPrune(ctx context.Context, arg ReplayJobPruneParams) (int64, error) {
+	result, err := q.db.Exec(ctx, replayJobPrune, arg.AgeSeconds, arg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

@@ -9,16 +9,16 @@ import (
 	"context"
 )
 
-const serverVersionNum = `-- name: ServerVersionNum :one
+const serverVersionNumGet = `-- name: ServerVersionNumGet :one
 
 SELECT current_setting('server_version_num')::int AS version_num
 `
 
-// Queries about the PostgreSQL server itself, used at start and by /readyz.
-// ServerVersionNum is the server's version as an integer (150004 for 15.4):
+// The PostgreSQL server itself (no table), used at start and by /readyz.
+// ServerVersionNumGet is the server's version as an integer (150004 for 15.4):
 // the console refuses servers older than it supports.
-func (q *Queries) ServerVersionNum(ctx context.Context) (int32, error) {
-	row := q.db.QueryRow(ctx, serverVersionNum)
+func (q *Queries) ServerVersionNumGet(ctx context.Context) (int32, error) {
+	row := q.db.QueryRow(ctx, serverVersionNumGet)
 	var version_num int32
 	err := row.Scan(&version_num)
 	return version_num, err

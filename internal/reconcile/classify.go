@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"maps"
@@ -38,8 +39,10 @@ func classify(ctx context.Context, items []Item, entities []Entity, exists func(
 		switch {
 		case !ok:
 			found = append(found, drift{key: it.Key, kind: MissingRemote, ref: it.Ref})
-		case it.Fields != nil:
-			if d := diffFields(it.Fields, e.Fields); len(d) > 0 {
+		case it.RawFields != nil && bytes.Equal(it.RawFields, e.RawFields):
+			inSync++ // the same bytes: nothing to decode
+		case it.Fields != nil || it.RawFields != nil:
+			if d := diffFields(fieldsOf(it.Fields, it.RawFields), fieldsOf(e.Fields, e.RawFields)); len(d) > 0 {
 				found = append(found, drift{key: it.Key, kind: Mismatch, ref: it.Ref, diff: d})
 			} else {
 				inSync++
@@ -66,6 +69,23 @@ func classify(ctx context.Context, items []Item, entities []Entity, exists func(
 	return inSync, found, nil
 }
 
+// fieldsOf returns fields, or raw's fields as json.RawMessage values
+// (nil if raw is not a JSON object: no field is there).
+func fieldsOf(fields map[string]any, raw json.RawMessage) map[string]any {
+	if fields != nil || raw == nil {
+		return fields
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
 // diffFields returns the fields of local whose remote value differs.
 func diffFields(local, remote map[string]any) map[string]fieldDiff {
 	var d map[string]fieldDiff
@@ -82,9 +102,17 @@ func diffFields(local, remote map[string]any) map[string]fieldDiff {
 	return d
 }
 
-// sameValue compares two decoded JSON values; numbers compare by value
-// (1 and 1.0 are the same), everything else structurally.
+// sameValue compares two JSON values, decoded (json.Number for numbers)
+// or not (json.RawMessage, what a TableSource and HTTPRemote give):
+// identical raw bytes are the same without decoding; otherwise numbers
+// compare by value (1 and 1.0 are the same), everything else structurally.
 func sameValue(a, b any) bool {
+	ar, aok := a.(json.RawMessage)
+	br, bok := b.(json.RawMessage)
+	if aok && bok && bytes.Equal(ar, br) {
+		return true
+	}
+	a, b = decoded(a), decoded(b)
 	an, aok := a.(json.Number)
 	bn, bok := b.(json.Number)
 	if aok && bok {
@@ -96,4 +124,20 @@ func sameValue(a, b any) bool {
 		return aerr == nil && berr == nil && af == bf
 	}
 	return reflect.DeepEqual(a, b)
+}
+
+// decoded decodes a json.RawMessage (numbers as json.Number); any other
+// value is returned as it is.
+func decoded(v any) any {
+	raw, ok := v.(json.RawMessage)
+	if !ok {
+		return v
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var out any
+	if err := d.Decode(&out); err != nil {
+		return string(raw) // not JSON: compared as its text
+	}
+	return out
 }

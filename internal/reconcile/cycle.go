@@ -37,13 +37,15 @@ type cycleRun struct {
 	cycle    queries.SwitchyardReconcileCycle
 	fails    int       // consecutive batches the remote could not answer
 	fed      time.Time // last progress announcement
+	// ahead delivers the page read ahead (prefetch.go); nil: none.
+	ahead chan pageResult
 }
 
 // openCycle resumes the check's running cycle or starts a new one with its
 // bounds fixed now.
 func openCycle(ctx context.Context, pool *pgxpool.Pool, c Check, src Source) (queries.SwitchyardReconcileCycle, error) {
 	q := queries.New(pool)
-	running, err := q.ReconcileCycleRunning(ctx, c.ID)
+	running, err := q.ReconcileCycleGetRunning(ctx, c.ID)
 	if err == nil {
 		y, err := q.ReconcileCycleResume(ctx, queries.ReconcileCycleResumeParams{ID: running.ID, LeaseVersion: c.LeaseVersion})
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -84,6 +86,7 @@ func openCycle(ctx context.Context, pool *pgxpool.Pool, c Check, src Source) (qu
 // transaction, and finishes it. It returns ctx's error when stopped (the
 // cycle stays running, resumable) and ErrLeaseLost when fenced out.
 func (r *cycleRun) run(ctx context.Context) error {
+	defer r.dropAhead()
 	for r.cycle.UpperKey != nil {
 		done, err := r.batch(ctx)
 		if err != nil {
@@ -111,11 +114,14 @@ type batchResult struct {
 // has nothing more to examine.
 func (r *cycleRun) batch(ctx context.Context) (done bool, err error) {
 	after, upper := r.cycle.CursorKey, *r.cycle.UpperKey
-	items, err := r.src.Page(ctx, *r.cycle.Since, after, upper, r.check.BatchSize)
+	items, err := r.page(ctx, after, upper)
 	if err != nil {
 		return false, err
 	}
 	final := len(items) < r.check.BatchSize || items[len(items)-1].Cursor == upper
+	if !final {
+		r.readAhead(ctx, &items[len(items)-1].Cursor, upper)
+	}
 	if len(items) == 0 && r.ranged == nil {
 		return true, nil
 	}

@@ -21,7 +21,7 @@ type deliverySource struct {
 }
 
 func (s deliverySource) Bounds(ctx context.Context, since time.Time) (*string, int64, error) {
-	b, err := queries.New(s.pool).ReconcileDeliveryBounds(ctx, queries.ReconcileDeliveryBoundsParams{Destination: s.destination, Since: &since})
+	b, err := queries.New(s.pool).ReconcileDeliveryBoundsGet(ctx, queries.ReconcileDeliveryBoundsGetParams{Destination: s.destination, Since: &since})
 	if err != nil {
 		return nil, 0, fmt.Errorf("reconcile: delivery bounds of %s: %w", s.destination, err)
 	}
@@ -44,7 +44,7 @@ func (s deliverySource) Page(ctx context.Context, since time.Time, after *string
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: delivery upper bound %q: %w", upper, err)
 	}
-	rows, err := queries.New(s.pool).ReconcileDeliveryPage(ctx, queries.ReconcileDeliveryPageParams{
+	rows, err := queries.New(s.pool).ReconcileDeliveryListPage(ctx, queries.ReconcileDeliveryListPageParams{
 		Destination: s.destination, Since: &since, After: from, Upper: to, BatchSize: int32(limit),
 	})
 	if err != nil {

@@ -29,6 +29,7 @@ package reconcile
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 )
@@ -70,13 +71,21 @@ type Item struct {
 	// Ref is the local id a repair needs (a delivery check: the message).
 	Ref int64
 	// Fields, when not nil, are compared with the remote entity's; nil:
-	// only presence is checked.
+	// only presence is checked. A value is a decoded JSON value (numbers
+	// as json.Number) or its JSON text as a json.RawMessage (what
+	// TableSource gives: equal bytes need no decoding).
 	Fields map[string]any
+	// RawFields, when Fields is nil, are the compared fields as one JSON
+	// object: a remote entity whose RawFields are the same bytes is in
+	// sync without decoding either (TableSource writes them as Go's
+	// encoding/json would: keys sorted, no spaces).
+	RawFields json.RawMessage
 }
 
 // Source is the local side of a check. Its keyset order must be total and
 // stable: Page(after, upper) returns the items whose cursor is in
-// (after, upper], in cursor order.
+// (after, upper], in cursor order. A cycle reads the next page while it
+// checks the current one, so Page may run while Exists does.
 type Source interface {
 	// Bounds is the source's key space at cycle start: the highest cursor
 	// (nil: empty) and an estimate of the number of keys. since is the
@@ -113,10 +122,15 @@ type LookupRequest struct {
 
 // Entity is what the remote has for one key.
 type Entity struct {
-	Key     string         `json:"key"`
-	Version string         `json:"version,omitempty"`
-	Hash    string         `json:"hash,omitempty"`
-	Fields  map[string]any `json:"fields,omitempty"`
+	Key     string `json:"key"`
+	Version string `json:"version,omitempty"`
+	Hash    string `json:"hash,omitempty"`
+	// Fields are decoded JSON values or json.RawMessage (HTTPRemote's),
+	// as Item.Fields.
+	Fields map[string]any `json:"fields,omitempty"`
+	// RawFields, when Fields is nil, are the fields as one JSON object,
+	// as Item.RawFields (HTTPRemote's: as the remote sent them).
+	RawFields json.RawMessage `json:"-"`
 }
 
 // Remote is the external side of a check. Lookup returns the entities the

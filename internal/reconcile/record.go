@@ -28,6 +28,9 @@ func (r *cycleRun) record(ctx context.Context, res batchResult, calls int64) err
 	announced := false
 	err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		q := queries.New(tx)
+		if err := q.ReconcileCycleCommitAsync(ctx); err != nil {
+			return fmt.Errorf("reconcile: commit a batch asynchronously: %w", err)
+		}
 		y, err := q.ReconcileCycleAdvance(ctx, queries.ReconcileCycleAdvanceParams{
 			CursorKey: res.cursor, Examined: res.examined, InSync: res.inSync, Unknown: res.unknown,
 			MissingRemote: counts[MissingRemote], MissingLocal: counts[MissingLocal], Mismatch: counts[Mismatch],
@@ -41,9 +44,16 @@ func (r *cycleRun) record(ctx context.Context, res batchResult, calls int64) err
 			return fmt.Errorf("reconcile: advance cycle %d: %w", r.cycle.ID, err)
 		}
 		r.cycle = y
-		opened, err := upsertFindings(ctx, q, r.check.ID, y.ID, res.drifts)
+		drifted, err := upsertFindings(ctx, q, r.check.ID, y.ID, res.drifts)
 		if err != nil {
 			return err
+		}
+		if err := trackGroups(ctx, tx, r.check.Name, y.ID, drifted); err != nil {
+			return err
+		}
+		var opened int64
+		for _, g := range drifted {
+			opened += g.Opened + g.Reopened
 		}
 		announced, err = r.announceBatch(ctx, tx, opened)
 		return err
@@ -75,12 +85,12 @@ func (r *cycleRun) announceBatch(ctx context.Context, tx pgx.Tx, opened int64) (
 }
 
 // upsertFindings records a batch's drift, one row per (key, kind), and
-// returns how many findings it opened or reopened.
-func upsertFindings(ctx context.Context, q *queries.Queries, checkID, cycleID int64, drifts []drift) (int64, error) {
+// returns the kinds whose findings it opened or reopened, with counts.
+func upsertFindings(ctx context.Context, q *queries.Queries, checkID, cycleID int64, drifts []drift) ([]queries.ReconcileFindingUpsertRow, error) {
 	if len(drifts) == 0 {
-		return 0, nil
+		return nil, nil
 	}
-	p := queries.ReconcileFindingsUpsertParams{CheckID: checkID, CycleID: cycleID}
+	p := queries.ReconcileFindingUpsertParams{CheckID: checkID, CycleID: cycleID}
 	seen := map[[2]string]bool{}
 	for _, d := range drifts {
 		if seen[[2]string{d.key, d.kind}] {
@@ -93,11 +103,11 @@ func upsertFindings(ctx context.Context, q *queries.Queries, checkID, cycleID in
 		}
 		p.Keys, p.Kinds, p.Refs, p.Diffs = append(p.Keys, d.key), append(p.Kinds, d.kind), append(p.Refs, d.ref), append(p.Diffs, diff)
 	}
-	row, err := q.ReconcileFindingsUpsert(ctx, p)
+	rows, err := q.ReconcileFindingUpsert(ctx, p)
 	if err != nil {
-		return 0, fmt.Errorf("reconcile: record %d findings: %w", len(p.Keys), err)
+		return nil, fmt.Errorf("reconcile: record %d findings: %w", len(p.Keys), err)
 	}
-	return row.Opened + row.Reopened, nil
+	return rows, nil
 }
 
 // finish ends the cycle (complete or incomplete), resolves what a complete
@@ -115,7 +125,7 @@ func (r *cycleRun) finish(ctx context.Context) error {
 		r.cycle = y
 		var resolved int64
 		if y.State == "complete" {
-			if resolved, err = q.ReconcileFindingsResolveUnseen(ctx, queries.ReconcileFindingsResolveUnseenParams{CheckID: r.check.ID, CycleID: y.ID}); err != nil {
+			if resolved, err = q.ReconcileFindingResolveUnseen(ctx, queries.ReconcileFindingResolveUnseenParams{CheckID: r.check.ID, CycleID: y.ID}); err != nil {
 				return fmt.Errorf("reconcile: resolve the findings cycle %d no longer saw: %w", y.ID, err)
 			}
 		}

@@ -58,15 +58,27 @@ func (r *HTTPRemote) Lookup(ctx context.Context, req LookupRequest) ([]Entity, e
 		}
 		return nil, err
 	}
+	// Fields stay JSON text: classify compares them as bytes and decodes
+	// only those that differ.
 	var out struct {
-		Entities []Entity `json:"entities"`
+		Entities []struct {
+			Key     string          `json:"key"`
+			Version string          `json:"version"`
+			Hash    string          `json:"hash"`
+			Fields  json.RawMessage `json:"fields"`
+		} `json:"entities"`
 	}
-	d := json.NewDecoder(io.LimitReader(resp.Body, maxResponseBytes))
-	d.UseNumber()
-	if err := d.Decode(&out); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxResponseBytes)).Decode(&out); err != nil {
 		return nil, fmt.Errorf("reconcile: decode lookup answer: %w", err)
 	}
-	return out.Entities, nil
+	entities := make([]Entity, len(out.Entities))
+	for i, e := range out.Entities {
+		entities[i] = Entity{Key: e.Key, Version: e.Version, Hash: e.Hash}
+		if len(e.Fields) > 0 && !bytes.Equal(e.Fields, []byte("null")) {
+			entities[i].RawFields = e.Fields
+		}
+	}
+	return entities, nil
 }
 
 // guardedRemote applies a check's rate limit, timeout and retries around

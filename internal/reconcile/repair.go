@@ -175,7 +175,7 @@ func redeliver(ctx context.Context, tx pgx.Tx, by By, messageID int64, request u
 	case !errors.Is(err, pgx.ErrNoRows):
 		return 0, uuid.Nil, fmt.Errorf("reconcile: redeliver message %d: %w", messageID, err)
 	}
-	prev, err := q.ReconcileReplayByRequest(ctx, request)
+	prev, err := q.ReconcileReplayGetByRequest(ctx, request)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, uuid.Nil, fmt.Errorf("%w: message %d is gone or no longer delivered", ErrNotRepairable, messageID)
 	}
@@ -216,7 +216,7 @@ func enqueueEntity(ctx context.Context, tx pgx.Tx, f queries.ReconcileFindingLoc
 	}); err != nil {
 		return 0, uuid.Nil, fmt.Errorf("reconcile: enqueue the repair of finding %d: %w", f.ID, err)
 	}
-	id, err := queries.New(tx).ConsoleMessageIDByMessageID(ctx, key)
+	id, err := queries.New(tx).ConsoleMessageIDGetByMessageID(ctx, key)
 	if err != nil {
 		return 0, uuid.Nil, fmt.Errorf("reconcile: find the repair of finding %d: %w", f.ID, err)
 	}

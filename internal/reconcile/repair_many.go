@@ -22,7 +22,7 @@ func OpenFindings(ctx context.Context, db queries.DBTX, f FindingFilter, before 
 	if before <= 0 {
 		before = 1<<63 - 1
 	}
-	rows, err := queries.New(db).ReconcileFindingsPage(ctx, queries.ReconcileFindingsPageParams{
+	rows, err := queries.New(db).ReconcileFindingListPage(ctx, queries.ReconcileFindingListPageParams{
 		CheckName: f.Check, Kind: f.Kind, Status: StatusOpen, BeforeID: before, RowLimit: int32(limit),
 	})
 	if err != nil {

@@ -35,7 +35,7 @@ type computer struct {
 	loaded  bool
 
 	deadTick   int // the tick of the last recount
-	deadSig    queries.StatsDeadSignatureRow
+	deadSig    queries.StatsDeadSignatureGetRow
 	deadKnown  bool
 	dead       map[flowKey]int64
 	deadCapped bool
@@ -54,7 +54,7 @@ func newComputer(q *queries.Queries, cfg Config) *computer {
 // compute builds one snapshot.
 func (c *computer) compute(ctx context.Context) (Snapshot, error) {
 	var s Snapshot
-	now, err := c.q.StatsClock(ctx)
+	now, err := c.q.StatsClockGet(ctx)
 	if err != nil {
 		return s, fmt.Errorf("stats: read clock: %w", err)
 	}
@@ -67,7 +67,7 @@ func (c *computer) compute(ctx context.Context) (Snapshot, error) {
 		}
 		return f
 	}
-	if s.NewestOutboxID, err = c.q.StatsOutboxHead(ctx); err != nil {
+	if s.NewestOutboxID, err = c.q.StatsOutboxHeadGet(ctx); err != nil {
 		return s, fmt.Errorf("stats: read the newest outbox id: %w", err)
 	}
 	if err := c.pending(ctx, &s, flow); err != nil {
@@ -96,7 +96,7 @@ func (c *computer) compute(ctx context.Context) (Snapshot, error) {
 }
 
 func (c *computer) pending(ctx context.Context, s *Snapshot, flow func(flowKey) *Flow) error {
-	rows, err := c.q.StatsPendingFlows(ctx, c.cfg.MaxRows)
+	rows, err := c.q.StatsPendingFlowList(ctx, c.cfg.MaxRows)
 	if err != nil {
 		return fmt.Errorf("stats: count pending: %w", err)
 	}
@@ -115,7 +115,7 @@ func (c *computer) pending(ctx context.Context, s *Snapshot, flow func(flowKey) 
 }
 
 func (c *computer) deadFlows(ctx context.Context, s *Snapshot, flow func(flowKey) *Flow) error {
-	sig, err := c.q.StatsDeadSignature(ctx)
+	sig, err := c.q.StatsDeadSignatureGet(ctx)
 	if err != nil {
 		return fmt.Errorf("stats: read dead-letter groups: %w", err)
 	}
@@ -125,7 +125,7 @@ func (c *computer) deadFlows(ctx context.Context, s *Snapshot, flow func(flowKey
 	// the headline total above is exact on every tick.
 	if !c.deadKnown || (sig != c.deadSig && c.ticks-c.deadTick >= deadEvery) {
 		c.deadTick = c.ticks
-		rows, err := c.q.StatsDeadFlows(ctx, c.cfg.MaxRows)
+		rows, err := c.q.StatsDeadFlowList(ctx, c.cfg.MaxRows)
 		if err != nil {
 			return fmt.Errorf("stats: count dead: %w", err)
 		}
@@ -152,7 +152,7 @@ func (c *computer) deliveries(ctx context.Context, now time.Time, s *Snapshot, f
 	if !c.loaded {
 		since = nowSec - 3600
 	}
-	rows, err := c.q.StatsDeliverySeconds(ctx, time.Unix(since, 0))
+	rows, err := c.q.StatsDeliverySecondList(ctx, time.Unix(since, 0))
 	if err != nil {
 		return fmt.Errorf("stats: read delivery stats: %w", err)
 	}

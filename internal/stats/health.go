@@ -11,11 +11,11 @@ import (
 // health reads breakers, dispatchers and blocked aggregates: small
 // maintained tables.
 func (c *computer) health(ctx context.Context, s *Snapshot) error {
-	names, err := c.q.StatsDestinations(ctx)
+	names, err := c.q.StatsDestinationList(ctx)
 	if err != nil {
 		return fmt.Errorf("stats: list destinations: %w", err)
 	}
-	breakers, err := c.q.StatsBreakers(ctx)
+	breakers, err := c.q.StatsBreakerList(ctx)
 	if err != nil {
 		return fmt.Errorf("stats: read breakers: %w", err)
 	}
@@ -32,7 +32,7 @@ func (c *computer) health(ctx context.Context, s *Snapshot) error {
 		}
 		s.Breakers = append(s.Breakers, b)
 	}
-	ds, err := c.q.StatsDispatchers(ctx, 50)
+	ds, err := c.q.StatsDispatcherList(ctx, 50)
 	if err != nil {
 		return fmt.Errorf("stats: list dispatchers: %w", err)
 	}
@@ -43,7 +43,7 @@ func (c *computer) health(ctx context.Context, s *Snapshot) error {
 			StartedAt: d.StartedAt.UTC(), HeartbeatAt: d.HeartbeatAt.UTC(), StoppedAt: utc(d.StoppedAt),
 		})
 	}
-	if s.Blocked, err = c.q.StatsBlockedAggregates(ctx); err != nil {
+	if s.Blocked, err = c.q.StatsBlockedAggregateCount(ctx); err != nil {
 		return fmt.Errorf("stats: count blocked aggregates: %w", err)
 	}
 	return nil
@@ -62,13 +62,13 @@ func (c *computer) inbox(ctx context.Context, s *Snapshot) error {
 		}
 		return in
 	}
-	head, err := c.q.StatsInboxHead(ctx)
+	head, err := c.q.StatsInboxHeadGet(ctx)
 	if err != nil {
 		return fmt.Errorf("stats: read the newest inbox event: %w", err)
 	}
 	if c.received == nil || (head != c.receivedHead && c.ticks-c.receivedTick >= c.cfg.ReceivedEvery) {
 		c.receivedHead, c.receivedTick = head, c.ticks
-		rows, err := c.q.StatsInboxReceived(ctx, c.cfg.MaxRows)
+		rows, err := c.q.StatsInboxReceivedList(ctx, c.cfg.MaxRows)
 		if err != nil {
 			return fmt.Errorf("stats: count inbox events: %w", err)
 		}
@@ -83,7 +83,7 @@ func (c *computer) inbox(ctx context.Context, s *Snapshot) error {
 	for src, n := range c.received {
 		get(src).Received = n
 	}
-	attention, err := c.q.StatsInboxAttention(ctx, c.cfg.MaxRows)
+	attention, err := c.q.StatsInboxAttentionList(ctx, c.cfg.MaxRows)
 	if err != nil {
 		return fmt.Errorf("stats: count inbox failures: %w", err)
 	}
@@ -100,7 +100,7 @@ func (c *computer) inbox(ctx context.Context, s *Snapshot) error {
 			in.Held = r.Events
 		}
 	}
-	dups, err := c.q.StatsInboxDuplicates(ctx)
+	dups, err := c.q.StatsInboxDuplicateList(ctx)
 	if err != nil {
 		return fmt.Errorf("stats: read inbox duplicates: %w", err)
 	}

@@ -134,7 +134,7 @@ func (r *Reader) read(ctx context.Context, f *flight) {
 func (r *Reader) readRow(ctx context.Context) (Stored, error) {
 	row, err := queries.New(r.db).StatsSnapshotGet(ctx)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Stored{}, fmt.Errorf("stats: the snapshot row is missing (migration 00008)")
+		return Stored{}, fmt.Errorf("stats: the snapshot row is missing (migrations/00006_stats.sql)")
 	}
 	if err != nil {
 		return Stored{}, fmt.Errorf("stats: read snapshot: %w", err)

@@ -20,9 +20,18 @@ const pollEvery = 10 * time.Millisecond
 // <what>". cond runs on the caller's goroutine, so it may use require.
 func Until(t testing.TB, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
+	UntilEvery(t, limit, pollEvery, what, cond)
+}
+
+// UntilEvery is Until checking cond every interval: for a condition that
+// costs real work (a request through a console process, say) and is
+// awaited for seconds, where checking it every few milliseconds would
+// spend more CPU than the work it waits for.
+func UntilEvery(t testing.TB, limit, every time.Duration, what string, cond func() bool) {
+	t.Helper()
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
-	tick := time.NewTicker(pollEvery)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for !cond() {
 		select {

@@ -41,6 +41,19 @@ func TestUntil(t *testing.T) {
 	require.Equal(t, "timed out after %v waiting for %s", r.failed)
 }
 
+func TestUntilEvery(t *testing.T) {
+	t.Parallel()
+	n := 0
+	start := time.Now()
+	UntilEvery(t, time.Minute, 20*time.Millisecond, "three checks", func() bool { n++; return n == 3 })
+	require.Equal(t, 3, n)
+	require.GreaterOrEqual(t, time.Since(start), 40*time.Millisecond, "two intervals between three checks")
+
+	r := &recorder{TB: t}
+	catch(r, func() { UntilEvery(r, 30*time.Millisecond, 10*time.Millisecond, "never", func() bool { return false }) })
+	require.Equal(t, "timed out after %v waiting for %s", r.failed)
+}
+
 func TestFor(t *testing.T) {
 	t.Parallel()
 	ch := make(chan int, 1)

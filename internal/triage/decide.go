@@ -40,6 +40,9 @@ func (e *Engine) decide(ctx context.Context, tx pgx.Tx, actor auth.Principal, in
 	if err != nil {
 		return Answer{}, outcome{}, fmt.Errorf("lock the item: %w", err)
 	}
+	if e.afterLock != nil {
+		e.afterLock()
+	}
 	cur, now := itemOf(row.SwitchyardTriageItem), row.DbNow
 	if a := precondition(cur, now, actor, in); a != nil {
 		return *a, outcome{}, nil
@@ -53,7 +56,7 @@ func (e *Engine) decide(ctx context.Context, tx pgx.Tx, actor auth.Principal, in
 		return Answer{}, outcome{}, err
 	}
 	detail, _ := json.Marshal(ch.detail)
-	return Answer{OK: true, Item: &it, Detail: detail}, outcome{changed: true, replayed: ch.replayed}, nil
+	return Answer{OK: true, Item: &it, Detail: detail}, outcome{changed: true, replayed: ch.replayed, settled: in.Op == OpStatus && it.Status.Settled()}, nil
 }
 
 func derefOr(a *Answer) Answer {

@@ -112,6 +112,9 @@ type Engine struct {
 	// Poke); nil: changefeed.Notify on Pool.
 	Notify func()
 	Logger *slog.Logger
+	// afterLock, if set, runs in the transaction right after the item is
+	// locked: tests hold a mutation there to race it.
+	afterLock func()
 }
 
 // DefaultLease is a claim's lease when Engine.Lease is zero.
@@ -142,6 +145,9 @@ func (e *Engine) Mutate(ctx context.Context, actor auth.Principal, in Input) (An
 	if effect.changed {
 		e.wake(ctx, effect.replayed)
 	}
+	if effect.settled {
+		e.reopenPending(ctx)
+	}
 	var a Answer
 	if err := json.Unmarshal(stored, &a); err != nil {
 		return Answer{}, fmt.Errorf("triage: read the stored answer: %w", err)
@@ -153,6 +159,7 @@ func (e *Engine) Mutate(ctx context.Context, actor auth.Principal, in Input) (An
 type outcome struct {
 	changed  bool // an item changed: wake the change feed
 	replayed bool // outbox rows were written: wake the dispatchers
+	settled  bool // an item was resolved or ignored: reopen it if a failure came meanwhile
 }
 
 // run is the transaction: dedupe first, so that a duplicate waits for the
@@ -213,6 +220,25 @@ func (e *Engine) wake(ctx context.Context, replayed bool) {
 		if err := outbox.Notify(wctx, e.Pool); err != nil {
 			e.logger().Warn("wake the dispatchers after a replay from triage", slog.Any("error", err))
 		}
+	}
+}
+
+// reopenPending runs after a settle's commit: a failure of the item
+// that came while the settle held it recorded itself and reopens the item
+// now (ReopenPending). Like wake, an optimisation of a commit that
+// happened: failures are logged, and the presence sweeps retry.
+func (e *Engine) reopenPending(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	n, err := ReopenPending(rctx, e.Pool)
+	if err != nil {
+		e.logger().Warn("reopen items whose failure came during a settle", slog.Any("error", err))
+		return
+	}
+	if n > 0 && e.Notify != nil {
+		e.Notify()
+	} else if n > 0 {
+		_ = changefeed.Notify(rctx, e.Pool)
 	}
 }
 

@@ -40,6 +40,9 @@ func (e *Engine) apply(ctx context.Context, tx pgx.Tx, cur Item, now time.Time, 
 			return ch, reject(cur, RejectNotHolder, "You do not hold this item's claim."), nil
 		}
 		ch.next.ClaimHolderID, ch.next.ClaimHolderName, ch.next.ClaimExpiresAt = nil, nil, nil
+		if in.Args.Reason != "" {
+			ch.detail["reason"] = in.Args.Reason
+		}
 		return ch, nil, nil
 	case OpAssign:
 		return assign(ctx, tx, ch, cur, in)
@@ -206,7 +209,7 @@ func trackedDead(ctx context.Context, q *queries.Queries, cur Item) ([]int64, er
 		if err := json.Unmarshal(cur.Ref, &ref); err != nil {
 			return nil, fmt.Errorf("read the item's ref: %w", err)
 		}
-		return q.TriageDeadGroupMessages(ctx, queries.TriageDeadGroupMessagesParams{Fingerprint: ref.Fingerprint, MaxMessages: MaxReplayMessages})
+		return q.TriageDeadGroupMessageList(ctx, queries.TriageDeadGroupMessageListParams{Fingerprint: ref.Fingerprint, MaxMessages: MaxReplayMessages})
 	case BlockedAggregate:
 		var ref struct {
 			Destination   string `json:"destination"`
@@ -216,7 +219,7 @@ func trackedDead(ctx context.Context, q *queries.Queries, cur Item) ([]int64, er
 		if err := json.Unmarshal(cur.Ref, &ref); err != nil {
 			return nil, fmt.Errorf("read the item's ref: %w", err)
 		}
-		head, err := q.TriageBlockedHead(ctx, queries.TriageBlockedHeadParams(ref))
+		head, err := q.TriageBlockedHeadGet(ctx, queries.TriageBlockedHeadGetParams(ref))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, nil
 		}

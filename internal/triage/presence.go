@@ -24,7 +24,7 @@ const BoardView = "board"
 func ItemView(id int64) string { return "item:" + strconv.FormatInt(id, 10) }
 
 // Presence records who looks at which view, across every console
-// instance (migrations/00066_triage_presence.sql). Each open connection
+// instance (migrations/00013_triage.sql). Each open connection
 // joins a view and refreshes its row more often than TTL; a row not
 // refreshed for TTL (its tab or instance died) is deleted by the next
 // Sweep of any instance. Every change of who is in a view is announced on

@@ -28,7 +28,7 @@ func Get(ctx context.Context, db queries.DBTX, id int64) (Item, error) {
 // Find reads the item that tracks (kind, ref); ErrNotFound if none does.
 // ref is compared as jsonb, so key order and spacing do not matter.
 func Find(ctx context.Context, db queries.DBTX, kind Kind, ref json.RawMessage) (Item, error) {
-	row, err := queries.New(db).TriageItemByRef(ctx, queries.TriageItemByRefParams{Kind: string(kind), Ref: ref})
+	row, err := queries.New(db).TriageItemGetByRef(ctx, queries.TriageItemGetByRefParams{Kind: string(kind), Ref: ref})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Item{}, ErrNotFound
 	}
@@ -41,7 +41,7 @@ func Find(ctx context.Context, db queries.DBTX, kind Kind, ref json.RawMessage) 
 // FindMany reads the items of kind that track any of refs (JSON
 // objects); refs without an item have none in the result.
 func FindMany(ctx context.Context, db queries.DBTX, kind Kind, refs [][]byte) ([]Item, error) {
-	rows, err := queries.New(db).TriageItemsByRefs(ctx, queries.TriageItemsByRefsParams{Kind: string(kind), Refs: refs})
+	rows, err := queries.New(db).TriageItemListByRefs(ctx, queries.TriageItemListByRefsParams{Kind: string(kind), Refs: refs})
 	if err != nil {
 		return nil, fmt.Errorf("triage: find %s items: %w", kind, err)
 	}
@@ -55,7 +55,7 @@ func FindMany(ctx context.Context, db queries.DBTX, kind Kind, refs [][]byte) ([
 // GetMany reads the items of ids that exist, in id order (a page's
 // resync after a reconnect).
 func GetMany(ctx context.Context, db queries.DBTX, ids []int64) ([]Item, error) {
-	rows, err := queries.New(db).TriageItemsByIDs(ctx, ids)
+	rows, err := queries.New(db).TriageItemListByIDs(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("triage: get items: %w", err)
 	}
@@ -107,7 +107,7 @@ func List(ctx context.Context, db queries.DBTX, f Filter) ([]Item, error) {
 
 // Counts returns how many items have each status.
 func Counts(ctx context.Context, db queries.DBTX) (map[Status]int64, error) {
-	rows, err := queries.New(db).TriageItemCounts(ctx)
+	rows, err := queries.New(db).TriageItemCountByStatus(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("triage: count items: %w", err)
 	}
@@ -201,6 +201,25 @@ func Track(ctx context.Context, tx pgx.Tx, kind Kind, ref json.RawMessage, title
 	}
 	return nil
 }
+
+// ReopenPending reopens the items that a mutation settled while a failure
+// of theirs came (migrations/00018_triage_reopen_race.sql): the failure's
+// transaction cannot wait for the mutation, so it records itself, and
+// this waits for the mutation to commit. It handles up to
+// MaxReopenPending recorded failures and returns how many items it
+// reopened. The engine calls it after each settle; every console
+// instance calls it on its presence sweep, for failures whose commit came
+// after that.
+func ReopenPending(ctx context.Context, db queries.DBTX) (int32, error) {
+	n, err := queries.New(db).TriageReopenPendingApply(ctx, MaxReopenPending)
+	if err != nil {
+		return 0, fmt.Errorf("triage: reopen the items failures came to while settled: %w", err)
+	}
+	return n, nil
+}
+
+// MaxReopenPending bounds one ReopenPending.
+const MaxReopenPending = 100
 
 // PruneMutations forgets stored mutation answers older than keep: a
 // client resends a mutation within seconds of a reconnect, not days.

@@ -11,7 +11,7 @@
 // the model. An item's version is the version of its latest event.
 //
 // Items are created, and resolved items reopened, by triggers on the rows
-// they track (migrations/00065_triage.sql), in the transaction that
+// they track (migrations/00013_triage.sql), in the transaction that
 // creates those rows: the dispatcher's and the inbox's code is untouched
 // and only their failure path pays. Track does the same for writers
 // without a trigger.

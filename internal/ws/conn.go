@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -32,16 +33,22 @@ type conn struct {
 	recheck Recheck
 	addr    string        // the client's address, for audit rows
 	signal  chan struct{} // cap 1: something waits to be written
+	// closedByUs is set before the server closes the socket; cleanly is
+	// set when the client closed it with a close frame (its page went
+	// away), not the server, nor a dropped connection.
+	closedByUs, cleanly atomic.Bool
 
 	mu        sync.Mutex
-	principal auth.Principal        // guarded by mu: as last checked
-	view      string                // guarded by mu: presence view; "" before hello
-	board     bool                  // guarded by mu: subscribed to every item
-	items     map[int64]bool        // guarded by mu: subscribed items
-	states    map[int64]triage.Item // guarded by mu: latest state per item, to write
-	who       map[string][]string   // guarded by mu: presence per view, to write
-	replies   [][]byte              // guarded by mu: answers, to write in order
-	resync    bool                  // guarded by mu: tell the client to read again
+	principal auth.Principal         // guarded by mu: as last checked
+	view      string                 // guarded by mu: presence view; "" before hello and for a list
+	page      int64                  // guarded by mu: the item whose page (or failure's page) this is; 0: none
+	watch     map[string]bool        // guarded by mu: the presence views the page shows
+	board     bool                   // guarded by mu: subscribed to every item
+	items     map[int64]bool         // guarded by mu: subscribed items
+	states    map[int64]*triage.Item // guarded by mu: latest state per item, to write (shared, read-only)
+	who       map[string][]string    // guarded by mu: presence per view, to write
+	replies   [][]byte               // guarded by mu: answers, to write in order
+	resync    bool                   // guarded by mu: tell the client to read again
 }
 
 // maxReplies bounds the answers waiting for a slow client: the token
@@ -49,10 +56,18 @@ type conn struct {
 const maxReplies = 64
 
 // Serve upgrades the request to a triage socket of principal p (the
-// console authenticated the session cookie) and serves it until it
-// closes. A foreign Origin is answered 403 and nothing is upgraded. addr
-// is the client's address as the console sees it (behind trusted proxies,
-// the forwarded one): the audit rows of the socket's mutations carry it.
+// console authenticated the session cookie) and returns: the socket is
+// served on a goroutine of its own until it closes (Stop closes it and
+// waits for it). A foreign Origin is answered 403 and nothing is
+// upgraded. addr is the client's address as the console sees it (behind
+// trusted proxies, the forwarded one): the audit rows of the socket's
+// mutations carry it. recheck must not use the request (its context
+// ends when Serve returns).
+//
+// Serving the socket on the handler's goroutine would keep, for as long
+// as the socket lives (hours, idle), the HTTP server's deep stack of the
+// request, the request and the response with its buffer; returning lets
+// them go, and the socket's buffers are sized for it (smallBuffers).
 func (s *Server) Serve(w http.ResponseWriter, r *http.Request, p auth.Principal, addr string, recheck Recheck) {
 	// Counted under mu, where Stop cancels: a socket either is counted
 	// before Stop waits, or sees the server stopped.
@@ -65,28 +80,36 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, p auth.Principal,
 	}
 	s.running.Add(1)
 	s.mu.Unlock()
-	defer s.running.Done()
 	// The HTTP server's deadlines (if any) are for requests; the socket
 	// sets its own on every write and finds dead peers by pings.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})
-	sock, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: s.cfg.OriginPatterns})
+	sock, err := websocket.Accept(smallBuffers(w), r, &websocket.AcceptOptions{OriginPatterns: s.cfg.OriginPatterns})
 	if err != nil {
+		s.running.Done()
 		s.cfg.Logger.Info("triage socket refused", slog.Any("error", err))
 		return // Accept has answered (403 for a foreign Origin)
 	}
 	sock.SetReadLimit(s.cfg.ReadLimit)
 	c := &conn{srv: s, ws: sock, id: uuid.New(), recheck: recheck, addr: addr, signal: make(chan struct{}, 1),
-		principal: p, items: map[int64]bool{}, states: map[int64]triage.Item{}, who: map[string][]string{}}
-	c.serve(parent)
+		principal: p, items: map[int64]bool{}, states: map[int64]*triage.Item{}, who: map[string][]string{}}
+	go func() {
+		defer s.running.Done()
+		c.serve(parent)
+	}()
 }
 
-// serve runs the socket: session watch, registration, writer, timers,
-// then the reader loop until the socket closes. The reader's context is
-// the socket's own: ending the session or the server closes the socket
-// with a close frame (guard), never by cancelling a read, which would cut
-// the connection without saying why.
+// serve runs the socket: session watch, registration, writer, then the
+// reader loop until the socket closes. The reader's context is the
+// socket's own: ending the session or the server closes the socket with a
+// close frame (guard), never by cancelling a read, which would cut the
+// connection without saying why.
+//
+// An idle socket costs two goroutines, this reader and the writer: the
+// guard runs only once the session ends (context.AfterFunc), and the
+// writer's select also keeps the ping, recheck and refresh timers, whose
+// work runs in a goroutine only while it is in flight.
 func (c *conn) serve(parent context.Context) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -98,7 +121,7 @@ func (c *conn) serve(parent context.Context) {
 		defer stop()
 		// A revocation that committed before the watch started.
 		if _, err := c.recheck(session); err != nil {
-			c.ws.Close(StatusSessionEnded, "session ended")
+			c.close(StatusSessionEnded, "session ended")
 			return
 		}
 	}
@@ -107,32 +130,51 @@ func (c *conn) serve(parent context.Context) {
 	c.srv.mu.Unlock()
 	defer c.leave()
 
+	// Deferred after endSession and the watch's stop, so it runs before
+	// them: the socket's own end is no session end.
+	guarded := make(chan struct{})
+	stopGuard := context.AfterFunc(session, func() {
+		defer close(guarded)
+		c.guard(session)
+	})
+	defer func() {
+		if !stopGuard() {
+			<-guarded // it had started: let it finish closing
+		}
+	}()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
 	wg.Go(func() { c.write(ctx) })
-	wg.Go(func() { c.tick(ctx) })
-	wg.Go(func() { c.guard(ctx, session) })
-	c.read(ctx)
+	err := c.read(ctx)
+	switch websocket.CloseStatus(err) {
+	case websocket.StatusNormalClosure, websocket.StatusGoingAway:
+		c.cleanly.Store(!c.closedByUs.Load())
+	}
 }
 
-// guard closes the socket when its session ends (revoked on any
-// instance, or expired) or the server stops.
-func (c *conn) guard(ctx, session context.Context) {
-	select {
-	case <-ctx.Done():
-		return
-	case <-session.Done():
-	}
+// close closes the socket with code, noting that the server closed it.
+func (c *conn) close(code websocket.StatusCode, reason string) {
+	c.closedByUs.Store(true)
+	c.ws.Close(code, reason)
+}
+
+// guard closes the socket once its session has ended (revoked on any
+// instance, or expired) or the server stopped.
+func (c *conn) guard(session context.Context) {
 	cause := context.Cause(session)
 	if errors.Is(cause, auth.ErrSessionRevoked) || errors.Is(cause, auth.ErrSessionExpired) {
-		c.ws.Close(StatusSessionEnded, "session ended")
+		c.close(StatusSessionEnded, "session ended")
 		return
 	}
-	c.ws.Close(websocket.StatusGoingAway, "console shutting down")
+	c.close(websocket.StatusGoingAway, "console shutting down")
 }
 
-// leave unregisters the socket and removes its presence.
+// leave unregisters the socket and removes its presence. If its page
+// closed it (not the server, not a lost connection) and the page was an
+// item's, the claim its account may hold on the item is released once
+// they have not come back within ReleaseGrace: a crashed page's claim
+// expires by its lease instead.
 func (c *conn) leave() {
 	c.srv.mu.Lock()
 	delete(c.srv.conns, c)
@@ -143,12 +185,18 @@ func (c *conn) leave() {
 		c.srv.cfg.Logger.Warn("remove a closed socket's presence", slog.Any("error", err))
 	}
 	c.ws.CloseNow()
+	c.mu.Lock()
+	p, item := c.principal, c.page
+	c.mu.Unlock()
+	if item != 0 && c.cleanly.Load() && p.Role.Allows(auth.Operator) {
+		c.srv.releaseLater(p, item)
+	}
 }
 
 // read handles client messages until the socket closes. A frame over
 // the read limit makes Read fail and close the socket with 1009; a flood
 // beyond the token bucket closes it with 1008.
-func (c *conn) read(ctx context.Context) {
+func (c *conn) read(ctx context.Context) error {
 	limit := rate.NewLimiter(c.srv.cfg.Rate, c.srv.cfg.Burst)
 	for {
 		_, data, err := c.ws.Read(ctx)
@@ -156,45 +204,14 @@ func (c *conn) read(ctx context.Context) {
 			if websocket.CloseStatus(err) == -1 && ctx.Err() == nil {
 				c.srv.cfg.Logger.Debug("triage socket read", slog.Any("error", err))
 			}
-			return
+			return err
 		}
 		if !limit.Allow() {
-			c.ws.Close(websocket.StatusPolicyViolation, "too many messages")
-			return
+			c.close(websocket.StatusPolicyViolation, "too many messages")
+			return nil
 		}
 		if !c.handle(ctx, data) {
-			return
-		}
-	}
-}
-
-// tick pings, rechecks the session and refreshes presence on their
-// intervals; a failure closes the socket (cancelling ctx through read).
-func (c *conn) tick(ctx context.Context) {
-	ping := time.NewTicker(c.srv.cfg.PingInterval)
-	recheck := time.NewTicker(c.srv.cfg.RecheckInterval)
-	refresh := time.NewTicker(c.srv.cfg.PresenceRefresh)
-	defer ping.Stop()
-	defer recheck.Stop()
-	defer refresh.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ping.C:
-			pctx, cancel := context.WithTimeout(ctx, c.srv.cfg.WriteTimeout)
-			err := c.ws.Ping(pctx)
-			cancel()
-			if err != nil {
-				c.ws.CloseNow()
-				return
-			}
-		case <-recheck.C:
-			if _, ok := c.session(ctx); !ok {
-				return
-			}
-		case <-refresh.C:
-			c.refreshPresence(ctx)
+			return nil
 		}
 	}
 }
@@ -207,7 +224,7 @@ func (c *conn) session(ctx context.Context) (auth.Principal, bool) {
 	p, err := c.recheck(qctx)
 	if err != nil {
 		if errors.Is(err, auth.ErrNoSession) {
-			c.ws.Close(StatusSessionEnded, "session ended")
+			c.close(StatusSessionEnded, "session ended")
 			return auth.Principal{}, false
 		}
 		// The database did not answer: keep the last check's principal.
@@ -245,7 +262,7 @@ func (c *conn) reply(v any) bool {
 	}
 	c.mu.Unlock()
 	if full {
-		c.ws.Close(websocket.StatusPolicyViolation, "answers not read")
+		c.close(websocket.StatusPolicyViolation, "answers not read")
 		return false
 	}
 	c.poke()

@@ -3,6 +3,10 @@ package ws
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -35,43 +39,70 @@ func (c *conn) handle(ctx context.Context, data []byte) bool {
 // presence view and sends the current state of it all: the resync of
 // every (re)connect and of a tab that became visible.
 func (c *conn) hello(ctx context.Context, m clientMessage) bool {
-	if len(m.Items) > maxHelloItems || (m.View != "board" && (m.View != "item" || len(m.Items) == 0)) {
-		return c.reply(noticeMessage{Type: "error", Message: "hello: view board, or item with its item first; at most 500 items"})
-	}
-	view := triage.BoardView
-	if m.View == "item" {
-		view = triage.ItemView(m.Items[0])
+	view, watch, ok := helloViews(m)
+	if !ok {
+		return c.reply(noticeMessage{Type: "error", Message: "hello: view board, list, or item with its item first; at most 500 items"})
 	}
 	items := make(map[int64]bool, len(m.Items))
-	views := []string{view}
 	for _, id := range m.Items {
 		items[id] = true
-		if m.View == "board" {
-			views = append(views, triage.ItemView(id))
-		}
+	}
+	page := int64(0)
+	if m.View == "item" {
+		page = m.Items[0]
 	}
 	c.mu.Lock()
-	c.view, c.board, c.items, c.resync = view, m.View == "board", items, false
+	c.view, c.board, c.items, c.watch, c.resync, c.page = view, m.View == "board", items, watch, false, page
 	clear(c.states)
 	p := c.principal
 	c.mu.Unlock()
 
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	err := c.srv.cfg.Presence.Join(qctx, c.id, p, view)
+	var err error
+	if view != "" {
+		err = c.srv.cfg.Presence.Join(qctx, c.id, p, view)
+	}
 	var states []triage.Item
 	if err == nil {
 		states, err = triage.GetMany(qctx, c.srv.cfg.Engine.Pool, m.Items)
 	}
 	var who map[string][]string
 	if err == nil {
-		who, err = c.srv.cfg.Presence.Who(qctx, views)
+		who, err = c.srv.cfg.Presence.Who(qctx, slices.Collect(maps.Keys(watch)))
 	}
 	if err != nil {
 		return c.reply(noticeMessage{Type: "error", Message: "hello: the database did not answer; send hello again"})
 	}
 	c.offer(states, who)
 	return true
+}
+
+// helloViews returns the presence view a hello joins ("" for a list,
+// whose visitor looks at none of its items) and the views whose presence
+// the page shows.
+func helloViews(m clientMessage) (string, map[string]bool, bool) {
+	if len(m.Items) > maxHelloItems {
+		return "", nil, false
+	}
+	watch := make(map[string]bool, len(m.Items)+1)
+	for _, id := range m.Items {
+		watch[triage.ItemView(id)] = true
+	}
+	switch m.View {
+	case "board":
+		watch[triage.BoardView] = true
+		return triage.BoardView, watch, true
+	case "list":
+		return "", watch, true
+	case "item":
+		if len(m.Items) == 0 {
+			return "", nil, false
+		}
+		view := triage.ItemView(m.Items[0])
+		return view, map[string]bool{view: true}, true
+	}
+	return "", nil, false
 }
 
 // mutate checks the session again (it may have ended, or its role
@@ -90,7 +121,26 @@ func (c *conn) mutate(ctx context.Context, in triage.Input) bool {
 		// Nothing committed: the client resends the same mutation.
 		return c.reply(noticeMessage{Type: "error", Message: "the mutation was not applied; send it again"})
 	}
+	if !c.holdAck(ctx) {
+		return false
+	}
 	return c.reply(answerMessage{Type: "answer", Answer: a})
+}
+
+// holdAck waits Config.AckDelay (tests only; zero in production) before
+// an answer is sent; false if the socket closed meanwhile.
+func (c *conn) holdAck(ctx context.Context) bool {
+	if c.srv.cfg.AckDelay <= 0 {
+		return true
+	}
+	hold := time.NewTimer(c.srv.cfg.AckDelay)
+	defer hold.Stop()
+	select {
+	case <-hold.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func (c *conn) heartbeat(ctx context.Context, item int64) bool {
@@ -112,11 +162,14 @@ func (c *conn) heartbeat(ctx context.Context, item int64) bool {
 
 // offer hands the socket the states and presence it shows, coalesced
 // with what already waits: per item, the newest version wins. Called by
-// the fan-out and by hello; never blocks.
+// the fan-out and by hello; never blocks. It keeps pointers into states
+// (one read, shared by every socket it is offered to), so the caller
+// must not change them afterwards.
 func (c *conn) offer(states []triage.Item, who map[string][]string) {
 	c.mu.Lock()
 	n := 0
-	for _, it := range states {
+	for i := range states {
+		it := &states[i]
 		if !c.board && !c.items[it.ID] {
 			continue
 		}
@@ -126,7 +179,7 @@ func (c *conn) offer(states []triage.Item, who map[string][]string) {
 		}
 	}
 	for view, names := range who {
-		if view == c.view || c.board {
+		if c.board || c.watch[view] {
 			c.who[view] = names
 			n++
 		}
@@ -152,23 +205,75 @@ func (c *conn) offerResync() {
 
 // write is the only writer of data frames: answers first (in order),
 // then a resync or the coalesced states, then presence. Each write has
-// its deadline; a failed one closes the socket.
+// its deadline; a failed one closes the socket. Its select also keeps the
+// socket's timers: pings (a failed one closes the socket), the session's
+// recheck (its end closes the socket) and the presence refresh. Each of
+// those runs in a goroutine of its own while it is in flight, so a pong
+// or a query never holds up the writes, and at most one of each kind runs
+// at a time; write returns once those in flight have (ctx ends them).
 func (c *conn) write(ctx context.Context) {
+	cfg := c.srv.cfg
+	ping := time.NewTicker(cfg.PingInterval)
+	defer ping.Stop()
+	recheck := time.NewTicker(cfg.RecheckInterval)
+	defer recheck.Stop()
+	refresh := time.NewTicker(cfg.PresenceRefresh)
+	defer refresh.Stop()
+	var tasks sync.WaitGroup
+	defer tasks.Wait()
+	var pinging, rechecking, refreshing atomic.Bool
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.signal:
-		}
-		for _, msg := range c.take() {
-			wctx, cancel := context.WithTimeout(ctx, c.srv.cfg.WriteTimeout)
-			err := c.ws.Write(wctx, websocket.MessageText, msg)
-			cancel()
-			if err != nil {
-				c.ws.CloseNow()
+			if !c.flush(ctx) {
 				return
 			}
+		case <-ping.C:
+			inFlight(&tasks, &pinging, func() { c.ping(ctx) })
+		case <-recheck.C:
+			inFlight(&tasks, &rechecking, func() { c.session(ctx) })
+		case <-refresh.C:
+			inFlight(&tasks, &refreshing, func() { c.refreshPresence(ctx) })
 		}
+	}
+}
+
+// inFlight runs f in a goroutine of tasks, unless the previous run of f
+// (busy) has not returned yet.
+func inFlight(tasks *sync.WaitGroup, busy *atomic.Bool, f func()) {
+	if !busy.CompareAndSwap(false, true) {
+		return
+	}
+	tasks.Go(func() {
+		defer busy.Store(false)
+		f()
+	})
+}
+
+// flush writes what waits; false (and the socket is closed) when a write
+// failed.
+func (c *conn) flush(ctx context.Context) bool {
+	for _, msg := range c.take() {
+		wctx, cancel := context.WithTimeout(ctx, c.srv.cfg.WriteTimeout)
+		err := c.ws.Write(wctx, websocket.MessageText, msg)
+		cancel()
+		if err != nil {
+			c.ws.CloseNow()
+			return false
+		}
+	}
+	return true
+}
+
+// ping pings the client; a client that does not answer within the write
+// timeout is gone, and its socket is closed.
+func (c *conn) ping(ctx context.Context) {
+	pctx, cancel := context.WithTimeout(ctx, c.srv.cfg.WriteTimeout)
+	defer cancel()
+	if err := c.ws.Ping(pctx); err != nil {
+		c.ws.CloseNow()
 	}
 }
 
@@ -182,7 +287,7 @@ func (c *conn) take() [][]byte {
 		out = append(out, encode(noticeMessage{Type: "resync"}))
 		c.resync = false
 	} else if len(c.states) > 0 {
-		m := stateMessage{Type: "state", Items: make([]triage.Item, 0, len(c.states))}
+		m := stateMessage{Type: "state", Items: make([]*triage.Item, 0, len(c.states))}
 		for _, it := range c.states {
 			m.Items = append(m.Items, it)
 		}
@@ -191,7 +296,7 @@ func (c *conn) take() [][]byte {
 	}
 	if len(c.who) > 0 {
 		out = append(out, encode(presenceMessage{Type: "presence", Views: c.who}))
-		c.who = map[string][]string{}
+		clear(c.who)
 	}
 	return out
 }

@@ -12,12 +12,15 @@ import (
 //
 // Client to server:
 //
-//	{"type": "hello", "view": "board" | "item", "items": [ids]}
+//	{"type": "hello", "view": "board" | "item" | "list", "items": [ids]}
 //	    what the page shows; sent on every (re)connect and when a hidden
 //	    tab becomes visible. The server answers with the current state of
 //	    those items and who is in the view (a resync). "board" also
-//	    subscribes to every item's changes; "item" to its items only, and
-//	    its presence view is the first item's page.
+//	    subscribes to every item's changes and its visitor is on the
+//	    board; "item" subscribes to its items only, and its visitor looks
+//	    at the first item (the item's page, or the page of the failure it
+//	    tracks); "list" (rows of items on another page) subscribes to its
+//	    items and shows who looks at each, its visitor looking at none.
 //	{"type": "mutate", "mutation_id", "item", "op", "args", "seen_version"}
 //	    a triage.Input; answered by an "answer".
 //	{"type": "heartbeat", "item": id}
@@ -46,8 +49,8 @@ type clientMessage struct {
 const maxHelloItems = 500
 
 type stateMessage struct {
-	Type  string        `json:"type"`
-	Items []triage.Item `json:"items"`
+	Type  string         `json:"type"`
+	Items []*triage.Item `json:"items"`
 }
 
 type presenceMessage struct {

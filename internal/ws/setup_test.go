@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -96,32 +98,114 @@ func (e *env) dial(t *testing.T, s auth.Session) *client {
 	c, resp, err := e.dialOrigin(s, e.http.URL)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
-	t.Cleanup(func() { c.CloseNow() })
-	return &client{t: t, ws: c}
+	return newClient(t, c)
 }
 
 func (e *env) dialOrigin(s auth.Session, origin string) (*websocket.Conn, *http.Response, error) {
+	return e.dialWith(s, origin, &websocket.DialOptions{})
+}
+
+// dialWith dials as session s from origin with opts (its HTTPHeader is
+// set here).
+func (e *env) dialWith(s auth.Session, origin string, opts *websocket.DialOptions) (*websocket.Conn, *http.Response, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	h := http.Header{}
 	h.Set("Cookie", "session="+s.Token)
 	h.Set("Origin", origin)
-	return websocket.Dial(ctx, "ws"+strings.TrimPrefix(e.http.URL, "http")+"/ws", &websocket.DialOptions{HTTPHeader: h})
+	opts.HTTPHeader = h
+	return websocket.Dial(ctx, "ws"+strings.TrimPrefix(e.http.URL, "http")+"/ws", opts)
 }
 
-// client is a test's end of a socket.
+// client is a test's end of a socket. It reads all the time, as a
+// browser does, so that it answers the server's pings however long the
+// test takes before it looks at the messages: a client that stopped
+// reading would rightly be dropped as a dead peer.
 type client struct {
-	t  *testing.T
-	ws *websocket.Conn
+	t    *testing.T
+	ws   *websocket.Conn
+	more chan struct{} // cap 1: queue or err changed
+
+	mu    sync.Mutex
+	queue [][]byte // guarded by mu: messages read, not yet looked at
+	err   error    // guarded by mu: why reading ended
+}
+
+func newClient(t *testing.T, ws *websocket.Conn) *client {
+	c := &client{t: t, ws: ws, more: make(chan struct{}, 1)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.readAll()
+	}()
+	t.Cleanup(func() {
+		c.ws.CloseNow()
+		<-done
+	})
+	return c
+}
+
+func (c *client) readAll() {
+	for {
+		_, data, err := c.ws.Read(context.Background())
+		c.mu.Lock()
+		if err != nil {
+			c.err = err
+		} else {
+			c.queue = append(c.queue, data)
+		}
+		c.mu.Unlock()
+		select {
+		case c.more <- struct{}{}:
+		default:
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// errStillOpen: no message came, and the socket is still open.
+var errStillOpen = errors.New("nothing came, the socket is still open")
+
+// next returns the next message, or the error that ended reading, or
+// errStillOpen once deadline fires.
+func (c *client) next(deadline <-chan time.Time) ([]byte, error) {
+	for {
+		c.mu.Lock()
+		if len(c.queue) > 0 {
+			data := c.queue[0]
+			c.queue = c.queue[1:]
+			c.mu.Unlock()
+			return data, nil
+		}
+		err := c.err
+		c.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case <-c.more:
+		case <-deadline:
+			return nil, errStillOpen
+		}
+	}
 }
 
 func (c *client) send(v any) {
 	c.t.Helper()
+	require.NoError(c.t, c.sendErr(v))
+}
+
+// sendErr is send for a goroutine other than the test's.
+func (c *client) sendErr(v any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	b, err := json.Marshal(v)
-	require.NoError(c.t, err)
-	require.NoError(c.t, c.ws.Write(ctx, websocket.MessageText, b))
+	if err != nil {
+		return err
+	}
+	return c.ws.Write(ctx, websocket.MessageText, b)
 }
 
 // message is any server message, decoded loosely.
@@ -137,18 +221,33 @@ type message struct {
 // limit.
 func (c *client) await(limit time.Duration, what string, match func(message) bool) message {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
+	m, err := c.awaitErr(limit, what, match)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return m
+}
+
+// awaitErr is await for a goroutine other than the test's (which must
+// not fail the test): it returns the failure, naming the messages that
+// came meanwhile.
+func (c *client) awaitErr(limit time.Duration, what string, match func(message) bool) (message, error) {
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	var seen []string
 	for {
-		_, data, err := c.ws.Read(ctx)
+		data, err := c.next(deadline.C)
 		if err != nil {
-			c.t.Fatalf("waiting for %s: %v", what, err)
+			return message{}, fmt.Errorf("waiting %v for %s (came meanwhile: %v): %w", limit, what, seen, err)
 		}
 		var m message
-		require.NoError(c.t, json.Unmarshal(data, &m))
-		if match(m) {
-			return m
+		if err := json.Unmarshal(data, &m); err != nil {
+			return message{}, fmt.Errorf("waiting for %s: %w", what, err)
 		}
+		if match(m) {
+			return m, nil
+		}
+		seen = append(seen, m.Type)
 	}
 }
 
@@ -156,14 +255,14 @@ func (c *client) await(limit time.Duration, what string, match func(message) boo
 // failing the test if that takes longer than limit.
 func (c *client) closeStatus(limit time.Duration) websocket.StatusCode {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
 	for {
-		_, _, err := c.ws.Read(ctx)
+		_, err := c.next(deadline.C)
 		if err == nil {
 			continue
 		}
-		if errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, errStillOpen) {
 			c.t.Fatalf("the socket was still open after %v", limit)
 		}
 		return websocket.CloseStatus(err)

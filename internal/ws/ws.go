@@ -84,7 +84,16 @@ type Config struct {
 	// The client is told the mutation was not applied and resends it
 	// (the engine dedupes by mutation id). Default 10s.
 	MutationTimeout time.Duration
-	Logger          *slog.Logger
+	// ReleaseGrace is how long after the page of an item closed (its
+	// socket closed cleanly) its account's claim is released, unless the
+	// account looks at the item again by then (a reload, the failure's
+	// page). Default 5s.
+	ReleaseGrace time.Duration
+	// AckDelay holds each mutation's answer this long after the commit
+	// before it is sent: a hook for tests only (a browser test shows the
+	// page's optimistic overlay before the ack). Zero in production.
+	AckDelay time.Duration
+	Logger   *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -98,6 +107,7 @@ func (c Config) withDefaults() Config {
 	c.SweepInterval = or(c.SweepInterval, 5*time.Second)
 	c.MaxPending = or(c.MaxPending, 256)
 	c.MutationTimeout = or(c.MutationTimeout, 10*time.Second)
+	c.ReleaseGrace = or(c.ReleaseGrace, 5*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -230,6 +240,7 @@ func (s *Server) run(ctx context.Context, done chan struct{}) {
 				s.cfg.Logger.Warn("sweep expired presence", slog.Any("error", err))
 			}
 			cancel()
+			s.reopenPending(ctx)
 		}
 	}
 }
@@ -264,6 +275,21 @@ func (s *Server) fanOut(ctx context.Context) {
 	}
 	if err != nil && ctx.Err() == nil {
 		s.cfg.Logger.Warn("read triage changes for the sockets", slog.Any("error", err))
+	}
+}
+
+// reopenPending reopens the items settled while a failure of theirs came
+// (triage.ReopenPending) whose failure committed after the settle's own
+// check; it waits for a settle still in flight, so at most 10 s.
+func (s *Server) reopenPending(ctx context.Context) {
+	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	n, err := triage.ReopenPending(qctx, s.cfg.Engine.Pool)
+	if err != nil && ctx.Err() == nil {
+		s.cfg.Logger.Warn("reopen items whose failure came during a settle", slog.Any("error", err))
+	}
+	if n > 0 && s.cfg.Engine.Notify != nil {
+		s.cfg.Engine.Notify()
 	}
 }
 

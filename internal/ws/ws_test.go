@@ -122,15 +122,20 @@ func TestClaimsReachEveryClientLive(t *testing.T) {
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	holders := make([]string, clients)
+	errs := make([]error, clients)
 	for i, c := range conns {
 		claim := mutation(it, triage.OpClaim, triage.Args{})
 		wg.Go(func() {
 			<-start
-			c.send(claim)
-			m := c.await(5*time.Second, "the holder", func(m message) bool {
+			if errs[i] = c.sendErr(claim); errs[i] != nil {
+				return
+			}
+			m, err := c.awaitErr(30*time.Second, "the holder", func(m message) bool {
 				return m.Type == "state" && len(m.Items) == 1 && m.Items[0].ClaimHolder != ""
 			})
-			holders[i] = m.Items[0].ClaimHolder
+			if errs[i] = err; err == nil {
+				holders[i] = m.Items[0].ClaimHolder
+			}
 		})
 	}
 	began := time.Now()
@@ -140,8 +145,17 @@ func TestClaimsReachEveryClientLive(t *testing.T) {
 	// The 1 s is a latency target, measured without the rest of
 	// the test suite competing for two cores by console bench triage
 	// (p99 commit to receipt); here every client must converge on the one
-	// holder, each await bounded at 5 s.
+	// holder, each await bounded at 30 s: at load average 55 the 20
+	// claims' transactions queue for the test's 4 pooled connections
+	// ahead of the feed's read and the fan-out's, and the holder came
+	// 5.8 s after the claims. Setting up the 20 clients takes
+	// longer than a ping interval on a loaded machine: the clients read
+	// (and answer pings) all the while, or the server would rightly drop
+	// the first ones as dead before the claims.
 	t.Logf("all %d clients showed the holder %v after the claims were released", clients, took)
+	for i, err := range errs {
+		require.NoError(t, err, "client %d", i)
+	}
 	for _, h := range holders {
 		require.Equal(t, holders[0], h)
 	}

@@ -13,6 +13,12 @@
 //   reconnect (or over the HTTP fallback) gets the same stored answer.
 // - Resync: on every (re)connect and whenever a hidden tab becomes
 //   visible, the page says hello and gets everything it shows again.
+// - Beside the triage pages ("board", "item"), a page that shows items
+//   elsewhere includes a hidden root (templates.TriageLive): "looking" on
+//   the page of the failure one item tracks (its visitor counts as
+//   looking at the item), "list" for rows of items (the visitor looks at
+//   none); their items anywhere in the document stay live, and rows that
+//   htmx swaps in are read again.
 // - Reconnects back off exponentially (with jitter) up to 10 s; a socket
 //   closed because the session ended (4401) takes the page to sign-in.
 const root = document.getElementById("triage");
@@ -22,6 +28,8 @@ if (root) {
 
 function start(root) {
   const view = root.dataset.triageView;
+  const elsewhere = view === "looking" || view === "list";
+  const scope = elsewhere ? document : root; // where the items are
   const me = root.dataset.triageMe || "";
   const meta = document.querySelector('meta[name="csrf-token"]');
   const csrf = meta ? meta.getAttribute("content") : "";
@@ -31,6 +39,7 @@ function start(root) {
   let sock = null;
   let backoff = 500;
   let refreshing = false;
+  let again = false; // a refresh was asked for while one ran
 
   readItems();
   connect();
@@ -49,11 +58,24 @@ function start(root) {
       mutate(b.closest("[data-item-id]") || root.querySelector("[data-item-id]"), b.dataset.op);
     }
   });
+  root.addEventListener("change", (e) => {
+    if (e.target.matches("select[data-arg]")) {
+      e.target.dataset.picked = ""; // see choices
+    }
+  });
   setInterval(heartbeat, 60000);
+  if (elsewhere) {
+    document.body.addEventListener("htmx:afterSettle", (e) => {
+      if (e.target.matches("[data-item-id]") || e.target.querySelector("[data-item-id]")) {
+        readItems();
+        hello();
+      }
+    });
+  }
 
   function readItems() {
     items = [];
-    root.querySelectorAll("[data-item-id]").forEach((el) => {
+    scope.querySelectorAll("[data-item-id]").forEach((el) => {
       const id = Number(el.dataset.itemId);
       items.push(id);
       versions.set(id, Number(el.dataset.version));
@@ -98,7 +120,7 @@ function start(root) {
   }
 
   function hello() {
-    send({ type: "hello", view: view, items: items.slice(0, 500) });
+    send({ type: "hello", view: view === "looking" ? "item" : view, items: items.slice(0, 500) });
   }
 
   function handle(m) {
@@ -151,7 +173,7 @@ function start(root) {
       moved = moved || (shown && shown.textContent !== it.status);
       render(el, it);
     });
-    if (view === "item" || moved) {
+    if (view === "item" || (view === "board" && moved)) {
       refresh();
     }
   }
@@ -254,18 +276,24 @@ function start(root) {
     if (ov) {
       ov.textContent = "";
     }
-    if (!a.ok) {
-      if (p.note) {
-        p.note.remove();
-        const ta = root.querySelector('[data-arg="body"]');
-        if (ta && !ta.value) {
-          ta.value = p.body;
-        }
+    if (p.note) {
+      // Acked or not, the pending copy goes: the page reads the notes
+      // again below (an ack whose state the feed already brought would
+      // not), and a refused note goes back into the form.
+      p.note.remove();
+      const ta = root.querySelector('[data-arg="body"]');
+      if (!a.ok && ta && !ta.value) {
+        ta.value = p.body;
       }
+    }
+    if (!a.ok) {
       error((a.message || a.reason) + (a.holder ? " (held by " + a.holder + ")" : ""));
     }
     if (a.item) {
       applyState(a.item);
+    }
+    if (p.note && a.ok) {
+      refresh();
     }
   }
 
@@ -288,9 +316,11 @@ function start(root) {
   // (the board; an item's notes and history), keeping pending notes.
   function refresh() {
     if (refreshing) {
+      again = true; // what it fetched may predate the change: read once more after it
       return;
     }
     refreshing = true;
+    again = false;
     fetch(location.href, { credentials: "same-origin", cache: "no-store" })
       .then((r) => r.text())
       .then((html) => {
@@ -300,7 +330,9 @@ function start(root) {
           const fresh = doc.querySelector(sel);
           const cur = document.querySelector(sel);
           if (fresh && cur) {
+            const chosen = choices(cur);
             cur.replaceChildren(...Array.from(fresh.childNodes, (n) => document.importNode(n, true)));
+            restore(cur, chosen);
           }
         }
         for (const p of pending.values()) {
@@ -319,7 +351,30 @@ function start(root) {
       .catch(() => {})
       .finally(() => {
         refreshing = false;
+        if (again) {
+          refresh();
+        }
       });
+  }
+
+  // choices are the values the operator picked in the selects of el
+  // (the status to set); restore picks them again in el's fresh copy
+  // where it still offers them. A refresh may land between picking a
+  // status and clicking "Set status" (after the operator's own note, it
+  // reads the page twice): without this, the click would send the
+  // fresh select's first status instead of the one picked.
+  function choices(el) {
+    return Array.from(el.querySelectorAll("select[data-arg][data-picked]"), (s) => [s.dataset.arg, s.value]);
+  }
+
+  function restore(el, chosen) {
+    for (const [arg, value] of chosen) {
+      const s = el.querySelector('select[data-arg="' + arg + '"]');
+      if (s && Array.from(s.options).some((o) => o.value === value)) {
+        s.value = value;
+        s.dataset.picked = "";
+      }
+    }
   }
 
   function heartbeat() {

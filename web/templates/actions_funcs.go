@@ -89,3 +89,12 @@ func requestIDVals(requestID string) string {
 	b, _ := json.Marshal(map[string]string{"request_id": requestID}) // a map of strings always marshals
 	return string(b)
 }
+
+// oobAttrs marks an element of an answer to be swapped out of band, by its
+// id (hx-swap-oob="true"), when oob is set.
+func oobAttrs(oob bool) templ.Attributes {
+	if !oob {
+		return nil
+	}
+	return templ.Attributes{"hx-swap-oob": "true"}
+}

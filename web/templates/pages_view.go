@@ -63,6 +63,9 @@ type MessagesPage struct {
 	// BulkReplayURL opens bulk replay filtered as this list is; "" when
 	// the filter is not one a bulk replay takes.
 	BulkReplayURL string
+	// Total is how many messages match: exact when the list fits on this
+	// page, else the planner's estimate. Nil: no total (the id filter).
+	Total *ListTotal
 }
 
 // NewMessages is the "N new" control's content.
@@ -70,6 +73,48 @@ type NewMessages struct {
 	Count    int64
 	More     bool // at least Count; there may be more
 	FirstURL string
+}
+
+// ListTotal is a list's total: Exact counts every matching row; otherwise
+// Count estimates them (what an exact count would scan for) and reads
+// "about N".
+type ListTotal struct {
+	Count int64
+	Exact bool
+}
+
+// Label is the total's text: "1 message", "42 messages", "about 100,000
+// messages" (an estimate, to two significant digits).
+func (t ListTotal) Label() string {
+	if t.Exact {
+		if t.Count == 1 {
+			return "1 message"
+		}
+		return thousands(t.Count) + " messages"
+	}
+	return "about " + thousands(twoDigits(t.Count)) + " messages"
+}
+
+// twoDigits rounds n to two significant digits: an estimate should not
+// look more precise than it is.
+func twoDigits(n int64) int64 {
+	unit := int64(1)
+	for n/unit >= 100 {
+		unit *= 10
+	}
+	return (n + unit/2) / unit * unit
+}
+
+// thousands writes n with a comma between groups of three digits.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	if n < 0 {
+		return "-" + thousands(-n)
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // Label is the control's text: "1 new message: show", "3 new messages:

@@ -45,7 +45,7 @@ func TestOverrideInATopicDoesNotReorderWhatFollows(t *testing.T) {
 	doc.Find(`[data-testid="message-row"] bdi`).Each(func(_ int, s *goquery.Selection) {
 		isolated = append(isolated, s.Text())
 	})
-	require.Equal(t, []string{"orders⟨U+202E⟩.fdp", "shop", "order⟨U+2067⟩", "42", "boom⟨U+202D⟩x"}, isolated)
+	require.Equal(t, []string{"boom⟨U+202D⟩x", "orders⟨U+202E⟩.fdp", "shop", "order⟨U+2067⟩", "42"}, isolated, "the error first, after the state")
 	row := doc.Find(`[data-testid="message-row"]`).Text()
 	require.Less(t, strings.Index(row, "orders⟨U+202E⟩.fdp"), strings.Index(row, "shop"), "the destination still follows the topic")
 }

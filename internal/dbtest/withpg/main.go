@@ -5,7 +5,9 @@
 //	go run ./internal/dbtest/withpg go test -race ./...
 //
 // The cluster stops when the command ends; it is kept on disk if the command
-// failed. withpg exits with the command's exit code.
+// failed. withpg exits with the command's exit code. With -durable first,
+// the cluster keeps fsync on (dbtest.StartDurableCluster), for benchmarks
+// such as tools/peers.
 package main
 
 import (
@@ -25,14 +27,18 @@ func main() {
 }
 
 func run(args []string) int {
+	start := dbtest.StartCluster
+	if len(args) > 0 && args[0] == "-durable" {
+		start, args = dbtest.StartDurableCluster, args[1:]
+	}
 	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: withpg COMMAND [ARG...]")
+		fmt.Fprintln(os.Stderr, "usage: withpg [-durable] COMMAND [ARG...]")
 		return 2
 	}
 	if os.Getenv(dbtest.EnvURL) != "" {
 		return runChild(args, nil) // already inside a run: reuse its server
 	}
-	cluster, err := dbtest.StartCluster(context.Background())
+	cluster, err := start(context.Background())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "withpg:", err)
 		return 1

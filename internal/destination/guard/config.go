@@ -46,7 +46,9 @@ type Config struct {
 // opens when, over the last Window, at least MinRequests deliveries had a
 // counted outcome and at least FailureRatio of them failed, counting the
 // other dispatchers' outcomes given by SetPeers with its own; it decides
-// when one of its own deliveries fails. After
+// when one of its own deliveries fails. For one Window after it closed,
+// its sample starts small, so it then opens only when the failure ratio is
+// above FailureRatio at 99 % confidence (see readyToTrip). After
 // OpenTimeout it lets exactly one probe through (half-open): a success
 // closes it, a failure opens it again.
 type BreakerConfig struct {

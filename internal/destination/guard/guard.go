@@ -129,11 +129,9 @@ func (g *Guard) breakerSettings() gobreaker.Settings {
 		Timeout:      b.OpenTimeout,
 		ReadyToTrip: func(c gobreaker.Counts) bool {
 			// Its own outcomes of the window plus the other processes'.
-			successes, failures := g.shared.peers()
+			successes, failures, closedAt := g.shared.peers()
 			failures += uint64(c.TotalFailures)
-			outcomes := successes + failures + uint64(c.TotalSuccesses)
-			return outcomes >= uint64(b.MinRequests) &&
-				float64(failures) >= b.FailureRatio*float64(outcomes)
+			return g.readyToTrip(failures, successes+failures+uint64(c.TotalSuccesses), closedAt)
 		},
 		IsExcluded: func(err error) bool { return errors.Is(err, errExcluded) },
 		// Runs under the breaker's lock: only queue the change.

@@ -71,6 +71,7 @@ type Registry struct {
 	cfg    Config
 	record func(name string, from, to guard.State)
 	built  map[string]built
+	reload chan struct{} // Reload's request; buffered, one pending at most
 }
 
 // built is a route and the destinations row it was built from.
@@ -104,6 +105,19 @@ func New(pool *pgxpool.Pool, cfg Config) *Registry {
 		pool: pool, cfg: cfg,
 		record: outbox.BreakerRecorder(pool, cfg.Owner, cfg.Logger, cfg.Changed),
 		built:  map[string]built{},
+		reload: make(chan struct{}, 1),
+	}
+}
+
+// Reload makes Watch reread the table now rather than at its next tick:
+// the configuration page calls it after a save, so that this process
+// uses the edit at once (the others within Config.Interval). Unlike the
+// rest of Registry, it is safe to call from any goroutine; requests
+// coalesce.
+func (r *Registry) Reload() {
+	select {
+	case r.reload <- struct{}{}:
+	default:
 	}
 }
 
@@ -119,7 +133,10 @@ func (r *Registry) Sync(ctx context.Context) (map[string]outbox.Route, bool, err
 	}
 	next := map[string]built{}
 	for _, row := range rows {
-		if row.Kind == "function" {
+		if row.Kind == "function" || row.Disabled {
+			// A disabled destination gets no route: its messages are
+			// not claimed and wait, burning no attempts, until it is
+			// enabled again.
 			continue
 		}
 		if prev, ok := r.built[row.Name]; ok && sameRow(prev.row, row) {
@@ -167,6 +184,7 @@ func (r *Registry) Watch(ctx context.Context, apply func(map[string]outbox.Route
 			r.shareLogged(ctx)
 			continue
 		case <-tick.C:
+		case <-r.reload:
 		}
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		next, changed, err := r.Sync(qctx)

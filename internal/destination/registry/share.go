@@ -32,7 +32,7 @@ const shareRetention = 5 * time.Minute
 // that deliver again (see probeSooner). Outcomes that
 // could not be written are given back to their guards for the next Share.
 func (r *Registry) Share(ctx context.Context) error {
-	p := queries.BreakerShareParams{Owner: r.cfg.Owner, RetentionMs: shareRetention.Milliseconds()}
+	p := queries.BreakerOutcomeShareParams{Owner: r.cfg.Owner, RetentionMs: shareRetention.Milliseconds()}
 	for name, b := range r.built {
 		g := b.route.Guard
 		successes, failures := g.TakeOutcomes()
@@ -45,7 +45,7 @@ func (r *Registry) Share(ctx context.Context) error {
 	if len(p.Destinations) == 0 {
 		return nil
 	}
-	rows, err := queries.New(r.pool).BreakerShare(ctx, p)
+	rows, err := queries.New(r.pool).BreakerOutcomeShare(ctx, p)
 	if err != nil {
 		// Outcomes go back for the next share only when the statement
 		// surely did not commit (the server refused it, or it was never
@@ -86,7 +86,7 @@ func (r *Registry) probeSooner(ctx context.Context, name string, successes, fail
 	if successes == 0 || float64(failures) >= ratio*float64(successes+failures) || g.State() != guard.Closed {
 		return nil
 	}
-	n, err := queries.New(r.pool).OutboxAggregatesProbeSooner(ctx, queries.OutboxAggregatesProbeSoonerParams{
+	n, err := queries.New(r.pool).OutboxAggregateProbeSooner(ctx, queries.OutboxAggregateProbeSoonerParams{
 		Destination: name, BoundMs: r.cfg.HeadWait.Milliseconds(), SpreadMs: r.cfg.ShareInterval.Milliseconds(),
 	})
 	if err != nil {

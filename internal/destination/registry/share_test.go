@@ -46,7 +46,9 @@ func process(t *testing.T, pool *pgxpool.Pool, owner string) (*Registry, *guard.
 }
 
 // deliver records n outcomes in g, each failing when fail() says so, and
-// reports whether the breaker refused one (it opened).
+// reports whether the breaker refused one or is no longer closed (it
+// opened: with a 1 ms open spell it may be half-open by the time it is
+// asked, on a loaded machine).
 func deliver(t *testing.T, g *guard.Guard, n int, fail func() bool) (opened bool) {
 	t.Helper()
 	for range n {
@@ -57,7 +59,7 @@ func deliver(t *testing.T, g *guard.Guard, n int, fail func() bool) (opened bool
 		}
 		release(!fail(), true)
 	}
-	return g.State() == guard.Open
+	return g.State() != guard.Closed
 }
 
 // blindTrips reports whether a breaker deciding on these outcomes alone

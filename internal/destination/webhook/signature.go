@@ -85,7 +85,8 @@ func Sign(secret, id string, ts time.Time, body []byte) (string, error) {
 // HMAC-SHA256 of "{id}.{timestamp}.{body}" under secret's key. body must
 // be the raw bytes received. A tolerance <= 0 means DefaultTolerance.
 // Signatures are compared in constant time. To accept several secrets
-// during a rotation, call Verify once per secret.
+// during a rotation, or to decode a secret once for many requests, use
+// Keys.
 //
 // The error wraps ErrInvalidSecret, ErrMissingHeaders,
 // ErrInvalidTimestamp, ErrTimestampTolerance or ErrNoMatchingSignature.
@@ -94,8 +95,49 @@ func Verify(secret string, headers http.Header, body []byte, tolerance time.Dura
 	if err != nil {
 		return err
 	}
-	id, sigs := headers.Get(HeaderID), headers.Get(HeaderSignature)
-	tsText := headers.Get(HeaderTimestamp)
+	return verify([][]byte{key}, headers, body, tolerance, now)
+}
+
+// Keys are the decoded HMAC keys of one or more secrets, for a receiver
+// that checks many requests under the same secrets: Verify would decode
+// the secret again on every request.
+type Keys struct{ keys [][]byte }
+
+// NewKeys decodes secrets ("whsec_<base64>" each) once. The error wraps
+// ErrInvalidSecret.
+func NewKeys(secrets ...string) (Keys, error) {
+	keys := make([][]byte, 0, len(secrets))
+	for i, s := range secrets {
+		key, err := decodeSecret(s)
+		if err != nil {
+			return Keys{}, fmt.Errorf("secret %d: %w", i+1, err)
+		}
+		keys = append(keys, key)
+	}
+	return Keys{keys: keys}, nil
+}
+
+// Verify is the package's Verify under any of k's keys: it accepts a
+// signature made with any one of them (a rotation).
+func (k Keys) Verify(headers http.Header, body []byte, tolerance time.Duration, now time.Time) error {
+	if len(k.keys) == 0 {
+		return fmt.Errorf("%w: no secret", ErrInvalidSecret)
+	}
+	return verify(k.keys, headers, body, tolerance, now)
+}
+
+// The headers' canonical forms (http.CanonicalHeaderKey), as net/http
+// stores them: Header.Get with a canonical name does not convert it again
+// on every request.
+const (
+	canonicalID        = "Webhook-Id"
+	canonicalTimestamp = "Webhook-Timestamp"
+	canonicalSignature = "Webhook-Signature"
+)
+
+func verify(keys [][]byte, headers http.Header, body []byte, tolerance time.Duration, now time.Time) error {
+	id, sigs := headers.Get(canonicalID), headers.Get(canonicalSignature)
+	tsText := headers.Get(canonicalTimestamp)
 	if id == "" || tsText == "" || sigs == "" {
 		return ErrMissingHeaders
 	}
@@ -106,15 +148,17 @@ func Verify(secret string, headers http.Header, body []byte, tolerance time.Dura
 	if err := checkTolerance(unix, tolerance, now); err != nil {
 		return err
 	}
-	want := signature(key, id, unix, body)
-	for entry := range strings.FieldsSeq(sigs) {
-		version, encoded, ok := strings.Cut(entry, ",")
-		if !ok || version != "v1" {
-			continue
-		}
-		got, err := base64.StdEncoding.DecodeString(encoded)
-		if err == nil && hmac.Equal(got, want) {
-			return nil
+	for _, key := range keys {
+		want := signature(key, id, unix, body)
+		for entry := range strings.FieldsSeq(sigs) {
+			version, encoded, ok := strings.Cut(entry, ",")
+			if !ok || version != "v1" {
+				continue
+			}
+			got, err := base64.StdEncoding.DecodeString(encoded)
+			if err == nil && hmac.Equal(got, want) {
+				return nil
+			}
 		}
 	}
 	return ErrNoMatchingSignature

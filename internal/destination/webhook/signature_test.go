@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,13 +79,52 @@ func TestVerify(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			err := webhook.Verify(tt.secret, tt.headers, tt.body, time.Minute, now)
+			// Keys, decoded once, must give the same verdict.
+			keys, keysErr := webhook.NewKeys(tt.secret)
+			if keysErr == nil {
+				keysErr = keys.Verify(tt.headers, tt.body, time.Minute, now)
+			}
 			if tt.wantErr == nil {
 				require.NoError(t, err)
+				require.NoError(t, keysErr)
 				return
 			}
 			require.ErrorIs(t, err, tt.wantErr)
+			require.ErrorIs(t, keysErr, tt.wantErr)
 		})
 	}
+}
+
+// TestKeysRotation: Keys accepts a signature by any one of its secrets,
+// whichever entry of the header carries it, and none by another secret.
+func TestKeysRotation(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	body := []byte(`{"order":42}`)
+	const secretC = "whsec_c2VjcmV0IEMgZm9yIHRoZSByb3RhdGlvbiB0ZXN0"
+	signedBy := func(secrets ...string) http.Header {
+		h := http.Header{}
+		h.Set(webhook.HeaderID, "msg_1")
+		h.Set(webhook.HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
+		var entries []string
+		for _, s := range secrets {
+			e, err := webhook.Sign(s, "msg_1", now, body)
+			require.NoError(t, err)
+			entries = append(entries, e)
+		}
+		h.Set(webhook.HeaderSignature, strings.Join(entries, " "))
+		return h
+	}
+	keys, err := webhook.NewKeys(secretA, secretB)
+	require.NoError(t, err)
+	require.NoError(t, keys.Verify(signedBy(secretA), body, time.Minute, now))
+	require.NoError(t, keys.Verify(signedBy(secretB), body, time.Minute, now))
+	require.NoError(t, keys.Verify(signedBy(secretC, secretB), body, time.Minute, now))
+	require.ErrorIs(t, keys.Verify(signedBy(secretC), body, time.Minute, now), webhook.ErrNoMatchingSignature)
+
+	_, err = webhook.NewKeys(secretA, "whsec_%%%")
+	require.ErrorIs(t, err, webhook.ErrInvalidSecret)
+	require.ErrorIs(t, webhook.Keys{}.Verify(signedBy(secretA), body, time.Minute, now), webhook.ErrInvalidSecret)
 }
 
 // TestVerifyDefaultTolerance: a zero tolerance means five minutes.

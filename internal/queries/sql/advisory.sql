@@ -1,8 +1,8 @@
--- Advisory locks. See internal/advisory.
+-- Advisory locks (no table). See internal/advisory.
 
 -- name: AdvisoryXactLock :exec
 -- AdvisoryXactLock takes pg_advisory_xact_lock(key), waiting at most
--- timeout_ms (migrations/00005_inbox.sql).
+-- timeout_ms (migrations/00001_schema.sql).
 SELECT switchyard.advisory_xact_lock(@key::bigint, @timeout_ms::integer);
 
 -- name: AdvisoryXactTryLock :one

@@ -1,5 +1,44 @@
--- Bulk replay jobs: see migrations/00021_replay_jobs.sql and
--- internal/bulkreplay.
+-- switchyard.replay_jobs: bulk replay jobs and bulk repair jobs (kind
+-- 'repair'), worked by the runner in internal/bulkreplay.
+
+-- name: RepairJobCreate :one
+-- RepairJobCreate starts a bulk repair job, unless one is already running
+-- for the same filter key (no row then). Its upper bound is the newest
+-- finding now: findings opened later wait for the next job.
+INSERT INTO switchyard.replay_jobs (kind, filter, filter_key, mode, actor, reason, rate_per_sec, estimate, upper_id)
+VALUES ('repair', @filter, @filter_key, 'redeliver', @actor, @reason, @rate_per_sec, @estimate,
+    (SELECT coalesce(max(id), 0) FROM switchyard.reconcile_findings))
+ON CONFLICT (filter_key) WHERE state = 'running' DO NOTHING
+RETURNING *;
+
+-- name: RepairJobListCandidates :many
+-- RepairJobListCandidates is the next open findings of a check (and kind, ''
+-- any) after a job's cursor, up to its upper bound, in id order.
+SELECT f.id FROM switchyard.reconcile_findings f
+JOIN switchyard.reconcile_checks k ON k.id = f.check_id
+WHERE k.name = @check_name::text
+  AND (@kind::text = '' OR f.kind = @kind::text)
+  AND f.status = 'open'
+  AND f.id > @after_id AND f.id <= @upper_id
+ORDER BY f.id
+LIMIT @batch_size;
+
+-- name: RepairJobEstimate :one
+-- RepairJobEstimate counts the open findings of a check (and kind), up to
+-- a cap: the operator's question before confirming a bulk repair.
+SELECT count(*) FROM (
+    SELECT 1 FROM switchyard.reconcile_findings f
+    JOIN switchyard.reconcile_checks k ON k.id = f.check_id
+    WHERE k.name = @check_name::text
+      AND (@kind::text = '' OR f.kind = @kind::text)
+      AND f.status = 'open'
+    LIMIT @cap
+) AS matching;
+
+-- name: RepairJobListLatest :many
+-- RepairJobListLatest is the newest bulk repair jobs, for the Reconciliation
+-- page's progress.
+SELECT * FROM switchyard.replay_jobs WHERE kind = 'repair' ORDER BY created_at DESC LIMIT @max_rows;
 
 -- name: ReplayJobCreate :one
 -- ReplayJobCreate starts a job, unless one is already running for the same
@@ -10,7 +49,7 @@ VALUES (@filter, @filter_key, @mode, @actor, @reason, @rate_per_sec, @estimate,
 ON CONFLICT (filter_key) WHERE state = 'running' DO NOTHING
 RETURNING *;
 
--- name: ReplayJobRunning :one
+-- name: ReplayJobGetRunning :one
 SELECT * FROM switchyard.replay_jobs WHERE filter_key = @filter_key AND state = 'running';
 
 -- name: ReplayJobGet :one
@@ -35,8 +74,8 @@ WHERE j.id = (
 )
 RETURNING *;
 
--- name: ReplayJobCandidates :many
--- ReplayJobCandidates lists the next dead messages of a job's filter after
+-- name: ReplayJobListCandidates :many
+-- ReplayJobListCandidates lists the next dead messages of a job's filter after
 -- its cursor, never replayed, up to its upper bound, in id order. Each
 -- filter field is optional (NULL: any).
 SELECT o.id FROM switchyard.outbox o
@@ -114,8 +153,8 @@ feed AS (
 )
 SELECT count(*) FROM cancelled;
 
--- name: ReplayJobOutcomes :many
--- ReplayJobOutcomes counts the replays of the given jobs by state, so a
+-- name: ReplayJobListOutcomes :many
+-- ReplayJobListOutcomes counts the replays of the given jobs by state, so a
 -- job shows how many were delivered, died again or are still pending as
 -- they settle. outbox_replay_job (job, state) answers it from the index;
 -- it reads one entry per replay of the jobs shown, off the dispatcher's
@@ -124,3 +163,16 @@ SELECT o.replay_job::uuid AS job, o.state, count(*)::bigint AS messages
 FROM switchyard.outbox o
 WHERE o.replay_job = ANY(@jobs::uuid[])
 GROUP BY o.replay_job, o.state;
+
+-- name: ReplayJobPrune :execrows
+-- ReplayJobPrune deletes bulk replay jobs that finished (done or
+-- cancelled) more than @age_seconds ago. A running job is never deleted.
+DELETE FROM switchyard.replay_jobs
+WHERE id IN (
+    SELECT j.id FROM switchyard.replay_jobs j
+    WHERE j.state <> 'running'
+      AND j.finished_at < now() - make_interval(secs => @age_seconds::float8)
+    ORDER BY j.finished_at
+    LIMIT @batch_size
+)
+AND state <> 'running';

@@ -1,0 +1,190 @@
+package action_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/action"
+	"github.com/switchyard/switchyard/internal/outbox"
+)
+
+// TestRenameAndDeleteRefuseViewerAndOperator: only an admin renames or
+// deletes; a refusal changes and records nothing.
+func TestRenameAndDeleteRefuseViewerAndOperator(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	_, err := b.svc.SourceSave(ctx, b.pool, b.admin, forwardInput("crm"))
+	require.NoError(t, err)
+	before := b.footprint(t)
+	for _, a := range []action.Actor{b.viewer, b.operator} {
+		requireRefused(t, b.svc.DestinationRename(ctx, b.pool, a, action.RenameInput{Name: "billing", NewName: "billing2"}), action.KindForbidden)
+		_, err := b.svc.DestinationDelete(ctx, b.pool, a, action.DeleteInput{Name: "billing", Confirmed: true})
+		requireRefused(t, err, action.KindForbidden)
+		requireRefused(t, b.svc.SourceRename(ctx, b.pool, a, action.RenameInput{Name: "crm", NewName: "crm2"}), action.KindForbidden)
+		_, err = b.svc.SourceDelete(ctx, b.pool, a, action.DeleteInput{Name: "crm", Confirmed: true})
+		requireRefused(t, err, action.KindForbidden)
+	}
+	require.Equal(t, before, b.footprint(t))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM switchyard.destinations WHERE name = 'billing'`))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM switchyard.inbox_sources WHERE name = 'crm'`))
+}
+
+// TestDestinationRenameOnlyBeforeAnyMessage: a destination no message
+// names is renamed, audited, its forward sources following; one that any
+// message names is refused with what to do instead, and so is a taken
+// name.
+func TestDestinationRenameOnlyBeforeAnyMessage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	_, err := b.svc.SourceSave(ctx, b.pool, b.admin, forwardInput("crm"))
+	require.NoError(t, err)
+	_, err = b.svc.DestinationSave(ctx, b.pool, b.admin, webhookInput("crm-service"))
+	require.NoError(t, err)
+
+	r := requireRefused(t, b.svc.DestinationRename(ctx, b.pool, b.admin, action.RenameInput{Name: "billing", NewName: "Bad Name"}), action.KindInvalid)
+	require.Equal(t, "new_name", r.Field)
+	r = requireRefused(t, b.svc.DestinationRename(ctx, b.pool, b.admin, action.RenameInput{Name: "billing", NewName: "crm-service"}), action.KindConflict)
+	require.Equal(t, "new_name", r.Field)
+	requireRefused(t, b.svc.DestinationRename(ctx, b.pool, b.admin, action.RenameInput{Name: "nowhere", NewName: "somewhere"}), action.KindNotFound)
+
+	require.NoError(t, b.svc.DestinationRename(ctx, b.pool, b.admin, action.RenameInput{Name: "billing", NewName: "billing-v2"}))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM switchyard.destinations WHERE name = 'billing-v2'`))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM switchyard.inbox_sources WHERE name = 'crm' AND forward_to = 'billing-v2'`), "its forward source follows")
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM switchyard.audit_log WHERE action = 'destination.rename' AND actor = 'ada'
+		AND target = 'destination billing' AND detail->>'renamed_to' = 'billing-v2'`))
+	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM switchyard.changes WHERE kind = 'config' AND subject IN ('destination/billing', 'destination/billing-v2')`))
+
+	_, err = b.pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload, state, finished_at) VALUES ('t', 'billing-v2', '{}', 'delivered', now())`)
+	require.NoError(t, err)
+	before := b.footprint(t)
+	r = requireRefused(t, b.svc.DestinationRename(ctx, b.pool, b.admin, action.RenameInput{Name: "billing-v2", NewName: "billing-v3"}), action.KindConflict)
+	require.Contains(t, r.Message, "1 message name it")
+	require.Contains(t, r.Message, "Add a destination named billing-v3")
+	require.Equal(t, before, b.footprint(t))
+}
+
+// TestDestinationDeleteRefusesWhatIsLeftToDeliverOrDecide: pending and
+// dead messages, and a forward source, each refuse the delete with what
+// to do; without them the destination goes, with its delivered and
+// discarded messages, audited.
+func TestDestinationDeleteRefusesWhatIsLeftToDeliverOrDecide(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	_, err := b.svc.DestinationDelete(ctx, b.pool, b.admin, action.DeleteInput{Name: "billing"})
+	require.Equal(t, "confirm", requireRefused(t, err, action.KindInvalid).Field)
+
+	pending := b.message(t, "pending")
+	dead := b.message(t, "dead")
+	b.message(t, "delivered")
+	b.message(t, "discarded")
+	_, err = b.svc.SourceSave(ctx, b.pool, b.admin, forwardInput("crm"))
+	require.NoError(t, err)
+	del := func() *action.Refusal {
+		_, err := b.svc.DestinationDelete(ctx, b.pool, b.admin, action.DeleteInput{Name: "billing", Confirmed: true})
+		return requireRefused(t, err, action.KindConflict)
+	}
+	require.Contains(t, del().Message, "still has 1 pending message to deliver")
+	_, err = b.pool.Exec(ctx, `UPDATE switchyard.outbox SET state = 'delivered', finished_at = now() WHERE id = $1`, pending)
+	require.NoError(t, err)
+	require.Contains(t, del().Message, "has 1 dead message")
+	_, err = b.pool.Exec(ctx, `UPDATE switchyard.outbox SET state = 'discarded' WHERE id = $1`, dead)
+	require.NoError(t, err)
+	require.Contains(t, del().Message, "The inbox source crm forwards to destination billing")
+	_, err = b.svc.SourceDelete(ctx, b.pool, b.admin, action.DeleteInput{Name: "crm", Confirmed: true})
+	require.NoError(t, err)
+
+	deleted, err := b.svc.DestinationDelete(ctx, b.pool, b.admin, action.DeleteInput{Name: "billing", Confirmed: true})
+	require.NoError(t, err)
+	require.EqualValues(t, 4, deleted.Settled)
+	require.Zero(t, b.count(t, `SELECT count(*) FROM switchyard.destinations WHERE name = 'billing'`))
+	require.Zero(t, b.count(t, `SELECT count(*) FROM switchyard.outbox`))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM switchyard.audit_log WHERE action = 'destination.delete' AND target = 'destination billing'
+		AND (detail->>'settled_messages_deleted')::int = 4`))
+	_, err = b.svc.DestinationDelete(ctx, b.pool, b.admin, action.DeleteInput{Name: "billing", Confirmed: true})
+	requireRefused(t, err, action.KindNotFound)
+}
+
+// TestDestinationDeleteAgainstConcurrentEnqueues: services enqueue to a
+// destination while an admin deletes it. Either the delete is refused
+// (a message was pending) or it wins, and then every enqueue after it
+// fails as an unknown destination: no message is ever left naming a
+// destination that is gone, and none is lost silently.
+func TestDestinationDeleteAgainstConcurrentEnqueues(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	enqueued := 0
+	for range 8 {
+		wg.Go(func() {
+			<-start
+			for range 5 {
+				tx, err := b.pool.Begin(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, err = outbox.Enqueue(ctx, tx, outbox.Message{Topic: "t", Destination: "billing", Payload: []byte(`{}`)})
+				if err == nil {
+					err = tx.Commit(ctx)
+				}
+				_ = tx.Rollback(ctx)
+				if err == nil {
+					mu.Lock()
+					enqueued++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	close(start)
+	_, delErr := b.svc.DestinationDelete(ctx, b.pool, b.admin, action.DeleteInput{Name: "billing", Confirmed: true})
+	wg.Wait()
+	messages := b.count(t, `SELECT count(*) FROM switchyard.outbox`)
+	require.Equal(t, enqueued, messages, "every committed enqueue is a message")
+	if delErr == nil {
+		require.Zero(t, messages, "a delete that won found nothing to deliver, and nothing came after it")
+		require.Zero(t, b.count(t, `SELECT count(*) FROM switchyard.destinations`))
+		return
+	}
+	require.Contains(t, requireRefused(t, delErr, action.KindConflict).Message, "pending message")
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM switchyard.destinations WHERE name = 'billing'`))
+}
+
+// TestSourceRenameAndDelete: a source that recorded nothing is renamed;
+// one with events is not; one with an event waiting for an operator is
+// not deleted, and once none waits it is, its processed events kept.
+func TestSourceRenameAndDelete(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	_, err := b.svc.SourceSave(ctx, b.pool, b.admin, forwardInput("crm"))
+	require.NoError(t, err)
+	require.NoError(t, b.svc.SourceRename(ctx, b.pool, b.admin, action.RenameInput{Name: "crm", NewName: "crm-hooks"}))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM switchyard.inbox_sources WHERE name = 'crm-hooks'`))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM switchyard.audit_log WHERE action = 'inbox_source.rename' AND detail->>'renamed_to' = 'crm-hooks'`))
+
+	_, err = b.pool.Exec(ctx, `INSERT INTO switchyard.inbox_events (source, event_id, payload, status) VALUES
+		('crm-hooks', 'e1', '{}', 'processed'), ('crm-hooks', 'e2', '{}', 'parked')`)
+	require.NoError(t, err)
+	r := requireRefused(t, b.svc.SourceRename(ctx, b.pool, b.admin, action.RenameInput{Name: "crm-hooks", NewName: "crm"}), action.KindConflict)
+	require.Contains(t, r.Message, "it has recorded 2 events")
+	_, err = b.svc.SourceDelete(ctx, b.pool, b.admin, action.DeleteInput{Name: "crm-hooks", Confirmed: true})
+	require.Contains(t, requireRefused(t, err, action.KindConflict).Message, "has 1 event waiting for an operator")
+
+	_, err = b.pool.Exec(ctx, `UPDATE switchyard.inbox_events SET status = 'processed' WHERE event_id = 'e2'`)
+	require.NoError(t, err)
+	_, err = b.svc.SourceDelete(ctx, b.pool, b.admin, action.DeleteInput{Name: "crm-hooks", Confirmed: true})
+	require.NoError(t, err)
+	require.Zero(t, b.count(t, `SELECT count(*) FROM switchyard.inbox_sources`))
+	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM switchyard.inbox_events WHERE source = 'crm-hooks'`), "the dedupe record stays")
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM switchyard.audit_log WHERE action = 'inbox_source.delete' AND target = 'inbox source crm-hooks'`))
+}

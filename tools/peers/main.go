@@ -1,0 +1,304 @@
+// Command peers drains the same count of no-op messages through River and
+// through Switchyard's dispatcher on one PostgreSQL server in one run, with
+// the rounds interleaved, and prints both rates and their ratios
+// (issue 17, BENCHMARKS.md "Side by side with River").
+//
+//	cd tools/peers && go run . --messages 100000
+//
+// It is a module of its own so that River never enters the product's
+// go.mod. Switchyard is measured by exec'ing the console binary, built from
+// the main module, as `console bench dispatch` with DATABASE_URL.
+//
+// With DATABASE_URL it uses that server: River gets a database of its own
+// (CREATE DATABASE, dropped at the end), the console bench creates its own
+// as it always does. Without DATABASE_URL it runs itself again under the
+// test harness's withpg -durable, which starts a throwaway cluster with
+// PostgreSQL's stock durability and the embedded server's group commit
+// (dbtest.StartDurableCluster), and removes it afterwards.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// options are the command's flags.
+type options struct {
+	messages     int
+	rounds       int
+	riverWorkers []int
+	riverConns   int
+	repo         string
+	console      string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "peers:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	var o options
+	var workers string
+	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
+	fs.IntVar(&o.messages, "messages", 100_000, "no-op messages (jobs) each drain delivers")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each runs every configuration once, in a rotated order")
+	fs.StringVar(&workers, "river-workers", "100,500,1000", "River MaxWorkers to try; the best median counts")
+	fs.IntVar(&o.riverConns, "river-conns", 16, "River client's pgxpool MaxConns")
+	fs.StringVar(&o.repo, "repo", "", "the Switchyard repository's root (default: found from the working directory)")
+	fs.StringVar(&o.console, "console", "", "a built console binary (default: go build it from -repo into a temp dir)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if o.messages <= 0 || o.rounds <= 0 {
+		return errors.New("--messages and --rounds must be positive")
+	}
+	for _, w := range strings.Split(workers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(w))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("--river-workers: %q is not a positive number", w)
+		}
+		o.riverWorkers = append(o.riverWorkers, n)
+	}
+	if o.repo == "" {
+		repo, err := findRepo()
+		if err != nil {
+			return err
+		}
+		o.repo = repo
+	}
+	tmp, err := os.MkdirTemp("", "switchyard-peers-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	url, throwaway := os.Getenv("DATABASE_URL"), false
+	if url == "" {
+		if os.Getenv(envUnderWithpg) == "" {
+			return reexecUnderWithpg(ctx, o.repo, tmp, args)
+		}
+		url, throwaway = os.Getenv("TEST_DATABASE_URL"), true
+		if url == "" {
+			return errors.New("withpg did not set TEST_DATABASE_URL")
+		}
+	}
+	if o.console == "" {
+		o.console = tmp + "/console"
+		if err := goBuild(ctx, o.repo, o.console, "./cmd/console"); err != nil {
+			return err
+		}
+	}
+	result, err := measure(ctx, o, url, throwaway)
+	if err != nil {
+		return err
+	}
+	line, err := json.Marshal(result)
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(line))
+	return nil
+}
+
+// config is one of the drains a round runs.
+type config struct {
+	name         string // "river-100", "switchyard-ordered", ...
+	riverWorkers int    // 0 for Switchyard's
+	aggregates   int    // Switchyard's --aggregates
+}
+
+// runResult is one drain's outcome.
+type runResult struct {
+	MessagesPerSec float64         `json:"messages_per_sec"`
+	Seconds        float64         `json:"seconds"`
+	CPU            json.RawMessage `json:"cpu,omitempty"`
+}
+
+// series is one configuration's runs and their median.
+type series struct {
+	Runs            []runResult `json:"runs"`
+	MessagesPerSec  float64     `json:"messages_per_sec"`             // median of the runs
+	CPUTotalMsPer1k float64     `json:"cpu_total_ms_per_1k_messages"` // median, 0 if not measured
+}
+
+// result is the JSON object printed last.
+type result struct {
+	Messages           int                `json:"messages"`
+	Rounds             int                `json:"rounds"`
+	RiverVersion       string             `json:"river_version"`
+	RiverBestWorkers   int                `json:"river_best_workers"`
+	RiverPerSec        float64            `json:"river_messages_per_sec"`
+	OrderedPerSec      float64            `json:"switchyard_ordered_messages_per_sec"`
+	UnorderedPerSec    float64            `json:"switchyard_unordered_messages_per_sec"`
+	RatioOrdered       float64            `json:"ratio_ordered_to_river"`
+	RatioUnordered     float64            `json:"ratio_unordered_to_river"`
+	River              map[string]*series `json:"river"` // by MaxWorkers
+	Ordered            *series            `json:"switchyard_ordered"`
+	Unordered          *series            `json:"switchyard_unordered"`
+	Order              [][]string         `json:"order"` // the configurations of each round, in the order run
+	Method             string             `json:"method"`
+	Server             string             `json:"server"`
+	Settings           settings           `json:"settings"`
+	CPUs               int                `json:"cpus"`
+	LoadAverageStart   string             `json:"load_average_start"`
+	LoadAverageEnd     string             `json:"load_average_end"`
+	LoadAverageByRound []string           `json:"load_average_by_round"`
+}
+
+const method = "each round runs every configuration once, rotating which goes first; River: N jobs inserted with " +
+	"InsertManyFast (COPY) and ANALYZEd untimed into an emptied river_job, then a fresh client with one queue of " +
+	"MaxWorkers and a no-op worker is timed from Start until the worker has run N times and no job is left " +
+	"uncompleted in the table; Switchyard: `console bench dispatch --messages N [--aggregates 0]`, its own " +
+	"messages_per_sec (fresh database, seeded untimed, timed until nothing is pending); rates are medians of the " +
+	"rounds, River's best is the worker count with the highest median, ratios are Switchyard's median / River's best"
+
+func measure(ctx context.Context, o options, url string, throwaway bool) (*result, error) {
+	admin, err := connect(ctx, url, 2)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	server := "DATABASE_URL"
+	set, err := readSettings(ctx, admin)
+	if err != nil {
+		return nil, err
+	}
+	if throwaway {
+		server = "throwaway cluster: internal/dbtest/withpg -durable"
+		if set.Fsync != "on" || set.SynchronousCommit != "on" {
+			return nil, fmt.Errorf("the throwaway cluster has fsync %s, synchronous_commit %s: want both on", set.Fsync, set.SynchronousCommit)
+		}
+	}
+	river, err := openRiverTarget(ctx, admin, url, o.riverConns)
+	if err != nil {
+		return nil, err
+	}
+	defer river.close()
+
+	configs := make([]config, 0, len(o.riverWorkers)+2)
+	for _, w := range o.riverWorkers {
+		configs = append(configs, config{name: "river-" + strconv.Itoa(w), riverWorkers: w})
+	}
+	configs = append(configs,
+		config{name: "switchyard-ordered", aggregates: 1000},
+		config{name: "switchyard-unordered", aggregates: 0})
+
+	r := &result{
+		Messages: o.messages, Rounds: o.rounds, RiverVersion: riverVersion(),
+		River: map[string]*series{}, Ordered: &series{}, Unordered: &series{},
+		Method: method, Server: server, Settings: set, CPUs: runtime.NumCPU(),
+		LoadAverageStart: loadAverage(),
+	}
+	for round := range o.rounds {
+		r.LoadAverageByRound = append(r.LoadAverageByRound, loadAverage())
+		var order []string
+		for i := range configs {
+			c := configs[(i+round)%len(configs)]
+			order = append(order, c.name)
+			fmt.Fprintf(os.Stderr, "peers: round %d/%d: %s (load %s)\n", round+1, o.rounds, c.name, loadAverage())
+			var run runResult
+			var s *series
+			if c.riverWorkers > 0 {
+				run, err = river.drain(ctx, o.messages, c.riverWorkers)
+				key := strconv.Itoa(c.riverWorkers)
+				if r.River[key] == nil {
+					r.River[key] = &series{}
+				}
+				s = r.River[key]
+			} else {
+				run, err = consoleDrain(ctx, o.console, url, o.messages, c.aggregates)
+				s = r.Ordered
+				if c.aggregates == 0 {
+					s = r.Unordered
+				}
+			}
+			if err != nil {
+				return nil, fmt.Errorf("round %d, %s: %w", round+1, c.name, err)
+			}
+			fmt.Fprintf(os.Stderr, "peers: round %d/%d: %s: %.0f msg/s\n", round+1, o.rounds, c.name, run.MessagesPerSec)
+			s.Runs = append(s.Runs, run)
+		}
+		r.Order = append(r.Order, order)
+	}
+	r.LoadAverageEnd = loadAverage()
+
+	for _, s := range r.River {
+		s.summarize()
+	}
+	r.Ordered.summarize()
+	r.Unordered.summarize()
+	for _, w := range o.riverWorkers {
+		s := r.River[strconv.Itoa(w)]
+		if s.MessagesPerSec > r.RiverPerSec {
+			r.RiverPerSec, r.RiverBestWorkers = s.MessagesPerSec, w
+		}
+	}
+	r.OrderedPerSec, r.UnorderedPerSec = r.Ordered.MessagesPerSec, r.Unordered.MessagesPerSec
+	if r.RiverPerSec > 0 {
+		r.RatioOrdered = round3(r.OrderedPerSec / r.RiverPerSec)
+		r.RatioUnordered = round3(r.UnorderedPerSec / r.RiverPerSec)
+	}
+	return r, nil
+}
+
+// summarize sets the medians of the runs.
+func (s *series) summarize() {
+	rates := make([]float64, 0, len(s.Runs))
+	var cpus []float64
+	for _, r := range s.Runs {
+		rates = append(rates, r.MessagesPerSec)
+		var c struct {
+			Total float64 `json:"total_ms_per_1k_messages"`
+		}
+		if len(r.CPU) > 0 && json.Unmarshal(r.CPU, &c) == nil {
+			cpus = append(cpus, c.Total)
+		}
+	}
+	s.MessagesPerSec = median(rates)
+	s.CPUTotalMsPer1k = median(cpus)
+}
+
+// median of xs (the mean of the middle two for an even count); 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
+}
+
+func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
+
+// loadAverage is /proc/loadavg's 1, 5 and 15 minute figures.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
