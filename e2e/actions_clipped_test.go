@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/mxschmitt/playwright-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/action"
@@ -26,7 +25,7 @@ func TestAuditShowsALongReasonCutWithTheWholeBehindIt(t *testing.T) {
 		return err
 	}))
 	page := signedIn(t, console, "admin", "/audit?action=message.discard")
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	clipped := page.GetByTestId("clipped")
 	require.NoError(t, expect.Locator(clipped).ToHaveCount(1))
 	require.NoError(t, expect.Locator(clipped.Locator("summary")).ToContainText("<b>not bold</b>"))

@@ -78,7 +78,7 @@ func signedIn(t *testing.T, console withAccounts, role, path string) playwright.
 	_, err := page.Goto(path)
 	require.NoError(t, err)
 	signIn(t, page, role, e2ePassword)
-	require.NoError(t, playwright.NewPlaywrightAssertions().Page(page).ToHaveURL(console.URL+path))
+	require.NoError(t, newExpect().Page(page).ToHaveURL(console.URL+path))
 	return page
 }
 
@@ -90,7 +90,7 @@ func TestOperatorsReplayADeadMessageOnce(t *testing.T) {
 	console := startConsoleForActions(t)
 	id := deadMessages(t, console.pool, 1, `{"order":7}`)[0]
 	path := fmt.Sprintf("/messages/%d/actions", id)
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 
 	first := signedIn(t, console, "operator", path)
 	second := signedIn(t, console, "admin", path)
@@ -127,7 +127,7 @@ func TestViewerSeesNoActionControls(t *testing.T) {
 	console := startConsoleForActions(t)
 	id := deadMessages(t, console.pool, 1, `{"order":8}`)[0]
 	page := signedIn(t, console, "viewer", fmt.Sprintf("/messages/%d/actions", id))
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	require.NoError(t, expect.Locator(page.GetByTestId("no-actions")).ToBeVisible())
 	for _, control := range []string{"replay-submit", "discard-submit", "edit-replay"} {
 		require.NoError(t, expect.Locator(page.GetByTestId(control)).ToHaveCount(0), control)
@@ -143,7 +143,7 @@ func TestEditShowsTheDiffBeforeReplaying(t *testing.T) {
 	console := startConsoleForActions(t)
 	id := deadMessages(t, console.pool, 1, `{"order":9,"total":10}`)[0]
 	page := signedIn(t, console, "admin", fmt.Sprintf("/messages/%d/actions", id))
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 
 	require.NoError(t, page.GetByTestId("edit-replay").Locator("summary").Click())
 	require.NoError(t, page.GetByTestId("edit-payload").Fill("{\n  \"order\": 9,\n  \"total\": 12\n}"))
@@ -166,7 +166,7 @@ func TestBulkReplayShowsLiveProgressAndCancels(t *testing.T) {
 	console := startConsoleForActions(t)
 	deadMessages(t, console.pool, 40, `{"bulk":true}`)
 	page := signedIn(t, console, "operator", "/replays")
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	require.NoError(t, expect.Locator(page.GetByTestId("empty-state")).ToBeVisible())
 	screenshot(t, page, "replays-empty")
 
@@ -242,7 +242,7 @@ func signedInAs(t *testing.T, console withAccounts, name, path string) playwrigh
 	_, err := page.Goto(path)
 	require.NoError(t, err)
 	signIn(t, page, name, e2ePassword)
-	require.NoError(t, playwright.NewPlaywrightAssertions().Page(page).ToHaveURL(console.URL+path))
+	require.NoError(t, newExpect().Page(page).ToHaveURL(console.URL+path))
 	return page
 }
 
@@ -275,7 +275,7 @@ func TestTwoOperatorsClickReplayAtOnce(t *testing.T) {
 	require.NoError(t, console.svc.AddUser(context.Background(), auth.CLI, "operator2", auth.Operator, e2ePassword))
 	id := deadMessages(t, console.pool, 1, `{"order":21}`)[0]
 	path := fmt.Sprintf("/messages/%d/actions", id)
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 
 	pages := []playwright.Page{signedInAs(t, console, "operator", path), signedInAs(t, console, "operator2", path)}
 	arrived, release := make(chan struct{}, len(pages)), make(chan struct{})
@@ -341,7 +341,7 @@ func TestReplayShowsLiveOnAnotherUsersPages(t *testing.T) {
 	console := startConsoleForActions(t)
 	id := deadMessages(t, console.pool, 1, `{"order":22}`)[0]
 	path := fmt.Sprintf("/messages/%d/actions", id)
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 
 	watcher := signedInAs(t, console, "viewer", path)
 	openLive(t, watcher, path, actionsLiveFetch)
@@ -357,7 +357,7 @@ func TestReplayShowsLiveOnAnotherUsersPages(t *testing.T) {
 	// region re-read by the live refresh that the same commit triggers,
 	// and the answer's notice, which sits outside that region
 	// (#action-outcome): whichever of the two lands last, the notice stays.
-	require.NoError(t, expect.Locator(actor.GetByTestId("last-replay")).ToBeVisible(playwright.LocatorAssertionsToBeVisibleOptions{Timeout: playwright.Float(10000)}))
+	require.NoError(t, expect.Locator(actor.GetByTestId("last-replay")).ToBeVisible(playwright.LocatorAssertionsToBeVisibleOptions{Timeout: playwright.Float(expectTimeout)}))
 	var replay int64
 	require.NoError(t, console.pool.QueryRow(context.Background(), `SELECT id FROM switchyard.outbox WHERE replay_of = $1`, id).Scan(&replay))
 	notice := fmt.Sprintf("Replayed (redeliver) as message %d", replay)
@@ -370,11 +370,11 @@ func TestReplayShowsLiveOnAnotherUsersPages(t *testing.T) {
 	// The change feed's path (commit, NOTIFY, the listener's read, the
 	// stream, the page's fetch) takes well under a second alone; 5 s
 	// leaves room for the whole parallel suite on 2 cores.
-	soon := playwright.LocatorAssertionsToHaveAttributeOptions{Timeout: playwright.Float(5000)}
+	soon := playwright.LocatorAssertionsToHaveAttributeOptions{Timeout: playwright.Float(expectTimeout)}
 	require.NoError(t, expect.Locator(watcher.GetByTestId("last-replay")).ToHaveAttribute("href", fmt.Sprintf("/messages/%d/actions", replay), soon))
 	require.NoError(t, expect.Locator(watcher.GetByTestId("actions-status")).ToContainText("in flight"))
 	require.NoError(t, expect.Locator(detail.Locator(fmt.Sprintf(`[data-testid="lineage"] a[href="/messages/%d"]`, replay))).
-		ToHaveCount(1, playwright.LocatorAssertionsToHaveCountOptions{Timeout: playwright.Float(5000)}))
+		ToHaveCount(1))
 	requireNotReloaded(t, watcher)
 	requireNotReloaded(t, detail)
 	screenshot(t, watcher, "actions-live-watcher")
@@ -389,7 +389,7 @@ func TestBigBulkReplayShowsProgressClimbingLive(t *testing.T) {
 	console := startConsoleForActions(t)
 	deadMessages(t, console.pool, messages, `{"bulk":true}`)
 	page := signedIn(t, console, "operator", "/replays")
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	_, err := page.Evaluate(`() => { window.notReloaded = true }`)
 	require.NoError(t, err)
 

@@ -74,7 +74,7 @@ func TestSignInAndSignOut(t *testing.T) {
 	t.Parallel()
 	console := startConsoleWithAccounts(t)
 	page := newPageExpecting(t, console.URL, "401")
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 
 	_, err := page.Goto("/messages")
 	require.NoError(t, err)
@@ -111,7 +111,7 @@ func TestViewerIsForbiddenFromAdminPages(t *testing.T) {
 	t.Parallel()
 	console := startConsoleWithAccounts(t)
 	page := newPageExpecting(t, console.URL, "403")
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	_, err := page.Goto("/login")
 	require.NoError(t, err)
 	signIn(t, page, "viewer", e2ePassword)
@@ -138,7 +138,7 @@ func TestRevokedSessionLeavesTheLivePageForSignIn(t *testing.T) {
 	page := newPageTolerating(t, console.URL, func(p string) bool {
 		return strings.Contains(p, "status of 401 (Unauthorized) ("+console.URL+"/audit")
 	})
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	_, err := page.Goto("/audit")
 	require.NoError(t, err)
 	signIn(t, page, "admin", e2ePassword)
@@ -174,8 +174,7 @@ func TestRevokedSessionLeavesTheLivePageForSignIn(t *testing.T) {
 	// The stream itself ends within 2 s (TestRevokedSessionsStreamEndsWithinTwoSeconds
 	// in internal/console); here the page must then reach the sign-in
 	// form, which under the whole parallel suite took a little longer.
-	require.NoError(t, expect.Page(page).ToHaveURL(regexp.MustCompile(`/login\?next=%2Faudit$`),
-		playwright.PageAssertionsToHaveURLOptions{Timeout: playwright.Float(5000)}))
+	require.NoError(t, expect.Page(page).ToHaveURL(regexp.MustCompile(`/login\?next=%2Faudit$`)))
 	require.NoError(t, expect.Locator(page.GetByTestId("login-form")).ToBeVisible())
 }
 
@@ -183,7 +182,7 @@ func TestDemoModeShowsItsBanner(t *testing.T) {
 	t.Parallel()
 	console := startConsole(t)
 	page := newPage(t, console.URL)
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	_, err := page.Goto("/")
 	require.NoError(t, err)
 	require.NoError(t, expect.Locator(page.GetByTestId("demo-banner")).ToContainText("Demo mode"))

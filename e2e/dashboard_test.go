@@ -57,12 +57,12 @@ func TestDashboardCountsLiveAndConverges(t *testing.T) {
 	_, err := pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address, disabled) VALUES ('e2e-hook', 'webhook', 'http://127.0.0.1:9/', true)`)
 	require.NoError(t, err)
 	page := newPage(t, console.URL)
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 
 	_, err = page.Goto("/")
 	require.NoError(t, err)
 	require.NoError(t, expect.Page(page).ToHaveTitle("Dashboard · Switchyard"))
-	require.NoError(t, expect.Locator(page.GetByTestId("dash-asof")).ToContainText("As of", playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(15000)}))
+	require.NoError(t, expect.Locator(page.GetByTestId("dash-asof")).ToContainText("As of"))
 	require.NoError(t, expect.Locator(page.GetByTestId("stat-pending-value")).ToHaveText("0"))
 	_, err = page.Evaluate(`() => { window.e2eNoReload = true; }`)
 	require.NoError(t, err)
@@ -71,7 +71,7 @@ func TestDashboardCountsLiveAndConverges(t *testing.T) {
 	// Live, without a reload (e2eNoReload). How fast is the benches'
 	// business (console bench sse and viewers); under the whole suite on
 	// 2 cores a stats tick can take over a second, so the bound is loose.
-	require.NoError(t, expect.Locator(page.GetByTestId("stat-pending-value")).ToHaveText("3", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(5000)}),
+	require.NoError(t, expect.Locator(page.GetByTestId("stat-pending-value")).ToHaveText("3"),
 		"the pending counter did not change within 5 s of the enqueue")
 	require.NoError(t, expect.Locator(page.GetByTestId("flows")).ToContainText("e2e-hook"))
 
@@ -85,14 +85,14 @@ func TestDashboardCountsLiveAndConverges(t *testing.T) {
 	for range 4 {
 		enqueue(t, pool, "e2e-hook", 1)
 	}
-	require.NoError(t, expect.Locator(page.GetByTestId("stat-pending-value")).ToHaveText("7", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(5000)}),
+	require.NoError(t, expect.Locator(page.GetByTestId("stat-pending-value")).ToHaveText("7"),
 		"the page did not converge after the LISTEN connection was killed")
 
 	// A hidden tab that becomes visible refreshes at once.
 	enqueue(t, pool, "e2e-hook", 1)
 	_, err = page.Evaluate(`() => document.dispatchEvent(new Event("visibilitychange"))`)
 	require.NoError(t, err)
-	require.NoError(t, expect.Locator(page.GetByTestId("stat-pending-value")).ToHaveText("8", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(5000)}))
+	require.NoError(t, expect.Locator(page.GetByTestId("stat-pending-value")).ToHaveText("8"))
 
 	kept, err := page.Evaluate(`() => window.e2eNoReload === true`)
 	require.NoError(t, err)
@@ -117,7 +117,7 @@ func TestDashboardShowsDeliveriesBreakersAndDispatchers(t *testing.T) {
 	enqueue(t, pool, "refusing", 5)
 
 	page := newPage(t, console.URL)
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	_, err = page.Goto("/")
 	require.NoError(t, err)
 	long := playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(30000)}
@@ -150,11 +150,11 @@ func TestDemoRunsAndItsPanelChangesIt(t *testing.T) {
 	p, dbURL := startDemo(t)
 
 	page := newPage(t, p.URL)
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	_, err := page.Goto("/")
 	require.NoError(t, err)
-	require.NoError(t, expect.Locator(page.GetByTestId("stat-delivered-value")).Not().ToHaveText("0", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(20000)}))
-	require.NoError(t, expect.Locator(page.GetByTestId("inbox-sources")).ToContainText("demo-shop", playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(20000)}))
+	require.NoError(t, expect.Locator(page.GetByTestId("stat-delivered-value")).Not().ToHaveText("0"))
+	require.NoError(t, expect.Locator(page.GetByTestId("inbox-sources")).ToContainText("demo-shop"))
 	screenshot(t, page, "demo-dashboard")
 
 	// The demo's signed webhooks are applied by its customer-upsert

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/mxschmitt/playwright-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/consoletest"
@@ -32,7 +31,7 @@ func TestDeadLetterFromTheDispatcherAppearsLive(t *testing.T) {
 	console := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL, "SWITCHYARD_DEMO=true"})
 	t.Cleanup(func() { console.Stop(t) })
 	page := newPage(t, console.URL)
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 
 	_, err = page.ExpectResponse(regexp.MustCompile(`/dead-letters/groups$`), func() error {
 		_, err := page.Goto("/dead-letters")
@@ -45,9 +44,9 @@ func TestDeadLetterFromTheDispatcherAppearsLive(t *testing.T) {
 	require.NoError(t, err)
 
 	enqueue(t, pool, "refusing", 2)
-	require.NoError(t, expect.Locator(groups).ToHaveCount(1, playwright.LocatorAssertionsToHaveCountOptions{Timeout: playwright.Float(15000)}),
+	require.NoError(t, expect.Locator(groups).ToHaveCount(1),
 		"the dispatcher's dead letters did not appear as a group")
-	require.NoError(t, expect.Locator(groups.First().GetByTestId("group-dead")).ToHaveText("2", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(15000)}))
+	require.NoError(t, expect.Locator(groups.First().GetByTestId("group-dead")).ToHaveText("2"))
 	still, err := page.Evaluate(`() => window.notReloaded === true`)
 	require.NoError(t, err)
 	require.Equal(t, true, still, "the page was reloaded")

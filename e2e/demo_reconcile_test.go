@@ -20,7 +20,7 @@ func TestDemoDriftIsFoundShownLiveAndRepaired(t *testing.T) {
 	t.Parallel()
 	p, _ := startDemo(t, "SWITCHYARD_DEMO_CHECK_INTERVAL=1s")
 
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	long := playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(40000)}
 	watch := newPage(t, p.URL)
 	_, err := watch.ExpectResponse(regexp.MustCompile(`/reconciliation/live`), func() error {

@@ -187,6 +187,18 @@ var repoRoot = sync.OnceValues(func() (string, error) {
 	}
 })
 
+// expectTimeout bounds every browser assertion (ms). The suite runs beside
+// the other packages' tests, race detector on, on a 2-core machine: at a
+// load of 25 a page's stream opened 17 s after its HTML arrived (measured).
+// The bound says how slow a loaded machine may be, never how fast the
+// console is (that is benchmarked); an assertion that holds returns at once.
+const expectTimeout = 20000
+
+// newExpect returns assertions whose default timeout is expectTimeout.
+func newExpect() playwright.PlaywrightAssertions {
+	return playwright.NewPlaywrightAssertions(expectTimeout)
+}
+
 // screenshot saves a full-page PNG of page as <name>.png in $E2E_SCREENSHOTS,
 // or else in e2e/screenshots (ignored by git).
 func screenshot(t *testing.T, page playwright.Page, name string) {

@@ -84,7 +84,7 @@ func TestInboxRetryFromPageAndList(t *testing.T) {
 	console := startConsoleForInbox(t)
 	bad := parked(t, console.pool, "evt_no_order", `{"type": "order.paid"}`)
 	good := parked(t, console.pool, "evt_paid", `{"type": "order.paid", "order": {"id": 42}}`)
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 
 	page := signedInAs(t, console, "operator", fmt.Sprintf("/inbox/events/%d", bad))
 	require.NoError(t, expect.Locator(page.GetByTestId("event-attempts")).ToHaveText("3"))
@@ -147,7 +147,7 @@ func TestInboxRetryFromPageAndList(t *testing.T) {
 func TestInboxLiveListDuplicatesAndAttempts(t *testing.T) {
 	t.Parallel()
 	console := startConsoleForInbox(t)
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	viewer := signedInAs(t, console, "viewer", "/inbox")
 	openLive(t, viewer, "/inbox", regexp.MustCompile(`/inbox/live$`))
 	require.NoError(t, expect.Locator(viewer.GetByTestId("inbox-event-row")).ToHaveCount(0))
@@ -156,7 +156,7 @@ func TestInboxLiveListDuplicatesAndAttempts(t *testing.T) {
 	// The change feed's path takes well under a second; 5 s is room for
 	// the parallel suite, and far less than the list's 10 s poll.
 	rows := viewer.GetByTestId("inbox-event-row")
-	require.NoError(t, expect.Locator(rows).ToHaveCount(1, playwright.LocatorAssertionsToHaveCountOptions{Timeout: playwright.Float(5000)}))
+	require.NoError(t, expect.Locator(rows).ToHaveCount(1))
 	require.NoError(t, expect.Locator(rows.First()).ToContainText("evt_broken"))
 	require.NoError(t, expect.Locator(rows.First().GetByTestId("inbox-event-status")).ToHaveText("failed"))
 	requireNotReloaded(t, viewer)

@@ -35,7 +35,7 @@ func TestInboxPagesRenderRealData(t *testing.T) {
 	require.NoError(t, err)
 
 	page := newPage(t, console.URL)
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	// Playwright calls these from its own goroutine.
 	var dialogs, strayRequests atomic.Int32
 	page.OnDialog(func(d playwright.Dialog) { dialogs.Add(1); _ = d.Dismiss() })

@@ -75,16 +75,11 @@ func TestLivePagesConvergeAfterTheStreamIsCut(t *testing.T) {
 	_, err = pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address) VALUES ('e2e-hook', 'webhook', 'http://127.0.0.1:9/')`)
 	require.NoError(t, err)
 	enqueue(t, pool, "e2e-hook", 2)
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	// Nothing changes after the consoles restart and no page but the
-	// dashboard polls (its fresh=1 read is checked apart), so these
-	// bounds only say how slow a loaded machine may be, not what converged
-	// the pages.
-	const converge = 15000
-	within := func(ms float64) playwright.LocatorAssertionsToHaveCountOptions {
-		return playwright.LocatorAssertionsToHaveCountOptions{Timeout: playwright.Float(ms)}
-	}
-	hasText := playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(converge)}
+	// dashboard polls (its fresh=1 read is checked apart), so the
+	// assertions' bounds (expectTimeout) only say how slow a loaded machine
+	// may be, not what converged the pages.
 
 	var streams atomic.Int64
 	dash := outagePage(t, first.URL)
@@ -96,7 +91,7 @@ func TestLivePagesConvergeAfterTheStreamIsCut(t *testing.T) {
 	_, err = dash.Goto("/")
 	require.NoError(t, err)
 	pending := dash.GetByTestId("stat-pending-value")
-	require.NoError(t, expect.Locator(pending).ToHaveText("2", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(15000)}))
+	require.NoError(t, expect.Locator(pending).ToHaveText("2"))
 	msgs := outagePage(t, first.URL)
 	_, err = msgs.ExpectResponse(regexp.MustCompile(`/messages/new\?above=2$`), func() error {
 		_, err := msgs.Goto("/messages")
@@ -105,19 +100,19 @@ func TestLivePagesConvergeAfterTheStreamIsCut(t *testing.T) {
 	require.NoError(t, err)
 	others := []*livePage{
 		{name: "dead letters", path: "/dead-letters", converged: func(p playwright.Page) error {
-			return expect.Locator(p.GetByTestId("dead-letter-group")).ToHaveCount(1, within(converge))
+			return expect.Locator(p.GetByTestId("dead-letter-group")).ToHaveCount(1)
 		}},
 		{name: "message", path: "/messages/1", converged: func(p playwright.Page) error {
-			return expect.Locator(p.GetByTestId("message-actions-link")).ToHaveCount(1, within(converge))
+			return expect.Locator(p.GetByTestId("message-actions-link")).ToHaveCount(1)
 		}},
 		{name: "message actions", path: "/messages/1/actions", converged: func(p playwright.Page) error {
-			return expect.Locator(p.GetByTestId("message-state")).ToHaveText("dead", hasText)
+			return expect.Locator(p.GetByTestId("message-state")).ToHaveText("dead")
 		}},
 		{name: "replays", path: "/replays", converged: func(p playwright.Page) error {
-			return expect.Locator(p.GetByTestId("replay-job")).ToHaveCount(1, within(converge))
+			return expect.Locator(p.GetByTestId("replay-job")).ToHaveCount(1)
 		}},
 		{name: "audit", path: "/audit", converged: func(p playwright.Page) error {
-			return expect.Locator(p.GetByTestId("audit-row").Filter(playwright.LocatorFilterOptions{HasText: "e2e.outage"})).ToHaveCount(1, within(converge))
+			return expect.Locator(p.GetByTestId("audit-row").Filter(playwright.LocatorFilterOptions{HasText: "e2e.outage"})).ToHaveCount(1)
 		}},
 	}
 	pages := []playwright.Page{dash, msgs}
@@ -163,10 +158,10 @@ func TestLivePagesConvergeAfterTheStreamIsCut(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the dashboard asked for no fresh read within 30 s of the new console being ready (streams opened: %d before the cut, %d now)", opened, streams.Load())
 	}
-	require.NoError(t, expect.Locator(pending).ToHaveText("4", hasText),
+	require.NoError(t, expect.Locator(pending).ToHaveText("4"),
 		"the dashboard did not converge after its stream was cut")
 	require.Greater(t, streams.Load(), opened, "the dashboard opened a new stream")
-	require.NoError(t, expect.Locator(msgs.GetByTestId("new-messages-link")).ToHaveText("3 new messages: show", hasText),
+	require.NoError(t, expect.Locator(msgs.GetByTestId("new-messages-link")).ToHaveText("3 new messages: show"),
 		"the message list did not converge after its stream was cut")
 	require.NoError(t, expect.Locator(msgs.GetByTestId("message-row").First().Locator("td").First()).ToHaveText("2"))
 	for _, lp := range others {

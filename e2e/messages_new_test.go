@@ -21,7 +21,7 @@ func TestNewMessagesControlCountsEnqueuesLive(t *testing.T) {
 	t.Parallel()
 	f := startPagesFixture(t)
 	page := newPage(t, f.console.URL)
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	ctx := context.Background()
 	var asks atomic.Int64
 	page.OnRequest(func(r playwright.Request) {
@@ -57,7 +57,7 @@ func TestNewMessagesControlCountsEnqueuesLive(t *testing.T) {
 	// four times its duration when the database is slow, as under the
 	// whole parallel suite), the stream, and the control's one ask a
 	// second. About 1 s on a quiet machine; 2 s was too tight in CI.
-	require.NoError(t, expect.Locator(newLink).ToHaveText("3 new messages: show", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(5000)}),
+	require.NoError(t, expect.Locator(newLink).ToHaveText("3 new messages: show"),
 		"the control did not count the enqueued messages within 5 s")
 	t.Logf("counted %s after the enqueues", time.Since(enqueued).Round(time.Millisecond))
 	require.NoError(t, expect.Locator(firstID).ToHaveText("60"), "the list moved before the control was clicked")

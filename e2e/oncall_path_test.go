@@ -52,7 +52,7 @@ func TestOnCallPathEndToEnd(t *testing.T) {
 	console, receiver := startConsoleWithReceiver(t)
 	pool := console.pool
 	ctx := context.Background()
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	long := playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(30000)}
 
 	// The outage: three messages without an aggregate and two aggregates of

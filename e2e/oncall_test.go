@@ -69,9 +69,9 @@ func TestOnCallReplayIsFollowedUntilDelivered(t *testing.T) {
 	t.Parallel()
 	console, receiver := startConsoleWithReceiver(t)
 	pool := console.pool
-	expect := playwright.NewPlaywrightAssertions()
-	long := playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(20000)}
-	longContains := playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(20000)}
+	expect := newExpect()
+	long := playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(expectTimeout)}
+	longContains := playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(expectTimeout)}
 	enqueue(t, pool, "hook", 3)
 	testwait.Until(t, time.Minute, "three dead letters", func() bool {
 		return count(t, pool, `SELECT count(*) FROM switchyard.outbox WHERE state = 'dead'`) == 3
@@ -140,7 +140,7 @@ func TestBlockedAggregateUnblocksFromItsRow(t *testing.T) {
 		VALUES ('billing', 'order', 'o-5', $1)`, head)
 	require.NoError(t, err)
 	page := signedIn(t, console, "operator", "/aggregates/blocked")
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	require.NoError(t, expect.Locator(page.GetByTestId("blocked-row")).ToHaveCount(1))
 	screenshot(t, page, "blocked-aggregates-actions")
 

@@ -86,7 +86,7 @@ func TestMessagesListPagesAndFiltersSurviveReload(t *testing.T) {
 	t.Parallel()
 	f := startPagesFixture(t)
 	page := newPage(t, f.console.URL)
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 
 	_, err := page.Goto("/messages")
 	require.NoError(t, err)
@@ -132,7 +132,7 @@ func TestMessageDetailRendersHostileTextInert(t *testing.T) {
 	t.Parallel()
 	f := startPagesFixture(t)
 	page := newPage(t, f.console.URL)
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	page.OnDialog(func(d playwright.Dialog) {
 		t.Errorf("a dialog opened: %q", d.Message())
 		_ = d.Dismiss()
@@ -183,7 +183,7 @@ func TestDeadLetterGroupAppearsLive(t *testing.T) {
 	t.Parallel()
 	f := startPagesFixture(t)
 	page := newPage(t, f.console.URL)
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	ctx := context.Background()
 
 	// The region refreshes once when the live stream is ready: after that

@@ -69,7 +69,7 @@ func TestReconciliationDriftAppearsLiveAndIsRepaired(t *testing.T) {
 	console := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL, "SWITCHYARD_DEMO=true"})
 	t.Cleanup(func() { console.Stop(t) })
 	page := newPage(t, console.URL)
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	// The region is re-fetched when the stream says "ready": once that
 	// response came, the stream is open and later drift can only arrive live.
 	_, err = page.ExpectResponse(regexp.MustCompile(`/reconciliation/live`), func() error {
@@ -86,7 +86,7 @@ func TestReconciliationDriftAppearsLiveAndIsRepaired(t *testing.T) {
 	remote.Alter("17", "total", 9999)
 	remote.Drop("33")
 	cycle()
-	live := playwright.LocatorAssertionsToHaveCountOptions{Timeout: playwright.Float(15000)}
+	live := playwright.LocatorAssertionsToHaveCountOptions{Timeout: playwright.Float(expectTimeout)}
 	require.NoError(t, expect.Locator(rows).ToHaveCount(2, live), "the drift did not appear live")
 	require.NoError(t, expect.Locator(page.GetByTestId("open-drift")).ToHaveText("2"))
 	still, err := page.Evaluate(`() => window.notReloaded === true`)

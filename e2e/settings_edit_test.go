@@ -41,7 +41,7 @@ func TestSettingsEditDestinationAndSourceWithTestEvents(t *testing.T) {
 	page := newPageTolerating(t, console.URL, func(problem string) bool {
 		return strings.Contains(problem, "status of 422") && strings.Contains(problem, "/settings/destinations:")
 	})
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	require.NoError(t, page.SetViewportSize(1400, 900))
 	_, err := page.Goto("/settings")
 	require.NoError(t, err)

@@ -59,7 +59,7 @@ func TestSettingsRenameAndDeleteFromTheirPages(t *testing.T) {
 		return (strings.Contains(problem, "status of 409") || strings.Contains(problem, "status of 422")) &&
 			(strings.Contains(problem, "/delete") || strings.Contains(problem, "/rename"))
 	})
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	require.NoError(t, page.SetViewportSize(1400, 900))
 	_, err = page.Goto("/settings/destinations/crm-sevrice")
 	require.NoError(t, err)

@@ -34,7 +34,7 @@ func TestSettingsPageShowsConfigurationAndProblems(t *testing.T) {
 	require.NoError(t, err)
 
 	page := newPage(t, console.URL)
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	_, err = page.Goto("/settings")
 	require.NoError(t, err)
 	require.NoError(t, expect.Page(page).ToHaveTitle("Configuration · Switchyard"))

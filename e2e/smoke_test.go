@@ -31,7 +31,7 @@ func TestSmoke(t *testing.T) {
 	t.Parallel()
 	console := startConsole(t)
 	page := newPage(t, console.URL)
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 
 	_, err := page.Goto("/")
 	require.NoError(t, err)
@@ -57,7 +57,7 @@ func TestSmoke(t *testing.T) {
 // links, in order, and that only current is marked as the current page.
 func requireNavigation(t *testing.T, page playwright.Page, current string) {
 	t.Helper()
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	nav := page.GetByTestId("nav")
 	links := nav.Locator(`a[data-testid^="nav-"]`)
 	labels := make([]string, len(navigation))

@@ -39,9 +39,9 @@ func TestTriageOverlayShowsBeforeTheAckAndRollsBackOnReject(t *testing.T) {
 	deadMessages(t, pool, 1, `{"order":51}`)
 	item := triageItemID(t, pool)
 	path := fmt.Sprintf("/triage/items/%d", item)
-	expect := playwright.NewPlaywrightAssertions()
-	live := playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(10000)}
-	settled := playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(float64((delay + 5*time.Second).Milliseconds()))}
+	expect := newExpect()
+	live := playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(expectTimeout)}
+	settled := playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(expectTimeout)}
 
 	b := signedInAs(t, console, "operator2", path)
 	require.NoError(t, expect.Locator(b.GetByTestId("triage-connection")).ToHaveText("Live", live))
@@ -65,11 +65,11 @@ func TestTriageOverlayShowsBeforeTheAckAndRollsBackOnReject(t *testing.T) {
 	require.NoError(t, a.GetByTestId("note-body").Fill(note))
 	require.NoError(t, a.GetByTestId("action-note").Click())
 	pendingNote := a.GetByTestId("note-pending")
-	require.NoError(t, expect.Locator(pendingNote).ToContainText(note, playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(5000)}))
+	require.NoError(t, expect.Locator(pendingNote).ToContainText(note))
 	require.NoError(t, expect.Locator(pendingNote).ToContainText("sending…"))
 	require.EqualValues(t, 1, answers.Load(), "the greyed note shows before its ack")
 	screenshot(t, a, "triage-note-before-ack")
-	require.NoError(t, expect.Locator(pendingNote).ToHaveCount(0, playwright.LocatorAssertionsToHaveCountOptions{Timeout: playwright.Float(float64((delay + 5*time.Second).Milliseconds()))}))
+	require.NoError(t, expect.Locator(pendingNote).ToHaveCount(0))
 	require.EqualValues(t, 2, answers.Load())
 	require.NoError(t, expect.Locator(a.Locator(`[data-testid="triage-notes"] .note-body`)).ToHaveText([]string{note}, live), "the note once, confirmed")
 
@@ -80,8 +80,7 @@ func TestTriageOverlayShowsBeforeTheAckAndRollsBackOnReject(t *testing.T) {
 	require.NoError(t, b.GetByTestId("action-status").Click())
 	require.NoError(t, expect.Locator(b.GetByTestId("item-overlay")).ToHaveText("Setting status…", live))
 	screenshot(t, b, "triage-overlay-before-reject")
-	require.NoError(t, expect.Locator(b.GetByTestId("triage-error")).ToContainText("operator is working on this item",
-		playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(float64((delay + 5*time.Second).Milliseconds()))}))
+	require.NoError(t, expect.Locator(b.GetByTestId("triage-error")).ToContainText("operator is working on this item"))
 	require.NoError(t, expect.Locator(b.GetByTestId("triage-error")).ToContainText("(held by operator)"))
 	require.NoError(t, expect.Locator(b.GetByTestId("item-overlay")).ToHaveText(""))
 	require.NoError(t, expect.Locator(b.GetByTestId("item-status")).ToHaveText("open"))

@@ -36,9 +36,9 @@ func TestTriageWhoIsLookingOnTheFailurePages(t *testing.T) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM switchyard.triage_items WHERE kind = $1`, kind).Scan(&id))
 		return id
 	}
-	expect := playwright.NewPlaywrightAssertions()
-	live := playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(5000)}
-	exactly := playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(10000)}
+	expect := newExpect()
+	live := playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(expectTimeout)}
+	exactly := playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(expectTimeout)}
 
 	// The dead-letter group: each side sees the other.
 	group := itemOf("dead_letter_group")
@@ -90,19 +90,18 @@ func TestTriageClaimReleasedWhenItsHoldersPageCloses(t *testing.T) {
 	t.Cleanup(func() { console.Stop(t) })
 	deadMessages(t, pool, 1, `{"order":71}`)
 	path := fmt.Sprintf("/triage/items/%d", triageItemID(t, pool))
-	expect := playwright.NewPlaywrightAssertions()
-	live := playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(5000)}
+	expect := newExpect()
+	live := playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(expectTimeout)}
 
 	b := signedInAs(t, console, "operator2", path)
 	a := signedInAs(t, console, "operator", path)
-	require.NoError(t, expect.Locator(a.GetByTestId("triage-connection")).ToHaveText("Live", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(20000)}))
+	require.NoError(t, expect.Locator(a.GetByTestId("triage-connection")).ToHaveText("Live"))
 	require.NoError(t, a.GetByTestId("action-claim").Click())
 	require.NoError(t, expect.Locator(b.GetByTestId("item-claim")).ToContainText("operator until", live))
 	require.NoError(t, expect.Locator(b.GetByTestId("item-presence")).ToContainText("operator,", live))
 
 	require.NoError(t, a.Close())
-	require.NoError(t, expect.Locator(b.GetByTestId("item-claim")).ToHaveText("unclaimed",
-		playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(20000)}), "released after the page closed")
+	require.NoError(t, expect.Locator(b.GetByTestId("item-claim")).ToHaveText("unclaimed"), "released after the page closed")
 	require.NoError(t, expect.Locator(b.GetByTestId("triage-history")).ToContainText("the holder's page closed", live))
 	require.NoError(t, expect.Locator(b.GetByTestId("item-presence")).ToHaveText("operator2"))
 	screenshot(t, b, "triage-released-on-close")

@@ -28,15 +28,15 @@ func TestTriageTwoOperatorsWorkOneItemLive(t *testing.T) {
 	require.NoError(t, console.pool.QueryRow(context.Background(),
 		`SELECT id FROM switchyard.triage_items WHERE kind = 'dead_letter_group'`).Scan(&item))
 	path := fmt.Sprintf("/triage/items/%d", item)
-	expect := playwright.NewPlaywrightAssertions()
-	soon := playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(5000)}
+	expect := newExpect()
+	soon := playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(expectTimeout)}
 
 	b := signedInAs(t, console, "operator2", path)
-	require.NoError(t, expect.Locator(b.GetByTestId("triage-connection")).ToHaveText("Live", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(5000)}))
+	require.NoError(t, expect.Locator(b.GetByTestId("triage-connection")).ToHaveText("Live"))
 	_, err := b.Evaluate(`() => { window.e2eNotReloaded = true }`)
 	require.NoError(t, err)
 	a := signedInAs(t, console, "operator", path)
-	require.NoError(t, expect.Locator(a.GetByTestId("triage-connection")).ToHaveText("Live", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(5000)}))
+	require.NoError(t, expect.Locator(a.GetByTestId("triage-connection")).ToHaveText("Live"))
 	require.NoError(t, expect.Locator(b.GetByTestId("item-presence")).ToContainText("operator,", soon), "B sees A looking")
 
 	require.NoError(t, a.GetByTestId("action-claim").Click())
@@ -71,11 +71,10 @@ func TestTriageTwoOperatorsWorkOneItemLive(t *testing.T) {
 	_, err = a.Evaluate(`() => { document.querySelector('[data-testid="status-select"]').dataset.e2ePicked = "" }`)
 	require.NoError(t, err)
 	release()
-	require.NoError(t, expect.Locator(a.Locator(`[data-testid="status-select"]:not([data-e2e-picked])`)).ToHaveCount(1,
-		playwright.LocatorAssertionsToHaveCountOptions{Timeout: playwright.Float(10000)}), "A's page read itself again")
+	require.NoError(t, expect.Locator(a.Locator(`[data-testid="status-select"]:not([data-e2e-picked])`)).ToHaveCount(1), "A's page read itself again")
 	require.NoError(t, expect.Locator(a.GetByTestId("status-select")).ToHaveValue("investigating"), "A's pick survives the read")
 	require.NoError(t, a.GetByTestId("action-status").Click())
-	require.NoError(t, expect.Locator(b.GetByTestId("item-status")).ToHaveText("investigating", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(5000)}), "B sees A's status")
+	require.NoError(t, expect.Locator(b.GetByTestId("item-status")).ToHaveText("investigating"), "B sees A's status")
 	require.NoError(t, expect.Locator(b.GetByTestId("triage-history")).ToContainText("operator status", soon))
 
 	// B's change while A holds the claim: refused, rolled back, explained.
@@ -94,6 +93,6 @@ func TestTriageTwoOperatorsWorkOneItemLive(t *testing.T) {
 	require.NoError(t, expect.Locator(card.GetByTestId("item-claim")).ToContainText("operator until"))
 	require.NoError(t, expect.Locator(board.GetByTestId("board-presence")).ToContainText("viewer", soon))
 	require.NoError(t, a.GetByTestId("action-release").Click())
-	require.NoError(t, expect.Locator(card.GetByTestId("item-claim")).ToHaveText("unclaimed", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(5000)}), "the board follows live")
+	require.NoError(t, expect.Locator(card.GetByTestId("item-claim")).ToHaveText("unclaimed"), "the board follows live")
 	screenshot(t, board, "triage-board")
 }

@@ -152,7 +152,7 @@ func TestEveryPageAtThreeWidths(t *testing.T) {
 		{"reconciliation", "/reconciliation", "Reconciliation"},
 	}
 	page := newPage(t, f.console.URL)
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	for _, w := range widths {
 		require.NoError(t, page.SetViewportSize(w.width, w.height))
 		for _, p := range pages {
@@ -217,7 +217,7 @@ func checkTriageCardGap(t *testing.T, page playwright.Page, width int) {
 // screen; on a phone, folded behind the Menu button, which opens it.
 func checkNavigation(t *testing.T, page playwright.Page, collapsed bool, path string) {
 	t.Helper()
-	expect := playwright.NewPlaywrightAssertions()
+	expect := newExpect()
 	link := page.GetByTestId("nav-messages")
 	toggle := page.GetByTestId("nav-toggle")
 	if !collapsed {

@@ -1,8 +1,9 @@
 // Package consoletest runs the console binary as a real process for tests
 // that check what only a process shows: signals, kill -9, exit codes, and
 // pages served to a real browser. It builds the binary, starts it with a
-// clean environment, streams its stderr into the test log, waits for
-// readiness, and stops it when the test ends.
+// clean environment, keeps its stderr (and puts its last lines in the log
+// of a test that failed), waits for readiness, and stops it when the test
+// ends.
 package consoletest
 
 import (
@@ -45,7 +46,7 @@ type Process struct {
 	Addr   string // the --listen address when started by Serve
 	cmd    *exec.Cmd
 	stdout *buffer
-	stderr *lineLog
+	stderr *buffer
 	exited chan struct{}
 }
 
@@ -54,7 +55,7 @@ type Process struct {
 // still running gets SIGTERM, and SIGKILL 10 s later.
 func Start(t testing.TB, binary string, env []string, args ...string) *Process {
 	t.Helper()
-	p := &Process{stdout: &buffer{}, stderr: &lineLog{t: t}, exited: make(chan struct{})}
+	p := &Process{stdout: &buffer{}, stderr: &buffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(binary, args...)
 	// Audit checkpoints default to the data directory, which is the
 	// working directory's .switchyard with DATABASE_URL: keep them out of
@@ -67,9 +68,11 @@ func Start(t testing.TB, binary string, env []string, args ...string) *Process {
 	}
 	go func() {
 		_ = p.cmd.Wait() // the status is in ProcessState
-		p.stderr.flush()
 		close(p.exited)
 	}()
+	// Cleanups run last first: the log's tail is written once the process
+	// has been stopped, so it holds the shutdown too.
+	t.Cleanup(func() { p.logTailIfFailed(t) })
 	t.Cleanup(func() { p.terminate(t) })
 	return p
 }
@@ -96,9 +99,9 @@ func (p *Process) WaitReady(t testing.TB, limit time.Duration) {
 	for !p.ready(ctx) {
 		select {
 		case <-p.exited:
-			t.Fatalf("console exited before it was ready (%v):\n%s", p.cmd.ProcessState, p.Stderr())
+			t.Fatalf("console (pid %d) exited before it was ready (%v)", p.Pid(), p.cmd.ProcessState)
 		case <-ctx.Done():
-			t.Fatalf("console not ready within %v:\n%s", limit, p.Stderr())
+			t.Fatalf("console (pid %d) not ready within %v", p.Pid(), limit)
 		case <-tick.C:
 		}
 	}
@@ -136,7 +139,7 @@ func (p *Process) WaitExit(t testing.TB, limit time.Duration) int {
 	case <-p.exited:
 		return p.cmd.ProcessState.ExitCode()
 	case <-time.After(limit):
-		t.Fatalf("console still running after %v:\n%s", limit, p.Stderr())
+		t.Fatalf("console (pid %d) still running after %v", p.Pid(), limit)
 		return -1
 	}
 }
@@ -147,13 +150,13 @@ func (p *Process) Stop(t testing.TB) {
 	t.Helper()
 	select {
 	case <-p.exited:
-		t.Errorf("console exited before it was stopped (%v):\n%s", p.cmd.ProcessState, p.Stderr())
+		t.Errorf("console (pid %d) exited before it was stopped (%v)", p.Pid(), p.cmd.ProcessState)
 		return
 	default:
 	}
 	p.Signal(t, syscall.SIGTERM)
 	if code := p.WaitExit(t, 30*time.Second); code != 0 {
-		t.Errorf("console exited with %d after SIGTERM:\n%s", code, p.Stderr())
+		t.Errorf("console (pid %d) exited with %d after SIGTERM", p.Pid(), code)
 	}
 }
 
@@ -210,6 +213,8 @@ func cleanEnv() []string {
 	return env
 }
 
+// buffer keeps what a process writes, for assertions and for the log of a
+// failed test.
 type buffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer // guarded by mu
@@ -227,41 +232,19 @@ func (b *buffer) String() string {
 	return b.buf.String()
 }
 
-// lineLog passes a process's stderr to the test log line by line and keeps
-// all of it for assertions.
-type lineLog struct {
-	t       testing.TB
-	mu      sync.Mutex
-	all     bytes.Buffer // guarded by mu
-	partial []byte       // guarded by mu: an unfinished last line
-}
+// logTailLines is how much of a process's stderr a failed test's log gets:
+// enough to see what the console did last, little enough that the failure
+// message above it is not cut from a CI report.
+const logTailLines = 60
 
-func (w *lineLog) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.all.Write(p)
-	w.partial = append(w.partial, p...)
-	for {
-		i := bytes.IndexByte(w.partial, '\n')
-		if i < 0 {
-			return len(p), nil
-		}
-		w.t.Log("console: " + string(w.partial[:i]))
-		w.partial = w.partial[i+1:]
+// logTailIfFailed puts the last lines of the process's stderr in the log of
+// a test that failed.
+func (p *Process) logTailIfFailed(t testing.TB) {
+	if !t.Failed() {
+		return
 	}
-}
-
-func (w *lineLog) flush() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.partial) > 0 {
-		w.t.Log("console: " + string(w.partial))
-		w.partial = nil
-	}
-}
-
-func (w *lineLog) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.all.String()
+	lines := strings.Split(strings.TrimRight(p.Stderr(), "\n"), "\n")
+	shown := lines[max(0, len(lines)-logTailLines):]
+	t.Logf("console (pid %d, %s): the last %d of %d lines of its stderr:\n%s",
+		p.Pid(), strings.Join(p.cmd.Args[1:], " "), len(shown), len(lines), strings.Join(shown, "\n"))
 }
