@@ -32,7 +32,7 @@ func startConsoleForActions(t *testing.T) withAccounts {
 	t.Cleanup(pool.Close)
 	p := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL, "SWITCHYARD_WORKERS=0"})
 	t.Cleanup(func() { p.Stop(t) })
-	svc := auth.New(pool, auth.Config{Notify: func() { _ = changefeed.Notify(context.Background(), pool) }})
+	svc := e2eAuth(pool, auth.Config{Notify: func() { _ = changefeed.Notify(context.Background(), pool) }})
 	for _, r := range []auth.Role{auth.Viewer, auth.Operator, auth.Admin} {
 		require.NoError(t, svc.AddUser(context.Background(), auth.CLI, r.String(), r, e2ePassword))
 	}

@@ -29,6 +29,17 @@ type withAccounts struct {
 
 // startConsoleWithAccounts starts the console binary without demo mode:
 // every page needs a session.
+// e2eAuth is the tests' account service: auth.New with cheap argon2id
+// parameters. At auth.DefaultParams every hash (each account added, each
+// sign-in from the test) costs about a second of CPU in this race-detected
+// test process, and the suite adds accounts by the dozen; the console
+// verifies a hash with the parameters recorded in it. What these tests
+// check is the pages, not the hash's cost (internal/auth tests that).
+func e2eAuth(pool *pgxpool.Pool, cfg auth.Config) *auth.Service {
+	cfg.Params = auth.Params{Time: 1, MemoryKiB: 1024, Threads: 1, KeyLen: 32}
+	return auth.New(pool, cfg)
+}
+
 func startConsoleWithAccounts(t *testing.T) withAccounts {
 	t.Helper()
 	dbURL := dbtest.NewURL(t)
@@ -38,7 +49,7 @@ func startConsoleWithAccounts(t *testing.T) withAccounts {
 	// The console migrates the database; the accounts come after.
 	p := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL})
 	t.Cleanup(func() { p.Stop(t) })
-	svc := auth.New(pool, auth.Config{Notify: func() { _ = changefeed.Notify(context.Background(), pool) }})
+	svc := e2eAuth(pool, auth.Config{Notify: func() { _ = changefeed.Notify(context.Background(), pool) }})
 	for _, r := range []auth.Role{auth.Viewer, auth.Operator, auth.Admin} {
 		require.NoError(t, svc.AddUser(context.Background(), auth.CLI, r.String(), r, e2ePassword))
 	}

@@ -37,7 +37,7 @@ func startConsoleForInbox(t *testing.T) withAccounts {
 	require.NoError(t, err)
 	p := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL, "SWITCHYARD_WORKERS=0", "E2E_SHOP_SECRET=" + shopSecret})
 	t.Cleanup(func() { p.Stop(t) })
-	svc := auth.New(pool, auth.Config{Notify: func() { _ = changefeed.Notify(context.Background(), pool) }})
+	svc := e2eAuth(pool, auth.Config{Notify: func() { _ = changefeed.Notify(context.Background(), pool) }})
 	for _, r := range []auth.Role{auth.Viewer, auth.Operator, auth.Admin} {
 		require.NoError(t, svc.AddUser(ctx, auth.CLI, r.String(), r, e2ePassword))
 	}

@@ -183,7 +183,7 @@ func TestSignInSaysHowToCreateTheFirstAdmin(t *testing.T) {
 		screenshot(t, page, "width-"+w.name+"-login-first-admin")
 	}
 
-	require.NoError(t, auth.New(pool, auth.Config{}).AddUser(context.Background(), auth.CLI, "alice", auth.Admin, e2ePassword))
+	require.NoError(t, e2eAuth(pool, auth.Config{}).AddUser(context.Background(), auth.CLI, "alice", auth.Admin, e2ePassword))
 	_, err = page.Reload()
 	require.NoError(t, err)
 	require.NoError(t, expect.Locator(page.GetByTestId("login-form")).ToBeVisible())

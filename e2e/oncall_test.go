@@ -52,7 +52,7 @@ func startConsoleWithReceiver(t *testing.T) (withAccounts, *flakyReceiver) {
 	p := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL,
 		"E2E_HOOK_SECRET=whsec_AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA="})
 	t.Cleanup(func() { p.Stop(t) })
-	svc := auth.New(pool, auth.Config{Notify: func() { _ = changefeed.Notify(ctx, pool) }})
+	svc := e2eAuth(pool, auth.Config{Notify: func() { _ = changefeed.Notify(ctx, pool) }})
 	for _, r := range []auth.Role{auth.Viewer, auth.Operator, auth.Admin} {
 		require.NoError(t, svc.AddUser(ctx, auth.CLI, r.String(), r, e2ePassword))
 	}

@@ -41,7 +41,7 @@ func triageInstances(t *testing.T, n int, env ...string) (*pgxpool.Pool, *auth.S
 		// One after the other: the first migrates the database.
 		procs[i] = consoletest.Serve(t, useSuite(t).binary, append([]string{"DATABASE_URL=" + dbURL, "SWITCHYARD_WORKERS=0"}, env...))
 	}
-	svc := auth.New(pool, auth.Config{Notify: func() { _ = changefeed.Notify(context.Background(), pool) }})
+	svc := e2eAuth(pool, auth.Config{Notify: func() { _ = changefeed.Notify(context.Background(), pool) }})
 	for _, a := range []struct {
 		name string
 		role auth.Role
