@@ -32,14 +32,18 @@ demo: ## the demo: traffic, a flaky destination and demo sign-in on http://127.0
 	scripts/foreground.sh $(CONSOLE_BIN) demo
 
 .PHONY: test
-# The unprivileged rerun goes beside the main run, not before it: its
-# minute and a half would otherwise add to the wall time. Its output is
-# printed after the main run's, and either failing fails the target.
+# Beside the main run, not before it: the console binary that the tests
+# run as a process, built once (consoletest.PrebuiltEnv) while the test
+# binaries compile, and the unprivileged rerun, whose output is printed
+# after the main run's (either failing fails the target). go vet runs in
+# `make lint`, so not again here.
 test: setup ## install what tests need, then run every test (unit, database, browser) with the race detector
-	@unprivileged="$$(mktemp)"; trap 'rm -f "$$unprivileged"' EXIT; \
-	$(MAKE) --no-print-directory test-unprivileged >"$$unprivileged" 2>&1 & pid=$$!; \
-	status=0; $(WITHPG) $(GO) test -race -count=1 -timeout 15m ./... || status=$$?; \
-	wait $$pid || status=1; cat "$$unprivileged"; exit $$status
+	@work="$$(mktemp -d)"; trap 'rm -rf "$$work"' EXIT; \
+	{ $(GO) build -o "$$work/console.part" ./cmd/console >"$$work/build.log" 2>&1 \
+		&& mv "$$work/console.part" "$$work/console" || mv "$$work/build.log" "$$work/console.failed"; } & build=$$!; \
+	$(MAKE) --no-print-directory test-unprivileged >"$$work/unprivileged.log" 2>&1 & unprivileged=$$!; \
+	status=0; CONSOLE_TEST_BINARY="$$work/console" $(WITHPG) $(GO) test -race -vet=off -count=1 -timeout 15m ./... || status=$$?; \
+	wait $$build; wait $$unprivileged || status=1; cat "$$work/unprivileged.log"; exit $$status
 
 # The embedded server and the test harness must work for a normal user too,
 # not only for root (who runs PostgreSQL as the postgres account). As root,

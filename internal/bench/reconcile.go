@@ -26,7 +26,7 @@ type reconcileBenchOptions struct {
 	rate     float64       // remote lookups per second
 	drift    int           // one row in drift rows drifts (a mismatch)
 	dispatch int           // messages drained alone and during cycles, for dispatch_ratio; 0: not measured
-	rounds   int           // rounds of (alone, during cycles) drains; their medians are compared
+	rounds   int           // rounds of (cycle, floor scan) and of (alone, during cycles) drains; their medians are compared
 	timeout  time.Duration // bounds the cycle
 	profile  string        // where to write a CPU profile of the cycle; "": none
 }
@@ -40,7 +40,7 @@ func newReconcileBenchFlags(o *reconcileBenchOptions) *flag.FlagSet {
 	fs.Float64Var(&o.rate, "rate", 100000, "remote lookups per second (the check's rate limit)")
 	fs.IntVar(&o.drift, "drift", 1000, "one row in this many differs at the provider (a mismatch finding)")
 	fs.IntVar(&o.dispatch, "dispatch", 0, "also drain this many messages (bench dispatch's drain) alone and then while cycles run, and report dispatch_ratio; 0: skip")
-	fs.IntVar(&o.rounds, "rounds", 3, "with --dispatch: rounds of (drain alone, drain while cycles run), in alternating order; the medians are compared")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds of (cycle, floor scan), and with --dispatch of (drain alone, drain while cycles run), each in alternating order; the medians are compared")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up when the cycle takes longer")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write a Go CPU profile of the cycle (runner and provider) to this file (go tool pprof)")
 	return fs
@@ -53,9 +53,12 @@ func printReconcileBenchUsage(w io.Writer) {
 
 Seeds a table of --rows rows in a fresh database of its own and an
 in-process provider (internal/reconcile/fakeremote) mirroring it with one
-row in --drift altered, runs one table check's cycle with a runner as
-console serve does, checks that exactly the altered rows were found, and
-prints one JSON object as its last line.
+row in --drift altered, then runs --rounds rounds of one table check's
+cycle with a runner as console serve does (each must find exactly the
+altered rows) and of the floor: the same rows read by the same keyset in
+batches of --batch, with no remote and nothing recorded. The rounds
+alternate which goes first; floor_ratio is the median cycle's rate over
+the median floor's. Prints one JSON object as its last line.
 
 Flags:
 `)
@@ -96,11 +99,19 @@ func runReconcileBench(ctx context.Context, cfg Config, args []string, logger *s
 // Fields without omitempty are the contract BENCHMARKS.md reads.
 type reconcileBenchResult struct {
 	Rows        int     `json:"rows"`
-	Seconds     float64 `json:"seconds"` // the cycle, started to complete
+	Seconds     float64 `json:"seconds"` // the median cycle, started to complete
 	RowsPerSec  float64 `json:"rows_per_sec"`
 	RemoteCalls int64   `json:"remote_calls"`
 	Findings    int64   `json:"findings"`
 	Batch       int     `json:"batch"`
+	// FloorRowsPerSec is the median rate of the floor: the table read by
+	// the cycle's keyset in batches of Batch, nothing else. FloorRatio is
+	// RowsPerSec over it, in one run with the rounds interleaved: the
+	// target, where an absolute rate on a shared machine proves nothing.
+	FloorRowsPerSec float64   `json:"floor_rows_per_sec"`
+	FloorRatio      float64   `json:"floor_ratio"`
+	RoundsCycle     []float64 `json:"rounds_rows_per_sec"`
+	RoundsFloor     []float64 `json:"rounds_floor_rows_per_sec"`
 	// DispatchRatio is the dispatcher's median drain rate while cycles run
 	// over its median rate alone (with --dispatch), over --rounds rounds
 	// that alternate the two.
@@ -165,9 +176,26 @@ func benchReconcile(ctx context.Context, cfg Config, opts reconcileBenchOptions,
 	if err != nil {
 		return reconcileBenchResult{}, err
 	}
-	start := time.Now()
-	ran, err := reconcile.NewRunner(t.pool, reconcile.Config{Owner: t.owner(), Client: client, Logger: logger}).RunOnce(runCtx)
-	elapsed := time.Since(start)
+	runner := reconcile.NewRunner(t.pool, reconcile.Config{Owner: t.owner(), Client: client, Logger: logger})
+	var cycles, floors []float64
+	for round := range opts.rounds {
+		floorFirst := round%2 == 1
+		if floorFirst {
+			if floors, err = appendFloor(runCtx, t, table, opts, floors); err != nil {
+				return reconcileBenchResult{}, err
+			}
+		}
+		took, err := cycleOnce(runCtx, t, runner, opts, want)
+		if err != nil {
+			return reconcileBenchResult{}, fmt.Errorf("round %d: %w", round+1, err)
+		}
+		cycles = append(cycles, benchRound(float64(opts.rows)/took.Seconds(), 0))
+		if !floorFirst {
+			if floors, err = appendFloor(runCtx, t, table, opts, floors); err != nil {
+				return reconcileBenchResult{}, err
+			}
+		}
+	}
 	cpu1, serr := sampleCPU(ctx, t.pool)
 	if serr != nil {
 		return reconcileBenchResult{}, serr
@@ -176,24 +204,23 @@ func benchReconcile(ctx context.Context, cfg Config, opts reconcileBenchOptions,
 	if perr := stopProfile(); perr != nil {
 		return reconcileBenchResult{}, perr
 	}
-	if err != nil || !ran {
-		return reconcileBenchResult{}, fmt.Errorf("run the cycle (ran %v): %w", ran, err)
-	}
-	var state string
-	var examined, findings, calls int64
-	if err := t.pool.QueryRow(ctx, `SELECT state, examined, mismatch + missing_remote + missing_local, remote_calls
-		FROM switchyard.reconcile_cycles ORDER BY id DESC LIMIT 1`).Scan(&state, &examined, &findings, &calls); err != nil {
+	var calls int64
+	if err := t.pool.QueryRow(ctx, `SELECT remote_calls FROM switchyard.reconcile_cycles ORDER BY id DESC LIMIT 1`).Scan(&calls); err != nil {
 		return reconcileBenchResult{}, fmt.Errorf("read the cycle: %w", err)
 	}
-	if state != "complete" || examined != int64(opts.rows) || findings != want {
-		return reconcileBenchResult{}, fmt.Errorf("cycle %s examined %d of %d rows and found %d of %d drifted", state, examined, opts.rows, findings, want)
-	}
-	r := reconcileBenchResult{Rows: opts.rows, Seconds: benchRound(elapsed.Seconds(), 3),
-		RowsPerSec: benchRound(float64(opts.rows)/elapsed.Seconds(), 0), RemoteCalls: calls, Findings: findings,
+	rowsPerSec, floor := medianOf(cycles), medianOf(floors)
+	// CPU is sampled around the cycles and the floor scans together; the
+	// floor costs this process little (it only reads) and PostgreSQL about
+	// what the cycles' reads cost, so the per-row figures are per row
+	// cycled.
+	cycled := float64(opts.rows * opts.rounds)
+	r := reconcileBenchResult{Rows: opts.rows, Seconds: benchRound(float64(opts.rows)/rowsPerSec, 3),
+		RowsPerSec: rowsPerSec, RemoteCalls: calls, Findings: want,
+		FloorRowsPerSec: floor, FloorRatio: benchRound(rowsPerSec/floor, 3), RoundsCycle: cycles, RoundsFloor: floors,
 		Batch: opts.batch, CycleRate: opts.rate, ProcessCPUSeconds: benchRound(cpu.Seconds(), 3),
-		ProcessCPUMicrosPerRow:  benchRound(float64(cpu.Microseconds())/float64(opts.rows), 2),
+		ProcessCPUMicrosPerRow:  benchRound(float64(cpu.Microseconds())/cycled, 2),
 		PostgresCPUSeconds:      benchRound(pg.Seconds(), 3),
-		PostgresCPUMicrosPerRow: benchRound(float64(pg.Microseconds())/float64(opts.rows), 2), SeedSeconds: benchRound(seeded.Seconds(), 3), Database: "created",
+		PostgresCPUMicrosPerRow: benchRound(float64(pg.Microseconds())/cycled, 2), SeedSeconds: benchRound(seeded.Seconds(), 3), Database: "created",
 		CPUs: runtime.NumCPU(), LoadAverage: env.load, Settings: env.server}
 	if !t.created {
 		r.Database = "in_place"
@@ -211,6 +238,68 @@ func benchReconcile(ctx context.Context, cfg Config, opts reconcileBenchOptions,
 		r.DispatchRatio = benchRound(r.DispatchDuring/r.DispatchAlone, 3)
 	}
 	return r, nil
+}
+
+// cycleOnce runs one full cycle of the bench's check, checks that it
+// examined every row and found exactly the drift, and returns how long it
+// took.
+func cycleOnce(ctx context.Context, t *benchTarget, runner *reconcile.Runner, opts reconcileBenchOptions, want int64) (time.Duration, error) {
+	if _, err := t.pool.Exec(ctx, `UPDATE switchyard.reconcile_checks SET next_cycle_at = now()`); err != nil {
+		return 0, fmt.Errorf("make the check due: %w", err)
+	}
+	start := time.Now()
+	ran, err := runner.RunOnce(ctx)
+	took := time.Since(start)
+	if err != nil || !ran {
+		return 0, fmt.Errorf("run the cycle (ran %v): %w", ran, err)
+	}
+	var state string
+	var examined, findings int64
+	if err := t.pool.QueryRow(ctx, `SELECT state, examined, mismatch + missing_remote + missing_local
+		FROM switchyard.reconcile_cycles ORDER BY id DESC LIMIT 1`).Scan(&state, &examined, &findings); err != nil {
+		return 0, fmt.Errorf("read the cycle: %w", err)
+	}
+	if state != "complete" || examined != int64(opts.rows) || findings != want {
+		return 0, fmt.Errorf("cycle %s examined %d of %d rows and found %d of %d drifted", state, examined, opts.rows, findings, want)
+	}
+	return took, nil
+}
+
+// appendFloor scans the table as the cycle's keyset does (the key and
+// the compared columns, batch by batch, in key order), with no remote call
+// and nothing recorded, and appends its rate to floors.
+func appendFloor(ctx context.Context, t *benchTarget, table string, opts reconcileBenchOptions, floors []float64) ([]float64, error) {
+	name := pgx.Identifier{"public", table}.Sanitize()
+	start := time.Now()
+	var after int64
+	scanned := 0
+	for {
+		rows, err := t.pool.Query(ctx, `SELECT id, status, total FROM `+name+` WHERE id > $1 ORDER BY id LIMIT $2`, after, opts.batch)
+		if err != nil {
+			return nil, fmt.Errorf("floor scan: %w", err)
+		}
+		n := 0
+		for rows.Next() {
+			var status string
+			var total int32
+			if err := rows.Scan(&after, &status, &total); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("floor scan: %w", err)
+			}
+			n++
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("floor scan: %w", err)
+		}
+		scanned += n
+		if n < opts.batch {
+			break
+		}
+	}
+	if scanned != opts.rows {
+		return nil, fmt.Errorf("floor scan read %d of %d rows", scanned, opts.rows)
+	}
+	return append(floors, benchRound(float64(scanned)/time.Since(start).Seconds(), 0)), nil
 }
 
 // dispatchRound drains a backlog alone and another while reconcile

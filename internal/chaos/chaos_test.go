@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/chaos"
+	"github.com/switchyard/switchyard/internal/consoletest"
 	"github.com/switchyard/switchyard/internal/pgembed"
 )
 
@@ -42,10 +43,8 @@ func TestChaosRunFixedSeed(t *testing.T) {
 		}
 		assert.NoError(t, os.RemoveAll(dir))
 	})
-	binary := filepath.Join(dir, "console")
-	build := exec.Command("go", "build", "-o", binary, "github.com/switchyard/switchyard/cmd/console")
-	build.Stderr = t.Output()
-	require.NoError(t, build.Run(), "build the console binary")
+	binary, err := consoletest.Build(dir)
+	require.NoError(t, err, "build the console binary")
 
 	run := exec.Command(binary, "chaos", "--seconds", "60", "--seed", "20261201", "--rate", "20",
 		"--data", filepath.Join(dir, "pg"), "--work", filepath.Join(dir, "work"))

@@ -23,8 +23,20 @@ import (
 	"time"
 )
 
-// Build compiles ./cmd/console into dir and returns the binary's path.
+// PrebuiltEnv names the environment variable through which `make test`
+// hands the tests a console binary that it builds once, while the test
+// binaries compile: built by each package that runs the console (e2e,
+// internal/cli, internal/chaos) at the same moment, the same packages were
+// compiled once per package. It holds the binary's path; the build writes
+// the path with ".failed" appended, holding its output, when it fails.
+const PrebuiltEnv = "CONSOLE_TEST_BINARY"
+
+// Build compiles ./cmd/console into dir and returns the binary's path, or
+// returns the binary named by PrebuiltEnv once its build has finished.
 func Build(dir string) (string, error) {
+	if path := os.Getenv(PrebuiltEnv); path != "" {
+		return waitPrebuilt(path, 10*time.Minute)
+	}
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		return "", fmt.Errorf("consoletest: cannot locate the repository")
@@ -37,6 +49,25 @@ func Build(dir string) (string, error) {
 		return "", fmt.Errorf("consoletest: go build ./cmd/console: %w\n%s", err, out)
 	}
 	return bin, nil
+}
+
+// waitPrebuilt waits for the build behind PrebuiltEnv: another process
+// writes the binary (or its failure), so the file is what there is to
+// watch.
+func waitPrebuilt(path string, limit time.Duration) (string, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return path, nil
+		}
+		if out, err := os.ReadFile(path + ".failed"); err == nil {
+			return "", fmt.Errorf("consoletest: the console build for the tests (%s) failed:\n%s", PrebuiltEnv, out)
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("consoletest: %s=%s: no binary after %v", PrebuiltEnv, path, limit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // Process is a running console. Its exit status is in ProcessState once
