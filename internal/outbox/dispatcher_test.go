@@ -254,7 +254,7 @@ func (f *flaky) Deliver(ctx context.Context, d destination.Delivery) (destinatio
 // deliveries of one message at once, the same key on every attempt.
 func TestManyWorkersDeliverEverythingOnce(t *testing.T) {
 	t.Parallel()
-	const messages = 20000
+	const messages = 5000
 	pool := setup(t, "flaky")
 	dest := newFlaky(0.30, 0.05)
 	var msgs []Message
