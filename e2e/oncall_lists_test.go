@@ -35,7 +35,8 @@ import (
 //     table and the dead-letter groups agree with the database, and
 //     "dead" lists no original whose replay was delivered;
 //   - item 10: topic and destination prefixes filter the list, whose total
-//     is exact on one page and "about N" (the planner's estimate) beyond.
+//     is exact on one page and "about N" (the planner's estimate) beyond;
+//     its "N new" control counts by the same prefixes.
 func TestOnCallUnblocksRestoresAndCountsDeadOnce(t *testing.T) {
 	t.Parallel()
 	console, receiver := startConsoleWithReceiver(t)
@@ -294,8 +295,15 @@ func prefixFilters(t *testing.T, pool *pgxpool.Pool, page playwright.Page) {
 	// Sixty billing messages: more than a page, so the total is estimated.
 	_, err = pool.Exec(context.Background(), `ANALYZE switchyard.outbox`)
 	require.NoError(t, err)
-	_, err = page.Goto("/messages?" + url.Values{"topic": {"order."}, "destination": {"bill*"}}.Encode())
-	require.NoError(t, err)
+	// The "N new" control counts by the same prefixes: the replays, newer
+	// but of another destination, are not new to this list.
+	_, err = page.ExpectResponse(regexp.MustCompile(`/messages/new\?`), func() error {
+		_, err := page.Goto("/messages?" + url.Values{"topic": {"order."}, "destination": {"bill*"}}.Encode())
+		return err
+	})
+	require.NoError(t, err, "the list's first check for new messages")
+	require.Positive(t, count(t, pool, `SELECT count(*) FROM switchyard.outbox WHERE id > (SELECT max(id) FROM switchyard.outbox WHERE destination = 'billing')`))
+	require.NoError(t, expect.Locator(page.GetByTestId("new-messages-link")).ToHaveCount(0))
 	require.NoError(t, expect.Locator(rows).ToHaveCount(50))
 	require.NoError(t, expect.Locator(rows.Filter(playwright.LocatorFilterOptions{HasText: "billing"})).ToHaveCount(50))
 	require.NoError(t, expect.Locator(total).ToHaveText(regexp.MustCompile(`^about \d+ messages$`)))
