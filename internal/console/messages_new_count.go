@@ -35,7 +35,8 @@ func (h *Handler) messagesNewCount(c echo.Context) error {
 	}
 	p := f.params
 	n, err := q.ConsoleMessagesCountNew(ctx, queries.ConsoleMessagesCountNewParams{
-		State: p.State, Topic: p.Topic, Destination: p.Destination,
+		State: p.State, Topic: p.Topic, TopicPrefix: p.TopicPrefix, TopicUpper: p.TopicUpper,
+		Destination: p.Destination, DestinationPrefix: p.DestinationPrefix, DestinationUpper: p.DestinationUpper,
 		AggregateType: p.AggregateType, AggregateID: p.AggregateID, ErrorText: p.ErrorText,
 		CreatedFrom: p.CreatedFrom, CreatedTo: p.CreatedTo, Floor: p.Floor, Ceiling: min(p.Ceiling, above+newCountHorizon), Cursor: above,
 	})

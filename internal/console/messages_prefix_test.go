@@ -96,6 +96,17 @@ func TestMessagesListFiltersByPrefix(t *testing.T) {
 	require.Equal(t, want[50:min(100, len(want))], second)
 	back := rowIDs(t, b.do(t, http.MethodGet, "/messages?topic=order.*&state=dead&after="+second[0]).Body.String())
 	require.Equal(t, first, back)
+	// The "N new" control counts above the first row by the same prefix: a
+	// newer message of another topic is not new to this list.
+	var top int64
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT max(id) FROM switchyard.outbox WHERE topic LIKE 'order.%'`).Scan(&top))
+	_, err := b.pool.Exec(context.Background(), `INSERT INTO switchyard.outbox (topic, destination, payload)
+		SELECT 'payment.settled', destination, '{}' FROM switchyard.outbox LIMIT 1`)
+	require.NoError(t, err)
+	newer := b.do(t, http.MethodGet, fmt.Sprintf("/messages/new?above=%d&topic=order.*", top))
+	require.Equal(t, http.StatusOK, newer.Code)
+	require.NotContains(t, newer.Body.String(), "new-messages-link")
+	require.Contains(t, b.do(t, http.MethodGet, fmt.Sprintf("/messages/new?above=%d&topic=payment.*", top)).Body.String(), "1 new message")
 	// A bulk replay matches names exactly: a prefix is not offered to it.
 	body := b.do(t, http.MethodGet, "/messages?topic=order.*&state=dead").Body.String()
 	require.NotContains(t, body, `data-testid="messages-bulk-replay"`)
