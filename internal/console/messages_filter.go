@@ -9,13 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
+	"github.com/switchyard/switchyard/internal/msgfilter"
 	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/web/templates"
 )
@@ -62,9 +61,7 @@ func parseMessageFilter(ctx context.Context, q *queries.Queries, v url.Values) (
 		return f, err
 	}
 	p.AggregateType, p.AggregateID = optional(f.form.AggregateType), optional(f.form.AggregateID)
-	if f.form.Error != "" {
-		p.ErrorText = optional(escapeLike(f.form.Error))
-	}
+	p.ErrorText = msgfilter.ErrorPattern(f.form.Error)
 	if p.CreatedFrom, err = parseLocalTime(f.form.From, "From"); err != nil {
 		return f, err
 	}
@@ -156,43 +153,15 @@ func resolveMessageID(ctx context.Context, q *queries.Queries, s string) (int64,
 	return id, nil
 }
 
-// nameFilter reads a topic or destination filter: a name ending in "*" or
-// "." is a prefix (`order.*` and `order.` both match `order.created`),
-// returned with the least string above every string that starts with it
-// (upper), so that the prefix is one range of a text_pattern_ops index;
-// any other name matches itself only.
+// nameFilter reads a topic or destination filter (msgfilter.ParseName: a
+// name ending in "*" or "." is a prefix); a prefix that cannot be searched
+// is a 400 that says which field.
 func nameFilter(s, field string) (exact, prefix, upper *string, err error) {
-	switch {
-	case s == "":
-		return nil, nil, nil, nil
-	case !strings.HasSuffix(s, "*") && !strings.HasSuffix(s, "."):
-		return &s, nil, nil, nil
-	}
-	pre := strings.TrimRight(s, "*")
-	if pre == "" {
-		return nil, nil, nil, nil // "*": every name
-	}
-	up, ok := prefixUpper(pre)
-	if !ok {
+	n, err := msgfilter.ParseName(s)
+	if err != nil {
 		return nil, nil, nil, echo.NewHTTPError(http.StatusBadRequest, "The "+field+" prefix cannot be searched: end it with another character.")
 	}
-	return nil, &pre, &up, nil
-}
-
-// prefixUpper is the least string, in byte (code point) order, above every
-// string that starts with prefix: the prefix with its last character
-// replaced by the next one (no surrogates, which UTF-8 cannot hold). ok is
-// false when no such string exists (the prefix ends in U+10FFFF).
-func prefixUpper(prefix string) (upper string, ok bool) {
-	r, size := utf8.DecodeLastRuneInString(prefix)
-	if r == utf8.RuneError && size <= 1 || r == unicode.MaxRune {
-		return "", false
-	}
-	next := r + 1
-	if next == 0xD800 {
-		next = 0xE000
-	}
-	return prefix[:len(prefix)-size] + string(next), true
+	return n.Exact, n.Prefix, n.Upper, nil
 }
 
 func trimmed(v url.Values, key string) string { return strings.TrimSpace(v.Get(key)) }
@@ -202,11 +171,6 @@ func optional(s string) *string {
 		return nil
 	}
 	return &s
-}
-
-// escapeLike makes s match itself in an ILIKE pattern.
-func escapeLike(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }
 
 func parseLocalTime(s, field string) (*time.Time, error) {
