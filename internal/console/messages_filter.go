@@ -26,6 +26,10 @@ const pageSize = 50
 // console reads and shows it as UTC.
 const datetimeLocal = "2006-01-02T15:04"
 
+// datetimeLocalSeconds is datetime-local with seconds (parsing also takes
+// a fraction after them).
+const datetimeLocalSeconds = "2006-01-02T15:04:05"
+
 // messageFilter is the message list's filters as read from the URL, both as
 // typed (form) and as query parameters (params, NULL meaning any).
 type messageFilter struct {
@@ -108,29 +112,32 @@ func (f messageFilter) query(extra ...string) string {
 }
 
 // bulkReplayURL is bulk replay (GET /replays) filled in with the list's
-// filters, or "" when the list can hold no message a bulk replay takes
-// (dead, never replayed) or filters on what a job cannot (id, time, a
-// prefix).
-func (f messageFilter) bulkReplayURL() string {
-	if (f.form.State != "" && f.form.State != "dead") || f.form.ID != "" || f.form.From != "" || f.form.To != "" {
-		return ""
-	}
-	if f.params.TopicPrefix != nil || f.params.DestinationPrefix != nil {
-		return "" // a bulk replay matches names exactly
+// filters, which a job takes with the same meaning (bulkreplay.Filter:
+// prefixes, the error search, from/to as created_from/created_to), so the
+// job replays the dead messages the list shows. When the list filters on
+// what a job cannot take (one message id, a state other than dead), link is
+// "" and why says so in one line; both are "" for an unfiltered list.
+func (f messageFilter) bulkReplayURL() (link, why string) {
+	switch {
+	case f.form.ID != "":
+		return "", "Bulk replay takes no message id: replay this message from its own page, or clear the id filter to replay the rest of the filter."
+	case f.form.State != "" && f.form.State != "dead":
+		return "", "Bulk replay takes dead messages only: choose the state dead (or any) to replay the dead messages of this filter."
 	}
 	v := url.Values{}
 	for _, kv := range [][2]string{
 		{"topic", f.form.Topic}, {"destination", f.form.Destination}, {"aggregate_type", f.form.AggregateType},
 		{"aggregate_id", f.form.AggregateID}, {"error_contains", f.form.Error},
+		{"created_from", f.form.From}, {"created_to", f.form.To},
 	} {
 		if kv[1] != "" {
 			v.Set(kv[0], kv[1])
 		}
 	}
 	if len(v) == 0 {
-		return ""
+		return "", ""
 	}
-	return "/replays?" + v.Encode()
+	return "/replays?" + v.Encode(), ""
 }
 
 // resolveMessageID reads a message id (uuid, the idempotency key) or a row
@@ -173,17 +180,32 @@ func optional(s string) *string {
 	return &s
 }
 
+// parseLocalTime reads a time as <input type="datetime-local"> sends it
+// (UTC, to the minute, or with seconds and their fraction), or RFC 3339.
 func parseLocalTime(s, field string) (*time.Time, error) {
 	if s == "" {
 		return nil, nil
 	}
-	t, err := time.ParseInLocation(datetimeLocal, s, time.UTC)
-	if err != nil {
-		if t, err = time.Parse(time.RFC3339, s); err != nil {
-			return nil, echo.NewHTTPError(http.StatusBadRequest, field+" must be a date and time such as 2026-11-29T14:30 (UTC).")
+	for _, layout := range []string{datetimeLocal, datetimeLocalSeconds} {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return &t, nil
 		}
 	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return nil, echo.NewHTTPError(http.StatusBadRequest, field+" must be a date and time such as 2026-11-29T14:30 (UTC).")
+	}
 	return &t, nil
+}
+
+// localTimeValue is t as a datetime-local value (UTC) that parseLocalTime
+// reads back as the same instant: to the minute when that is exact.
+func localTimeValue(t time.Time) string {
+	t = t.UTC()
+	if t.Second() == 0 && t.Nanosecond() == 0 {
+		return t.Format(datetimeLocal)
+	}
+	return t.Format(datetimeLocalSeconds + ".999999999")
 }
 
 // commitSkew is how far created_at (the enqueuing transaction's start) may
