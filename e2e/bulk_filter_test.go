@@ -82,4 +82,10 @@ func TestListFilterReplaysExactlyTheListedMessages(t *testing.T) {
 	replayed, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(t, err)
 	require.Equal(t, want, replayed, "the job replayed exactly the listed messages")
+
+	// A filter no job can take says why, where the link would be.
+	_, err = page.Goto("/messages?state=delivered&topic=orders.")
+	require.NoError(t, err)
+	require.NoError(t, expect.Locator(page.GetByTestId("messages-bulk-replay-unavailable")).ToContainText("dead messages only"))
+	require.NoError(t, expect.Locator(page.GetByTestId("messages-bulk-replay")).ToHaveCount(0))
 }

@@ -120,9 +120,9 @@ func (f messageFilter) query(extra ...string) string {
 func (f messageFilter) bulkReplayURL() (link, why string) {
 	switch {
 	case f.form.ID != "":
-		return "", "Bulk replay takes no message id: replay this message from its own page, or clear the id filter to replay the rest of the filter."
+		return "", "No bulk replay for a message id: replay the message from its page, or clear the id filter."
 	case f.form.State != "" && f.form.State != "dead":
-		return "", "Bulk replay takes dead messages only: choose the state dead (or any) to replay the dead messages of this filter."
+		return "", "No bulk replay here: it takes dead messages only (state dead or any)."
 	}
 	v := url.Values{}
 	for _, kv := range [][2]string{

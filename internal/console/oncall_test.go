@@ -173,7 +173,7 @@ func TestListFilterBecomesTheSameBulkReplay(t *testing.T) {
 
 	for path, why := range map[string]string{
 		"/messages?state=delivered&topic=orders.": "dead messages only",
-		"/messages?topic=orders.&id=" + listed[0]: "no message id",
+		"/messages?topic=orders.&id=" + listed[0]: "No bulk replay for a message id",
 	} {
 		doc := b.page(t, path, operator)
 		require.Zero(t, doc.Find(`[data-testid="messages-bulk-replay"]`).Length(), path)
