@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -114,6 +115,14 @@ func TestTextFieldsHaveMaximums(t *testing.T) {
 		}},
 		{"filter.error_contains", func() error {
 			_, err := b.svc.Estimate(ctx, b.pool, b.operator, bulkreplay.Filter{ErrorContains: longFilter})
+			return err
+		}},
+		{"filter.destination", func() error { // a prefix no index range can hold
+			_, err := b.svc.Estimate(ctx, b.pool, b.operator, bulkreplay.Filter{Destination: "x\U0010FFFF*"})
+			return err
+		}},
+		{"filter.created_to", func() error {
+			_, err := b.svc.Estimate(ctx, b.pool, b.operator, bulkreplay.Filter{CreatedFrom: time.Now(), CreatedTo: time.Now().Add(-time.Hour)})
 			return err
 		}},
 		{"payload", func() error {

@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/switchyard/switchyard/internal/bulkreplay"
+	"github.com/switchyard/switchyard/internal/msgfilter"
 	"github.com/switchyard/switchyard/internal/outbox"
 )
 
@@ -62,8 +63,16 @@ func checkFilter(f bulkreplay.Filter) error {
 			return err
 		}
 	}
+	for _, fv := range []struct{ name, value string }{{"topic", f.Topic}, {"destination", f.Destination}} {
+		if _, err := msgfilter.ParseName(fv.value); err != nil {
+			return invalid("filter."+fv.name, "The "+fv.name+" prefix cannot be searched: end it with another character.")
+		}
+	}
 	if !f.DeadFrom.IsZero() && !f.DeadTo.IsZero() && f.DeadTo.Before(f.DeadFrom) {
 		return invalid("filter.dead_to", "The filter's dead_to is before its dead_from.")
+	}
+	if !f.CreatedFrom.IsZero() && !f.CreatedTo.IsZero() && f.CreatedTo.Before(f.CreatedFrom) {
+		return invalid("filter.created_to", "The filter's created_to is before its created_from.")
 	}
 	return nil
 }

@@ -25,38 +25,73 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/switchyard/switchyard/internal/msgfilter"
 	"github.com/switchyard/switchyard/internal/outbox"
 	"github.com/switchyard/switchyard/internal/queries"
 )
 
 // Filter selects dead messages. Empty fields match anything; a zero Filter
-// matches every dead message that was never replayed.
+// matches every dead message that was never replayed. Topic, Destination,
+// ErrorContains and CreatedFrom/CreatedTo mean what the message list's
+// filters of the same names mean (internal/msgfilter), so a filtered list
+// replays exactly what it shows: a Topic or Destination ending in "." or
+// "*" is a prefix; ErrorContains is a case-insensitive substring of the
+// error's first msgfilter.ErrorSearchChars characters.
 type Filter struct {
-	Fingerprint   string    `json:"fingerprint,omitempty"`
-	Destination   string    `json:"destination,omitempty"`
-	Topic         string    `json:"topic,omitempty"`
-	AggregateType string    `json:"aggregate_type,omitempty"`
-	AggregateID   string    `json:"aggregate_id,omitempty"`
-	ErrorContains string    `json:"error_contains,omitempty"`
-	DeadFrom      time.Time `json:"dead_from,omitzero"`
-	DeadTo        time.Time `json:"dead_to,omitzero"`
+	Fingerprint   string `json:"fingerprint,omitempty"`
+	Destination   string `json:"destination,omitempty"`
+	Topic         string `json:"topic,omitempty"`
+	AggregateType string `json:"aggregate_type,omitempty"`
+	AggregateID   string `json:"aggregate_id,omitempty"`
+	ErrorContains string `json:"error_contains,omitempty"`
+	// DeadFrom and DeadTo bound when the message died (finished_at):
+	// DeadFrom <= finished_at < DeadTo.
+	DeadFrom time.Time `json:"dead_from,omitzero"`
+	DeadTo   time.Time `json:"dead_to,omitzero"`
+	// CreatedFrom and CreatedTo bound when the message was enqueued
+	// (created_at), the message list's from/to: CreatedFrom <= created_at
+	// < CreatedTo.
+	CreatedFrom time.Time `json:"created_from,omitzero"`
+	CreatedTo   time.Time `json:"created_to,omitzero"`
 	// BlockedHeads keeps to the dead heads that block their aggregates
 	// (the blocked aggregates page's "replay the heads of all listed").
 	BlockedHeads bool `json:"blocked_heads,omitempty"`
 }
 
 // key is the filter's canonical text: one running job per key. The JSON
-// encoding of a struct is canonical (fields in declaration order), and
-// times are normalised to UTC.
+// encoding of a struct is canonical (fields in declaration order), times
+// are normalised to UTC and names to msgfilter.CanonicalName (`order.`
+// and `order.*` are one filter).
 func (f Filter) key() (string, []byte) {
-	if !f.DeadFrom.IsZero() {
-		f.DeadFrom = f.DeadFrom.UTC()
+	for _, t := range []*time.Time{&f.DeadFrom, &f.DeadTo, &f.CreatedFrom, &f.CreatedTo} {
+		if !t.IsZero() {
+			*t = t.UTC()
+		}
 	}
-	if !f.DeadTo.IsZero() {
-		f.DeadTo = f.DeadTo.UTC()
-	}
+	f.Topic, f.Destination = msgfilter.CanonicalName(f.Topic), msgfilter.CanonicalName(f.Destination)
 	b, _ := json.Marshal(f) // a struct of strings and times always marshals
 	return string(b), b
+}
+
+// params is f as the queries take it (ReplayJobEstimate's parameters; the
+// candidates query has the same filter fields).
+func (f Filter) params() (queries.ReplayJobEstimateParams, error) {
+	topic, err := msgfilter.ParseName(f.Topic)
+	if err != nil {
+		return queries.ReplayJobEstimateParams{}, fmt.Errorf("bulkreplay: topic %q: %w", f.Topic, err)
+	}
+	dest, err := msgfilter.ParseName(f.Destination)
+	if err != nil {
+		return queries.ReplayJobEstimateParams{}, fmt.Errorf("bulkreplay: destination %q: %w", f.Destination, err)
+	}
+	return queries.ReplayJobEstimateParams{
+		Fingerprint: opt(f.Fingerprint),
+		Destination: dest.Exact, DestinationPrefix: dest.Prefix, DestinationUpper: dest.Upper,
+		Topic: topic.Exact, TopicPrefix: topic.Prefix, TopicUpper: topic.Upper,
+		AggregateType: opt(f.AggregateType), AggregateID: opt(f.AggregateID), ErrorText: msgfilter.ErrorPattern(f.ErrorContains),
+		DeadFrom: optTime(f.DeadFrom), DeadTo: optTime(f.DeadTo), CreatedFrom: optTime(f.CreatedFrom), CreatedTo: optTime(f.CreatedTo),
+		BlockedHeads: f.BlockedHeads,
+	}, nil
 }
 
 // MaxEstimate is where Estimate stops counting.
@@ -65,11 +100,12 @@ const MaxEstimate = 100_000
 // Estimate counts the dead messages f matches, never replayed ones, up to
 // MaxEstimate (a result of MaxEstimate means "at least that many").
 func Estimate(ctx context.Context, db queries.DBTX, f Filter) (int64, error) {
-	n, err := queries.New(db).ReplayJobEstimate(ctx, queries.ReplayJobEstimateParams{
-		Fingerprint: opt(f.Fingerprint), Destination: opt(f.Destination), Topic: opt(f.Topic),
-		AggregateType: opt(f.AggregateType), AggregateID: opt(f.AggregateID), ErrorContains: opt(f.ErrorContains),
-		DeadFrom: optTime(f.DeadFrom), DeadTo: optTime(f.DeadTo), BlockedHeads: f.BlockedHeads, Cap: MaxEstimate,
-	})
+	p, err := f.params()
+	if err != nil {
+		return 0, err
+	}
+	p.Cap = MaxEstimate
+	n, err := queries.New(db).ReplayJobEstimate(ctx, p)
 	if err != nil {
 		return 0, fmt.Errorf("bulkreplay: estimate: %w", err)
 	}

@@ -248,11 +248,16 @@ func (replayWorker) Candidates(ctx context.Context, tx pgx.Tx, job Job, size int
 	if err := json.Unmarshal(job.Filter, &f); err != nil {
 		return nil, fmt.Errorf("decode filter: %w", err)
 	}
+	p, err := f.params()
+	if err != nil {
+		return nil, err
+	}
 	return queries.New(tx).ReplayJobListCandidates(ctx, queries.ReplayJobListCandidatesParams{
 		AfterID: job.CursorID, UpperID: job.UpperID, BatchSize: int32(size),
-		Fingerprint: opt(f.Fingerprint), Destination: opt(f.Destination), Topic: opt(f.Topic),
-		AggregateType: opt(f.AggregateType), AggregateID: opt(f.AggregateID), ErrorContains: opt(f.ErrorContains),
-		DeadFrom: optTime(f.DeadFrom), DeadTo: optTime(f.DeadTo), BlockedHeads: f.BlockedHeads,
+		Fingerprint: p.Fingerprint, Destination: p.Destination, DestinationPrefix: p.DestinationPrefix,
+		DestinationUpper: p.DestinationUpper, Topic: p.Topic, TopicPrefix: p.TopicPrefix, TopicUpper: p.TopicUpper,
+		AggregateType: p.AggregateType, AggregateID: p.AggregateID, ErrorText: p.ErrorText,
+		DeadFrom: p.DeadFrom, DeadTo: p.DeadTo, CreatedFrom: p.CreatedFrom, CreatedTo: p.CreatedTo, BlockedHeads: p.BlockedHeads,
 	})
 }
 

@@ -9,13 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
+	"github.com/switchyard/switchyard/internal/msgfilter"
 	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/web/templates"
 )
@@ -26,6 +25,10 @@ const pageSize = 50
 // datetimeLocal is the value format of <input type="datetime-local">; the
 // console reads and shows it as UTC.
 const datetimeLocal = "2006-01-02T15:04"
+
+// datetimeLocalSeconds is datetime-local with seconds (parsing also takes
+// a fraction after them).
+const datetimeLocalSeconds = "2006-01-02T15:04:05"
 
 // messageFilter is the message list's filters as read from the URL, both as
 // typed (form) and as query parameters (params, NULL meaning any).
@@ -62,9 +65,7 @@ func parseMessageFilter(ctx context.Context, q *queries.Queries, v url.Values) (
 		return f, err
 	}
 	p.AggregateType, p.AggregateID = optional(f.form.AggregateType), optional(f.form.AggregateID)
-	if f.form.Error != "" {
-		p.ErrorText = optional(escapeLike(f.form.Error))
-	}
+	p.ErrorText = msgfilter.ErrorPattern(f.form.Error)
 	if p.CreatedFrom, err = parseLocalTime(f.form.From, "From"); err != nil {
 		return f, err
 	}
@@ -111,29 +112,32 @@ func (f messageFilter) query(extra ...string) string {
 }
 
 // bulkReplayURL is bulk replay (GET /replays) filled in with the list's
-// filters, or "" when the list can hold no message a bulk replay takes
-// (dead, never replayed) or filters on what a job cannot (id, time, a
-// prefix).
-func (f messageFilter) bulkReplayURL() string {
-	if (f.form.State != "" && f.form.State != "dead") || f.form.ID != "" || f.form.From != "" || f.form.To != "" {
-		return ""
-	}
-	if f.params.TopicPrefix != nil || f.params.DestinationPrefix != nil {
-		return "" // a bulk replay matches names exactly
+// filters, which a job takes with the same meaning (bulkreplay.Filter:
+// prefixes, the error search, from/to as created_from/created_to), so the
+// job replays the dead messages the list shows. When the list filters on
+// what a job cannot take (one message id, a state other than dead), link is
+// "" and why says so in one line; both are "" for an unfiltered list.
+func (f messageFilter) bulkReplayURL() (link, why string) {
+	switch {
+	case f.form.ID != "":
+		return "", "No bulk replay for a message id: replay the message from its page, or clear the id filter."
+	case f.form.State != "" && f.form.State != "dead":
+		return "", "No bulk replay here: it takes dead messages only (state dead or any)."
 	}
 	v := url.Values{}
 	for _, kv := range [][2]string{
 		{"topic", f.form.Topic}, {"destination", f.form.Destination}, {"aggregate_type", f.form.AggregateType},
 		{"aggregate_id", f.form.AggregateID}, {"error_contains", f.form.Error},
+		{"created_from", f.form.From}, {"created_to", f.form.To},
 	} {
 		if kv[1] != "" {
 			v.Set(kv[0], kv[1])
 		}
 	}
 	if len(v) == 0 {
-		return ""
+		return "", ""
 	}
-	return "/replays?" + v.Encode()
+	return "/replays?" + v.Encode(), ""
 }
 
 // resolveMessageID reads a message id (uuid, the idempotency key) or a row
@@ -156,43 +160,15 @@ func resolveMessageID(ctx context.Context, q *queries.Queries, s string) (int64,
 	return id, nil
 }
 
-// nameFilter reads a topic or destination filter: a name ending in "*" or
-// "." is a prefix (`order.*` and `order.` both match `order.created`),
-// returned with the least string above every string that starts with it
-// (upper), so that the prefix is one range of a text_pattern_ops index;
-// any other name matches itself only.
+// nameFilter reads a topic or destination filter (msgfilter.ParseName: a
+// name ending in "*" or "." is a prefix); a prefix that cannot be searched
+// is a 400 that says which field.
 func nameFilter(s, field string) (exact, prefix, upper *string, err error) {
-	switch {
-	case s == "":
-		return nil, nil, nil, nil
-	case !strings.HasSuffix(s, "*") && !strings.HasSuffix(s, "."):
-		return &s, nil, nil, nil
-	}
-	pre := strings.TrimRight(s, "*")
-	if pre == "" {
-		return nil, nil, nil, nil // "*": every name
-	}
-	up, ok := prefixUpper(pre)
-	if !ok {
+	n, err := msgfilter.ParseName(s)
+	if err != nil {
 		return nil, nil, nil, echo.NewHTTPError(http.StatusBadRequest, "The "+field+" prefix cannot be searched: end it with another character.")
 	}
-	return nil, &pre, &up, nil
-}
-
-// prefixUpper is the least string, in byte (code point) order, above every
-// string that starts with prefix: the prefix with its last character
-// replaced by the next one (no surrogates, which UTF-8 cannot hold). ok is
-// false when no such string exists (the prefix ends in U+10FFFF).
-func prefixUpper(prefix string) (upper string, ok bool) {
-	r, size := utf8.DecodeLastRuneInString(prefix)
-	if r == utf8.RuneError && size <= 1 || r == unicode.MaxRune {
-		return "", false
-	}
-	next := r + 1
-	if next == 0xD800 {
-		next = 0xE000
-	}
-	return prefix[:len(prefix)-size] + string(next), true
+	return n.Exact, n.Prefix, n.Upper, nil
 }
 
 func trimmed(v url.Values, key string) string { return strings.TrimSpace(v.Get(key)) }
@@ -204,22 +180,32 @@ func optional(s string) *string {
 	return &s
 }
 
-// escapeLike makes s match itself in an ILIKE pattern.
-func escapeLike(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
-}
-
+// parseLocalTime reads a time as <input type="datetime-local"> sends it
+// (UTC, to the minute, or with seconds and their fraction), or RFC 3339.
 func parseLocalTime(s, field string) (*time.Time, error) {
 	if s == "" {
 		return nil, nil
 	}
-	t, err := time.ParseInLocation(datetimeLocal, s, time.UTC)
-	if err != nil {
-		if t, err = time.Parse(time.RFC3339, s); err != nil {
-			return nil, echo.NewHTTPError(http.StatusBadRequest, field+" must be a date and time such as 2026-11-29T14:30 (UTC).")
+	for _, layout := range []string{datetimeLocal, datetimeLocalSeconds} {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return &t, nil
 		}
 	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return nil, echo.NewHTTPError(http.StatusBadRequest, field+" must be a date and time such as 2026-11-29T14:30 (UTC).")
+	}
 	return &t, nil
+}
+
+// localTimeValue is t as a datetime-local value (UTC) that parseLocalTime
+// reads back as the same instant: to the minute when that is exact.
+func localTimeValue(t time.Time) string {
+	t = t.UTC()
+	if t.Second() == 0 && t.Nanosecond() == 0 {
+		return t.Format(datetimeLocal)
+	}
+	return t.Format(datetimeLocalSeconds + ".999999999")
 }
 
 // commitSkew is how far created_at (the enqueuing transaction's start) may

@@ -33,8 +33,8 @@ func (h *Handler) messagesList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page := templates.MessagesPage{Filter: f.form, Filtered: f.filtered(), Pager: pager, FirstURL: "/messages" + f.query(),
-		BulkReplayURL: f.bulkReplayURL()}
+	page := templates.MessagesPage{Filter: f.form, Filtered: f.filtered(), Pager: pager, FirstURL: "/messages" + f.query()}
+	page.BulkReplayURL, page.NoBulkReplay = f.bulkReplayURL()
 	for _, r := range rows {
 		page.Rows = append(page.Rows, messageRow(r))
 	}

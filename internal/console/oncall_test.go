@@ -2,16 +2,19 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/auth"
+	"github.com/switchyard/switchyard/internal/console"
 )
 
 // page GETs path as the session token and parses it.
@@ -108,6 +111,74 @@ func TestReplayJobShowsTheOutcomeOfItsReplays(t *testing.T) {
 	confirm, ok := row.Find(`[data-testid="job-cancel"]`).Attr("hx-confirm")
 	require.True(t, ok, "cancel asks first")
 	require.Contains(t, confirm, "Cancel this bulk replay?")
+
+	// The JSON API tells the same outcomes.
+	rec := b.api(http.MethodGet, "/api/replay-jobs/"+job.String(), operator, "", nil)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	var view console.JobView
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &view))
+	require.Equal(t, [3]int64{2, 1, 1}, [3]int64{view.Delivered, view.DeadAgain, view.Pending}, rec.Body.String())
+}
+
+// Issue 14, item 4: a list filtered by a topic prefix and a from/to window
+// sends both to bulk replay, whose form shows them and estimates the
+// messages the list shows (none of those just outside a bound); the job
+// records the filter in its canonical spelling, also in its audit row. A
+// list filter that no job can take says why instead of a link.
+func TestListFilterBecomesTheSameBulkReplay(t *testing.T) {
+	t.Parallel()
+	b := setupAccess(t, false, nil, nil, nil)
+	operator := b.login(t, auth.Operator)
+	from := time.Date(2026, 11, 30, 14, 0, 0, 0, time.UTC)
+	for _, m := range []struct {
+		topic   string
+		created time.Duration
+	}{
+		{"orders.created", 0}, {"orders.paid", time.Hour - time.Microsecond}, {"orders.created", -time.Microsecond},
+		{"orders.created", time.Hour}, {"orders", time.Minute}, {"ordersx.created", time.Minute},
+	} {
+		id := deadMessage(t, b, `{}`)
+		_, err := b.pool.Exec(context.Background(), `UPDATE switchyard.outbox SET topic = $2, created_at = $3 WHERE id = $1`,
+			id, m.topic, from.Add(m.created))
+		require.NoError(t, err)
+	}
+	list := "/messages?state=dead&topic=orders.&from=2026-11-30T14:00&to=2026-11-30T15:00"
+	listed := listedIDs(b.page(t, list, operator))
+	require.Len(t, listed, 2, "the two messages inside every bound")
+
+	link, ok := b.page(t, list, operator).Find(`[data-testid="messages-bulk-replay"]`).Attr("href")
+	require.True(t, ok, "a prefix and a window are offered to bulk replay")
+	require.Equal(t, "/replays?created_from=2026-11-30T14%3A00&created_to=2026-11-30T15%3A00&topic=orders.", link)
+	form := b.page(t, link, operator).Find(`[data-testid="bulk-form"]`)
+	values := url.Values{"request_id": {uuid.NewString()}, "mode": {"redeliver"}, "rate": {"50"}}
+	for _, name := range []string{"topic", "created_from", "created_to"} {
+		values.Set(name, form.Find(`input[name="`+name+`"]`).AttrOr("value", "?"))
+	}
+	require.Equal(t, url.Values{"topic": {"orders."}, "created_from": {"2026-11-30T14:00"}, "created_to": {"2026-11-30T15:00"}},
+		url.Values{"topic": values["topic"], "created_from": values["created_from"], "created_to": values["created_to"]})
+
+	rec := b.request(http.MethodPost, "/replays/estimate", operator, values)
+	require.Equal(t, http.StatusOK, rec.Code)
+	doc, err := goquery.NewDocumentFromReader(rec.Body)
+	require.NoError(t, err)
+	require.Equal(t, "2 dead messages match.", strings.TrimSpace(doc.Find(`[data-testid="bulk-estimate-count"]`).Text()))
+	rec = b.request(http.MethodPost, "/replays", operator, values)
+	require.Equal(t, http.StatusOK, rec.Code)
+	want := `{"topic":"orders.*","created_from":"2026-11-30T14:00:00Z","created_to":"2026-11-30T15:00:00Z"}`
+	var filter, detail string
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT j.filter::text, a.detail->>'filter' FROM switchyard.replay_jobs j
+		JOIN switchyard.audit_log a ON a.target = 'replay job ' || j.id AND a.action = 'replay_job.start'`).Scan(&filter, &detail))
+	require.JSONEq(t, want, filter)
+	require.JSONEq(t, want, detail)
+
+	for path, why := range map[string]string{
+		"/messages?state=delivered&topic=orders.": "dead messages only",
+		"/messages?topic=orders.&id=" + listed[0]: "No bulk replay for a message id",
+	} {
+		doc := b.page(t, path, operator)
+		require.Zero(t, doc.Find(`[data-testid="messages-bulk-replay"]`).Length(), path)
+		require.Contains(t, doc.Find(`[data-testid="messages-bulk-replay-unavailable"]`).Text(), why, path)
+	}
 }
 
 // Issue 14, item 4: "Replay this group" opens bulk replay filtered to the

@@ -16,9 +16,12 @@ import (
 // the form passes what starting the job checks (action.CheckJobStart).
 // It changes nothing.
 func (h *Handler) replayJobEstimate(c echo.Context) error {
-	f, in := bulkForm(c)
+	f, in, err := bulkForm(c)
 	if _, err := uuid.Parse(f.RequestID); err != nil {
 		f.RequestID = uuid.NewString()
+	}
+	if err != nil {
+		return bulkFormRefused(c, f, err)
 	}
 	if err := action.CheckJobStart(actor(c), in); err != nil {
 		return bulkFormRefused(c, f, err)

@@ -14,8 +14,11 @@ import (
 // action.Service.StartJob, then a fresh form, and the jobs table told to
 // reload.
 func (h *Handler) replayJobStart(c echo.Context) error {
-	f, in := bulkForm(c)
-	rid, err := requestID(c, f.RequestID)
+	f, in, err := bulkForm(c)
+	var rid uuid.UUID
+	if err == nil {
+		rid, err = requestID(c, f.RequestID)
+	}
 	if err == nil {
 		in.RequestID = rid
 		_, err = h.actions.StartJob(c.Request().Context(), h.deps.DB, actor(c), in)

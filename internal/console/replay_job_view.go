@@ -25,8 +25,14 @@ type JobView struct {
 	Estimate      int64           `json:"estimate"`
 	Replayed      int64           `json:"replayed"`
 	Skipped       int64           `json:"skipped"`
-	CreatedAt     time.Time       `json:"created_at"`
-	FinishedAt    *time.Time      `json:"finished_at,omitempty"`
+	// Delivered, DeadAgain and Pending are what became of the replays so
+	// far, as the Replays page shows them: they settle after the job is
+	// done. Zero in the answer of a start.
+	Delivered  int64      `json:"delivered"`
+	DeadAgain  int64      `json:"dead_again"`
+	Pending    int64      `json:"pending"`
+	CreatedAt  time.Time  `json:"created_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
 }
 
 func jobView(j bulkreplay.Job) JobView {

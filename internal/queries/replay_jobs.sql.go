@@ -375,29 +375,39 @@ SELECT count(*) FROM (
     WHERE o.state = 'dead' AND o.replays = 0
       AND ($1::text IS NULL OR o.error_fingerprint = $1::text)
       AND ($2::text IS NULL OR o.destination = $2::text)
-      AND ($3::text IS NULL OR o.topic = $3::text)
-      AND ($4::text IS NULL OR o.aggregate_type = $4::text)
-      AND ($5::text IS NULL OR o.aggregate_id = $5::text)
-      AND ($6::text IS NULL OR strpos(o.last_error, $6::text) > 0)
-      AND ($7::timestamptz IS NULL OR o.finished_at >= $7::timestamptz)
-      AND ($8::timestamptz IS NULL OR o.finished_at < $8::timestamptz)
-      AND (NOT $9::boolean OR EXISTS (
+      AND ($3::text IS NULL OR (o.destination ~>=~ $3::text AND o.destination ~<~ $4::text))
+      AND ($5::text IS NULL OR o.topic = $5::text)
+      AND ($6::text IS NULL OR (o.topic ~>=~ $6::text AND o.topic ~<~ $7::text))
+      AND ($8::text IS NULL OR o.aggregate_type = $8::text)
+      AND ($9::text IS NULL OR o.aggregate_id = $9::text)
+      AND ($10::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $10::text || '%')
+      AND ($11::timestamptz IS NULL OR o.finished_at >= $11::timestamptz)
+      AND ($12::timestamptz IS NULL OR o.finished_at < $12::timestamptz)
+      AND ($13::timestamptz IS NULL OR o.created_at >= $13::timestamptz)
+      AND ($14::timestamptz IS NULL OR o.created_at < $14::timestamptz)
+      AND (NOT $15::boolean OR EXISTS (
           SELECT 1 FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id))
-    LIMIT $10
+    LIMIT $16
 ) AS matching
 `
 
 type ReplayJobEstimateParams struct {
-	Fingerprint   *string
-	Destination   *string
-	Topic         *string
-	AggregateType *string
-	AggregateID   *string
-	ErrorContains *string
-	DeadFrom      *time.Time
-	DeadTo        *time.Time
-	BlockedHeads  bool
-	Cap           int32
+	Fingerprint       *string
+	Destination       *string
+	DestinationPrefix *string
+	DestinationUpper  *string
+	Topic             *string
+	TopicPrefix       *string
+	TopicUpper        *string
+	AggregateType     *string
+	AggregateID       *string
+	ErrorText         *string
+	DeadFrom          *time.Time
+	DeadTo            *time.Time
+	CreatedFrom       *time.Time
+	CreatedTo         *time.Time
+	BlockedHeads      bool
+	Cap               int32
 }
 
 // ReplayJobEstimate counts the dead messages a filter matches, up to a cap:
@@ -406,12 +416,18 @@ func (q *Queries) ReplayJobEstimate(ctx context.Context, arg ReplayJobEstimatePa
 	row := q.db.QueryRow(ctx, replayJobEstimate,
 		arg.Fingerprint,
 		arg.Destination,
+		arg.DestinationPrefix,
+		arg.DestinationUpper,
 		arg.Topic,
+		arg.TopicPrefix,
+		arg.TopicUpper,
 		arg.AggregateType,
 		arg.AggregateID,
-		arg.ErrorContains,
+		arg.ErrorText,
 		arg.DeadFrom,
 		arg.DeadTo,
+		arg.CreatedFrom,
+		arg.CreatedTo,
 		arg.BlockedHeads,
 		arg.Cap,
 	)
@@ -535,50 +551,70 @@ WHERE o.state = 'dead' AND o.replays = 0
   AND o.id > $1 AND o.id <= $2
   AND ($3::text IS NULL OR o.error_fingerprint = $3::text)
   AND ($4::text IS NULL OR o.destination = $4::text)
-  AND ($5::text IS NULL OR o.topic = $5::text)
-  AND ($6::text IS NULL OR o.aggregate_type = $6::text)
-  AND ($7::text IS NULL OR o.aggregate_id = $7::text)
-  AND ($8::text IS NULL OR strpos(o.last_error, $8::text) > 0)
-  AND ($9::timestamptz IS NULL OR o.finished_at >= $9::timestamptz)
-  AND ($10::timestamptz IS NULL OR o.finished_at < $10::timestamptz)
+  AND ($5::text IS NULL OR (o.destination ~>=~ $5::text AND o.destination ~<~ $6::text))
+  AND ($7::text IS NULL OR o.topic = $7::text)
+  AND ($8::text IS NULL OR (o.topic ~>=~ $8::text AND o.topic ~<~ $9::text))
+  AND ($10::text IS NULL OR o.aggregate_type = $10::text)
+  AND ($11::text IS NULL OR o.aggregate_id = $11::text)
+  AND ($12::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $12::text || '%')
+  AND ($13::timestamptz IS NULL OR o.finished_at >= $13::timestamptz)
+  AND ($14::timestamptz IS NULL OR o.finished_at < $14::timestamptz)
+  AND ($15::timestamptz IS NULL OR o.created_at >= $15::timestamptz)
+  AND ($16::timestamptz IS NULL OR o.created_at < $16::timestamptz)
   -- blocked_heads: only the dead heads their aggregates wait behind
   -- (outbox_blocked_aggregates_dead_message).
-  AND (NOT $11::boolean OR EXISTS (
+  AND (NOT $17::boolean OR EXISTS (
       SELECT 1 FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id))
 ORDER BY o.id
-LIMIT $12
+LIMIT $18
 `
 
 type ReplayJobListCandidatesParams struct {
-	AfterID       int64
-	UpperID       int64
-	Fingerprint   *string
-	Destination   *string
-	Topic         *string
-	AggregateType *string
-	AggregateID   *string
-	ErrorContains *string
-	DeadFrom      *time.Time
-	DeadTo        *time.Time
-	BlockedHeads  bool
-	BatchSize     int32
+	AfterID           int64
+	UpperID           int64
+	Fingerprint       *string
+	Destination       *string
+	DestinationPrefix *string
+	DestinationUpper  *string
+	Topic             *string
+	TopicPrefix       *string
+	TopicUpper        *string
+	AggregateType     *string
+	AggregateID       *string
+	ErrorText         *string
+	DeadFrom          *time.Time
+	DeadTo            *time.Time
+	CreatedFrom       *time.Time
+	CreatedTo         *time.Time
+	BlockedHeads      bool
+	BatchSize         int32
 }
 
 // ReplayJobListCandidates lists the next dead messages of a job's filter after
 // its cursor, never replayed, up to its upper bound, in id order. Each
-// filter field is optional (NULL: any).
+// filter field is optional (NULL: any). Topic, destination, error and
+// created_at mean what the message list's filters mean
+// (ConsoleMessagesListOlder, internal/msgfilter): a prefix is one range
+// of the text_pattern_ops indexes outbox_topic_id / outbox_destination_id
+// (internal/bulkreplay/EXPLAIN.md).
 func (q *Queries) ReplayJobListCandidates(ctx context.Context, arg ReplayJobListCandidatesParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, replayJobListCandidates,
 		arg.AfterID,
 		arg.UpperID,
 		arg.Fingerprint,
 		arg.Destination,
+		arg.DestinationPrefix,
+		arg.DestinationUpper,
 		arg.Topic,
+		arg.TopicPrefix,
+		arg.TopicUpper,
 		arg.AggregateType,
 		arg.AggregateID,
-		arg.ErrorContains,
+		arg.ErrorText,
 		arg.DeadFrom,
 		arg.DeadTo,
+		arg.CreatedFrom,
+		arg.CreatedTo,
 		arg.BlockedHeads,
 		arg.BatchSize,
 	)

@@ -106,6 +106,10 @@ type BulkForm struct {
 	AggregateType string
 	AggregateID   string
 	ErrorContains string
+	// CreatedFrom and CreatedTo bound when the messages were enqueued
+	// (datetime-local, UTC), as the message list's from and to do.
+	CreatedFrom string
+	CreatedTo   string
 	// BlockedHeads keeps to the dead heads of blocked aggregates.
 	BlockedHeads bool
 	// All confirms an empty filter: every dead message.

@@ -61,8 +61,10 @@ type MessagesPage struct {
 	// FirstURL shows the newest matching messages (the "N new" link).
 	FirstURL string
 	// BulkReplayURL opens bulk replay filtered as this list is; "" when
-	// the filter is not one a bulk replay takes.
+	// the filter is not one a bulk replay takes, and then NoBulkReplay
+	// says why (or nothing, for an unfiltered list).
 	BulkReplayURL string
+	NoBulkReplay  string
 	// Total is how many messages match: exact when the list fits on this
 	// page, else the planner's estimate. Nil: no total (the id filter).
 	Total *ListTotal

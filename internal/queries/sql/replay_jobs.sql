@@ -77,18 +77,26 @@ RETURNING *;
 -- name: ReplayJobListCandidates :many
 -- ReplayJobListCandidates lists the next dead messages of a job's filter after
 -- its cursor, never replayed, up to its upper bound, in id order. Each
--- filter field is optional (NULL: any).
+-- filter field is optional (NULL: any). Topic, destination, error and
+-- created_at mean what the message list's filters mean
+-- (ConsoleMessagesListOlder, internal/msgfilter): a prefix is one range
+-- of the text_pattern_ops indexes outbox_topic_id / outbox_destination_id
+-- (internal/bulkreplay/EXPLAIN.md).
 SELECT o.id FROM switchyard.outbox o
 WHERE o.state = 'dead' AND o.replays = 0
   AND o.id > @after_id AND o.id <= @upper_id
   AND (sqlc.narg(fingerprint)::text IS NULL OR o.error_fingerprint = sqlc.narg(fingerprint)::text)
   AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
+  AND (sqlc.narg(destination_prefix)::text IS NULL OR (o.destination ~>=~ sqlc.narg(destination_prefix)::text AND o.destination ~<~ sqlc.narg(destination_upper)::text))
   AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
+  AND (sqlc.narg(topic_prefix)::text IS NULL OR (o.topic ~>=~ sqlc.narg(topic_prefix)::text AND o.topic ~<~ sqlc.narg(topic_upper)::text))
   AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
   AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-  AND (sqlc.narg(error_contains)::text IS NULL OR strpos(o.last_error, sqlc.narg(error_contains)::text) > 0)
+  AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
   AND (sqlc.narg(dead_from)::timestamptz IS NULL OR o.finished_at >= sqlc.narg(dead_from)::timestamptz)
   AND (sqlc.narg(dead_to)::timestamptz IS NULL OR o.finished_at < sqlc.narg(dead_to)::timestamptz)
+  AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
+  AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
   -- blocked_heads: only the dead heads their aggregates wait behind
   -- (outbox_blocked_aggregates_dead_message).
   AND (NOT @blocked_heads::boolean OR EXISTS (
@@ -104,12 +112,16 @@ SELECT count(*) FROM (
     WHERE o.state = 'dead' AND o.replays = 0
       AND (sqlc.narg(fingerprint)::text IS NULL OR o.error_fingerprint = sqlc.narg(fingerprint)::text)
       AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
+      AND (sqlc.narg(destination_prefix)::text IS NULL OR (o.destination ~>=~ sqlc.narg(destination_prefix)::text AND o.destination ~<~ sqlc.narg(destination_upper)::text))
       AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
+      AND (sqlc.narg(topic_prefix)::text IS NULL OR (o.topic ~>=~ sqlc.narg(topic_prefix)::text AND o.topic ~<~ sqlc.narg(topic_upper)::text))
       AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
       AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-      AND (sqlc.narg(error_contains)::text IS NULL OR strpos(o.last_error, sqlc.narg(error_contains)::text) > 0)
+      AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
       AND (sqlc.narg(dead_from)::timestamptz IS NULL OR o.finished_at >= sqlc.narg(dead_from)::timestamptz)
       AND (sqlc.narg(dead_to)::timestamptz IS NULL OR o.finished_at < sqlc.narg(dead_to)::timestamptz)
+      AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
+      AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
       AND (NOT @blocked_heads::boolean OR EXISTS (
           SELECT 1 FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id))
     LIMIT @cap
