@@ -35,7 +35,8 @@ import (
 var (
 	queryFields = []string{"state", "topic", "destination", "aggregate_type", "aggregate_id", "id", "error",
 		"from", "to", "before", "after", "actor", "action", "status", "source", "kind", "subject", "above",
-		"next", "prev", "seen", "saved", "fresh", "changed", "v", "check", "deleted", "renamed", "name", "mine", "unassigned"}
+		"next", "prev", "seen", "saved", "fresh", "changed", "v", "check", "deleted", "renamed", "name", "mine", "unassigned",
+		"fingerprint", "error_contains", "created_from", "created_to", "blocked_heads"}
 	formFields = []string{"reason", "request_id", "mode", "payload", "topic", "rate", "password", "name",
 		"next", "new_password", "new_password_again", "current_password", "fingerprint", "error_contains",
 		"destination", "aggregate_type", "aggregate_id", "all", "estimate", "_csrf",
@@ -43,10 +44,13 @@ var (
 		"kind", "address", "secret_refs", "concurrency", "rate_per_second", "burst", "timeout_ms",
 		"breaker_failure_percent", "breaker_min_requests", "breaker_open_ms", "retry_base_ms", "retry_cap_ms",
 		"max_attempts", "permanent", "permanent_statuses", "enabled", "scheme", "handler", "forward_to",
-		"entity_field", "sql_function", "tolerance_seconds", "out_of_order"}
+		"entity_field", "sql_function", "tolerance_seconds", "out_of_order",
+		// Bulk replay's created window and blocked heads, renames, confirmations.
+		"created_from", "created_to", "blocked_heads", "new_name", "confirm", "check"}
 	jsonFields = []string{"reason", "request_id", "mode", "payload", "all", "estimate", "rate_per_second",
 		"filter", "filter.topic", "filter.destination", "filter.fingerprint", "filter.aggregate_type",
-		"filter.aggregate_id", "filter.error_contains", "filter.dead_from", "filter.dead_to"}
+		"filter.aggregate_id", "filter.error_contains", "filter.dead_from", "filter.dead_to",
+		"filter.created_from", "filter.created_to", "filter.blocked_heads"}
 )
 
 // cursorOf is a keyset cursor as the list pages encode them, holding v.
