@@ -190,6 +190,11 @@ func breakerRows(s stats.Stored) []templates.BreakerRow {
 	return rows
 }
 
+// dispatcherRows are the dispatchers, each with its leases linked to the
+// pending messages: those in flight are among them. The message list
+// cannot narrow them to one dispatcher's leases (the lease holder is not
+// in the console_messages view), so a late dispatcher's row leads to all
+// that waits, which is what its silence delays.
 func dispatcherRows(s stats.Stored) []templates.DispatcherRow {
 	rows := make([]templates.DispatcherRow, 0, len(s.Dispatchers))
 	for _, d := range s.Dispatchers {
