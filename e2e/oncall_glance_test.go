@@ -78,6 +78,11 @@ func TestDashboardSaysWhyAndLinksEverything(t *testing.T) {
 	require.NoError(t, expect.Locator(page.GetByTestId("stat-dead")).ToHaveAttribute("href", "/dead-letters"))
 	require.NoError(t, expect.Locator(page.GetByTestId("stat-pending")).ToHaveAttribute("href", "/messages?state=pending"))
 	require.NoError(t, expect.Locator(page.GetByTestId("stat-blocked")).ToHaveAttribute("href", "/aggregates/blocked"))
+	// The dispatcher's leases link to the pending messages, those in
+	// flight among them (the list cannot narrow them to one holder).
+	leases := page.GetByTestId("dispatchers").GetByTestId("dispatcher-leases")
+	require.NoError(t, expect.Locator(leases).ToHaveCount(1))
+	require.NoError(t, expect.Locator(leases).ToHaveAttribute("href", "/messages?state=pending"))
 	flowDead := page.GetByTestId("flows").Locator("tr", playwright.LocatorLocatorOptions{HasText: "refusing"}).Locator("a[href*='state=dead']")
 	require.NoError(t, expect.Locator(flowDead).ToHaveText(strconv.Itoa(dead), playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(30000)}))
 	require.NoError(t, flowDead.Click())

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -102,7 +104,14 @@ const scrollsInside = `() => [...document.querySelectorAll("main table")].filter
 // any). The fixture makes the widest tables the pages have: a running
 // bulk replay job with a long filter and reason (the Replays page), and
 // inbox events with long ids, entities and errors, and their Retry
-// buttons (the inbox list). Screenshots of all.
+// buttons (the inbox list); widthsFixture adds a destination and a source
+// with long names, address and secret references whose problems the
+// settings pages show, and a reconciliation finding; the dead-letter
+// group is a triage item already. The error pages are a 404 of an
+// unknown path and of an unknown message. The fixture has no accounts
+// (demo sign-in), so there is no viewer to be refused a 403 here
+// (TestViewerIsForbiddenFromAdminPages shows that page); /demo is served
+// only by console demo, which the fixture is not. Screenshots of all.
 func TestEveryPageAtThreeWidths(t *testing.T) {
 	t.Parallel()
 	f := startPagesFixture(t)
@@ -134,30 +143,53 @@ func TestEveryPageAtThreeWidths(t *testing.T) {
 		INSERT INTO switchyard.replay_jobs (filter, filter_key, mode, actor, reason, rate_per_sec, upper_id, estimate, replayed, state, finished_at)
 		VALUES ('{"fingerprint": "`+fixtureGroup+`"}', 'done', 'redeliver', 'bob', 'outage over', 10, 61, 7, 7, 'done', now())`)
 	require.NoError(t, err)
-	pages := []struct{ name, path, title string }{
-		{"dashboard", "/", "Dashboard"},
-		{"messages", "/messages", "Messages"},
-		{"message", "/messages/61", "Message 61"},
-		{"message-actions", "/messages/61/actions", ""},
-		{"dead-letters", "/dead-letters", "Dead letters"},
-		{"dead-letter-group", "/dead-letters/" + fixtureGroup, ""},
-		{"blocked", "/aggregates/blocked", ""},
-		{"inbox", "/inbox", "Inbox"},
-		{"inbox-event", fmt.Sprintf("/inbox/events/%d", inboxID), ""},
-		{"inbox-event-parked", fmt.Sprintf("/inbox/events/%d", parkedID), ""},
-		{"replays", "/replays", ""},
-		{"audit", "/audit", "Audit"},
-		{"sessions", "/sessions", "Sessions"},
-		{"account", "/account", ""},
-		{"reconciliation", "/reconciliation", "Reconciliation"},
+	triageID, findingID := widthsFixture(t, f)
+	pages := []struct {
+		name, path, title string
+		status            int // 0: 200; an error page's status otherwise
+	}{
+		{"dashboard", "/", "Dashboard", 0},
+		{"messages", "/messages", "Messages", 0},
+		{"message", "/messages/61", "Message 61", 0},
+		{"message-actions", "/messages/61/actions", "", 0},
+		{"dead-letters", "/dead-letters", "Dead letters", 0},
+		{"dead-letter-group", "/dead-letters/" + fixtureGroup, "", 0},
+		{"blocked", "/aggregates/blocked", "", 0},
+		{"inbox", "/inbox", "Inbox", 0},
+		{"inbox-event", fmt.Sprintf("/inbox/events/%d", inboxID), "", 0},
+		{"inbox-event-parked", fmt.Sprintf("/inbox/events/%d", parkedID), "", 0},
+		{"replays", "/replays", "", 0},
+		{"audit", "/audit", "Audit", 0},
+		{"sessions", "/sessions", "Sessions", 0},
+		{"account", "/account", "", 0},
+		{"reconciliation", "/reconciliation", "Reconciliation", 0},
+		{"finding", fmt.Sprintf("/reconciliation/findings/%d", findingID), "", 0},
+		{"triage", "/triage", "Triage", 0},
+		{"triage-item", fmt.Sprintf("/triage/items/%d", triageID), "", 0},
+		{"settings", "/settings", "Configuration", 0},
+		{"destination-new", "/settings/destinations/new", "", 0},
+		{"destination-edit", "/settings/destinations/" + wideDestination, "", 0},
+		{"source-new", "/settings/sources/new", "", 0},
+		{"source-edit", "/settings/sources/" + wideSource, "", 0},
+		{"not-found", "/no-such-page", "Not Found", http.StatusNotFound},
+		{"message-not-found", "/messages/999999", "", http.StatusNotFound},
 	}
 	page := newPage(t, f.console.URL)
+	// Chromium logs an error status as a console error: expected on the
+	// error pages, and only there.
+	errorPage := newPageExpecting(t, f.console.URL, "404")
 	expect := newExpect()
 	for _, w := range widths {
 		require.NoError(t, page.SetViewportSize(w.width, w.height))
+		require.NoError(t, errorPage.SetViewportSize(w.width, w.height))
 		for _, p := range pages {
-			_, err := page.Goto(p.path)
+			page := page // this page's tab: an error page opens in errorPage
+			if p.status != 0 {
+				page = errorPage
+			}
+			resp, err := page.Goto(p.path)
 			require.NoError(t, err, p.path)
+			require.Equal(t, cmp.Or(p.status, http.StatusOK), resp.Status(), p.path)
 			require.NoError(t, expect.Locator(page.GetByTestId("page-title")).ToBeVisible(), p.path)
 			if p.title != "" {
 				require.NoError(t, expect.Locator(page.GetByTestId("page-title")).ToContainText(p.title), p.path)
@@ -178,6 +210,47 @@ func TestEveryPageAtThreeWidths(t *testing.T) {
 			screenshot(t, page, "width-"+w.name+"-"+p.name)
 		}
 	}
+}
+
+// The names of the destination and source the settings pages edit: long
+// ones, as real names get, so that the lists and forms must fit them.
+const (
+	wideDestination = "billing-service-eu-west-1.payments-capture-webhook-v2"
+	wideSource      = "stripe-payments-eu-west-1.connect-accounts-webhook"
+)
+
+// widthsFixture adds what the pages the fixture lacks need: a webhook
+// destination and an inbox source to edit, and a reconciliation check
+// with a finding (disabled, so that no cycle runs and changes it). It
+// returns the dead-letter group's triage item and the finding.
+func widthsFixture(t *testing.T, f pagesFixture) (triageID, findingID int64) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := f.pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address, secret_ref)
+		VALUES ('`+wideDestination+`', 'webhook',
+			'https://billing.internal.example.com/api/v2/webhooks/payments/capture?tenant=eu-west-1&format=standard-webhooks', 'BILLING_WEBHOOK_SECRET');
+		INSERT INTO switchyard.inbox_sources (name, scheme, secret_refs, handler, forward_to)
+		VALUES ('`+wideSource+`', 'stripe', '{STRIPE_CONNECT_WEBHOOK_SECRET_CURRENT,STRIPE_CONNECT_WEBHOOK_SECRET_PREVIOUS}', 'forward', 'shop')`)
+	require.NoError(t, err)
+	require.NoError(t, f.pool.QueryRow(ctx, `SELECT id FROM switchyard.triage_items
+		WHERE kind = 'dead_letter_group' AND ref->>'fingerprint' = $1`, fixtureGroup).Scan(&triageID))
+	require.NoError(t, f.pool.QueryRow(ctx, `WITH c AS (
+			INSERT INTO switchyard.reconcile_checks (name, kind, enabled, remote_url, destination)
+			VALUES ('orders-vs-billing', 'delivery', false, 'https://billing.internal.example.com/api/v2/reconcile/orders', 'billing')
+			RETURNING id),
+		cy AS (
+			INSERT INTO switchyard.reconcile_cycles (check_id, state, finished_at, examined, in_sync, mismatch)
+			SELECT id, 'complete', now(), 60, 59, 1 FROM c
+			RETURNING id, check_id)
+		INSERT INTO switchyard.reconcile_findings (check_id, key, kind, ref, diff, first_cycle_id, last_cycle_id)
+		SELECT check_id, 'order-0190a5a4-1d2e-7c3b-9f00-0123456789ab', 'mismatch', 50,
+			'{"amount": {"local": "1299.00", "remote": "1199.00"}, "customer_reference": {"local": "cus_Q8x2LmN4pR7sT1uV-eu-west-1", "remote": null}}',
+			id, id FROM cy
+		RETURNING id`).Scan(&findingID))
+	_, err = f.pool.Exec(ctx, `INSERT INTO switchyard.reconcile_finding_events (finding_id, cycle_id, event)
+		SELECT id, first_cycle_id, 'opened' FROM switchyard.reconcile_findings WHERE id = $1`, findingID)
+	require.NoError(t, err)
+	return triageID, findingID
 }
 
 // cardGaps measures, on a parked event's page, the gap between the

@@ -31,6 +31,15 @@ func (h *Handler) withFeed(v templates.DashboardLive) templates.DashboardLive {
 	return v
 }
 
+// feedStatus is the status of the process's change feed; the zero Status
+// (current, nothing held) when it has none.
+func (h *Handler) feedStatus() changefeed.Status {
+	if h.deps.Feed == nil {
+		return changefeed.Status{}
+	}
+	return h.deps.Feed.Status()
+}
+
 func feedNote(st changefeed.Status) (note string, held bool) {
 	age := st.OldestOpenFor.Truncate(time.Second)
 	switch {

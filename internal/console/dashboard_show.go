@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/switchyard/switchyard/internal/changefeed"
 	"github.com/switchyard/switchyard/internal/stats"
 	"github.com/switchyard/switchyard/web/templates"
 )
@@ -52,7 +53,7 @@ func (h *Handler) dashboardLive(c echo.Context) error {
 	v, _ := strconv.ParseInt(c.QueryParam("v"), 10, 64)
 	body, err := h.live.get(ctx, h.deps.Stats, v, c.QueryParam("fresh") == "1", func(s stats.Stored) ([]byte, error) {
 		var buf bytes.Buffer
-		err := templates.DashboardLiveRegion(h.withConfigChecks(ctx, h.withFeed(dashboardView(s)))).Render(ctx, &buf)
+		err := templates.DashboardLiveRegion(h.withConfigChecks(ctx, h.withFeed(dashboardView(s, h.feedStatus())))).Render(ctx, &buf)
 		return buf.Bytes(), err
 	})
 	if err != nil {
@@ -100,11 +101,12 @@ func (h *Handler) dashboardLiveView(ctx context.Context) (templates.DashboardLiv
 	if err != nil {
 		return templates.DashboardLive{}, err
 	}
-	return h.withConfigChecks(ctx, h.withFeed(dashboardView(s))), nil
+	return h.withConfigChecks(ctx, h.withFeed(dashboardView(s, h.feedStatus()))), nil
 }
 
-// dashboardView maps a stored snapshot to the live region's view model.
-func dashboardView(s stats.Stored) templates.DashboardLive {
+// dashboardView maps a stored snapshot and the change feed's status to
+// the live region's view model.
+func dashboardView(s stats.Stored, feed changefeed.Status) templates.DashboardLive {
 	var v templates.DashboardLive
 	if s.Version > 0 {
 		v.AsOf = s.ComputedAt.UTC().Format("15:04:05 UTC")
@@ -125,7 +127,7 @@ func dashboardView(s stats.Stored) templates.DashboardLive {
 	v.Capped = s.PendingCapped || s.DeadCapped
 	v.NoTraffic = len(s.Flows) == 0 && len(s.Inbox) == 0
 	v.Tiles = tiles(s, t)
-	v.Status = dashboardStatus(s, v.Stale)
+	v.Status = dashboardStatus(s, v.Stale, feed)
 	v.Breakers = breakerRows(s)
 	v.Dispatchers = dispatcherRows(s)
 	v.Inbox = inboxRows(s)
@@ -188,6 +190,11 @@ func breakerRows(s stats.Stored) []templates.BreakerRow {
 	return rows
 }
 
+// dispatcherRows are the dispatchers, each with its leases linked to the
+// pending messages: those in flight are among them. The message list
+// cannot narrow them to one dispatcher's leases (the lease holder is not
+// in the console_messages view), so a late dispatcher's row leads to all
+// that waits, which is what its silence delays.
 func dispatcherRows(s stats.Stored) []templates.DispatcherRow {
 	rows := make([]templates.DispatcherRow, 0, len(s.Dispatchers))
 	for _, d := range s.Dispatchers {

@@ -2,8 +2,10 @@ package console
 
 import (
 	"net/url"
+	"strconv"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/changefeed"
 	"github.com/switchyard/switchyard/internal/stats"
 	"github.com/switchyard/switchyard/web/templates"
 )
@@ -48,14 +50,17 @@ func (b *statusBuilder) add(level int, text, href string) {
 // dispatcher runs while messages wait, or the lag passes lagFailing;
 // degraded when dead letters grew within deadWindow, the lag passes
 // lagDegraded, a breaker is half-open, aggregates are blocked, an inbound
-// source holds events back or has failures, or the statistics stopped
-// updating. Failing reasons come first; each links to the list behind it.
-func dashboardStatus(s stats.Stored, stale bool) templates.DashboardStatus {
+// source holds events back or has failures, the statistics stopped
+// updating, or this console's live feed is held back (feed: its
+// Listener's status). Failing reasons come first; each links to the list
+// behind it.
+func dashboardStatus(s stats.Stored, stale bool, feed changefeed.Status) templates.DashboardStatus {
 	var b statusBuilder
 	statusBreakers(&b, s)
 	statusDispatchers(&b, s)
 	statusMessages(&b, s)
 	statusInbox(&b, s)
+	statusFeed(&b, feed)
 	if stale {
 		b.add(levelDegraded, "statistics not updating since "+s.ComputedAt.UTC().Format("15:04:05")+" UTC", "/healthz")
 	}
@@ -144,6 +149,20 @@ func statusInbox(b *statusBuilder, s stats.Stored) {
 			}
 			b.add(levelDegraded, "inbox "+in.Source+": "+count(n, false)+" failed or parked events", inboxHref(in.Source, status, 0))
 		}
+	}
+}
+
+// statusFeed: a held-back feed, or one whose reads fail, delays what
+// every live page of this console shows (the numbers here included), not
+// the messages: degraded. A long transaction alone delays only its own
+// changes, and is no reason. The reason links to the feed's note at the
+// top of the dashboard, which names the oldest open transaction.
+func statusFeed(b *statusBuilder, feed changefeed.Status) {
+	switch {
+	case feed.Err != "":
+		b.add(levelDegraded, "live feed not updating: its reads fail", "#live-feed")
+	case feed.HeldBack:
+		b.add(levelDegraded, "live feed held back by "+strconv.Itoa(feed.Open)+" open transactions", "#live-feed")
 	}
 }
 

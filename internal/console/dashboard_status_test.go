@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/internal/changefeed"
 	"github.com/switchyard/switchyard/internal/stats"
 )
 
@@ -25,6 +26,7 @@ func TestDashboardStatusSaysWhy(t *testing.T) {
 		name    string
 		s       stats.Snapshot
 		stale   bool
+		feed    changefeed.Status
 		level   string
 		reasons []string
 		hrefs   []string
@@ -52,10 +54,23 @@ func TestDashboardStatusSaysWhy(t *testing.T) {
 			reasons: []string{"inbox stripe holds 2 events back"}, hrefs: []string{"/inbox?source=stripe&status=held"}},
 		{name: "statistics stopped", level: "Degraded", s: stats.Snapshot{Dispatchers: running}, stale: true,
 			reasons: []string{"statistics not updating since 11:59:00 UTC"}, hrefs: []string{"/healthz"}},
+		{name: "held-back feed", level: "Degraded", s: stats.Snapshot{Dispatchers: running},
+			feed:    changefeed.Status{Open: 64, OldestOpen: 7, OldestOpenFor: 3 * time.Second, HeldBack: true},
+			reasons: []string{"live feed held back by 64 open transactions"}, hrefs: []string{"#live-feed"}},
+		{name: "feed reads fail", level: "Degraded", s: stats.Snapshot{Dispatchers: running},
+			feed:    changefeed.Status{Err: "connection refused"},
+			reasons: []string{"live feed not updating: its reads fail"}, hrefs: []string{"#live-feed"}},
+		{name: "a long transaction holds nothing back", level: "Healthy", s: stats.Snapshot{Dispatchers: running},
+			feed: changefeed.Status{Open: 1, OldestOpen: 41, OldestOpenFor: time.Hour}},
+		{name: "held-back feed after the failing reasons", level: "Failing",
+			s:       stats.Snapshot{Dispatchers: running, Breakers: []stats.Breaker{{Destination: "shop", State: "open"}}},
+			feed:    changefeed.Status{Open: 70, HeldBack: true},
+			reasons: []string{"breaker open for shop", "live feed held back by 70 open transactions"},
+			hrefs:   []string{"/messages?destination=shop&state=pending", "#live-feed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			st := dashboardStatus(stats.Stored{Snapshot: tc.s, Version: 1, ComputedAt: now.Add(-time.Minute), ReadAt: now}, tc.stale)
+			st := dashboardStatus(stats.Stored{Snapshot: tc.s, Version: 1, ComputedAt: now.Add(-time.Minute), ReadAt: now}, tc.stale, tc.feed)
 			require.Equal(t, tc.level, st.Level)
 			var reasons, hrefs []string
 			for _, r := range st.Reasons {
