@@ -73,23 +73,42 @@ func (b bundle) tryCommit(kind string, subjects ...string) error {
 	return changefeed.Notify(ctx, b.pool)
 }
 
-// newest returns the cursor of the newest change in the table (test SQL).
-func (b bundle) newest(t *testing.T) changefeed.Cursor {
+// cursors are the cursors of every change in the feed. The newest by
+// cursor is not the last one delivered: a transaction with a smaller xid
+// may commit after one with a larger, and its rows then come later (the
+// position lists it as open until they do). A reader has everything once
+// its position has every one of these.
+func (b bundle) cursors(t *testing.T) []changefeed.Cursor {
 	t.Helper()
-	var c changefeed.Cursor
-	require.NoError(t, b.pool.QueryRow(context.Background(),
-		"SELECT xid::text::bigint, id FROM switchyard.changes ORDER BY xid DESC, id DESC LIMIT 1").Scan(&c.XID, &c.ID))
-	return c
+	rows, err := b.pool.Query(context.Background(), "SELECT xid::text::bigint, id FROM switchyard.changes")
+	require.NoError(t, err)
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (changefeed.Cursor, error) {
+		var c changefeed.Cursor
+		return c, r.Scan(&c.XID, &c.ID)
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, all)
+	return all
 }
 
-// waitCaughtUp waits until the hub has published the newest change.
+// hasAll reports whether p has every one of cursors.
+func hasAll(p changefeed.Position, cursors []changefeed.Cursor) bool {
+	for _, c := range cursors {
+		if !p.Has(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// waitCaughtUp waits until the hub has published every change.
 func (b bundle) waitCaughtUp(t *testing.T) {
 	t.Helper()
-	want := b.newest(t)
-	testwait.Until(t, 10*time.Second, "the hub at "+want.String(), func() bool {
+	want := b.cursors(t)
+	testwait.Until(t, 10*time.Second, fmt.Sprintf("the hub at all %d changes", len(want)), func() bool {
 		b.hub.mu.Lock()
 		defer b.hub.mu.Unlock()
-		return b.hub.pos.Has(want)
+		return hasAll(b.hub.pos, want)
 	})
 }
 
@@ -191,9 +210,9 @@ func (c *tclient) next(t *testing.T, limit time.Duration) sseEvent {
 	}
 }
 
-// until collects events until one whose position includes the change at
-// last arrives (not counting ready).
-func (c *tclient) until(t *testing.T, last changefeed.Cursor, limit time.Duration) []sseEvent {
+// until collects events up to the first whose position has every one of
+// cursors.
+func (c *tclient) until(t *testing.T, cursors []changefeed.Cursor, limit time.Duration) []sseEvent {
 	t.Helper()
 	var got []sseEvent
 	deadline := time.Now().Add(limit)
@@ -202,7 +221,7 @@ func (c *tclient) until(t *testing.T, last changefeed.Cursor, limit time.Duratio
 		got = append(got, ev)
 		pos, err := changefeed.ParsePosition(ev.id)
 		require.NoError(t, err)
-		if ev.name != "ready" && pos.Has(last) {
+		if ev.name != "ready" && hasAll(pos, cursors) {
 			return got
 		}
 	}
