@@ -72,7 +72,16 @@ type Registry struct {
 	record func(name string, from, to guard.State)
 	built  map[string]built
 	reload chan struct{} // Reload's request; buffered, one pending at most
+	// sinceProbe is, per destination, what this process's deliveries did
+	// since a probe decision was last made (probeSooner): it outlives a
+	// Share whose statement failed, whose outcomes may be dropped, so
+	// that a recovery seen only in that Share still brings the waiting
+	// heads forward. Used by Share's caller only (Watch).
+	sinceProbe map[string]outcomes
 }
+
+// outcomes counts deliveries that succeeded and failed.
+type outcomes struct{ successes, failures int64 }
 
 // built is a route and the destinations row it was built from.
 type built struct {

@@ -33,9 +33,21 @@ const shareRetention = 5 * time.Minute
 // could not be written are given back to their guards for the next Share.
 func (r *Registry) Share(ctx context.Context) error {
 	p := queries.BreakerOutcomeShareParams{Owner: r.cfg.Owner, RetentionMs: shareRetention.Milliseconds()}
+	for name := range r.sinceProbe {
+		if _, ok := r.built[name]; !ok {
+			delete(r.sinceProbe, name) // the destination is gone
+		}
+	}
 	for name, b := range r.built {
 		g := b.route.Guard
 		successes, failures := g.TakeOutcomes()
+		seen := r.sinceProbe[name]
+		seen.successes += int64(successes)
+		seen.failures += int64(failures)
+		if r.sinceProbe == nil {
+			r.sinceProbe = map[string]outcomes{}
+		}
+		r.sinceProbe[name] = seen
 		p.AddDestinations = append(p.AddDestinations, name)
 		p.AddSuccesses = append(p.AddSuccesses, int64(successes))
 		p.AddFailures = append(p.AddFailures, int64(failures))
@@ -65,18 +77,22 @@ func (r *Registry) Share(ctx context.Context) error {
 			b.route.Guard.SetPeers(uint64(row.Successes), uint64(row.Failures))
 		}
 	}
-	for i, name := range p.AddDestinations {
-		if err := r.probeSooner(ctx, name, p.AddSuccesses[i], p.AddFailures[i]); err != nil {
+	for _, name := range p.AddDestinations {
+		seen := r.sinceProbe[name]
+		if err := r.probeSooner(ctx, name, seen.successes, seen.failures); err != nil {
 			return err
 		}
+		delete(r.sinceProbe, name)
 	}
 	return nil
 }
 
 // probeSooner brings forward the retries of the destination's waiting
 // aggregate heads when the destination delivers again: its breaker is
-// closed and, since the last Share, this process's deliveries to it
-// succeeded and failed less often than its breaker's ratio. A head's
+// closed and, since its last decision (Registry.sinceProbe; not since
+// the last Share, whose outcomes a failed statement may drop), this
+// process's deliveries to it succeeded and failed less often than its
+// breaker's ratio. A head's
 // backoff, drawn while the destination failed, can be long (full jitter
 // up to the policy's cap) while everything enqueued behind it waits; so
 // once the destination is healthy no head waits more than Config.HeadWait.
