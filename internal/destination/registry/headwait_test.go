@@ -74,7 +74,7 @@ func TestWaitingHeadIsRetriedSoonAfterTheDestinationRecovers(t *testing.T) {
 	t.Cleanup(func() { stopWatch(); <-watched })
 
 	testwait.Until(t, 30*time.Second, "the head's first attempt failed", func() bool {
-		return count(t, pool, `aggregate_id = 'o-1' AND aggregate_seq = 1 AND attempts = 1 AND state = 'pending'`) == 1
+		return count(t, pool, `aggregate_id = 'o-1' AND aggregate_seq = 1 AND attempts = 1 AND state = 'pending' AND last_error IS NOT NULL`) == 1
 	})
 	failing.Store(false)
 	recovered := time.Now()

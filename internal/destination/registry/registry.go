@@ -72,16 +72,21 @@ type Registry struct {
 	record func(name string, from, to guard.State)
 	built  map[string]built
 	reload chan struct{} // Reload's request; buffered, one pending at most
-	// sinceProbe is, per destination, what this process's deliveries did
-	// since a probe decision was last made (probeSooner): it outlives a
-	// Share whose statement failed, whose outcomes may be dropped, so
-	// that a recovery seen only in that Share still brings the waiting
-	// heads forward. Used by Share's caller only (Watch).
-	sinceProbe map[string]outcomes
+	// health is, per destination, what this process's deliveries said
+	// about it: the outcomes since the last probe decision (probeSooner),
+	// which outlive a Share whose statement failed and whose outcomes may
+	// be dropped, so that a recovery seen only in that Share still brings
+	// the waiting heads forward; that decision; and when a delivery last
+	// ended. Used by Share's caller only (Watch).
+	health map[string]health
 }
 
-// outcomes counts deliveries that succeeded and failed.
-type outcomes struct{ successes, failures int64 }
+// health is what a process's deliveries to one destination said about it.
+type health struct {
+	successes, failures int64     // since the last decision
+	healthy             bool      // the last decision
+	lastOutcome         time.Time // when a delivery last ended (local clock)
+}
 
 // built is a route and the destinations row it was built from.
 type built struct {

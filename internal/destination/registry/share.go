@@ -24,6 +24,15 @@ const DefaultHeadWait = 5 * time.Second
 // breaker's window, so that a process that starts reads a full one.
 const shareRetention = 5 * time.Minute
 
+// probeAfterTraffic is how long after its last delivery ended a healthy
+// destination's waiting heads are still brought forward at every Share. A
+// head's failure is counted when its answer arrives, but its backoff is
+// written by the finalize that follows: a probe made in between finds the
+// head still leased, and without probes after it the head would wait its
+// whole backoff on a destination that has fallen idle. A lease bounds how
+// late that finalize can come; a minute covers the default's.
+const probeAfterTraffic = time.Minute
+
 // Share adds the outcomes the routes' breakers counted since the last Share
 // to switchyard.breaker_outcomes (under Config.Owner), and gives each
 // breaker the other processes' outcomes of its window (guard.SetPeers):
@@ -32,22 +41,26 @@ const shareRetention = 5 * time.Minute
 // that deliver again (see probeSooner). Outcomes that
 // could not be written are given back to their guards for the next Share.
 func (r *Registry) Share(ctx context.Context) error {
+	now := time.Now()
 	p := queries.BreakerOutcomeShareParams{Owner: r.cfg.Owner, RetentionMs: shareRetention.Milliseconds()}
-	for name := range r.sinceProbe {
+	for name := range r.health {
 		if _, ok := r.built[name]; !ok {
-			delete(r.sinceProbe, name) // the destination is gone
+			delete(r.health, name) // the destination is gone
 		}
+	}
+	if r.health == nil {
+		r.health = map[string]health{}
 	}
 	for name, b := range r.built {
 		g := b.route.Guard
 		successes, failures := g.TakeOutcomes()
-		seen := r.sinceProbe[name]
-		seen.successes += int64(successes)
-		seen.failures += int64(failures)
-		if r.sinceProbe == nil {
-			r.sinceProbe = map[string]outcomes{}
+		h := r.health[name]
+		h.successes += int64(successes)
+		h.failures += int64(failures)
+		if successes+failures > 0 {
+			h.lastOutcome = now
 		}
-		r.sinceProbe[name] = seen
+		r.health[name] = h
 		p.AddDestinations = append(p.AddDestinations, name)
 		p.AddSuccesses = append(p.AddSuccesses, int64(successes))
 		p.AddFailures = append(p.AddFailures, int64(failures))
@@ -78,30 +91,38 @@ func (r *Registry) Share(ctx context.Context) error {
 		}
 	}
 	for _, name := range p.AddDestinations {
-		seen := r.sinceProbe[name]
-		if err := r.probeSooner(ctx, name, seen.successes, seen.failures); err != nil {
-			return err
+		h := r.decide(name, r.health[name])
+		r.health[name] = h
+		if h.healthy && now.Sub(h.lastOutcome) < probeAfterTraffic && r.built[name].route.Guard.State() == guard.Closed {
+			if err := r.probeSooner(ctx, name); err != nil {
+				return err
+			}
 		}
-		delete(r.sinceProbe, name)
 	}
 	return nil
 }
 
-// probeSooner brings forward the retries of the destination's waiting
-// aggregate heads when the destination delivers again: its breaker is
-// closed and, since its last decision (Registry.sinceProbe; not since
-// the last Share, whose outcomes a failed statement may drop), this
-// process's deliveries to it succeeded and failed less often than its
-// breaker's ratio. A head's
-// backoff, drawn while the destination failed, can be long (full jitter
-// up to the policy's cap) while everything enqueued behind it waits; so
-// once the destination is healthy no head waits more than Config.HeadWait.
-func (r *Registry) probeSooner(ctx context.Context, name string, successes, failures int64) error {
-	g := r.built[name].route.Guard
-	ratio := g.Config().Breaker.FailureRatio
-	if successes == 0 || float64(failures) >= ratio*float64(successes+failures) || g.State() != guard.Closed {
-		return nil
+// decide makes the probe decision anew when this process's deliveries to
+// the destination ended since the last one, and keeps the last one
+// otherwise: it delivers again when, since then (not since the last Share,
+// whose outcomes a failed statement may drop), its deliveries succeeded
+// and failed less often than its breaker's ratio.
+func (r *Registry) decide(name string, h health) health {
+	if h.successes+h.failures == 0 {
+		return h
 	}
+	ratio := r.built[name].route.Guard.Config().Breaker.FailureRatio
+	h.healthy = h.successes > 0 && float64(h.failures) < ratio*float64(h.successes+h.failures)
+	h.successes, h.failures = 0, 0
+	return h
+}
+
+// probeSooner brings forward the retries of the destination's waiting
+// aggregate heads. A head's backoff, drawn while the destination failed,
+// can be long (full jitter up to the policy's cap) while everything
+// enqueued behind it waits; so once the destination is healthy no head
+// waits more than Config.HeadWait.
+func (r *Registry) probeSooner(ctx context.Context, name string) error {
 	n, err := queries.New(r.pool).OutboxAggregateProbeSooner(ctx, queries.OutboxAggregateProbeSoonerParams{
 		Destination: name, BoundMs: r.cfg.HeadWait.Milliseconds(), SpreadMs: r.cfg.ShareInterval.Milliseconds(),
 	})
