@@ -3,7 +3,7 @@
 # Debian machine, and skips whatever is already there. Safe to run again.
 #
 #   PostgreSQL server binaries  (Debian package postgresql)
-#   Chromium                    (Debian package chromium; browser tests)
+#   Chromium's headless shell   (Debian package chromium-headless-shell; browser tests)
 #   playwright driver           (playwright-core from npm, matched to the Go module)
 #   templ, sqlc, staticcheck    (built from the pinned Go modules, cached by Go)
 #
@@ -61,12 +61,14 @@ install_postgres() {
 	fi
 }
 
+# The browser tests drive the headless shell (e2e/harness_test.go says why).
+chromium_shell=/usr/lib/chromium/chromium-headless-shell
 install_chromium() {
-	if command -v chromium >/dev/null 2>&1; then
-		say "chromium: present ($(chromium --version 2>/dev/null | head -1))"
+	if [ -x "$chromium_shell" ]; then
+		say "chromium headless shell: present ($("$chromium_shell" --version 2>/dev/null | head -1))"
 	else
-		say "chromium: installing (apt chromium)"
-		apt_install chromium
+		say "chromium headless shell: installing (apt chromium-headless-shell)"
+		apt_install chromium-headless-shell
 	fi
 }
 
