@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/mxschmitt/playwright-go"
@@ -14,6 +17,7 @@ import (
 	"github.com/switchyard/switchyard/internal/changefeed"
 	"github.com/switchyard/switchyard/internal/consoletest"
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 const e2ePassword = "correct horse battery"
@@ -171,6 +175,7 @@ func TestRevokedSessionLeavesTheLivePageForSignIn(t *testing.T) {
 	require.NoError(t, expect.Locator(rows).ToHaveCount(count+1))
 	require.NoError(t, expect.Locator(rows.First()).ToContainText("192.0.2.50"))
 	screenshot(t, page, "audit")
+	secondChangeDuringARefresh(t, console, page, count+1)
 
 	sessions, err := console.svc.Sessions(context.Background(), 10)
 	require.NoError(t, err)
@@ -200,4 +205,63 @@ func TestDemoModeShowsItsBanner(t *testing.T) {
 	require.NoError(t, expect.Locator(page.GetByTestId("user-name")).ToHaveText("demo"))
 	require.NoError(t, expect.Locator(page.GetByTestId("logout")).ToHaveCount(0), "demo mode has no session to end")
 	screenshot(t, page, "demo")
+}
+
+// secondChangeDuringARefresh signs in twice elsewhere, the second time
+// while the Audit page's refresh for the first is held in flight: the
+// refresh the second change queues must run too, and the list show both
+// (it once did not: the region replaced its own element, and htmx drops
+// what was queued on a removed element; TestLiveRegionsKeepTheirElement).
+func secondChangeDuringARefresh(t *testing.T, console withAccounts, page playwright.Page, rowsBefore int) {
+	t.Helper()
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var routeErr error
+	var mu sync.Mutex
+	refresh := regexp.MustCompile(`/audit$`)
+	require.NoError(t, page.Route(refresh, func(route playwright.Route) {
+		resp, err := route.Fetch()
+		if err != nil {
+			mu.Lock()
+			routeErr = errors.Join(routeErr, err)
+			mu.Unlock()
+			_ = route.Abort()
+			return
+		}
+		if route.Request().Headers()["hx-request"] == "true" {
+			once.Do(func() { close(held); <-release })
+		}
+		if err := route.Fulfill(playwright.RouteFulfillOptions{Response: resp}); err != nil {
+			mu.Lock()
+			routeErr = errors.Join(routeErr, err)
+			mu.Unlock()
+		}
+	}))
+	_, err := page.Evaluate(`() => { window.auditEvents = 0; document.body.addEventListener("htmx:sseMessage", () => window.auditEvents++) }`)
+	require.NoError(t, err)
+
+	_, err = console.svc.Login(context.Background(), "viewer", e2ePassword, "192.0.2.51")
+	require.NoError(t, err)
+	select {
+	case <-held:
+	case <-time.After(expectTimeout * time.Millisecond):
+		t.Fatal("the first change's refresh never reached the server")
+	}
+	_, err = console.svc.Login(context.Background(), "viewer", e2ePassword, "192.0.2.52")
+	require.NoError(t, err)
+	testwait.Until(t, expectTimeout*time.Millisecond, "both changes reached the page", func() bool {
+		n, err := page.Evaluate(`() => window.auditEvents`)
+		require.NoError(t, err)
+		events, ok := n.(int)
+		return ok && events >= 2
+	})
+	close(release)
+	rows := page.GetByTestId("audit-row")
+	expect := newExpect()
+	require.NoError(t, expect.Locator(rows).ToHaveCount(rowsBefore+2))
+	require.NoError(t, expect.Locator(rows.First()).ToContainText("192.0.2.52"))
+	require.NoError(t, page.Unroute(refresh))
+	mu.Lock()
+	defer mu.Unlock()
+	require.NoError(t, routeErr)
 }

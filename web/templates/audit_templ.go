@@ -130,7 +130,7 @@ func AuditPage(p Page, v AuditView) templ.Component {
 				return nil
 			})
 			templ_7745c5c3_Err = LiveRegion(Live{Kinds: []string{"audit"}, Attrs: templ.Attributes{
-				"id": "audit-table", "class": "table-wrap", "hx-get": auditRefreshURL(v), "hx-select": "#audit-table", "hx-target": "this", "hx-swap": "outerHTML",
+				"id": "audit-table", "class": "table-wrap", "hx-get": auditRefreshURL(v), "hx-select": "#audit-table > *", "hx-swap": "innerHTML", "hx-sync": "this:queue last",
 			}}).Render(templ.WithChildren(ctx, templ_7745c5c3_Var6), templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
