@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -214,39 +212,13 @@ func TestDemoModeShowsItsBanner(t *testing.T) {
 // what was queued on a removed element; TestLiveRegionsKeepTheirElement).
 func secondChangeDuringARefresh(t *testing.T, console withAccounts, page playwright.Page, rowsBefore int) {
 	t.Helper()
-	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	var routeErr error
-	var mu sync.Mutex
-	refresh := regexp.MustCompile(`/audit$`)
-	require.NoError(t, page.Route(refresh, func(route playwright.Route) {
-		resp, err := route.Fetch()
-		if err != nil {
-			mu.Lock()
-			routeErr = errors.Join(routeErr, err)
-			mu.Unlock()
-			_ = route.Abort()
-			return
-		}
-		if route.Request().Headers()["hx-request"] == "true" {
-			once.Do(func() { close(held); <-release })
-		}
-		if err := route.Fulfill(playwright.RouteFulfillOptions{Response: resp}); err != nil {
-			mu.Lock()
-			routeErr = errors.Join(routeErr, err)
-			mu.Unlock()
-		}
-	}))
+	refresh := holdAnswer(t, page, `^/audit$`)
 	_, err := page.Evaluate(`() => { window.auditEvents = 0; document.body.addEventListener("htmx:sseMessage", () => window.auditEvents++) }`)
 	require.NoError(t, err)
 
 	_, err = console.svc.Login(context.Background(), "viewer", e2ePassword, "192.0.2.51")
 	require.NoError(t, err)
-	select {
-	case <-held:
-	case <-time.After(expectTimeout * time.Millisecond):
-		t.Fatal("the first change's refresh never reached the server")
-	}
+	refresh.arrived(t)
 	_, err = console.svc.Login(context.Background(), "viewer", e2ePassword, "192.0.2.52")
 	require.NoError(t, err)
 	testwait.Until(t, expectTimeout*time.Millisecond, "both changes reached the page", func() bool {
@@ -255,13 +227,9 @@ func secondChangeDuringARefresh(t *testing.T, console withAccounts, page playwri
 		events, ok := n.(int)
 		return ok && events >= 2
 	})
-	close(release)
+	refresh.release(t)
 	rows := page.GetByTestId("audit-row")
 	expect := newExpect()
 	require.NoError(t, expect.Locator(rows).ToHaveCount(rowsBefore+2))
 	require.NoError(t, expect.Locator(rows.First()).ToContainText("192.0.2.52"))
-	require.NoError(t, page.Unroute(refresh))
-	mu.Lock()
-	defer mu.Unlock()
-	require.NoError(t, routeErr)
 }

@@ -9,12 +9,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mxschmitt/playwright-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/consoletest"
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // playwrightVersion is the playwright-core release the driver directory must
@@ -328,4 +330,72 @@ func (l *browserLog) problems() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.found)
+}
+
+// heldAnswer is the answer to the first htmx request to a URL, held back
+// from htmx until release: for reproducing an answer that lands late,
+// after newer ones.
+type heldAnswer struct {
+	page    playwright.Page
+	pattern string
+}
+
+// holdAnswerScript wraps the page's XMLHttpRequest so that the first
+// request whose URL matches the pattern is sent and answered as usual,
+// but htmx sees its answer (its onload) only once released. In the
+// browser, not in a route: a route's fetch is not the browser's request
+// (it lacks Sec-Fetch-Site, which the CSRF check reads).
+const holdAnswerScript = `(pattern) => {
+	const matches = new RegExp(pattern);
+	const held = { arrived: false, delivered: false };
+	held.released = new Promise((resolve) => { held.release = resolve; });
+	window.heldAnswer = held;
+	const open = XMLHttpRequest.prototype.open, send = XMLHttpRequest.prototype.send;
+	let used = false;
+	XMLHttpRequest.prototype.open = function (method, url, ...rest) {
+		this.heldURL = String(url);
+		return open.call(this, method, url, ...rest);
+	};
+	XMLHttpRequest.prototype.send = function (...args) {
+		if (!used && matches.test(this.heldURL)) {
+			used = true;
+			const xhr = this, onload = xhr.onload;
+			xhr.onload = function (ev) {
+				held.arrived = true;
+				held.released.then(() => { held.delivered = true; onload.call(xhr, ev); });
+			};
+		}
+		return send.apply(this, args);
+	};
+}`
+
+// holdAnswer holds the answer to the page's next htmx request whose URL
+// matches pattern (a JavaScript regular expression) until release. A
+// navigation of the page ends the hold.
+func holdAnswer(t *testing.T, page playwright.Page, pattern string) *heldAnswer {
+	t.Helper()
+	_, err := page.Evaluate(holdAnswerScript, pattern)
+	require.NoError(t, err)
+	return &heldAnswer{page: page, pattern: pattern}
+}
+
+func (h *heldAnswer) is(t *testing.T, what string) bool {
+	v, err := h.page.Evaluate(`(what) => window.heldAnswer[what]`, what)
+	require.NoError(t, err)
+	b, ok := v.(bool)
+	return ok && b
+}
+
+// arrived waits until the held request's answer has come from the server.
+func (h *heldAnswer) arrived(t *testing.T) {
+	t.Helper()
+	testwait.Until(t, expectTimeout*time.Millisecond, "the answer to "+h.pattern+" arrived", func() bool { return h.is(t, "arrived") })
+}
+
+// release hands the held answer to htmx and waits until it has.
+func (h *heldAnswer) release(t *testing.T) {
+	t.Helper()
+	_, err := h.page.Evaluate(`() => window.heldAnswer.release()`)
+	require.NoError(t, err)
+	testwait.Until(t, expectTimeout*time.Millisecond, "the answer to "+h.pattern+" handed to htmx", func() bool { return h.is(t, "delivered") })
 }

@@ -88,7 +88,17 @@ func TestOnCallReplayIsFollowedUntilDelivered(t *testing.T) {
 	watcher := signedIn(t, console, "admin", fmt.Sprintf("/messages/%d", first))
 	openLive(t, operator, fmt.Sprintf("/messages/%d/actions", first), actionsLiveFetch)
 	require.NoError(t, expect.Locator(operator.GetByTestId("message-recent").GetByTestId("attempt-row")).ToHaveCount(1), "its last attempt beside the buttons")
+	// The replay's answer is held until the replay is delivered and the
+	// live refresh has shown it: an answer landing after a newer refresh
+	// (as under load) must not leave its older snapshot on the page.
+	held := holdAnswer(t, operator, fmt.Sprintf(`^/messages/%d/actions/replay$`, first))
 	require.NoError(t, operator.GetByTestId("replay-submit").Click())
+	held.arrived(t)
+	testwait.Until(t, time.Minute, "the replay delivered", func() bool {
+		return count(t, pool, `SELECT count(*) FROM switchyard.outbox WHERE replay_of = $1 AND state = 'delivered'`, first) == 1
+	})
+	require.NoError(t, expect.Locator(operator.GetByTestId("actions-status")).ToContainText("the latest replay is delivered", longContains))
+	held.release(t)
 	require.NoError(t, expect.Locator(operator.GetByTestId("action-notice")).ToContainText("Replayed (redeliver)"))
 	// Delivered by the dispatcher: both pages follow without a reload.
 	require.NoError(t, expect.Locator(operator.GetByTestId("actions-status")).ToContainText("the latest replay is delivered", longContains))

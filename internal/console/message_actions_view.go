@@ -94,6 +94,9 @@ func (h *Handler) panelAfter(c echo.Context, notice string, actionErr error) err
 		// missing (a fresh request id comes with it).
 		m.ReplayMode, m.ReplayReason = c.FormValue("mode"), fitting(c.FormValue("reason"), action.MaxReasonChars)
 	}
+	// The answer may land after a newer live refresh: the page refreshes
+	// once more after it (see MessageActionsPage).
+	c.Response().Header().Set("HX-Trigger-After-Settle", templates.ActionAnsweredEvent)
 	return render(c, http.StatusOK, templates.MessageActionsAnswer(m))
 }
 

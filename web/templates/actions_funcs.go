@@ -18,6 +18,14 @@ func messageLiveAttrs(url, regions, include string) templ.Attributes {
 	return a
 }
 
+// actionsPageRegions are the parts of a message's actions page that follow
+// the message.
+const actionsPageRegions = "#message-facts,#message-recent,#actions-live"
+
+// ActionAnsweredEvent is the event an action's answer raises once it has
+// settled (HX-Trigger-After-Settle), on which the actions page refreshes.
+const ActionAnsweredEvent = "message-action-answered"
+
 func messageActionsURL(id int64) string {
 	return "/messages/" + strconv.FormatInt(id, 10) + "/actions"
 }
