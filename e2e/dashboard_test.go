@@ -2,6 +2,11 @@ package e2e
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -104,15 +109,30 @@ func TestDashboardCountsLiveAndConverges(t *testing.T) {
 // TestDashboardShowsDeliveriesBreakersAndDispatchers lets the console's
 // dispatcher deliver to a destination that always fails and expects the
 // dashboard to show retries, dead letters, the open breaker and the
-// dispatcher.
+// dispatcher; then to one that never answers, and expects the
+// dispatcher's leases to open exactly the messages it holds in flight
+// (issue 14, item 9).
 func TestDashboardShowsDeliveriesBreakersAndDispatchers(t *testing.T) {
 	t.Parallel()
 	dbURL, pool := newDatabase(t)
 	ctx := context.Background()
-	_, err := pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address, retry_base_ms, retry_cap_ms, max_attempts, breaker_min_requests, breaker_open_ms)
-		VALUES ('refusing', 'webhook', 'http://127.0.0.1:9/', 100, 200, 2, 3, 1000)`)
+	// hanging answers nothing until the test ends: its deliveries stay in
+	// flight, leased by the console's dispatcher.
+	release := make(chan struct{})
+	hanging := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(hanging.Close)
+	t.Cleanup(func() { close(release) })
+	_, err := pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address, secret_ref, retry_base_ms, retry_cap_ms, max_attempts, breaker_min_requests, breaker_open_ms, timeout_ms)
+		VALUES ('refusing', 'webhook', 'http://127.0.0.1:9/', DEFAULT, 100, 200, 2, 3, 1000, 10000),
+		       ('hanging', 'webhook', $1, 'E2E_HOOK_SECRET', 100, 200, 2, 3, 1000, 600000)`, hanging.URL)
 	require.NoError(t, err)
-	console := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL, "SWITCHYARD_DEMO=true"})
+	console := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL, "SWITCHYARD_DEMO=true",
+		"E2E_HOOK_SECRET=whsec_AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA="})
 	t.Cleanup(func() { console.Stop(t) })
 	enqueue(t, pool, "refusing", 5)
 
@@ -128,6 +148,32 @@ func TestDashboardShowsDeliveriesBreakersAndDispatchers(t *testing.T) {
 	require.NoError(t, expect.Locator(page.GetByTestId("breakers")).ToContainText("refusing", long))
 	require.NoError(t, expect.Locator(page.GetByTestId("stat-delivered")).ToContainText("failure rate 100.0 %", long))
 	screenshot(t, page, "dashboard-failures")
+
+	// The dispatcher's leases: the figure is the database's, and its link
+	// lists exactly the messages the dispatcher's workers hold.
+	enqueue(t, pool, "hanging", 3)
+	var owner string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT owner FROM switchyard.dispatchers WHERE stopped_at IS NULL`).Scan(&owner))
+	leases := page.GetByTestId("dispatchers").Locator("tr", playwright.LocatorLocatorOptions{HasText: owner}).GetByTestId("dispatcher-leases")
+	require.NoError(t, expect.Locator(leases).ToHaveText("3", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(30000)}))
+	held := ids(t, pool, `SELECT id FROM switchyard.outbox WHERE state = 'pending' AND lease_owner LIKE $1 || '/%' ORDER BY id DESC`, owner)
+	require.Len(t, held, 3, "the dispatcher holds the hanging deliveries")
+	screenshot(t, page, "dashboard-dispatcher-leases-held")
+	require.NoError(t, leases.Click())
+	require.NoError(t, expect.Page(page).ToHaveURL(regexp.MustCompile(`/messages\?leased_by=`+regexp.QuoteMeta(url.QueryEscape(owner))+`$`)))
+	rows := page.GetByTestId("message-row")
+	require.NoError(t, expect.Locator(rows).ToHaveCount(len(held)))
+	for i, id := range held {
+		require.NoError(t, expect.Locator(rows.Nth(i).Locator("td").First()).ToHaveText(strconv.FormatInt(id, 10)))
+	}
+	require.NoError(t, expect.Locator(page.GetByTestId("messages-total")).ToHaveText("3 messages"))
+	require.NoError(t, expect.Locator(page.GetByTestId("filter-leased-by")).ToHaveValue(owner))
+	screenshotWidths(t, page, "dashboard-dispatcher-leases")
+	// Removed from the form, the filter is gone: every message again.
+	require.NoError(t, page.GetByTestId("filter-leased-by").Fill(""))
+	require.NoError(t, page.GetByTestId("filter-apply").Click())
+	require.NoError(t, expect.Page(page).Not().ToHaveURL(regexp.MustCompile(`leased_by=[^&]`)))
+	require.NoError(t, expect.Locator(rows).ToHaveCount(count(t, pool, `SELECT count(*) FROM switchyard.outbox`)))
 }
 
 // startDemo starts `console demo` on a fresh database, with env added to

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"net/url"
 	"regexp"
 	"strconv"
 	"testing"
@@ -76,13 +77,36 @@ func TestDashboardSaysWhyAndLinksEverything(t *testing.T) {
 
 	// Every tile links to its list; the dead tile's figure is the list's.
 	require.NoError(t, expect.Locator(page.GetByTestId("stat-dead")).ToHaveAttribute("href", "/dead-letters"))
-	require.NoError(t, expect.Locator(page.GetByTestId("stat-pending")).ToHaveAttribute("href", "/messages?state=pending"))
+	require.NoError(t, expect.Locator(page.GetByTestId("stat-pending")).ToHaveAttribute("href", "/messages?stage=queued"))
+	require.NoError(t, expect.Locator(page.GetByTestId("stat-in-flight")).ToHaveAttribute("href", "/messages?stage=in_flight"))
+	require.NoError(t, expect.Locator(page.GetByTestId("stat-lag")).ToHaveAttribute("href", "/messages?state=pending"))
 	require.NoError(t, expect.Locator(page.GetByTestId("stat-blocked")).ToHaveAttribute("href", "/aggregates/blocked"))
-	// The dispatcher's leases link to the pending messages, those in
-	// flight among them (the list cannot narrow them to one holder).
+	// The dispatcher's leases link to the messages it holds
+	// (TestDashboardShowsDeliveriesBreakersAndDispatchers follows one).
+	var owner string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT owner FROM switchyard.dispatchers WHERE stopped_at IS NULL`).Scan(&owner))
 	leases := page.GetByTestId("dispatchers").GetByTestId("dispatcher-leases")
 	require.NoError(t, expect.Locator(leases).ToHaveCount(1))
-	require.NoError(t, expect.Locator(leases).ToHaveAttribute("href", "/messages?state=pending"))
+	require.NoError(t, expect.Locator(leases).ToHaveAttribute("href", "/messages?"+url.Values{"leased_by": {owner}}.Encode()))
+	// The Retrying tile's figure is the list behind it: tripping's
+	// messages that failed and wait, their breaker open.
+	retrying := `FROM switchyard.outbox WHERE state = 'pending' AND lease_owner IS NULL AND attempts > 0`
+	require.Eventually(t, func() bool {
+		return count(t, pool, `SELECT count(*) `+retrying) > 0 && count(t, pool, `SELECT count(*) FROM switchyard.outbox WHERE lease_owner IS NOT NULL`) == 0
+	}, 30*time.Second, 50*time.Millisecond, "tripping's failed messages wait behind the open breaker")
+	waiting := ids(t, pool, `SELECT id `+retrying+` ORDER BY id DESC`)
+	tile := page.GetByTestId("stat-retrying")
+	require.NoError(t, expect.Locator(tile.GetByTestId("stat-retrying-value")).ToHaveText(strconv.Itoa(len(waiting)), playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(30000)}))
+	require.NoError(t, tile.Click())
+	require.NoError(t, expect.Page(page).ToHaveURL(regexp.MustCompile(`/messages\?stage=retrying$`)))
+	for i, id := range waiting {
+		require.NoError(t, expect.Locator(page.GetByTestId("message-row").Nth(i).Locator("td").First()).ToHaveText(strconv.FormatInt(id, 10)))
+	}
+	require.NoError(t, expect.Locator(page.GetByTestId("message-row")).ToHaveCount(len(waiting)))
+	require.NoError(t, expect.Locator(page.GetByTestId("filter-stage")).ToHaveValue("retrying"))
+	screenshot(t, page, "messages-stage-retrying")
+	_, err = page.GoBack()
+	require.NoError(t, err)
 	flowDead := page.GetByTestId("flows").Locator("tr", playwright.LocatorLocatorOptions{HasText: "refusing"}).Locator("a[href*='state=dead']")
 	require.NoError(t, expect.Locator(flowDead).ToHaveText(strconv.Itoa(dead), playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(30000)}))
 	require.NoError(t, flowDead.Click())

@@ -124,10 +124,10 @@ END
 $$;
 
 --
--- Name: console_messages_estimate(text, text, text, text, text, text, text, text, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: switchyard; Owner: -
+-- Name: console_messages_estimate(text, text, text, text, text, text, text, text, timestamp with time zone, timestamp with time zone, text, text); Type: FUNCTION; Schema: switchyard; Owner: -
 --
 
-CREATE FUNCTION switchyard.console_messages_estimate(state text, topic text, topic_prefix text, destination text, destination_prefix text, aggregate_type text, aggregate_id text, error_text text, created_from timestamp with time zone, created_to timestamp with time zone) RETURNS bigint
+CREATE FUNCTION switchyard.console_messages_estimate(state text, topic text, topic_prefix text, destination text, destination_prefix text, aggregate_type text, aggregate_id text, error_text text, created_from timestamp with time zone, created_to timestamp with time zone, stage text DEFAULT NULL::text, lease_owner_pattern text DEFAULT NULL::text) RETURNS bigint
     LANGUAGE plpgsql
     AS $$ -- EXPLAIN is refused in a STABLE function
 DECLARE
@@ -167,6 +167,18 @@ BEGIN
     END IF;
     IF created_to IS NOT NULL THEN
         q := q || format(' AND o.created_at < %L', created_to);
+    END IF;
+    IF stage = 'queued' THEN
+        q := q || ' AND o.state = ''pending'' AND o.lease_owner IS NULL AND o.attempts = 0';
+    ELSIF stage = 'in_flight' THEN
+        q := q || ' AND o.lease_owner IS NOT NULL';
+    ELSIF stage = 'retrying' THEN
+        q := q || ' AND o.state = ''pending'' AND o.lease_owner IS NULL AND o.attempts > 0';
+    ELSIF stage IS NOT NULL THEN
+        q := q || ' AND false';
+    END IF;
+    IF lease_owner_pattern IS NOT NULL THEN
+        q := q || format(' AND o.lease_owner ~ %L', lease_owner_pattern);
     END IF;
     EXECUTE 'EXPLAIN (FORMAT JSON) ' || q INTO plan;
     RETURN (plan -> 0 -> 'Plan' ->> 'Plan Rows')::bigint;
@@ -639,7 +651,8 @@ CREATE VIEW switchyard.console_messages AS
               ORDER BY r.id DESC
              LIMIT 1)
             ELSE NULL::text
-        END, ''::text) AS replay_outcome
+        END, ''::text) AS replay_outcome,
+    o.lease_owner
    FROM switchyard.outbox o;
 
 --

@@ -117,9 +117,10 @@ func dashboardView(s stats.Stored, feed changefeed.Status) templates.DashboardLi
 		t.add(f)
 		v.Flows = append(v.Flows, templates.FlowRow{
 			Destination: f.Destination, Topic: f.Topic, Href: flowHref(f.Destination, f.Topic, ""),
-			PendingHref: flowHref(f.Destination, f.Topic, "pending"), DeadHref: flowHref(f.Destination, f.Topic, "dead"),
-			DeliveredHref: flowHref(f.Destination, f.Topic, "delivered"),
-			Queued:        count(f.Queued, s.PendingCapped), InFlight: count(f.InFlight, s.PendingCapped),
+			QueuedHref: flowStageHref(f.Destination, f.Topic, "queued"), InFlightHref: flowStageHref(f.Destination, f.Topic, "in_flight"),
+			RetryingHref: flowStageHref(f.Destination, f.Topic, "retrying"),
+			DeadHref:     flowHref(f.Destination, f.Topic, "dead"), DeliveredHref: flowHref(f.Destination, f.Topic, "delivered"),
+			Queued: count(f.Queued, s.PendingCapped), InFlight: count(f.InFlight, s.PendingCapped),
 			Retrying: count(f.Retrying, s.PendingCapped), Dead: count(f.Dead, s.DeadCapped),
 			Delivered: count(f.Delivered, false), Fail: failRate(f.Delivered, f.Retried, f.DeadLastHour),
 		})
@@ -157,11 +158,15 @@ func tiles(s stats.Stored, t totals) []templates.Tile {
 			lagTone = "warn"
 		}
 	}
+	// The pending figures link to the messages in their stage, which the
+	// list filters with the definitions the figures count with
+	// (StatsPendingFlowList); the lag to every pending message.
+	stage := func(name string) string { return messagesHref(url.Values{"stage": {name}}) }
 	pending := messagesHref(url.Values{"state": {"pending"}})
 	return []templates.Tile{
-		{TestID: "stat-pending", Label: "Pending", Value: count(t.queued, s.PendingCapped), Note: "not attempted yet", Href: pending},
-		{TestID: "stat-in-flight", Label: "In flight", Value: count(t.inFlight, s.PendingCapped), Note: "leased by a dispatcher", Href: pending},
-		{TestID: "stat-retrying", Label: "Retrying", Value: count(t.retrying, s.PendingCapped), Note: "after a failure", Tone: tone(t.retrying > 0, "warn"), Href: pending},
+		{TestID: "stat-pending", Label: "Pending", Value: count(t.queued, s.PendingCapped), Note: "not attempted yet", Href: stage("queued")},
+		{TestID: "stat-in-flight", Label: "In flight", Value: count(t.inFlight, s.PendingCapped), Note: "leased by a dispatcher", Href: stage("in_flight")},
+		{TestID: "stat-retrying", Label: "Retrying", Value: count(t.retrying, s.PendingCapped), Note: "after a failure", Tone: tone(t.retrying > 0, "warn"), Href: stage("retrying")},
 		{TestID: "stat-dead", Label: "Dead", Value: count(s.DeadTotal, false), Note: strconv.FormatInt(s.DeadGroups, 10) + " error groups", Tone: tone(s.DeadTotal > 0, "bad"), Href: "/dead-letters"},
 		{TestID: "stat-delivered", Label: "Delivered 1 h", Value: count(t.delivered, false), Note: "failure rate " + failRate(t.delivered, t.retried, t.dead1h), Href: messagesHref(url.Values{"state": {"delivered"}})},
 		{TestID: "stat-lag", Label: "Oldest pending", Value: lag, Note: "lag", Tone: lagTone, Href: pending},
@@ -191,17 +196,15 @@ func breakerRows(s stats.Stored) []templates.BreakerRow {
 }
 
 // dispatcherRows are the dispatchers, each with its leases linked to the
-// pending messages: those in flight are among them. The message list
-// cannot narrow them to one dispatcher's leases (the lease holder is not
-// in the console_messages view), so a late dispatcher's row leads to all
-// that waits, which is what its silence delays.
+// messages it holds in flight (leased_by): a late dispatcher's row leads
+// to what its silence holds up until its leases expire.
 func dispatcherRows(s stats.Stored) []templates.DispatcherRow {
 	rows := make([]templates.DispatcherRow, 0, len(s.Dispatchers))
 	for _, d := range s.Dispatchers {
 		beat := s.ReadAt.Sub(d.HeartbeatAt)
 		r := templates.DispatcherRow{
 			Owner: d.Owner, Host: d.Host, Workers: strconv.Itoa(int(d.Workers)), Leases: strconv.Itoa(int(d.LeasesHeld)),
-			HeartbeatAge: age(beat) + " ago", Status: "running", Tone: "ok", Href: messagesHref(url.Values{"state": {"pending"}}),
+			HeartbeatAge: age(beat) + " ago", Status: "running", Tone: "ok", Href: messagesHref(url.Values{"leased_by": {d.Owner}}),
 		}
 		switch {
 		case d.StoppedAt != nil:
@@ -212,6 +215,12 @@ func dispatcherRows(s stats.Stored) []templates.DispatcherRow {
 		rows = append(rows, r)
 	}
 	return rows
+}
+
+// flowStageHref is the message list of one destination and topic's
+// pending messages in stage (queued, in_flight, retrying).
+func flowStageHref(destination, topic, stage string) string {
+	return messagesHref(url.Values{"destination": {destination}, "topic": {topic}, "stage": {stage}})
 }
 
 func inboxRows(s stats.Stored) []templates.InboxSourceRow {

@@ -32,7 +32,7 @@ const maxFieldChars = 2048
 var fieldMaxChars = map[string]int{
 	"payload": action.MaxPayloadBytes,
 	"topic":   action.MaxFilterChars, "destination": action.MaxFilterChars, "error": action.MaxFilterChars,
-	"aggregate_type": action.MaxFilterChars, "aggregate_id": action.MaxFilterChars,
+	"aggregate_type": action.MaxFilterChars, "aggregate_id": action.MaxFilterChars, "leased_by": action.MaxFilterChars,
 	"error_contains": action.MaxFilterChars, "fingerprint": action.MaxFilterChars,
 	"actor": action.MaxFilterChars, "source": action.MaxFilterChars, "action": action.MaxFilterChars,
 }

@@ -36,7 +36,7 @@ var (
 	queryFields = []string{"state", "topic", "destination", "aggregate_type", "aggregate_id", "id", "error",
 		"from", "to", "before", "after", "actor", "action", "status", "source", "kind", "subject", "above",
 		"next", "prev", "seen", "saved", "fresh", "changed", "v", "check", "deleted", "renamed", "name", "mine", "unassigned",
-		"fingerprint", "error_contains", "created_from", "created_to", "blocked_heads"}
+		"fingerprint", "error_contains", "created_from", "created_to", "blocked_heads", "stage", "leased_by"}
 	formFields = []string{"reason", "request_id", "mode", "payload", "topic", "rate", "password", "name",
 		"next", "new_password", "new_password_again", "current_password", "fingerprint", "error_contains",
 		"destination", "aggregate_type", "aggregate_id", "all", "estimate", "_csrf",

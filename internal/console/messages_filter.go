@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -49,14 +50,20 @@ func parseMessageFilter(ctx context.Context, q *queries.Queries, v url.Values) (
 		State: v.Get("state"), Topic: trimmed(v, "topic"), Destination: trimmed(v, "destination"),
 		AggregateType: trimmed(v, "aggregate_type"), AggregateID: trimmed(v, "aggregate_id"),
 		ID: trimmed(v, "id"), Error: trimmed(v, "error"), From: trimmed(v, "from"), To: trimmed(v, "to"),
+		Stage: v.Get("stage"), LeasedBy: trimmed(v, "leased_by"),
 	}}
 	switch f.form.State {
 	case "", "pending", "delivered", "dead", "replayed", "discarded":
 	default:
 		return f, echo.NewHTTPError(http.StatusBadRequest, "Unknown state: choose pending, delivered, dead, replayed or discarded.")
 	}
+	switch f.form.Stage {
+	case "", "queued", "in_flight", "retrying":
+	default:
+		return f, echo.NewHTTPError(http.StatusBadRequest, "Unknown stage: choose queued, in_flight or retrying.")
+	}
 	p := &f.params
-	p.State = optional(f.form.State)
+	p.State, p.Stage, p.LeaseOwnerPattern = optional(f.form.State), optional(f.form.Stage), leaseOwnerPattern(f.form.LeasedBy)
 	var err error
 	if p.Topic, p.TopicPrefix, p.TopicUpper, err = nameFilter(f.form.Topic, "topic"); err != nil {
 		return f, err
@@ -97,6 +104,7 @@ func (f messageFilter) query(extra ...string) string {
 		{"state", f.form.State}, {"topic", f.form.Topic}, {"destination", f.form.Destination},
 		{"aggregate_type", f.form.AggregateType}, {"aggregate_id", f.form.AggregateID},
 		{"id", f.form.ID}, {"error", f.form.Error}, {"from", f.form.From}, {"to", f.form.To},
+		{"stage", f.form.Stage}, {"leased_by", f.form.LeasedBy},
 	} {
 		if kv[1] != "" {
 			v.Set(kv[0], kv[1])
@@ -115,14 +123,17 @@ func (f messageFilter) query(extra ...string) string {
 // filters, which a job takes with the same meaning (bulkreplay.Filter:
 // prefixes, the error search, from/to as created_from/created_to), so the
 // job replays the dead messages the list shows. When the list filters on
-// what a job cannot take (one message id, a state other than dead), link is
-// "" and why says so in one line; both are "" for an unfiltered list.
+// what a job cannot take (one message id, a state other than dead, a
+// pending stage or lease holder), link is "" and why says so in one line;
+// both are "" for an unfiltered list.
 func (f messageFilter) bulkReplayURL() (link, why string) {
 	switch {
 	case f.form.ID != "":
 		return "", "No bulk replay for a message id: replay the message from its page, or clear the id filter."
 	case f.form.State != "" && f.form.State != "dead":
 		return "", "No bulk replay here: it takes dead messages only (state dead or any)."
+	case f.form.Stage != "" || f.form.LeasedBy != "":
+		return "", "No bulk replay here: it takes dead messages, and a pending stage or lease holder lists pending ones."
 	}
 	v := url.Values{}
 	for _, kv := range [][2]string{
@@ -169,6 +180,20 @@ func nameFilter(s, field string) (exact, prefix, upper *string, err error) {
 		return nil, nil, nil, echo.NewHTTPError(http.StatusBadRequest, "The "+field+" prefix cannot be searched: end it with another character.")
 	}
 	return n.Exact, n.Prefix, n.Upper, nil
+}
+
+// leaseOwnerPattern is the lease_owner of every worker of the dispatcher
+// named owner (nil for none), as a regular expression: a dispatcher's
+// workers lease as "<owner>/<n>" (outbox.Dispatcher). Anchored and quoted,
+// it matches the owner's workers and no other dispatcher's ("a/b/0" is a
+// worker of "a/b", not of "a"), and the planner estimates it from the
+// column's statistics.
+func leaseOwnerPattern(owner string) *string {
+	if owner == "" {
+		return nil
+	}
+	p := "^" + regexp.QuoteMeta(owner) + "/[0-9]+$"
+	return &p
 }
 
 func trimmed(v url.Values, key string) string { return strings.TrimSpace(v.Get(key)) }

@@ -38,7 +38,7 @@ func (h *Handler) messagesNewCount(c echo.Context) error {
 		State: p.State, Topic: p.Topic, TopicPrefix: p.TopicPrefix, TopicUpper: p.TopicUpper,
 		Destination: p.Destination, DestinationPrefix: p.DestinationPrefix, DestinationUpper: p.DestinationUpper,
 		AggregateType: p.AggregateType, AggregateID: p.AggregateID, ErrorText: p.ErrorText,
-		CreatedFrom: p.CreatedFrom, CreatedTo: p.CreatedTo, Floor: p.Floor, Ceiling: min(p.Ceiling, above+newCountHorizon), Cursor: above,
+		CreatedFrom: p.CreatedFrom, CreatedTo: p.CreatedTo, Stage: p.Stage, LeaseOwnerPattern: p.LeaseOwnerPattern, Floor: p.Floor, Ceiling: min(p.Ceiling, above+newCountHorizon), Cursor: above,
 	})
 	if err != nil {
 		return fmt.Errorf("count new messages: %w", err)

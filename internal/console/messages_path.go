@@ -10,9 +10,10 @@ import (
 // The message list's access paths. Every list query takes the same
 // filters (see internal/queries/sql/console_messages.sql); they differ in
 // the index they walk, so the handler picks the one whose index fits the
-// most selective filter: an aggregate, then pending or dead (small partial
-// indexes), then topic or destination (a name or a prefix) among messages
-// not delivered, and error text; else the primary key.
+// most selective filter: an aggregate, then pending (also a stage of the
+// pending messages or their lease holder) or dead (small partial indexes),
+// then topic or destination (a name or a prefix) among messages not
+// delivered, and error text; else the primary key.
 // Their parameter structs are identical, hence the conversions.
 
 type messagePath int
@@ -34,7 +35,7 @@ func choosePath(p queries.ConsoleMessagesListOlderParams) messagePath {
 	switch {
 	case p.AggregateType != nil && p.AggregateID != nil:
 		return pathAggregate
-	case p.State != nil && *p.State == "pending":
+	case p.State != nil && *p.State == "pending", pendingOnly(p):
 		return pathPending
 	case p.Topic != nil && undelivered(p.State):
 		return pathTopic
@@ -118,6 +119,13 @@ func messagesNewer(ctx context.Context, q *queries.Queries, p queries.ConsoleMes
 	return rows, nil
 }
 
+// pendingOnly reports whether p keeps to pending messages by their stage
+// or lease holder, which only the pending messages' index serves (no index
+// holds the lease: migrations/00020_console_leases.sql).
+func pendingOnly(p queries.ConsoleMessagesListOlderParams) bool {
+	return p.Stage != nil || p.LeaseOwnerPattern != nil
+}
+
 // undelivered reports whether a state filter keeps to messages that are not
 // delivered, the only ones the topic and destination indexes hold.
 func undelivered(state *string) bool {
@@ -132,7 +140,7 @@ func prefixParams(p queries.ConsoleMessagesListOlderParams) queries.ConsoleMessa
 		State: p.State, Topic: p.Topic, TopicPrefix: p.TopicPrefix, TopicUpper: p.TopicUpper,
 		Destination: p.Destination, DestinationPrefix: p.DestinationPrefix, DestinationUpper: p.DestinationUpper,
 		AggregateType: p.AggregateType, AggregateID: p.AggregateID, ErrorText: p.ErrorText,
-		CreatedFrom: p.CreatedFrom, CreatedTo: p.CreatedTo,
+		CreatedFrom: p.CreatedFrom, CreatedTo: p.CreatedTo, Stage: p.Stage, LeaseOwnerPattern: p.LeaseOwnerPattern,
 		Floor: p.Floor, Ceiling: p.Ceiling, Cursor: p.Cursor, MaxRows: p.MaxRows,
 	}
 }

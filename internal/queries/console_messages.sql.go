@@ -67,6 +67,16 @@ SELECT id, message_id, topic, destination, aggregate_type, aggregate_id, aggrega
 // once): the message browser (internal/console/messages_list.go) and the
 // message page. Every list is a keyset page in id order over one index:
 // Older pages go down from a cursor (newest first), Newer pages go up.
+//
+// Every list takes the same filters. stage narrows to the pending messages
+// in one stage as the dashboard counts them (StatsPendingFlowList): queued
+// (not leased, never attempted), in_flight (leased), retrying (not leased,
+// attempted); lease_owner_pattern to the pending messages whose lease
+// holder matches it (a dispatcher's workers: internal/console,
+// leaseOwnerPattern). No index holds the lease
+// (migrations/00020_console_leases.sql): they are served by
+// outbox_pending_id within a window of the backlog
+// (ConsoleMessagePendingIDBelow/Above).
 func (q *Queries) ConsoleMessageGet(ctx context.Context, id int64) (SwitchyardOutbox, error) {
 	row := q.db.QueryRow(ctx, consoleMessageGet, id)
 	var i SwitchyardOutbox
@@ -162,8 +172,51 @@ func (q *Queries) ConsoleMessagePayloadGet(ctx context.Context, id int64) (strin
 	return payload, err
 }
 
+const consoleMessagePendingIDAbove = `-- name: ConsoleMessagePendingIDAbove :one
+SELECT o.id FROM switchyard.outbox o
+WHERE o.state = 'pending' AND o.id > $1::bigint
+ORDER BY o.id
+OFFSET $2::int LIMIT 1
+`
+
+type ConsoleMessagePendingIDAboveParams struct {
+	Cursor int64
+	Skip   int32
+}
+
+// ConsoleMessagePendingIDAbove is ConsoleMessagePendingIDBelow going up.
+func (q *Queries) ConsoleMessagePendingIDAbove(ctx context.Context, arg ConsoleMessagePendingIDAboveParams) (int64, error) {
+	row := q.db.QueryRow(ctx, consoleMessagePendingIDAbove, arg.Cursor, arg.Skip)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
+const consoleMessagePendingIDBelow = `-- name: ConsoleMessagePendingIDBelow :one
+SELECT o.id FROM switchyard.outbox o
+WHERE o.state = 'pending' AND o.id < $1::bigint
+ORDER BY o.id DESC
+OFFSET $2::int LIMIT 1
+`
+
+type ConsoleMessagePendingIDBelowParams struct {
+	Cursor int64
+	Skip   int32
+}
+
+// ConsoleMessagePendingIDBelow is the id of the pending message skip places
+// below cursor, newest first: one walk of outbox_pending_id's keys. It
+// bounds a list that a stage or lease holder serves from that index to a
+// window of the backlog (internal/console/messages_list.go).
+func (q *Queries) ConsoleMessagePendingIDBelow(ctx context.Context, arg ConsoleMessagePendingIDBelowParams) (int64, error) {
+	row := q.db.QueryRow(ctx, consoleMessagePendingIDBelow, arg.Cursor, arg.Skip)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
 const consoleMessageReplayList = `-- name: ConsoleMessageReplayList :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
 WHERE o.replay_of = $1
 ORDER BY o.id
 LIMIT $2
@@ -201,6 +254,7 @@ func (q *Queries) ConsoleMessageReplayList(ctx context.Context, arg ConsoleMessa
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -246,8 +300,12 @@ SELECT count(*) FROM (
     AND ($10::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $10::text || '%')
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
-    AND o.id >= $13::bigint AND o.id <= $14::bigint
-        AND o.id > $15::bigint
+    AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND o.id >= $15::bigint AND o.id <= $16::bigint
+        AND o.id > $17::bigint
     LIMIT 100
 ) AS s
 `
@@ -265,6 +323,8 @@ type ConsoleMessagesCountNewParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 	Floor             int64
 	Ceiling           int64
 	Cursor            int64
@@ -288,6 +348,8 @@ func (q *Queries) ConsoleMessagesCountNew(ctx context.Context, arg ConsoleMessag
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 		arg.Floor,
 		arg.Ceiling,
 		arg.Cursor,
@@ -302,7 +364,8 @@ SELECT switchyard.console_messages_estimate(
     $1::text, $2::text, $3::text,
     $4::text, $5::text,
     $6::text, $7::text, $8::text,
-    $9::timestamptz, $10::timestamptz)::bigint AS estimate
+    $9::timestamptz, $10::timestamptz,
+    $11::text, $12::text)::bigint AS estimate
 `
 
 type ConsoleMessagesEstimateParams struct {
@@ -316,10 +379,13 @@ type ConsoleMessagesEstimateParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 }
 
 // ConsoleMessagesEstimate is the planner's estimate of the messages that
-// match the filters (migrations/00017_console_prefix_indexes.sql): the list's "about N".
+// match the filters (migrations/00017_console_prefix_indexes.sql, 00020):
+// the list's "about N".
 func (q *Queries) ConsoleMessagesEstimate(ctx context.Context, arg ConsoleMessagesEstimateParams) (int64, error) {
 	row := q.db.QueryRow(ctx, consoleMessagesEstimate,
 		arg.State,
@@ -332,6 +398,8 @@ func (q *Queries) ConsoleMessagesEstimate(ctx context.Context, arg ConsoleMessag
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 	)
 	var estimate int64
 	err := row.Scan(&estimate)
@@ -339,7 +407,7 @@ func (q *Queries) ConsoleMessagesEstimate(ctx context.Context, arg ConsoleMessag
 }
 
 const consoleMessagesListAggregateNewer = `-- name: ConsoleMessagesListAggregateNewer :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
 WHERE
     ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
@@ -351,11 +419,15 @@ WHERE
     AND ($10::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $10::text || '%')
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
-    AND o.id >= $13::bigint AND o.id <= $14::bigint
-    AND o.id > $15::bigint
+    AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND o.id >= $15::bigint AND o.id <= $16::bigint
+    AND o.id > $17::bigint
     AND o.aggregate_id <> '' AND o.aggregate_type = $8::text AND o.aggregate_id = $9::text
 ORDER BY o.id ASC
-LIMIT $16
+LIMIT $18
 `
 
 type ConsoleMessagesListAggregateNewerParams struct {
@@ -371,6 +443,8 @@ type ConsoleMessagesListAggregateNewerParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 	Floor             int64
 	Ceiling           int64
 	Cursor            int64
@@ -391,6 +465,8 @@ func (q *Queries) ConsoleMessagesListAggregateNewer(ctx context.Context, arg Con
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 		arg.Floor,
 		arg.Ceiling,
 		arg.Cursor,
@@ -420,6 +496,7 @@ func (q *Queries) ConsoleMessagesListAggregateNewer(ctx context.Context, arg Con
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -432,7 +509,7 @@ func (q *Queries) ConsoleMessagesListAggregateNewer(ctx context.Context, arg Con
 }
 
 const consoleMessagesListAggregateOlder = `-- name: ConsoleMessagesListAggregateOlder :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
 WHERE
     ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
@@ -444,11 +521,15 @@ WHERE
     AND ($10::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $10::text || '%')
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
-    AND o.id >= $13::bigint AND o.id <= $14::bigint
-    AND o.id < $15::bigint
+    AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND o.id >= $15::bigint AND o.id <= $16::bigint
+    AND o.id < $17::bigint
     AND o.aggregate_id <> '' AND o.aggregate_type = $8::text AND o.aggregate_id = $9::text
 ORDER BY o.id DESC
-LIMIT $16
+LIMIT $18
 `
 
 type ConsoleMessagesListAggregateOlderParams struct {
@@ -464,6 +545,8 @@ type ConsoleMessagesListAggregateOlderParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 	Floor             int64
 	Ceiling           int64
 	Cursor            int64
@@ -485,6 +568,8 @@ func (q *Queries) ConsoleMessagesListAggregateOlder(ctx context.Context, arg Con
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 		arg.Floor,
 		arg.Ceiling,
 		arg.Cursor,
@@ -514,6 +599,7 @@ func (q *Queries) ConsoleMessagesListAggregateOlder(ctx context.Context, arg Con
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -526,7 +612,7 @@ func (q *Queries) ConsoleMessagesListAggregateOlder(ctx context.Context, arg Con
 }
 
 const consoleMessagesListDeadNewer = `-- name: ConsoleMessagesListDeadNewer :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
 WHERE
     ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
@@ -538,11 +624,15 @@ WHERE
     AND ($10::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $10::text || '%')
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
-    AND o.id >= $13::bigint AND o.id <= $14::bigint
-    AND o.id > $15::bigint
+    AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND o.id >= $15::bigint AND o.id <= $16::bigint
+    AND o.id > $17::bigint
     AND o.state = 'dead'
 ORDER BY o.id ASC
-LIMIT $16
+LIMIT $18
 `
 
 type ConsoleMessagesListDeadNewerParams struct {
@@ -558,6 +648,8 @@ type ConsoleMessagesListDeadNewerParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 	Floor             int64
 	Ceiling           int64
 	Cursor            int64
@@ -578,6 +670,8 @@ func (q *Queries) ConsoleMessagesListDeadNewer(ctx context.Context, arg ConsoleM
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 		arg.Floor,
 		arg.Ceiling,
 		arg.Cursor,
@@ -607,6 +701,7 @@ func (q *Queries) ConsoleMessagesListDeadNewer(ctx context.Context, arg ConsoleM
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -619,7 +714,7 @@ func (q *Queries) ConsoleMessagesListDeadNewer(ctx context.Context, arg ConsoleM
 }
 
 const consoleMessagesListDeadOlder = `-- name: ConsoleMessagesListDeadOlder :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
 WHERE
     ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
@@ -631,11 +726,15 @@ WHERE
     AND ($10::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $10::text || '%')
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
-    AND o.id >= $13::bigint AND o.id <= $14::bigint
-    AND o.id < $15::bigint
+    AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND o.id >= $15::bigint AND o.id <= $16::bigint
+    AND o.id < $17::bigint
     AND o.state = 'dead'
 ORDER BY o.id DESC
-LIMIT $16
+LIMIT $18
 `
 
 type ConsoleMessagesListDeadOlderParams struct {
@@ -651,6 +750,8 @@ type ConsoleMessagesListDeadOlderParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 	Floor             int64
 	Ceiling           int64
 	Cursor            int64
@@ -673,6 +774,8 @@ func (q *Queries) ConsoleMessagesListDeadOlder(ctx context.Context, arg ConsoleM
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 		arg.Floor,
 		arg.Ceiling,
 		arg.Cursor,
@@ -702,6 +805,7 @@ func (q *Queries) ConsoleMessagesListDeadOlder(ctx context.Context, arg ConsoleM
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -714,7 +818,7 @@ func (q *Queries) ConsoleMessagesListDeadOlder(ctx context.Context, arg ConsoleM
 }
 
 const consoleMessagesListDestinationNewer = `-- name: ConsoleMessagesListDestinationNewer :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
 WHERE
     ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
@@ -726,12 +830,16 @@ WHERE
     AND ($10::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $10::text || '%')
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
-    AND o.id >= $13::bigint AND o.id <= $14::bigint
-    AND o.id > $15::bigint
+    AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND o.id >= $15::bigint AND o.id <= $16::bigint
+    AND o.id > $17::bigint
     AND o.destination = $5::text
     AND o.state <> 'delivered' -- the partial index's predicate
 ORDER BY o.id ASC
-LIMIT $16
+LIMIT $18
 `
 
 type ConsoleMessagesListDestinationNewerParams struct {
@@ -747,6 +855,8 @@ type ConsoleMessagesListDestinationNewerParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 	Floor             int64
 	Ceiling           int64
 	Cursor            int64
@@ -767,6 +877,8 @@ func (q *Queries) ConsoleMessagesListDestinationNewer(ctx context.Context, arg C
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 		arg.Floor,
 		arg.Ceiling,
 		arg.Cursor,
@@ -796,6 +908,7 @@ func (q *Queries) ConsoleMessagesListDestinationNewer(ctx context.Context, arg C
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -808,7 +921,7 @@ func (q *Queries) ConsoleMessagesListDestinationNewer(ctx context.Context, arg C
 }
 
 const consoleMessagesListDestinationOlder = `-- name: ConsoleMessagesListDestinationOlder :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
 WHERE
     ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
@@ -820,12 +933,16 @@ WHERE
     AND ($10::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $10::text || '%')
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
-    AND o.id >= $13::bigint AND o.id <= $14::bigint
-    AND o.id < $15::bigint
+    AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND o.id >= $15::bigint AND o.id <= $16::bigint
+    AND o.id < $17::bigint
     AND o.destination = $5::text
     AND o.state <> 'delivered' -- the partial index's predicate
 ORDER BY o.id DESC
-LIMIT $16
+LIMIT $18
 `
 
 type ConsoleMessagesListDestinationOlderParams struct {
@@ -841,6 +958,8 @@ type ConsoleMessagesListDestinationOlderParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 	Floor             int64
 	Ceiling           int64
 	Cursor            int64
@@ -863,6 +982,8 @@ func (q *Queries) ConsoleMessagesListDestinationOlder(ctx context.Context, arg C
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 		arg.Floor,
 		arg.Ceiling,
 		arg.Cursor,
@@ -892,6 +1013,7 @@ func (q *Queries) ConsoleMessagesListDestinationOlder(ctx context.Context, arg C
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -916,12 +1038,12 @@ WITH RECURSIVE matching (destination) AS (
             ORDER BY t.destination USING ~<~ LIMIT 1)
     FROM matching s WHERE s.destination IS NOT NULL
 )
-SELECT r.id, r.message_id, r.topic, r.destination, r.aggregate_type, r.aggregate_id, r.aggregate_seq, r.state, r.attempts, r.last_error, r.error_fingerprint, r.created_at, r.finished_at, r.replay_of, r.status, r.replay_outcome FROM switchyard.console_messages r
+SELECT r.id, r.message_id, r.topic, r.destination, r.aggregate_type, r.aggregate_id, r.aggregate_seq, r.state, r.attempts, r.last_error, r.error_fingerprint, r.created_at, r.finished_at, r.replay_of, r.status, r.replay_outcome, r.lease_owner FROM switchyard.console_messages r
 WHERE r.id IN (
     SELECT m.id FROM matching s CROSS JOIN LATERAL (
         SELECT o.id FROM (
             SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.replays,
-                o.last_error, o.created_at
+                o.last_error, o.created_at, o.lease_owner, o.attempts
             FROM switchyard.outbox o
             WHERE o.destination = s.destination
                 AND o.state <> 'delivered' -- the partial index's predicate
@@ -942,13 +1064,17 @@ WHERE r.id IN (
             AND ($13::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $13::text || '%')
             AND ($14::timestamptz IS NULL OR o.created_at >= $14::timestamptz)
             AND ($15::timestamptz IS NULL OR o.created_at < $15::timestamptz)
+            AND ($16::text IS NULL OR (o.state = 'pending' AND CASE $16::text
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+            AND ($17::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $17::text))
         ORDER BY o.id ASC
-        LIMIT $16
+        LIMIT $18
     ) AS m
     WHERE s.destination IS NOT NULL
 )
 ORDER BY r.id ASC
-LIMIT $16
+LIMIT $18
 `
 
 type ConsoleMessagesListDestinationPrefixNewerParams struct {
@@ -967,6 +1093,8 @@ type ConsoleMessagesListDestinationPrefixNewerParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 	MaxRows           int32
 }
 
@@ -987,6 +1115,8 @@ func (q *Queries) ConsoleMessagesListDestinationPrefixNewer(ctx context.Context,
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 		arg.MaxRows,
 	)
 	if err != nil {
@@ -1013,6 +1143,7 @@ func (q *Queries) ConsoleMessagesListDestinationPrefixNewer(ctx context.Context,
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -1037,12 +1168,12 @@ WITH RECURSIVE matching (destination) AS (
             ORDER BY t.destination USING ~<~ LIMIT 1)
     FROM matching s WHERE s.destination IS NOT NULL
 )
-SELECT r.id, r.message_id, r.topic, r.destination, r.aggregate_type, r.aggregate_id, r.aggregate_seq, r.state, r.attempts, r.last_error, r.error_fingerprint, r.created_at, r.finished_at, r.replay_of, r.status, r.replay_outcome FROM switchyard.console_messages r
+SELECT r.id, r.message_id, r.topic, r.destination, r.aggregate_type, r.aggregate_id, r.aggregate_seq, r.state, r.attempts, r.last_error, r.error_fingerprint, r.created_at, r.finished_at, r.replay_of, r.status, r.replay_outcome, r.lease_owner FROM switchyard.console_messages r
 WHERE r.id IN (
     SELECT m.id FROM matching s CROSS JOIN LATERAL (
         SELECT o.id FROM (
             SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.replays,
-                o.last_error, o.created_at
+                o.last_error, o.created_at, o.lease_owner, o.attempts
             FROM switchyard.outbox o
             WHERE o.destination = s.destination
                 AND o.state <> 'delivered' -- the partial index's predicate
@@ -1063,13 +1194,17 @@ WHERE r.id IN (
             AND ($13::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $13::text || '%')
             AND ($14::timestamptz IS NULL OR o.created_at >= $14::timestamptz)
             AND ($15::timestamptz IS NULL OR o.created_at < $15::timestamptz)
+            AND ($16::text IS NULL OR (o.state = 'pending' AND CASE $16::text
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+            AND ($17::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $17::text))
         ORDER BY o.id DESC
-        LIMIT $16
+        LIMIT $18
     ) AS m
     WHERE s.destination IS NOT NULL
 )
 ORDER BY r.id DESC
-LIMIT $16
+LIMIT $18
 `
 
 type ConsoleMessagesListDestinationPrefixOlderParams struct {
@@ -1088,6 +1223,8 @@ type ConsoleMessagesListDestinationPrefixOlderParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 	MaxRows           int32
 }
 
@@ -1110,6 +1247,8 @@ func (q *Queries) ConsoleMessagesListDestinationPrefixOlder(ctx context.Context,
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 		arg.MaxRows,
 	)
 	if err != nil {
@@ -1136,6 +1275,7 @@ func (q *Queries) ConsoleMessagesListDestinationPrefixOlder(ctx context.Context,
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -1148,7 +1288,7 @@ func (q *Queries) ConsoleMessagesListDestinationPrefixOlder(ctx context.Context,
 }
 
 const consoleMessagesListDiscardedNewer = `-- name: ConsoleMessagesListDiscardedNewer :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
 WHERE
     ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
@@ -1160,11 +1300,15 @@ WHERE
     AND ($10::text IS NULL OR o.last_error ILIKE '%' || $10::text || '%')
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
-    AND o.id >= $13::bigint AND o.id <= $14::bigint
-    AND o.id > $15::bigint
+    AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND o.id >= $15::bigint AND o.id <= $16::bigint
+    AND o.id > $17::bigint
     AND o.state = 'discarded'
 ORDER BY o.id ASC
-LIMIT $16
+LIMIT $18
 `
 
 type ConsoleMessagesListDiscardedNewerParams struct {
@@ -1180,6 +1324,8 @@ type ConsoleMessagesListDiscardedNewerParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 	Floor             int64
 	Ceiling           int64
 	Cursor            int64
@@ -1200,6 +1346,8 @@ func (q *Queries) ConsoleMessagesListDiscardedNewer(ctx context.Context, arg Con
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 		arg.Floor,
 		arg.Ceiling,
 		arg.Cursor,
@@ -1229,6 +1377,7 @@ func (q *Queries) ConsoleMessagesListDiscardedNewer(ctx context.Context, arg Con
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -1241,7 +1390,7 @@ func (q *Queries) ConsoleMessagesListDiscardedNewer(ctx context.Context, arg Con
 }
 
 const consoleMessagesListDiscardedOlder = `-- name: ConsoleMessagesListDiscardedOlder :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
 WHERE
     ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
@@ -1253,11 +1402,15 @@ WHERE
     AND ($10::text IS NULL OR o.last_error ILIKE '%' || $10::text || '%')
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
-    AND o.id >= $13::bigint AND o.id <= $14::bigint
-    AND o.id < $15::bigint
+    AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND o.id >= $15::bigint AND o.id <= $16::bigint
+    AND o.id < $17::bigint
     AND o.state = 'discarded'
 ORDER BY o.id DESC
-LIMIT $16
+LIMIT $18
 `
 
 type ConsoleMessagesListDiscardedOlderParams struct {
@@ -1273,6 +1426,8 @@ type ConsoleMessagesListDiscardedOlderParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 	Floor             int64
 	Ceiling           int64
 	Cursor            int64
@@ -1294,6 +1449,8 @@ func (q *Queries) ConsoleMessagesListDiscardedOlder(ctx context.Context, arg Con
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 		arg.Floor,
 		arg.Ceiling,
 		arg.Cursor,
@@ -1323,6 +1480,7 @@ func (q *Queries) ConsoleMessagesListDiscardedOlder(ctx context.Context, arg Con
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -1335,7 +1493,7 @@ func (q *Queries) ConsoleMessagesListDiscardedOlder(ctx context.Context, arg Con
 }
 
 const consoleMessagesListFailedNewer = `-- name: ConsoleMessagesListFailedNewer :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
 WHERE
     ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
@@ -1347,11 +1505,15 @@ WHERE
     AND ($10::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $10::text || '%')
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
-    AND o.id >= $13::bigint AND o.id <= $14::bigint
-    AND o.id > $15::bigint
+    AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND o.id >= $15::bigint AND o.id <= $16::bigint
+    AND o.id > $17::bigint
     AND o.last_error IS NOT NULL
 ORDER BY o.id ASC
-LIMIT $16
+LIMIT $18
 `
 
 type ConsoleMessagesListFailedNewerParams struct {
@@ -1367,6 +1529,8 @@ type ConsoleMessagesListFailedNewerParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 	Floor             int64
 	Ceiling           int64
 	Cursor            int64
@@ -1387,6 +1551,8 @@ func (q *Queries) ConsoleMessagesListFailedNewer(ctx context.Context, arg Consol
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 		arg.Floor,
 		arg.Ceiling,
 		arg.Cursor,
@@ -1416,6 +1582,7 @@ func (q *Queries) ConsoleMessagesListFailedNewer(ctx context.Context, arg Consol
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -1428,7 +1595,7 @@ func (q *Queries) ConsoleMessagesListFailedNewer(ctx context.Context, arg Consol
 }
 
 const consoleMessagesListFailedOlder = `-- name: ConsoleMessagesListFailedOlder :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
 WHERE
     ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
@@ -1440,11 +1607,15 @@ WHERE
     AND ($10::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $10::text || '%')
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
-    AND o.id >= $13::bigint AND o.id <= $14::bigint
-    AND o.id < $15::bigint
+    AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND o.id >= $15::bigint AND o.id <= $16::bigint
+    AND o.id < $17::bigint
     AND o.last_error IS NOT NULL
 ORDER BY o.id DESC
-LIMIT $16
+LIMIT $18
 `
 
 type ConsoleMessagesListFailedOlderParams struct {
@@ -1460,6 +1631,8 @@ type ConsoleMessagesListFailedOlderParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 	Floor             int64
 	Ceiling           int64
 	Cursor            int64
@@ -1481,6 +1654,8 @@ func (q *Queries) ConsoleMessagesListFailedOlder(ctx context.Context, arg Consol
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 		arg.Floor,
 		arg.Ceiling,
 		arg.Cursor,
@@ -1510,6 +1685,7 @@ func (q *Queries) ConsoleMessagesListFailedOlder(ctx context.Context, arg Consol
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -1522,7 +1698,7 @@ func (q *Queries) ConsoleMessagesListFailedOlder(ctx context.Context, arg Consol
 }
 
 const consoleMessagesListNewer = `-- name: ConsoleMessagesListNewer :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
 WHERE
     ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
@@ -1534,10 +1710,14 @@ WHERE
     AND ($10::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $10::text || '%')
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
-    AND o.id >= $13::bigint AND o.id <= $14::bigint
-    AND o.id > $15::bigint
+    AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND o.id >= $15::bigint AND o.id <= $16::bigint
+    AND o.id > $17::bigint
 ORDER BY o.id ASC
-LIMIT $16
+LIMIT $18
 `
 
 type ConsoleMessagesListNewerParams struct {
@@ -1553,6 +1733,8 @@ type ConsoleMessagesListNewerParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 	Floor             int64
 	Ceiling           int64
 	Cursor            int64
@@ -1573,6 +1755,8 @@ func (q *Queries) ConsoleMessagesListNewer(ctx context.Context, arg ConsoleMessa
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 		arg.Floor,
 		arg.Ceiling,
 		arg.Cursor,
@@ -1602,6 +1786,7 @@ func (q *Queries) ConsoleMessagesListNewer(ctx context.Context, arg ConsoleMessa
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -1614,7 +1799,7 @@ func (q *Queries) ConsoleMessagesListNewer(ctx context.Context, arg ConsoleMessa
 }
 
 const consoleMessagesListOlder = `-- name: ConsoleMessagesListOlder :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
 WHERE
     ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
@@ -1626,10 +1811,14 @@ WHERE
     AND ($10::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $10::text || '%')
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
-    AND o.id >= $13::bigint AND o.id <= $14::bigint
-    AND o.id < $15::bigint
+    AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND o.id >= $15::bigint AND o.id <= $16::bigint
+    AND o.id < $17::bigint
 ORDER BY o.id DESC
-LIMIT $16
+LIMIT $18
 `
 
 type ConsoleMessagesListOlderParams struct {
@@ -1645,6 +1834,8 @@ type ConsoleMessagesListOlderParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 	Floor             int64
 	Ceiling           int64
 	Cursor            int64
@@ -1666,6 +1857,8 @@ func (q *Queries) ConsoleMessagesListOlder(ctx context.Context, arg ConsoleMessa
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 		arg.Floor,
 		arg.Ceiling,
 		arg.Cursor,
@@ -1695,6 +1888,7 @@ func (q *Queries) ConsoleMessagesListOlder(ctx context.Context, arg ConsoleMessa
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -1707,7 +1901,7 @@ func (q *Queries) ConsoleMessagesListOlder(ctx context.Context, arg ConsoleMessa
 }
 
 const consoleMessagesListPendingNewer = `-- name: ConsoleMessagesListPendingNewer :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
 WHERE
     ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
@@ -1719,11 +1913,15 @@ WHERE
     AND ($10::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $10::text || '%')
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
-    AND o.id >= $13::bigint AND o.id <= $14::bigint
-    AND o.id > $15::bigint
+    AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND o.id >= $15::bigint AND o.id <= $16::bigint
+    AND o.id > $17::bigint
     AND o.state = 'pending'
 ORDER BY o.id ASC
-LIMIT $16
+LIMIT $18
 `
 
 type ConsoleMessagesListPendingNewerParams struct {
@@ -1739,6 +1937,8 @@ type ConsoleMessagesListPendingNewerParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 	Floor             int64
 	Ceiling           int64
 	Cursor            int64
@@ -1759,6 +1959,8 @@ func (q *Queries) ConsoleMessagesListPendingNewer(ctx context.Context, arg Conso
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 		arg.Floor,
 		arg.Ceiling,
 		arg.Cursor,
@@ -1788,6 +1990,7 @@ func (q *Queries) ConsoleMessagesListPendingNewer(ctx context.Context, arg Conso
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -1800,7 +2003,7 @@ func (q *Queries) ConsoleMessagesListPendingNewer(ctx context.Context, arg Conso
 }
 
 const consoleMessagesListPendingOlder = `-- name: ConsoleMessagesListPendingOlder :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
 WHERE
     ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
@@ -1812,11 +2015,15 @@ WHERE
     AND ($10::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $10::text || '%')
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
-    AND o.id >= $13::bigint AND o.id <= $14::bigint
-    AND o.id < $15::bigint
+    AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND o.id >= $15::bigint AND o.id <= $16::bigint
+    AND o.id < $17::bigint
     AND o.state = 'pending'
 ORDER BY o.id DESC
-LIMIT $16
+LIMIT $18
 `
 
 type ConsoleMessagesListPendingOlderParams struct {
@@ -1832,6 +2039,8 @@ type ConsoleMessagesListPendingOlderParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 	Floor             int64
 	Ceiling           int64
 	Cursor            int64
@@ -1853,6 +2062,8 @@ func (q *Queries) ConsoleMessagesListPendingOlder(ctx context.Context, arg Conso
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 		arg.Floor,
 		arg.Ceiling,
 		arg.Cursor,
@@ -1882,6 +2093,7 @@ func (q *Queries) ConsoleMessagesListPendingOlder(ctx context.Context, arg Conso
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -1894,7 +2106,7 @@ func (q *Queries) ConsoleMessagesListPendingOlder(ctx context.Context, arg Conso
 }
 
 const consoleMessagesListTopicNewer = `-- name: ConsoleMessagesListTopicNewer :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
 WHERE
     ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
@@ -1906,12 +2118,16 @@ WHERE
     AND ($10::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $10::text || '%')
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
-    AND o.id >= $13::bigint AND o.id <= $14::bigint
-    AND o.id > $15::bigint
+    AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND o.id >= $15::bigint AND o.id <= $16::bigint
+    AND o.id > $17::bigint
     AND o.topic = $2::text
     AND o.state <> 'delivered' -- the partial index's predicate
 ORDER BY o.id ASC
-LIMIT $16
+LIMIT $18
 `
 
 type ConsoleMessagesListTopicNewerParams struct {
@@ -1927,6 +2143,8 @@ type ConsoleMessagesListTopicNewerParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 	Floor             int64
 	Ceiling           int64
 	Cursor            int64
@@ -1947,6 +2165,8 @@ func (q *Queries) ConsoleMessagesListTopicNewer(ctx context.Context, arg Console
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 		arg.Floor,
 		arg.Ceiling,
 		arg.Cursor,
@@ -1976,6 +2196,7 @@ func (q *Queries) ConsoleMessagesListTopicNewer(ctx context.Context, arg Console
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -1988,7 +2209,7 @@ func (q *Queries) ConsoleMessagesListTopicNewer(ctx context.Context, arg Console
 }
 
 const consoleMessagesListTopicOlder = `-- name: ConsoleMessagesListTopicOlder :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
 WHERE
     ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
@@ -2000,12 +2221,16 @@ WHERE
     AND ($10::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $10::text || '%')
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
-    AND o.id >= $13::bigint AND o.id <= $14::bigint
-    AND o.id < $15::bigint
+    AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND o.id >= $15::bigint AND o.id <= $16::bigint
+    AND o.id < $17::bigint
     AND o.topic = $2::text
     AND o.state <> 'delivered' -- the partial index's predicate
 ORDER BY o.id DESC
-LIMIT $16
+LIMIT $18
 `
 
 type ConsoleMessagesListTopicOlderParams struct {
@@ -2021,6 +2246,8 @@ type ConsoleMessagesListTopicOlderParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 	Floor             int64
 	Ceiling           int64
 	Cursor            int64
@@ -2042,6 +2269,8 @@ func (q *Queries) ConsoleMessagesListTopicOlder(ctx context.Context, arg Console
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 		arg.Floor,
 		arg.Ceiling,
 		arg.Cursor,
@@ -2071,6 +2300,7 @@ func (q *Queries) ConsoleMessagesListTopicOlder(ctx context.Context, arg Console
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -2095,12 +2325,12 @@ WITH RECURSIVE matching (topic) AS (
             ORDER BY t.topic USING ~<~ LIMIT 1)
     FROM matching s WHERE s.topic IS NOT NULL
 )
-SELECT r.id, r.message_id, r.topic, r.destination, r.aggregate_type, r.aggregate_id, r.aggregate_seq, r.state, r.attempts, r.last_error, r.error_fingerprint, r.created_at, r.finished_at, r.replay_of, r.status, r.replay_outcome FROM switchyard.console_messages r
+SELECT r.id, r.message_id, r.topic, r.destination, r.aggregate_type, r.aggregate_id, r.aggregate_seq, r.state, r.attempts, r.last_error, r.error_fingerprint, r.created_at, r.finished_at, r.replay_of, r.status, r.replay_outcome, r.lease_owner FROM switchyard.console_messages r
 WHERE r.id IN (
     SELECT m.id FROM matching s CROSS JOIN LATERAL (
         SELECT o.id FROM (
             SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.replays,
-                o.last_error, o.created_at
+                o.last_error, o.created_at, o.lease_owner, o.attempts
             FROM switchyard.outbox o
             WHERE o.topic = s.topic
                 AND o.state <> 'delivered' -- the partial index's predicate
@@ -2121,13 +2351,17 @@ WHERE r.id IN (
             AND ($13::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $13::text || '%')
             AND ($14::timestamptz IS NULL OR o.created_at >= $14::timestamptz)
             AND ($15::timestamptz IS NULL OR o.created_at < $15::timestamptz)
+            AND ($16::text IS NULL OR (o.state = 'pending' AND CASE $16::text
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+            AND ($17::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $17::text))
         ORDER BY o.id ASC
-        LIMIT $16
+        LIMIT $18
     ) AS m
     WHERE s.topic IS NOT NULL
 )
 ORDER BY r.id ASC
-LIMIT $16
+LIMIT $18
 `
 
 type ConsoleMessagesListTopicPrefixNewerParams struct {
@@ -2146,6 +2380,8 @@ type ConsoleMessagesListTopicPrefixNewerParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 	MaxRows           int32
 }
 
@@ -2166,6 +2402,8 @@ func (q *Queries) ConsoleMessagesListTopicPrefixNewer(ctx context.Context, arg C
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 		arg.MaxRows,
 	)
 	if err != nil {
@@ -2192,6 +2430,7 @@ func (q *Queries) ConsoleMessagesListTopicPrefixNewer(ctx context.Context, arg C
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -2216,12 +2455,12 @@ WITH RECURSIVE matching (topic) AS (
             ORDER BY t.topic USING ~<~ LIMIT 1)
     FROM matching s WHERE s.topic IS NOT NULL
 )
-SELECT r.id, r.message_id, r.topic, r.destination, r.aggregate_type, r.aggregate_id, r.aggregate_seq, r.state, r.attempts, r.last_error, r.error_fingerprint, r.created_at, r.finished_at, r.replay_of, r.status, r.replay_outcome FROM switchyard.console_messages r
+SELECT r.id, r.message_id, r.topic, r.destination, r.aggregate_type, r.aggregate_id, r.aggregate_seq, r.state, r.attempts, r.last_error, r.error_fingerprint, r.created_at, r.finished_at, r.replay_of, r.status, r.replay_outcome, r.lease_owner FROM switchyard.console_messages r
 WHERE r.id IN (
     SELECT m.id FROM matching s CROSS JOIN LATERAL (
         SELECT o.id FROM (
             SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.replays,
-                o.last_error, o.created_at
+                o.last_error, o.created_at, o.lease_owner, o.attempts
             FROM switchyard.outbox o
             WHERE o.topic = s.topic
                 AND o.state <> 'delivered' -- the partial index's predicate
@@ -2242,13 +2481,17 @@ WHERE r.id IN (
             AND ($13::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $13::text || '%')
             AND ($14::timestamptz IS NULL OR o.created_at >= $14::timestamptz)
             AND ($15::timestamptz IS NULL OR o.created_at < $15::timestamptz)
+            AND ($16::text IS NULL OR (o.state = 'pending' AND CASE $16::text
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+            AND ($17::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $17::text))
         ORDER BY o.id DESC
-        LIMIT $16
+        LIMIT $18
     ) AS m
     WHERE s.topic IS NOT NULL
 )
 ORDER BY r.id DESC
-LIMIT $16
+LIMIT $18
 `
 
 type ConsoleMessagesListTopicPrefixOlderParams struct {
@@ -2267,6 +2510,8 @@ type ConsoleMessagesListTopicPrefixOlderParams struct {
 	ErrorText         *string
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
 	MaxRows           int32
 }
 
@@ -2297,6 +2542,8 @@ func (q *Queries) ConsoleMessagesListTopicPrefixOlder(ctx context.Context, arg C
 		arg.ErrorText,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
 		arg.MaxRows,
 	)
 	if err != nil {
@@ -2323,6 +2570,7 @@ func (q *Queries) ConsoleMessagesListTopicPrefixOlder(ctx context.Context, arg C
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}

@@ -127,7 +127,7 @@ func (q *Queries) DeadLetterGroupListOlder(ctx context.Context, arg DeadLetterGr
 }
 
 const deadLetterMessageListNewer = `-- name: DeadLetterMessageListNewer :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
 WHERE o.state = 'dead' AND o.status = 'dead' AND o.error_fingerprint = $1::text AND o.id > $2::bigint
 ORDER BY o.error_fingerprint, o.id
 LIMIT $3
@@ -165,6 +165,7 @@ func (q *Queries) DeadLetterMessageListNewer(ctx context.Context, arg DeadLetter
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -177,7 +178,7 @@ func (q *Queries) DeadLetterMessageListNewer(ctx context.Context, arg DeadLetter
 }
 
 const deadLetterMessageListOlder = `-- name: DeadLetterMessageListOlder :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
 WHERE o.state = 'dead' AND o.status = 'dead' AND o.error_fingerprint = $1::text AND o.id < $2::bigint
 ORDER BY o.error_fingerprint, o.id DESC
 LIMIT $3
@@ -218,6 +219,7 @@ func (q *Queries) DeadLetterMessageListOlder(ctx context.Context, arg DeadLetter
 			&i.ReplayOf,
 			&i.Status,
 			&i.ReplayOutcome,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}

@@ -88,6 +88,7 @@ type SwitchyardConsoleMessage struct {
 	ReplayOf         *int64
 	Status           string
 	ReplayOutcome    string
+	LeaseOwner       *string
 }
 
 type SwitchyardDeadLetterGroup struct {

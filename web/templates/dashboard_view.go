@@ -64,9 +64,10 @@ type Tile struct {
 type FlowRow struct {
 	Destination, Topic                                string
 	Queued, InFlight, Retrying, Dead, Delivered, Fail string
-	// Href lists the row's messages; PendingHref, DeadHref and
+	// Href lists the row's messages; QueuedHref, InFlightHref and
+	// RetryingHref its pending messages in one stage, DeadHref and
 	// DeliveredHref those in one state.
-	Href, PendingHref, DeadHref, DeliveredHref string
+	Href, QueuedHref, InFlightHref, RetryingHref, DeadHref, DeliveredHref string
 }
 
 // BreakerRow is one destination's circuit breaker.
@@ -87,7 +88,7 @@ type DispatcherRow struct {
 	HeartbeatAge string
 	Status       string // running, late, stopped
 	Tone         string
-	Href         string // the messages in flight
+	Href         string // the messages it holds in flight
 }
 
 // InboxSourceRow is one inbound source.

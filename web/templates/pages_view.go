@@ -44,6 +44,12 @@ type MessageFilter struct {
 	Error         string
 	From          string // datetime-local, UTC
 	To            string
+	// Stage narrows to pending messages in one stage, as the dashboard
+	// counts them: queued, in_flight or retrying.
+	Stage string
+	// LeasedBy narrows to the pending messages a dispatcher (its owner
+	// name) holds in flight.
+	LeasedBy string
 }
 
 // MessagesPage is the message browser.

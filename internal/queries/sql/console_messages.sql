@@ -2,6 +2,16 @@
 -- once): the message browser (internal/console/messages_list.go) and the
 -- message page. Every list is a keyset page in id order over one index:
 -- Older pages go down from a cursor (newest first), Newer pages go up.
+--
+-- Every list takes the same filters. stage narrows to the pending messages
+-- in one stage as the dashboard counts them (StatsPendingFlowList): queued
+-- (not leased, never attempted), in_flight (leased), retrying (not leased,
+-- attempted); lease_owner_pattern to the pending messages whose lease
+-- holder matches it (a dispatcher's workers: internal/console,
+-- leaseOwnerPattern). No index holds the lease
+-- (migrations/00020_console_leases.sql): they are served by
+-- outbox_pending_id within a window of the backlog
+-- (ConsoleMessagePendingIDBelow/Above).
 
 -- name: ConsoleMessageGet :one
 SELECT * FROM switchyard.outbox WHERE id = @id;
@@ -48,6 +58,10 @@ WHERE
     AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+    AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id < @cursor::bigint
 ORDER BY o.id DESC
@@ -66,6 +80,10 @@ WHERE
     AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+    AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id > @cursor::bigint
 ORDER BY o.id ASC
@@ -85,6 +103,10 @@ WHERE
     AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+    AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id < @cursor::bigint
     AND o.state = 'pending'
@@ -104,6 +126,10 @@ WHERE
     AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+    AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id > @cursor::bigint
     AND o.state = 'pending'
@@ -125,6 +151,10 @@ WHERE
     AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+    AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id < @cursor::bigint
     AND o.state = 'dead'
@@ -144,6 +174,10 @@ WHERE
     AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+    AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id > @cursor::bigint
     AND o.state = 'dead'
@@ -164,6 +198,10 @@ WHERE
     AND (sqlc.narg(error_text)::text IS NULL OR o.last_error ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+    AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id < @cursor::bigint
     AND o.state = 'discarded'
@@ -183,6 +221,10 @@ WHERE
     AND (sqlc.narg(error_text)::text IS NULL OR o.last_error ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+    AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id > @cursor::bigint
     AND o.state = 'discarded'
@@ -203,6 +245,10 @@ WHERE
     AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+    AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id < @cursor::bigint
     AND o.last_error IS NOT NULL
@@ -222,6 +268,10 @@ WHERE
     AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+    AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id > @cursor::bigint
     AND o.last_error IS NOT NULL
@@ -242,6 +292,10 @@ WHERE
     AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+    AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id < @cursor::bigint
     AND o.topic = sqlc.narg(topic)::text
@@ -262,6 +316,10 @@ WHERE
     AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+    AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id > @cursor::bigint
     AND o.topic = sqlc.narg(topic)::text
@@ -284,6 +342,10 @@ WHERE
     AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+    AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id < @cursor::bigint
     AND o.destination = sqlc.narg(destination)::text
@@ -304,6 +366,10 @@ WHERE
     AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+    AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id > @cursor::bigint
     AND o.destination = sqlc.narg(destination)::text
@@ -325,6 +391,10 @@ WHERE
     AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+    AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id < @cursor::bigint
     AND o.aggregate_id <> '' AND o.aggregate_type = sqlc.narg(aggregate_type)::text AND o.aggregate_id = sqlc.narg(aggregate_id)::text
@@ -344,6 +414,10 @@ WHERE
     AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+    AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id > @cursor::bigint
     AND o.aggregate_id <> '' AND o.aggregate_type = sqlc.narg(aggregate_type)::text AND o.aggregate_id = sqlc.narg(aggregate_id)::text
@@ -378,7 +452,7 @@ WHERE r.id IN (
     SELECT m.id FROM matching s CROSS JOIN LATERAL (
         SELECT o.id FROM (
             SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.replays,
-                o.last_error, o.created_at
+                o.last_error, o.created_at, o.lease_owner, o.attempts
             FROM switchyard.outbox o
             WHERE o.topic = s.topic
                 AND o.state <> 'delivered' -- the partial index's predicate
@@ -399,6 +473,10 @@ WHERE r.id IN (
             AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
             AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
             AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+            AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
         ORDER BY o.id DESC
         LIMIT @max_rows
     ) AS m
@@ -425,7 +503,7 @@ WHERE r.id IN (
     SELECT m.id FROM matching s CROSS JOIN LATERAL (
         SELECT o.id FROM (
             SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.replays,
-                o.last_error, o.created_at
+                o.last_error, o.created_at, o.lease_owner, o.attempts
             FROM switchyard.outbox o
             WHERE o.topic = s.topic
                 AND o.state <> 'delivered' -- the partial index's predicate
@@ -446,6 +524,10 @@ WHERE r.id IN (
             AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
             AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
             AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+            AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
         ORDER BY o.id ASC
         LIMIT @max_rows
     ) AS m
@@ -474,7 +556,7 @@ WHERE r.id IN (
     SELECT m.id FROM matching s CROSS JOIN LATERAL (
         SELECT o.id FROM (
             SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.replays,
-                o.last_error, o.created_at
+                o.last_error, o.created_at, o.lease_owner, o.attempts
             FROM switchyard.outbox o
             WHERE o.destination = s.destination
                 AND o.state <> 'delivered' -- the partial index's predicate
@@ -495,6 +577,10 @@ WHERE r.id IN (
             AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
             AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
             AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+            AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
         ORDER BY o.id DESC
         LIMIT @max_rows
     ) AS m
@@ -521,7 +607,7 @@ WHERE r.id IN (
     SELECT m.id FROM matching s CROSS JOIN LATERAL (
         SELECT o.id FROM (
             SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.replays,
-                o.last_error, o.created_at
+                o.last_error, o.created_at, o.lease_owner, o.attempts
             FROM switchyard.outbox o
             WHERE o.destination = s.destination
                 AND o.state <> 'delivered' -- the partial index's predicate
@@ -542,6 +628,10 @@ WHERE r.id IN (
             AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
             AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
             AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+            AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
         ORDER BY o.id ASC
         LIMIT @max_rows
     ) AS m
@@ -552,12 +642,31 @@ LIMIT @max_rows;
 
 -- name: ConsoleMessagesEstimate :one
 -- ConsoleMessagesEstimate is the planner's estimate of the messages that
--- match the filters (migrations/00017_console_prefix_indexes.sql): the list's "about N".
+-- match the filters (migrations/00017_console_prefix_indexes.sql, 00020):
+-- the list's "about N".
 SELECT switchyard.console_messages_estimate(
     sqlc.narg(state)::text, sqlc.narg(topic)::text, sqlc.narg(topic_prefix)::text,
     sqlc.narg(destination)::text, sqlc.narg(destination_prefix)::text,
     sqlc.narg(aggregate_type)::text, sqlc.narg(aggregate_id)::text, sqlc.narg(error_text)::text,
-    sqlc.narg(created_from)::timestamptz, sqlc.narg(created_to)::timestamptz)::bigint AS estimate;
+    sqlc.narg(created_from)::timestamptz, sqlc.narg(created_to)::timestamptz,
+    sqlc.narg(stage)::text, sqlc.narg(lease_owner_pattern)::text)::bigint AS estimate;
+
+-- name: ConsoleMessagePendingIDBelow :one
+-- ConsoleMessagePendingIDBelow is the id of the pending message skip places
+-- below cursor, newest first: one walk of outbox_pending_id's keys. It
+-- bounds a list that a stage or lease holder serves from that index to a
+-- window of the backlog (internal/console/messages_list.go).
+SELECT o.id FROM switchyard.outbox o
+WHERE o.state = 'pending' AND o.id < @cursor::bigint
+ORDER BY o.id DESC
+OFFSET @skip::int LIMIT 1;
+
+-- name: ConsoleMessagePendingIDAbove :one
+-- ConsoleMessagePendingIDAbove is ConsoleMessagePendingIDBelow going up.
+SELECT o.id FROM switchyard.outbox o
+WHERE o.state = 'pending' AND o.id > @cursor::bigint
+ORDER BY o.id
+OFFSET @skip::int LIMIT 1;
 
 -- name: ConsoleMessagesCountNew :one
 -- ConsoleMessagesCountNew counts, up to 100, the messages matching the
@@ -577,6 +686,10 @@ SELECT count(*) FROM (
     AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+    AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
         AND o.id > @cursor::bigint
     LIMIT 100
