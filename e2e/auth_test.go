@@ -120,6 +120,10 @@ func TestSignInAndSignOut(t *testing.T) {
 	require.NoError(t, expect.Page(page).ToHaveURL(regexp.MustCompile(`/login\?next=`)), "the session is over")
 }
 
+// A viewer opening an admin's page gets the 403 page, in the viewer's own
+// frame (their user menu, their navigation), which works at every width
+// (the layout checks of TestEveryPageAtThreeWidths, the navigation folded
+// on a phone).
 func TestViewerIsForbiddenFromAdminPages(t *testing.T) {
 	t.Parallel()
 	console := startConsoleWithAccounts(t)
@@ -129,14 +133,28 @@ func TestViewerIsForbiddenFromAdminPages(t *testing.T) {
 	require.NoError(t, err)
 	signIn(t, page, "viewer", e2ePassword)
 	require.NoError(t, expect.Page(page).ToHaveURL(console.URL+"/"))
-	for _, path := range []string{"/audit", "/sessions"} {
-		resp, err := page.Goto(path)
-		require.NoError(t, err)
-		require.Equal(t, 403, resp.Status(), path)
-		require.NoError(t, expect.Locator(page.GetByTestId("page-title")).ToHaveText("Forbidden"))
-		require.NoError(t, expect.Locator(page.GetByTestId("error")).ToContainText("Your role (viewer) may not use this; it needs admin."))
+	for _, w := range widths {
+		require.NoError(t, page.SetViewportSize(w.width, w.height))
+		for _, path := range []string{"/audit", "/sessions"} {
+			resp, err := page.Goto(path)
+			require.NoError(t, err)
+			require.Equal(t, 403, resp.Status(), path)
+			require.NoError(t, expect.Locator(page.GetByTestId("page-title")).ToHaveText("Forbidden"))
+			require.NoError(t, expect.Locator(page.GetByTestId("error")).ToContainText("Your role (viewer) may not use this; it needs admin."))
+			// The frame is still the viewer's: their name and Sign out,
+			// and no link to the admin's pages they were refused.
+			require.NoError(t, expect.Locator(page.GetByTestId("user-name")).ToHaveText("viewer"))
+			require.NoError(t, expect.Locator(page.GetByTestId("logout")).ToHaveCount(1))
+			require.NoError(t, expect.Locator(page.GetByTestId("nav-audit")).ToHaveCount(0))
+			requireLayout(t, page, path, w.width)
+			navOpen := ""
+			if w.collapsed && path == "/audit" {
+				navOpen = "forbidden-390-nav-open"
+			}
+			checkNavigation(t, page, w.collapsed, path, navOpen)
+		}
+		screenshot(t, page, "forbidden-"+w.name)
 	}
-	screenshot(t, page, "forbidden")
 }
 
 // An admin watches the live Audit page; a sign-in elsewhere appears on it.

@@ -23,17 +23,28 @@ import (
 // shopSecret signs the test source's deliveries (Standard Webhooks).
 const shopSecret = "whsec_c2hvcC1zZWNyZXQtZm9yLXRoZS1lMmUtdGVzdHM="
 
-// startConsoleForInbox starts a console with accounts and one inbox
-// source, "shop", which forwards each event to the outbox destination
-// "billing", ordered by the payload's order.id: an event without one
-// fails. Its workers are off, so forwarded messages stay pending.
+// startConsoleForInbox starts a console with accounts and two inbox
+// sources: "shop", which forwards each event to the outbox destination
+// "billing", ordered by the payload's order.id (an event without one
+// fails), and "ship", a 'sql' source whose function team.ship (the team's
+// own) enqueues two messages to "warehouse" per event, each carrying the
+// event's id. Its workers are off, so enqueued messages stay pending.
 func startConsoleForInbox(t *testing.T) withAccounts {
 	t.Helper()
 	dbURL, pool := newDatabase(t)
 	ctx := context.Background()
-	_, err := pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address) VALUES ('billing', 'function', 'billing');
+	_, err := pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind, address)
+		VALUES ('billing', 'function', 'billing'), ('warehouse', 'function', 'warehouse');
 		INSERT INTO switchyard.inbox_sources (name, scheme, secret_refs, handler, forward_to, entity_field, max_attempts)
-		VALUES ('shop', 'standard-webhooks', '{E2E_SHOP_SECRET}', 'forward', 'billing', 'order.id', 3)`)
+		VALUES ('shop', 'standard-webhooks', '{E2E_SHOP_SECRET}', 'forward', 'billing', 'order.id', 3);
+		CREATE SCHEMA team;
+		CREATE FUNCTION team.ship(event jsonb, headers jsonb) RETURNS void LANGUAGE sql AS $$
+			INSERT INTO switchyard.outbox (topic, destination, payload)
+			SELECT topic, 'warehouse', jsonb_build_object('event', headers->>'webhook-id', 'order', event->'order')
+			FROM unnest(ARRAY['order.packed', 'order.shipped']) topic
+		$$;
+		INSERT INTO switchyard.inbox_sources (name, scheme, secret_refs, handler, sql_function, max_attempts)
+		VALUES ('ship', 'standard-webhooks', '{E2E_SHOP_SECRET}', 'sql', 'team.ship', 3)`)
 	require.NoError(t, err)
 	p := consoletest.Serve(t, useSuite(t).binary, []string{"DATABASE_URL=" + dbURL, "SWITCHYARD_WORKERS=0", "E2E_SHOP_SECRET=" + shopSecret})
 	t.Cleanup(func() { p.Stop(t) })
@@ -44,13 +55,13 @@ func startConsoleForInbox(t *testing.T) withAccounts {
 	return withAccounts{Process: p, svc: svc, pool: pool}
 }
 
-// deliver posts a signed delivery of event id to the shop source and
-// returns the status it was answered with.
-func deliver(t *testing.T, console withAccounts, id, body string) int {
+// deliver posts a signed delivery of event id to source and returns the
+// status it was answered with.
+func deliver(t *testing.T, console withAccounts, source, id, body string) int {
 	t.Helper()
 	sig, err := webhook.Sign(shopSecret, id, time.Now(), []byte(body))
 	require.NoError(t, err)
-	req, err := http.NewRequest(http.MethodPost, console.URL+"/inbox/shop", bytes.NewReader([]byte(body)))
+	req, err := http.NewRequest(http.MethodPost, console.URL+"/inbox/"+source, bytes.NewReader([]byte(body)))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(webhook.HeaderID, id)
@@ -143,7 +154,9 @@ func TestInboxRetryFromPageAndList(t *testing.T) {
 // A viewer keeps the inbox open: a delivery that fails shows up in the
 // list without a reload. A delivery processed on its first attempt shows
 // that attempt (its time, processed) and the message it forwarded; each
-// later delivery of the same event is listed as a duplicate.
+// later delivery of the same event is listed as a duplicate. An event of a
+// 'sql' source leads to the messages its function enqueued (issue 14,
+// item 6).
 func TestInboxLiveListDuplicatesAndAttempts(t *testing.T) {
 	t.Parallel()
 	console := startConsoleForInbox(t)
@@ -152,7 +165,7 @@ func TestInboxLiveListDuplicatesAndAttempts(t *testing.T) {
 	openLive(t, viewer, "/inbox", regexp.MustCompile(`/inbox/live$`))
 	require.NoError(t, expect.Locator(viewer.GetByTestId("inbox-event-row")).ToHaveCount(0))
 
-	require.Equal(t, http.StatusInternalServerError, deliver(t, console, "evt_broken", `{"type": "order.paid"}`), "a failed attempt asks the sender to retry")
+	require.Equal(t, http.StatusInternalServerError, deliver(t, console, "shop", "evt_broken", `{"type": "order.paid"}`), "a failed attempt asks the sender to retry")
 	// The change feed's path takes well under a second; 5 s is room for
 	// the parallel suite, and far less than the list's 10 s poll.
 	rows := viewer.GetByTestId("inbox-event-row")
@@ -162,9 +175,9 @@ func TestInboxLiveListDuplicatesAndAttempts(t *testing.T) {
 	requireNotReloaded(t, viewer)
 	screenshotWidths(t, viewer, "inbox-list-live")
 
-	require.Equal(t, http.StatusOK, deliver(t, console, "evt_ok", `{"type": "order.paid", "order": {"id": "7"}}`))
+	require.Equal(t, http.StatusOK, deliver(t, console, "shop", "evt_ok", `{"type": "order.paid", "order": {"id": "7"}}`))
 	for range 2 {
-		require.Equal(t, http.StatusOK, deliver(t, console, "evt_ok", `{"type": "order.paid", "order": {"id": "7"}}`))
+		require.Equal(t, http.StatusOK, deliver(t, console, "shop", "evt_ok", `{"type": "order.paid", "order": {"id": "7"}}`))
 	}
 	var id int64
 	require.NoError(t, console.pool.QueryRow(context.Background(), `SELECT id FROM switchyard.inbox_events WHERE event_id = 'evt_ok'`).Scan(&id))
@@ -177,6 +190,11 @@ func TestInboxLiveListDuplicatesAndAttempts(t *testing.T) {
 	require.NoError(t, expect.Locator(viewer.GetByTestId("event-duplicates")).ToHaveText("2"))
 	require.NoError(t, expect.Locator(viewer.GetByTestId("event-duplicate")).ToHaveCount(2))
 	require.NoError(t, expect.Locator(viewer.GetByTestId("event-message")).ToHaveCount(1))
+	// The delivery's headers were kept, and a viewer may not see them: the
+	// page says so rather than that none were recorded.
+	require.Positive(t, count(t, console.pool, `SELECT count(*) FROM switchyard.inbox_events, json_object_keys(headers) WHERE id = $1`, id))
+	require.NoError(t, expect.Locator(viewer.GetByTestId("event-headers-hidden")).ToBeVisible())
+	require.NoError(t, expect.Locator(viewer.GetByTestId("event-headers-none")).ToHaveCount(0))
 	require.Equal(t, 1, count(t, console.pool, `SELECT count(*) FROM switchyard.outbox WHERE destination = 'billing'`), "duplicates had no second effect")
 	screenshotWidths(t, viewer, "inbox-event-duplicates")
 
@@ -188,14 +206,65 @@ func TestInboxLiveListDuplicatesAndAttempts(t *testing.T) {
 	require.NoError(t, rows.First().GetByTestId("inbox-event-link").Click())
 	require.NoError(t, expect.Locator(viewer.GetByTestId("event-attempt").GetByTestId("attempt-outcome")).ToHaveText("failed"))
 	require.NoError(t, expect.Locator(viewer.GetByTestId("event-attempt")).ToContainText("order.id"))
+
+	sqlSourceFollowThrough(t, console, viewer)
 }
 
-// screenshotWidths takes name's screenshot at 1400 and 800 px wide.
+// sqlSourceFollowThrough delivers an event to the 'sql' source, whose
+// function enqueues two messages while another transaction enqueues to
+// the same destination before and after it: the event's page links to
+// exactly the function's two, and each link leads to its message.
+func sqlSourceFollowThrough(t *testing.T, console withAccounts, page playwright.Page) {
+	t.Helper()
+	ctx := context.Background()
+	expect := newExpect()
+	other := `INSERT INTO switchyard.outbox (topic, destination, payload) VALUES ('order.packed', 'warehouse', '{"event": "evt_other"}')`
+	_, err := console.pool.Exec(ctx, other)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, deliver(t, console, "ship", "evt_ship", `{"type": "order.paid", "order": {"id": "8"}}`))
+	_, err = console.pool.Exec(ctx, other)
+	require.NoError(t, err)
+	produced := ids(t, console.pool, `SELECT id FROM switchyard.outbox WHERE payload->>'event' = 'evt_ship' ORDER BY id`)
+	require.Len(t, produced, 2, "the function enqueued two messages")
+	var event int64
+	require.NoError(t, console.pool.QueryRow(ctx, `SELECT id FROM switchyard.inbox_events WHERE source = 'ship' AND event_id = 'evt_ship'`).Scan(&event))
+	require.Equal(t, produced, ids(t, console.pool, `SELECT outbox_id FROM switchyard.inbox_event_messages WHERE inbox_event_id = $1 ORDER BY outbox_id`, event),
+		"the event is linked to the function's messages and no other")
+
+	_, err = page.Goto(fmt.Sprintf("/inbox/events/%d", event))
+	require.NoError(t, err)
+	topics := make([]string, len(produced))
+	for i, id := range produced {
+		require.NoError(t, console.pool.QueryRow(ctx, `SELECT topic FROM switchyard.outbox WHERE id = $1`, id).Scan(&topics[i]))
+	}
+	require.ElementsMatch(t, []string{"order.packed", "order.shipped"}, topics)
+	caused := page.GetByTestId("event-follow-through").GetByTestId("event-message")
+	require.NoError(t, expect.Locator(caused).ToHaveCount(len(produced)))
+	require.NoError(t, expect.Locator(caused).ToContainText(topics))
+	require.NoError(t, expect.Locator(caused.GetByTestId("event-message-state")).ToHaveText([]string{"pending", "pending"}))
+	for i, id := range produced {
+		require.NoError(t, expect.Locator(caused.Nth(i).GetByTestId("event-message-link")).ToHaveAttribute("href", fmt.Sprintf("/messages/%d", id)))
+	}
+	screenshotWidths(t, page, "inbox-event-sql-follow-through")
+	for i, id := range produced {
+		if i > 0 {
+			_, err = page.GoBack()
+			require.NoError(t, err)
+		}
+		require.NoError(t, caused.Nth(i).GetByTestId("event-message-link").Click())
+		require.NoError(t, expect.Page(page).ToHaveURL(fmt.Sprintf("%s/messages/%d", console.URL, id)))
+		require.NoError(t, expect.Locator(page.GetByTestId("page-title")).ToHaveText(fmt.Sprintf("Message %d", id)))
+		require.NoError(t, expect.Locator(page.GetByTestId("message-fields")).ToContainText(topics[i]))
+	}
+}
+
+// screenshotWidths takes name's screenshot at each of widths, then leaves
+// the page at the first.
 func screenshotWidths(t *testing.T, page playwright.Page, name string) {
 	t.Helper()
-	for _, width := range []int{1400, 800} {
-		require.NoError(t, page.SetViewportSize(width, 900))
-		screenshot(t, page, fmt.Sprintf("%s-%d", name, width))
+	for _, w := range widths {
+		require.NoError(t, page.SetViewportSize(w.width, w.height))
+		screenshot(t, page, name+"-"+w.name)
 	}
-	require.NoError(t, page.SetViewportSize(1400, 900))
+	require.NoError(t, page.SetViewportSize(widths[0].width, widths[0].height))
 }

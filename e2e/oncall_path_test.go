@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -16,21 +17,25 @@ import (
 	"github.com/switchyard/switchyard/internal/testwait"
 )
 
-// onCallWidths are the widths issue 14 walks the on-call path at.
-var onCallWidths = []int{1400, 800}
-
-// atWidths checks the page's layout (layoutProblems) and takes its
-// screenshot at each on-call width, then leaves it at the first.
+// atWidths checks the page's layout (requireLayout) and takes its
+// screenshot at each of widths, then leaves it at the first.
 func atWidths(t *testing.T, page playwright.Page, name string) {
 	t.Helper()
-	for _, w := range append(onCallWidths[1:], onCallWidths[0]) {
-		require.NoError(t, page.SetViewportSize(w, 900))
-		problems, err := page.Evaluate(layoutProblems)
-		require.NoError(t, err)
-		require.Empty(t, problems, "%s at %d px", name, w)
-		screenshot(t, page, fmt.Sprintf("oncall-path-%s-%d", name, w))
+	for _, w := range slices.Concat(widths[1:], widths[:1]) {
+		require.NoError(t, page.SetViewportSize(w.width, w.height))
+		requireLayout(t, page, name, w.width)
+		screenshot(t, page, "oncall-path-"+name+"-"+w.name)
 	}
 }
+
+// deadGroups is the dashboard's note of how many dead-letter groups hold
+// dead messages, as the database counts them.
+func deadGroups(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	return number(t, pool, `SELECT count(DISTINCT error_fingerprint) FROM switchyard.outbox WHERE state = 'dead' AND replays = 0`) + " error groups"
+}
+
+var deadLettersLiveFetch = regexp.MustCompile(`/dead-letters/groups$`)
 
 // number reads one integer from the database.
 func number(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) string {
@@ -39,9 +44,11 @@ func number(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) string {
 }
 
 // TestOnCallPathEndToEnd walks issue 14's on-call path as one engineer
-// would, at 1400 and 800 px, and checks every number it reads against the
-// database: the destination breaks (every delivery refused), the dashboard
-// shows the dead letters and leads to their group, the group to a message
+// would, at 1400, 800 and 390 px, and checks every number it reads against
+// the database: the destination breaks (every delivery refused), the dead
+// letters arrive live on the dead-letter page the engineer keeps open, as
+// one group whose count reaches the database's without a reload; the
+// dashboard shows them and leads to their group, the group to a message
 // whose error and attempt the engineer reads; the destination is fixed; one
 // message is replayed and followed until delivered; the rest of the group
 // goes as one bulk job whose outcome settles; the message list (a topic
@@ -55,36 +62,47 @@ func TestOnCallPathEndToEnd(t *testing.T) {
 	expect := newExpect()
 	long := playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(30000)}
 
+	// The engineer keeps the dead-letter page open: nothing is dead yet.
+	page := signedIn(t, console, "operator", "/dead-letters")
+	require.NoError(t, page.SetViewportSize(1400, 900))
+	openLive(t, page, "/dead-letters", deadLettersLiveFetch)
+	group := page.GetByTestId("dead-letter-group")
+	require.NoError(t, expect.Locator(group).ToHaveCount(0))
+
 	// The outage: three messages without an aggregate and two aggregates of
 	// two, whose heads die and block the messages behind them.
 	enqueue(t, pool, "hook", 3)
 	_, err := pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, aggregate_type, aggregate_id, payload)
 		SELECT 'order.paid', 'hook', 'order', 'o-' || (g % 2), jsonb_build_object('order', g) FROM generate_series(1, 4) g ORDER BY g`)
 	require.NoError(t, err)
-	testwait.Until(t, time.Minute, "five dead letters and two blocked aggregates", func() bool {
-		return count(t, pool, `SELECT count(*) FROM switchyard.outbox WHERE state = 'dead'`) == 5 &&
-			count(t, pool, `SELECT count(*) FROM switchyard.outbox_blocked_aggregates`) == 2
-	})
-	var fingerprint string
-	require.NoError(t, pool.QueryRow(ctx, `SELECT min(error_fingerprint) FROM switchyard.outbox WHERE state = 'dead'`).Scan(&fingerprint))
-	require.Equal(t, 1, count(t, pool, `SELECT count(DISTINCT error_fingerprint) FROM switchyard.outbox WHERE state = 'dead'`), "one group")
 	// An inbound event that failed during the outage, for the inbox.
 	_, err = pool.Exec(ctx, `INSERT INTO switchyard.inbox_events (source, event_id, payload, status, attempts, last_error)
 		VALUES ('stripe', 'evt_outage', '{"a": 1}', 'failed', 3, 'handler: the billing service timed out')`)
 	require.NoError(t, err)
 
+	// The dead letters arrive on the open page, without a reload: one
+	// group, whose count grows to the database's.
+	require.NoError(t, expect.Locator(group.GetByTestId("group-dead")).ToHaveText("5", long))
+	require.NoError(t, expect.Locator(group).ToHaveCount(1))
+	requireNotReloaded(t, page)
+	var fingerprint string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT min(error_fingerprint) FROM switchyard.outbox WHERE state = 'dead'`).Scan(&fingerprint))
+	require.Equal(t, 1, count(t, pool, `SELECT count(DISTINCT error_fingerprint) FROM switchyard.outbox WHERE state = 'dead'`), "one group")
+	require.NoError(t, expect.Locator(group).ToHaveId("group-"+fingerprint))
+	require.Equal(t, "5", number(t, pool, `SELECT count(*) FROM switchyard.outbox WHERE state = 'dead' AND error_fingerprint = $1`, fingerprint))
+	require.Equal(t, 2, count(t, pool, `SELECT count(*) FROM switchyard.outbox_blocked_aggregates`), "written with the heads' death")
+	atWidths(t, page, "dead-letters")
+
 	// The dashboard says so and leads to the group.
-	page := signedIn(t, console, "operator", "/")
-	require.NoError(t, page.SetViewportSize(1400, 900))
+	_, err = page.Goto("/")
+	require.NoError(t, err)
 	require.NoError(t, expect.Locator(page.GetByTestId("stat-dead-value")).ToHaveText("5", long))
+	require.NoError(t, expect.Locator(page.GetByTestId("stat-dead")).ToContainText(deadGroups(t, pool)))
 	require.NoError(t, expect.Locator(page.GetByTestId("dash-status-level")).Not().ToHaveText("Healthy"))
 	atWidths(t, page, "dashboard")
 	require.NoError(t, page.GetByTestId("stat-dead").Click())
 	require.NoError(t, expect.Page(page).ToHaveURL(regexp.MustCompile(`/dead-letters$`)))
-	group := page.GetByTestId("dead-letter-groups").GetByRole(*playwright.AriaRoleRow).Filter(playwright.LocatorFilterOptions{Has: page.GetByTestId("group-link")})
-	require.NoError(t, expect.Locator(group).ToHaveCount(1))
 	require.NoError(t, expect.Locator(group.GetByTestId("group-dead")).ToHaveText("5"))
-	atWidths(t, page, "dead-letters")
 	require.NoError(t, group.GetByTestId("group-link").Click())
 	require.NoError(t, expect.Page(page).ToHaveURL(regexp.MustCompile(`/dead-letters/`+regexp.QuoteMeta(url.PathEscape(fingerprint))+`$`)))
 	require.NoError(t, expect.Locator(page.GetByTestId("message-row")).ToHaveCount(5))
@@ -179,5 +197,6 @@ func TestOnCallPathEndToEnd(t *testing.T) {
 	_, err = page.Goto("/")
 	require.NoError(t, err)
 	require.NoError(t, expect.Locator(page.GetByTestId("stat-dead-value")).ToHaveText("0", long))
+	require.NoError(t, expect.Locator(page.GetByTestId("stat-dead")).ToContainText(deadGroups(t, pool)))
 	atWidths(t, page, "dashboard-after")
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/mxschmitt/playwright-go"
@@ -110,8 +109,9 @@ const scrollsInside = `() => [...document.querySelectorAll("main table")].filter
 // group is a triage item already. The error pages are a 404 of an
 // unknown path and of an unknown message. The fixture has no accounts
 // (demo sign-in), so there is no viewer to be refused a 403 here
-// (TestViewerIsForbiddenFromAdminPages shows that page); /demo is served
-// only by console demo, which the fixture is not. Screenshots of all.
+// (TestViewerIsForbiddenFromAdminPages checks that page at these
+// widths); /demo is served only by console demo, which the fixture is
+// not. Screenshots of all.
 func TestEveryPageAtThreeWidths(t *testing.T) {
 	t.Parallel()
 	f := startPagesFixture(t)
@@ -194,19 +194,18 @@ func TestEveryPageAtThreeWidths(t *testing.T) {
 			if p.title != "" {
 				require.NoError(t, expect.Locator(page.GetByTestId("page-title")).ToContainText(p.title), p.path)
 			}
-			problems, err := page.Evaluate(layoutProblems)
-			require.NoError(t, err)
-			require.Empty(t, problems, "%s at %d px", p.path, w.width)
-			problems, err = page.Evaluate(overflowProblems)
-			require.NoError(t, err)
-			require.Empty(t, problems, "%s at %d px", p.path, w.width)
+			requireLayout(t, page, p.path, w.width)
 			inside, err := page.Evaluate(scrollsInside)
 			require.NoError(t, err)
 			t.Logf("%s at %d px: tables scrolling inside their card: %v", p.path, w.width, inside)
 			if p.name == "inbox-event-parked" {
 				checkTriageCardGap(t, page, w.width)
 			}
-			checkNavigation(t, page, w.collapsed, p.path)
+			navOpen := ""
+			if w.collapsed && p.name == "audit" {
+				navOpen = "width-390-nav-open"
+			}
+			checkNavigation(t, page, w.collapsed, p.path, navOpen)
 			screenshot(t, page, "width-"+w.name+"-"+p.name)
 		}
 	}
@@ -286,9 +285,21 @@ func checkTriageCardGap(t *testing.T, page playwright.Page, width int) {
 	require.GreaterOrEqual(t, px[0], 16.0, "at %d px: the triage card keeps its distance from the facts", width)
 }
 
+// requireLayout expects the page, at width px, to have none of the
+// layoutProblems and overflowProblems.
+func requireLayout(t *testing.T, page playwright.Page, what string, width int) {
+	t.Helper()
+	for _, check := range []string{layoutProblems, overflowProblems} {
+		problems, err := page.Evaluate(check)
+		require.NoError(t, err)
+		require.Empty(t, problems, "%s at %d px", what, width)
+	}
+}
+
 // checkNavigation expects the navigation's links in view on a wide
-// screen; on a phone, folded behind the Menu button, which opens it.
-func checkNavigation(t *testing.T, page playwright.Page, collapsed bool, path string) {
+// screen; on a phone, folded behind the Menu button, which opens it (then
+// screenshot as openShot, unless that is "").
+func checkNavigation(t *testing.T, page playwright.Page, collapsed bool, path, openShot string) {
 	t.Helper()
 	expect := newExpect()
 	link := page.GetByTestId("nav-messages")
@@ -301,8 +312,8 @@ func checkNavigation(t *testing.T, page playwright.Page, collapsed bool, path st
 	require.NoError(t, expect.Locator(link).ToBeHidden(), "%s: navigation folded on a phone", path)
 	require.NoError(t, toggle.Click(), path)
 	require.NoError(t, expect.Locator(link).ToBeVisible(), "%s: Menu opens the navigation", path)
-	if strings.HasPrefix(path, "/audit") {
-		screenshot(t, page, "width-390-nav-open")
+	if openShot != "" {
+		screenshot(t, page, openShot)
 	}
 	require.NoError(t, toggle.Click(), path)
 	require.NoError(t, expect.Locator(link).ToBeHidden(), "%s: Menu closes it again", path)

@@ -53,10 +53,6 @@ func (h *Handler) require(need auth.Role, next echo.HandlerFunc) echo.HandlerFun
 		if err != nil {
 			return err
 		}
-		if !p.Role.Allows(need) {
-			return h.forbidden(c, p, need, fmt.Sprintf("Your role (%s) may not use this; it needs %s.", p.Role, need))
-		}
-		c.Set(principalKey, p)
 		// What a signed-in person sees stays theirs: no cache keeps it
 		// (Back after signing out shows nothing), and no shared cache
 		// hands it to another cookie.
@@ -65,10 +61,17 @@ func (h *Handler) require(need auth.Role, next echo.HandlerFunc) echo.HandlerFun
 		if !slices.Contains(hdr.Values("Vary"), "Cookie") { // the CSRF check may have said so
 			hdr.Add("Vary", "Cookie")
 		}
+		// The page knows who is looking before the role check, so that a
+		// 403 too is framed with their own navigation and user menu. It
+		// grants nothing: handlers act as current(c), set below.
 		req := c.Request()
 		v := templates.Viewer{Name: p.Name, Role: p.Role.String(), Admin: p.Role.Allows(auth.Admin),
 			Demo: p.SessionID == 0, DemoPanel: h.deps.DemoPanel != nil && p.Role.Allows(auth.Operator), CSRFToken: httpserver.CSRFToken(c)}
 		c.SetRequest(req.WithContext(templates.WithViewer(req.Context(), v)))
+		if !p.Role.Allows(need) {
+			return h.forbidden(c, p, need, fmt.Sprintf("Your role (%s) may not use this; it needs %s.", p.Role, need))
+		}
+		c.Set(principalKey, p)
 		return next(c)
 	}
 }

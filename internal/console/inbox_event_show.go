@@ -72,8 +72,8 @@ func (h *Handler) inboxEventView(c echo.Context) (templates.InboxEvent, error) {
 	}
 	headers := headerPairs(r.Headers)
 	payload := pretty(r.Payload)
-	shown := headers
-	if !h.PayloadVisible(c) {
+	shown, hidden := headers, !h.PayloadVisible(c)
+	if hidden {
 		// Inbound bodies and headers are as sensitive as outbound payloads.
 		payload, shown = RedactedPayload, nil
 	}
@@ -83,7 +83,7 @@ func (h *Handler) inboxEventView(c echo.Context) (templates.InboxEvent, error) {
 		EventID: r.EventID, ReceivedAt: stamp(&r.ReceivedAt), ProcessedAt: stamp(r.ProcessedAt),
 		Entity: entity(r.EntityKey, r.EntityVersion), Status: r.Status, Tone: inboxTone(r.Status),
 		Error: deref(r.LastError), Fingerprint: deref(r.ErrorFingerprint),
-		Signature: signature(headers), Headers: shown, Payload: payload, CanOperate: operator,
+		Signature: signature(headers), Headers: shown, HeadersHidden: hidden, Payload: payload, CanOperate: operator,
 	}
 	e.CanRetry = operator && e.Retryable()
 	if e.CanRetry {

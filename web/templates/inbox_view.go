@@ -68,7 +68,11 @@ type InboxEvent struct {
 	Fingerprint string
 	Signature   string
 	Headers     []KeyValue
-	Payload     string
+	// HeadersHidden: the reader may not see the event's headers (as its
+	// payload: a viewer, unless the console allows it); Headers is then
+	// empty and the page says why.
+	HeadersHidden bool
+	Payload       string
 	// Triage is the item of its group of parked events; nil if none.
 	Triage *TriageItemView
 	// AttemptList is every attempt of the handler, oldest first.

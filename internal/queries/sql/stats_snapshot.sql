@@ -41,8 +41,10 @@ GROUP BY p.destination, p.topic;
 -- name: StatsDeadSignatureGet :one
 -- StatsDeadSignatureGet changes whenever a message goes dead or leaves the
 -- dead letters (dead_letter_groups is maintained by the finalize and by
--- operator actions): the leader recounts dead messages only then.
-SELECT coalesce(sum(g.dead), 0)::bigint AS dead, count(*)::bigint AS groups,
+-- operator actions): the leader recounts dead messages only then. A group
+-- all of whose messages were replayed or discarded keeps its row (dead 0)
+-- and is not counted, as the dead-letter page does not list it.
+SELECT coalesce(sum(g.dead), 0)::bigint AS dead, count(*) FILTER (WHERE g.dead > 0)::bigint AS groups,
     coalesce(max(g.last_dead_at), 'epoch')::timestamptz AS last_dead_at
 FROM switchyard.dead_letter_groups g;
 
