@@ -32,7 +32,11 @@ func atWidths(t *testing.T, page playwright.Page, name string) {
 // dead messages, as the database counts them.
 func deadGroups(t *testing.T, pool *pgxpool.Pool) string {
 	t.Helper()
-	return number(t, pool, `SELECT count(DISTINCT error_fingerprint) FROM switchyard.outbox WHERE state = 'dead' AND replays = 0`) + " error groups"
+	n := number(t, pool, `SELECT count(DISTINCT error_fingerprint) FROM switchyard.outbox WHERE state = 'dead' AND replays = 0`)
+	if n == "1" {
+		return "1 error group"
+	}
+	return n + " error groups"
 }
 
 var deadLettersLiveFetch = regexp.MustCompile(`/dead-letters/groups$`)

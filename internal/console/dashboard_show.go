@@ -167,7 +167,7 @@ func tiles(s stats.Stored, t totals) []templates.Tile {
 		{TestID: "stat-pending", Label: "Pending", Value: count(t.queued, s.PendingCapped), Note: "not attempted yet", Href: stage("queued")},
 		{TestID: "stat-in-flight", Label: "In flight", Value: count(t.inFlight, s.PendingCapped), Note: "leased by a dispatcher", Href: stage("in_flight")},
 		{TestID: "stat-retrying", Label: "Retrying", Value: count(t.retrying, s.PendingCapped), Note: "after a failure", Tone: tone(t.retrying > 0, "warn"), Href: stage("retrying")},
-		{TestID: "stat-dead", Label: "Dead", Value: count(s.DeadTotal, false), Note: strconv.FormatInt(s.DeadGroups, 10) + " error groups", Tone: tone(s.DeadTotal > 0, "bad"), Href: "/dead-letters"},
+		{TestID: "stat-dead", Label: "Dead", Value: count(s.DeadTotal, false), Note: countOf(s.DeadGroups, "error group"), Tone: tone(s.DeadTotal > 0, "bad"), Href: "/dead-letters"},
 		{TestID: "stat-delivered", Label: "Delivered 1 h", Value: count(t.delivered, false), Note: "failure rate " + failRate(t.delivered, t.retried, t.dead1h), Href: messagesHref(url.Values{"state": {"delivered"}})},
 		{TestID: "stat-lag", Label: "Oldest pending", Value: lag, Note: "lag", Tone: lagTone, Href: pending},
 		{TestID: "stat-blocked", Label: "Blocked aggregates", Value: count(s.Blocked, false), Note: "held by a dead head", Tone: tone(s.Blocked > 0, "bad"), Href: "/aggregates/blocked"},
@@ -283,4 +283,12 @@ func age(d time.Duration) string {
 		return strconv.Itoa(int(d/time.Hour)) + " h " + strconv.Itoa(int(d%time.Hour/time.Minute)) + " min"
 	}
 	return strconv.Itoa(int(d/(24*time.Hour))) + " d"
+}
+
+// countOf is n and noun, plural unless n is 1.
+func countOf(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.FormatInt(n, 10) + " " + noun + "s"
 }

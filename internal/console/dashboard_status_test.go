@@ -81,3 +81,11 @@ func TestDashboardStatusSaysWhy(t *testing.T) {
 		})
 	}
 }
+
+// The Dead tile's note counts its groups in words: "1 error group".
+func TestCountOfSaysOneInTheSingular(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "0 error groups", countOf(0, "error group"))
+	require.Equal(t, "1 error group", countOf(1, "error group"))
+	require.Equal(t, "12 error groups", countOf(12, "error group"))
+}

@@ -86,3 +86,14 @@ func TestInboxEventTriageCardFollowsTheFacts(t *testing.T) {
 	doc = renderInboxEvent(t, InboxEvent{ID: "7", Status: "failed"})
 	require.Zero(t, doc.Find("[data-testid=inbox-event-triage]").Length())
 }
+
+// A processed event's recorded error is an earlier attempt's, not a
+// current failure, and is labelled so on its page and in the list.
+func TestProcessedEventsErrorIsLabelledEarlier(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "Earlier handler error", InboxEvent{Status: "processed"}.ErrorLabel())
+	require.Equal(t, "Earlier handler error", InboxEventRow{Status: "processed"}.ErrorLabel())
+	for _, s := range []string{"failed", "parked", "received"} {
+		require.Equal(t, "Handler error", InboxEvent{Status: s}.ErrorLabel(), s)
+	}
+}

@@ -101,6 +101,22 @@ type InboxEvent struct {
 // Retryable reports whether the event's status can be retried.
 func (e InboxEvent) Retryable() bool { return e.Status == "failed" || e.Status == "parked" }
 
+// ErrorLabel names the event's recorded handler error (errorLabel).
+func (e InboxEvent) ErrorLabel() string { return errorLabel(e.Status) }
+
+// ErrorLabel names the event's recorded handler error (errorLabel).
+func (e InboxEventRow) ErrorLabel() string { return errorLabel(e.Status) }
+
+// errorLabel names an inbox event's recorded handler error: the current
+// one, or, once the event was processed (by a later attempt or a retry),
+// an earlier one that no longer holds.
+func errorLabel(status string) string {
+	if status == "processed" {
+		return "Earlier handler error"
+	}
+	return "Handler error"
+}
+
 // InboxAttempt is one attempt of an event's handler.
 type InboxAttempt struct {
 	N       string
