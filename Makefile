@@ -36,16 +36,13 @@ demo: ## the demo: traffic, a flaky destination and demo sign-in on http://127.0
 # run as a process, built once (consoletest.PrebuiltEnv) while the test
 # binaries compile, and the unprivileged rerun, whose output is printed
 # after the main run's (either failing fails the target). go vet runs in
-# `make lint`, so not again here. Three packages at once (-p 3, one more
-# than the two cores): the browser tests, the longest package, mostly
-# wait, and with two at once the other packages queued behind one slot
-# while a quarter of the CPU stayed idle.
+# `make lint`, so not again here.
 test: setup ## install what tests need, then run every test (unit, database, browser) with the race detector
 	@work="$$(mktemp -d)"; trap 'rm -rf "$$work"' EXIT; \
 	{ $(GO) build -o "$$work/console.part" ./cmd/console >"$$work/build.log" 2>&1 \
 		&& mv "$$work/console.part" "$$work/console" || mv "$$work/build.log" "$$work/console.failed"; } & build=$$!; \
 	$(MAKE) --no-print-directory test-unprivileged >"$$work/unprivileged.log" 2>&1 & unprivileged=$$!; \
-	status=0; CONSOLE_TEST_BINARY="$$work/console" $(WITHPG) $(GO) test -race -vet=off -count=1 -p 3 -timeout 15m ./... || status=$$?; \
+	status=0; CONSOLE_TEST_BINARY="$$work/console" $(WITHPG) $(GO) test -race -vet=off -count=1 -timeout 15m ./... || status=$$?; \
 	wait $$build; wait $$unprivileged || status=1; cat "$$work/unprivileged.log"; exit $$status
 
 # The embedded server and the test harness must work for a normal user too,

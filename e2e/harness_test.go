@@ -2,12 +2,10 @@ package e2e
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -47,25 +45,9 @@ var chromiumArgs = []string{
 	"--disable-sync",
 }
 
-// browserTestsAtOnce is how many browser tests run at once unless
-// -test.parallel says otherwise. They spend most of their time waiting on
-// pages, a console or the clock, not on the CPU, so more of them than the
-// machine has cores (go test's default) keep it busy: measured alone on
-// two cores, the suite used less than one.
-const browserTestsAtOnce = 4
-
 // TestMain starts the suite (the console binary and one Chromium) once,
 // runs the tests, and stops it before dbtest's goroutine-leak check.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	parallelSet := false
-	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
-	if !parallelSet {
-		if err := flag.Set("test.parallel", strconv.Itoa(browserTestsAtOnce)); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e:", err)
-			os.Exit(2)
-		}
-	}
 	dbtest.MainWith(m, func() (func(), error) {
 		s, err := startSuite()
 		if err != nil {
