@@ -131,15 +131,11 @@ CREATE FUNCTION switchyard.console_messages_estimate(state text, topic text, top
     LANGUAGE plpgsql
     AS $$ -- EXPLAIN is refused in a STABLE function
 DECLARE
-    q text := 'SELECT 1 FROM switchyard.outbox o WHERE true';
+    q text := 'SELECT 1 FROM switchyard.console_messages o WHERE true';
     plan json;
 BEGIN
-    IF state = 'dead' THEN
-        q := q || ' AND o.state = ''dead'' AND o.replays = 0';
-    ELSIF state = 'replayed' THEN
-        q := q || ' AND o.state = ''dead'' AND o.replays > 0';
-    ELSIF state IS NOT NULL THEN
-        q := q || format(' AND o.state = %L', state);
+    IF state IS NOT NULL THEN
+        q := q || format(' AND o.status = %L', state);
     END IF;
     IF topic IS NOT NULL THEN
         q := q || format(' AND o.topic = %L', topic);

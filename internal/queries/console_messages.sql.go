@@ -384,7 +384,7 @@ type ConsoleMessagesEstimateParams struct {
 }
 
 // ConsoleMessagesEstimate is the planner's estimate of the messages that
-// match the filters (migrations/00017_console_prefix_indexes.sql, 00020):
+// match the filters (migrations/00017_console_prefix_indexes.sql, 00020, 00021):
 // the list's "about N".
 func (q *Queries) ConsoleMessagesEstimate(ctx context.Context, arg ConsoleMessagesEstimateParams) (int64, error) {
 	row := q.db.QueryRow(ctx, consoleMessagesEstimate,

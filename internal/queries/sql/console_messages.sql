@@ -638,7 +638,7 @@ LIMIT @max_rows;
 
 -- name: ConsoleMessagesEstimate :one
 -- ConsoleMessagesEstimate is the planner's estimate of the messages that
--- match the filters (migrations/00017_console_prefix_indexes.sql, 00020):
+-- match the filters (migrations/00017_console_prefix_indexes.sql, 00020, 00021):
 -- the list's "about N".
 SELECT switchyard.console_messages_estimate(
     sqlc.narg(state)::text, sqlc.narg(topic)::text, sqlc.narg(topic_prefix)::text,
