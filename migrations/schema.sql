@@ -131,15 +131,11 @@ CREATE FUNCTION switchyard.console_messages_estimate(state text, topic text, top
     LANGUAGE plpgsql
     AS $$ -- EXPLAIN is refused in a STABLE function
 DECLARE
-    q text := 'SELECT 1 FROM switchyard.outbox o WHERE true';
+    q text := 'SELECT 1 FROM switchyard.console_messages o WHERE true';
     plan json;
 BEGIN
-    IF state = 'dead' THEN
-        q := q || ' AND o.state = ''dead'' AND o.replays = 0';
-    ELSIF state = 'replayed' THEN
-        q := q || ' AND o.state = ''dead'' AND o.replays > 0';
-    ELSIF state IS NOT NULL THEN
-        q := q || format(' AND o.state = %L', state);
+    IF state IS NOT NULL THEN
+        q := q || format(' AND o.status = %L', state);
     END IF;
     IF topic IS NOT NULL THEN
         q := q || format(' AND o.topic = %L', topic);
@@ -264,6 +260,54 @@ BEGIN
     RETURN NEW;
 END;
 $$;
+
+--
+-- Name: replay_candidates(text, text, text, text, text, text, text, text, text, text, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone, boolean); Type: FUNCTION; Schema: switchyard; Owner: -
+--
+
+CREATE FUNCTION switchyard.replay_candidates(fingerprint text, destination text, destination_prefix text, destination_upper text, topic text, topic_prefix text, topic_upper text, aggregate_type text, aggregate_id text, error_text text, dead_from timestamp with time zone, dead_to timestamp with time zone, created_from timestamp with time zone, created_to timestamp with time zone, blocked_heads boolean) RETURNS TABLE(id bigint)
+    LANGUAGE sql STABLE
+    AS $$
+SELECT o.id FROM switchyard.console_messages o
+WHERE o.state = 'dead' AND o.status = 'dead'
+  AND (replay_candidates.fingerprint IS NULL OR o.error_fingerprint = replay_candidates.fingerprint)
+  AND (replay_candidates.destination IS NULL OR o.destination = replay_candidates.destination)
+  AND (replay_candidates.destination_prefix IS NULL OR (o.destination ~>=~ replay_candidates.destination_prefix AND o.destination ~<~ replay_candidates.destination_upper))
+  AND (replay_candidates.topic IS NULL OR o.topic = replay_candidates.topic)
+  AND (replay_candidates.topic_prefix IS NULL OR (o.topic ~>=~ replay_candidates.topic_prefix AND o.topic ~<~ replay_candidates.topic_upper))
+  AND (replay_candidates.aggregate_type IS NULL OR o.aggregate_type = replay_candidates.aggregate_type)
+  AND (replay_candidates.aggregate_id IS NULL OR o.aggregate_id = replay_candidates.aggregate_id)
+  AND (replay_candidates.error_text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || replay_candidates.error_text || '%')
+  AND (replay_candidates.dead_from IS NULL OR o.finished_at >= replay_candidates.dead_from)
+  AND (replay_candidates.dead_to IS NULL OR o.finished_at < replay_candidates.dead_to)
+  AND (replay_candidates.created_from IS NULL OR o.created_at >= replay_candidates.created_from)
+  AND (replay_candidates.created_to IS NULL OR o.created_at < replay_candidates.created_to)
+  -- blocked_heads: only the dead heads their aggregates wait behind
+  -- (outbox_blocked_aggregates_dead_message).
+  AND (NOT replay_candidates.blocked_heads OR EXISTS (
+      SELECT 1 FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id))
+$$;
+
+--
+-- Name: replay_candidates_estimate(text, text, text, text, text, text, text, text, text, text, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone, boolean, bigint, bigint); Type: FUNCTION; Schema: switchyard; Owner: -
+--
+
+CREATE FUNCTION switchyard.replay_candidates_estimate(fingerprint text, destination text, destination_prefix text, destination_upper text, topic text, topic_prefix text, topic_upper text, aggregate_type text, aggregate_id text, error_text text, dead_from timestamp with time zone, dead_to timestamp with time zone, created_from timestamp with time zone, created_to timestamp with time zone, blocked_heads boolean, floor_id bigint, ceiling_id bigint) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $_$ -- EXPLAIN is refused in a STABLE function
+DECLARE
+    plan json;
+BEGIN
+    EXECUTE 'EXPLAIN (FORMAT JSON) SELECT 1 FROM switchyard.replay_candidates('
+        '$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) c '
+        'WHERE c.id >= $16 AND c.id <= $17'
+    INTO plan
+    USING fingerprint, destination, destination_prefix, destination_upper, topic, topic_prefix, topic_upper,
+        aggregate_type, aggregate_id, error_text, dead_from, dead_to, created_from, created_to, blocked_heads,
+        floor_id, ceiling_id;
+    RETURN (plan -> 0 -> 'Plan' ->> 'Plan Rows')::bigint;
+END
+$_$;
 
 --
 -- Name: triage_refuse_change(); Type: FUNCTION; Schema: switchyard; Owner: -
@@ -2086,6 +2130,12 @@ CREATE INDEX triage_presence_expires ON switchyard.triage_presence USING btree (
 --
 
 CREATE INDEX triage_presence_view ON switchyard.triage_presence USING btree (view);
+
+--
+-- Name: outbox_status; Type: STATISTICS; Schema: switchyard; Owner: -
+--
+
+CREATE STATISTICS switchyard.outbox_status (mcv) ON state, replays, (CASE WHEN state = 'dead'::text AND replays > 0 THEN 'replayed'::text ELSE state END) FROM switchyard.outbox;
 
 --
 -- Name: audit_log audit_log_chain; Type: TRIGGER; Schema: switchyard; Owner: -

@@ -16,19 +16,20 @@ import (
 	"github.com/switchyard/switchyard/internal/outbox"
 )
 
-// Estimate counts the dead, never replayed messages filter matches, up to
-// bulkreplay.MaxEstimate: the operator's question before StartJob. It
+// Estimate says how many dead, never replayed messages filter matches
+// (bulkreplay.Estimate: counted up to bulkreplay.MaxCounted, the
+// planner's estimate above): the operator's question before StartJob. It
 // changes and records nothing. Role: operator. Refusals: KindForbidden,
 // KindInvalid (a filter field), KindUnavailable.
-func (s *Service) Estimate(ctx context.Context, pool *pgxpool.Pool, a Actor, filter bulkreplay.Filter) (int64, error) {
+func (s *Service) Estimate(ctx context.Context, pool *pgxpool.Pool, a Actor, filter bulkreplay.Filter) (bulkreplay.Matches, error) {
 	if err := requireRole(a, auth.Operator, ""); err != nil {
-		return 0, err
+		return bulkreplay.Matches{}, err
 	}
 	if err := checkFilter(filter); err != nil {
-		return 0, err
+		return bulkreplay.Matches{}, err
 	}
 	if pool == nil {
-		return 0, noDatabase()
+		return bulkreplay.Matches{}, noDatabase()
 	}
 	return bulkreplay.Estimate(ctx, pool, filter)
 }
@@ -64,7 +65,7 @@ func (s *Service) StartJob(ctx context.Context, pool *pgxpool.Pool, a Actor, in 
 				return false, err
 			}
 			job, err = bulkreplay.Start(ctx, tx, bulkreplay.Spec{Filter: in.Filter, Mode: in.Mode, Actor: a.Name,
-				Reason: in.Reason, RatePerSecond: in.RatePerSecond, Estimate: estimate})
+				Reason: in.Reason, RatePerSecond: in.RatePerSecond, Estimate: estimate.N})
 			if errors.Is(err, bulkreplay.ErrAlreadyRunning) {
 				return false, conflict("A bulk replay job for this filter is already running (" + job.ID.String() + "): cancel it or wait for it to finish.")
 			}

@@ -28,7 +28,7 @@ func TestStartAndCancelAJob(t *testing.T) {
 	}
 	n, err := b.svc.Estimate(ctx, b.pool, b.operator, filterFP)
 	require.NoError(t, err)
-	require.Equal(t, int64(3), n)
+	require.Equal(t, bulkreplay.Matches{N: 3}, n)
 
 	start := action.JobStartInput{Filter: filterFP, Mode: outbox.Redeliver, RatePerSecond: 5, RequestID: uuid.New()}
 	job, err := b.svc.StartJob(ctx, b.pool, b.operator, start)

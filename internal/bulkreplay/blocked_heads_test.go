@@ -25,8 +25,8 @@ func TestBlockedHeadsJobReplaysOnlyTheHeads(t *testing.T) {
 	f := Filter{BlockedHeads: true}
 	estimate, err := Estimate(ctx, pool, f)
 	require.NoError(t, err)
-	require.Equal(t, int64(2), estimate)
-	job, err := start(t, pool, Spec{Filter: f, Mode: outbox.Redeliver, Actor: "ann", RatePerSecond: 1000, Estimate: estimate})
+	require.Equal(t, Matches{N: 2}, estimate)
+	job, err := start(t, pool, Spec{Filter: f, Mode: outbox.Redeliver, Actor: "ann", RatePerSecond: 1000, Estimate: estimate.N})
 	require.NoError(t, err)
 	runner(t, pool, Config{Poll: 10 * time.Millisecond})
 

@@ -73,43 +73,90 @@ func (f Filter) key() (string, []byte) {
 	return string(b), b
 }
 
-// params is f as the queries take it (ReplayJobEstimate's parameters; the
-// candidates query has the same filter fields).
-func (f Filter) params() (queries.ReplayJobEstimateParams, error) {
+// params is f as the queries take it (switchyard.replay_candidates'
+// filter), over every id; ReplayJobListCandidates takes the same.
+func (f Filter) params() (queries.ReplayJobCountParams, error) {
 	topic, err := msgfilter.ParseName(f.Topic)
 	if err != nil {
-		return queries.ReplayJobEstimateParams{}, fmt.Errorf("bulkreplay: topic %q: %w", f.Topic, err)
+		return queries.ReplayJobCountParams{}, fmt.Errorf("bulkreplay: topic %q: %w", f.Topic, err)
 	}
 	dest, err := msgfilter.ParseName(f.Destination)
 	if err != nil {
-		return queries.ReplayJobEstimateParams{}, fmt.Errorf("bulkreplay: destination %q: %w", f.Destination, err)
+		return queries.ReplayJobCountParams{}, fmt.Errorf("bulkreplay: destination %q: %w", f.Destination, err)
 	}
-	return queries.ReplayJobEstimateParams{
+	return queries.ReplayJobCountParams{
 		Fingerprint: opt(f.Fingerprint),
 		Destination: dest.Exact, DestinationPrefix: dest.Prefix, DestinationUpper: dest.Upper,
 		Topic: topic.Exact, TopicPrefix: topic.Prefix, TopicUpper: topic.Upper,
 		AggregateType: opt(f.AggregateType), AggregateID: opt(f.AggregateID), ErrorText: msgfilter.ErrorPattern(f.ErrorContains),
 		DeadFrom: optTime(f.DeadFrom), DeadTo: optTime(f.DeadTo), CreatedFrom: optTime(f.CreatedFrom), CreatedTo: optTime(f.CreatedTo),
-		BlockedHeads: f.BlockedHeads,
+		BlockedHeads: f.BlockedHeads, CeilingID: msgfilter.NoCeiling,
 	}, nil
 }
 
-// MaxEstimate is where Estimate stops counting.
+// idRange is the ids of f's created window (msgfilter.IDRange, as the
+// message list bounds the same window).
+func (f Filter) idRange(ctx context.Context, q *queries.Queries) (floor, ceiling int64, err error) {
+	floor, ceiling, err = msgfilter.IDRange(ctx, q, optTime(f.CreatedFrom), optTime(f.CreatedTo))
+	if err != nil {
+		return 0, 0, fmt.Errorf("bulkreplay: %w", err)
+	}
+	return floor, ceiling, nil
+}
+
+// MaxCounted is the most dead messages Estimate counts: where the planner
+// expects more, it answers with the planner's estimate instead.
+const MaxCounted = 10_000
+
+// MaxEstimate is where a bulk repair's estimate stops counting open
+// findings (RepairJobEstimate).
 const MaxEstimate = 100_000
 
-// Estimate counts the dead messages f matches, never replayed ones, up to
-// MaxEstimate (a result of MaxEstimate means "at least that many").
-func Estimate(ctx context.Context, db queries.DBTX, f Filter) (int64, error) {
+// Matches is how many dead messages a filter matches, as Estimate found.
+type Matches struct {
+	N int64
+	// AtLeast: counting stopped at MaxCounted; N is MaxCounted.
+	AtLeast bool
+	// About: N is the planner's estimate, above MaxCounted, not a count.
+	About bool
+}
+
+// Estimate says how many dead messages f matches, never replayed ones,
+// without reading more than MaxCounted of them: it asks the planner first
+// (ReplayJobEstimate, which reads no message) and counts (ReplayJobCount)
+// only when the planner expects at most MaxCounted; above that it
+// answers with the planner's number. So a filter that matches most dead
+// messages (a common topic prefix) costs a plan, not a read of every dead
+// message (EXPLAIN.md). A created window is bounded by ids first, as the
+// job's batches are.
+func Estimate(ctx context.Context, db queries.DBTX, f Filter) (Matches, error) {
 	p, err := f.params()
 	if err != nil {
-		return 0, err
+		return Matches{}, err
 	}
-	p.Cap = MaxEstimate
-	n, err := queries.New(db).ReplayJobEstimate(ctx, p)
+	q := queries.New(db)
+	if p.FloorID, p.CeilingID, err = f.idRange(ctx, q); err != nil {
+		return Matches{}, err
+	}
+	planned, err := q.ReplayJobEstimate(ctx, queries.ReplayJobEstimateParams{
+		Fingerprint: p.Fingerprint, Destination: p.Destination, DestinationPrefix: p.DestinationPrefix,
+		DestinationUpper: p.DestinationUpper, Topic: p.Topic, TopicPrefix: p.TopicPrefix, TopicUpper: p.TopicUpper,
+		AggregateType: p.AggregateType, AggregateID: p.AggregateID, ErrorText: p.ErrorText,
+		DeadFrom: p.DeadFrom, DeadTo: p.DeadTo, CreatedFrom: p.CreatedFrom, CreatedTo: p.CreatedTo,
+		BlockedHeads: p.BlockedHeads, FloorID: p.FloorID, CeilingID: p.CeilingID,
+	})
 	if err != nil {
-		return 0, fmt.Errorf("bulkreplay: estimate: %w", err)
+		return Matches{}, fmt.Errorf("bulkreplay: plan the estimate: %w", err)
 	}
-	return n, nil
+	if planned > MaxCounted {
+		return Matches{N: planned, About: true}, nil
+	}
+	p.MaxRows = MaxCounted
+	n, err := q.ReplayJobCount(ctx, p)
+	if err != nil {
+		return Matches{}, fmt.Errorf("bulkreplay: estimate: %w", err)
+	}
+	return Matches{N: n, AtLeast: n >= MaxCounted}, nil
 }
 
 // Spec describes a job to start.
@@ -121,9 +168,9 @@ type Spec struct {
 	// RatePerSecond bounds the replays per second: 1 to MaxRatePerSecond,
 	// 0 for the default, 50.
 	RatePerSecond int
-	// Estimate is the count of matching messages when the job starts,
-	// shown beside the progress: the caller counts it (Estimate) in the
-	// job's transaction, never takes it from a client.
+	// Estimate is the count of matching messages when the job starts
+	// (Matches.N), shown beside the progress: the caller counts it
+	// (Estimate) in the job's transaction, never takes it from a client.
 	Estimate int64
 }
 
@@ -142,8 +189,10 @@ const MaxRatePerSecond = 10000
 type Job = queries.SwitchyardReplayJob
 
 // Start creates a running job in tx (the caller's audit row commits with
-// it). A job already running for the same filter is returned with
-// ErrAlreadyRunning.
+// it). A job with a created window starts at the window's first id and
+// stops at its last (msgfilter.IDRange), so its batches do not walk the
+// dead messages outside it. A job already running for the same filter is
+// returned with ErrAlreadyRunning.
 func Start(ctx context.Context, tx pgx.Tx, s Spec) (Job, error) {
 	if s.Mode != outbox.Redeliver && s.Mode != outbox.Reapply {
 		return Job{}, fmt.Errorf("bulkreplay: mode %q: want redeliver or reapply", s.Mode)
@@ -159,9 +208,13 @@ func Start(ctx context.Context, tx pgx.Tx, s Spec) (Job, error) {
 	}
 	key, filter := s.Filter.key()
 	q := queries.New(tx)
+	floor, ceiling, err := s.Filter.idRange(ctx, q)
+	if err != nil {
+		return Job{}, err
+	}
 	job, err := q.ReplayJobCreate(ctx, queries.ReplayJobCreateParams{
 		Filter: filter, FilterKey: key, Mode: string(s.Mode), Actor: s.Actor, Reason: s.Reason,
-		RatePerSec: int32(s.RatePerSecond), Estimate: s.Estimate,
+		RatePerSec: int32(s.RatePerSecond), Estimate: s.Estimate, CursorID: max(floor-1, 0), CeilingID: ceiling,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		running, err := q.ReplayJobGetRunning(ctx, key)

@@ -91,8 +91,8 @@ func TestJobReplaysEveryMatchingMessageOnce(t *testing.T) {
 	f := Filter{Fingerprint: "even"}
 	estimate, err := Estimate(context.Background(), pool, f)
 	require.NoError(t, err)
-	require.Equal(t, int64(30), estimate)
-	job, err := start(t, pool, Spec{Filter: f, Mode: outbox.Redeliver, Actor: "ann", RatePerSecond: 1000, Estimate: estimate})
+	require.Equal(t, Matches{N: 30}, estimate)
+	job, err := start(t, pool, Spec{Filter: f, Mode: outbox.Redeliver, Actor: "ann", RatePerSecond: 1000, Estimate: estimate.N})
 	require.NoError(t, err)
 	runner(t, pool, Config{BatchSize: 7, Poll: 10 * time.Millisecond})
 

@@ -120,8 +120,8 @@ func TestJobSelectsExactlyTheListsMessages(t *testing.T) {
 
 	estimate, err := Estimate(context.Background(), pool, edgeFilter)
 	require.NoError(t, err)
-	require.Equal(t, int64(len(want)), estimate)
-	job, err := start(t, pool, Spec{Filter: edgeFilter, Mode: outbox.Redeliver, Actor: "ann", RatePerSecond: 1000, Estimate: estimate})
+	require.Equal(t, Matches{N: int64(len(want))}, estimate)
+	job, err := start(t, pool, Spec{Filter: edgeFilter, Mode: outbox.Redeliver, Actor: "ann", RatePerSecond: 1000, Estimate: estimate.N})
 	require.NoError(t, err)
 	runner(t, pool, Config{BatchSize: 2, Poll: 10 * time.Millisecond})
 	job = waitJob(t, pool, job, "the job done", func(j Job) bool { return j.State == "done" })

@@ -252,13 +252,8 @@ func (replayWorker) Candidates(ctx context.Context, tx pgx.Tx, job Job, size int
 	if err != nil {
 		return nil, err
 	}
-	return queries.New(tx).ReplayJobListCandidates(ctx, queries.ReplayJobListCandidatesParams{
-		AfterID: job.CursorID, UpperID: job.UpperID, BatchSize: int32(size),
-		Fingerprint: p.Fingerprint, Destination: p.Destination, DestinationPrefix: p.DestinationPrefix,
-		DestinationUpper: p.DestinationUpper, Topic: p.Topic, TopicPrefix: p.TopicPrefix, TopicUpper: p.TopicUpper,
-		AggregateType: p.AggregateType, AggregateID: p.AggregateID, ErrorText: p.ErrorText,
-		DeadFrom: p.DeadFrom, DeadTo: p.DeadTo, CreatedFrom: p.CreatedFrom, CreatedTo: p.CreatedTo, BlockedHeads: p.BlockedHeads,
-	})
+	p.FloorID, p.CeilingID, p.MaxRows = job.CursorID+1, job.UpperID, int32(size)
+	return queries.New(tx).ReplayJobListCandidates(ctx, queries.ReplayJobListCandidatesParams(p))
 }
 
 // Work replays ids (one batch) in tx with the job's request ids and counts

@@ -11,8 +11,11 @@ import (
 // EstimateResponse answers POST /api/replay-jobs/estimate.
 type EstimateResponse struct {
 	Estimate int64 `json:"estimate"`
-	// AtLeast: counting stopped at bulkreplay.MaxEstimate.
+	// AtLeast: counting stopped at bulkreplay.MaxCounted.
 	AtLeast bool `json:"at_least"`
+	// About: Estimate is the planner's estimate, above
+	// bulkreplay.MaxCounted, not a count.
+	About bool `json:"about"`
 }
 
 // apiReplayJobEstimate is POST /api/replay-jobs/estimate {filter}:
@@ -29,5 +32,5 @@ func (h *Handler) apiReplayJobEstimate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, EstimateResponse{Estimate: n, AtLeast: n >= bulkreplay.MaxEstimate})
+	return c.JSON(http.StatusOK, EstimateResponse{Estimate: n.N, AtLeast: n.AtLeast, About: n.About})
 }

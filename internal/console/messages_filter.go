@@ -79,7 +79,7 @@ func parseMessageFilter(ctx context.Context, q *queries.Queries, v url.Values) (
 	if p.CreatedTo, err = parseLocalTime(f.form.To, "To"); err != nil {
 		return f, err
 	}
-	if p.Floor, p.Ceiling, err = idRange(ctx, q, p.CreatedFrom, p.CreatedTo); err != nil {
+	if p.Floor, p.Ceiling, err = msgfilter.IDRange(ctx, q, p.CreatedFrom, p.CreatedTo); err != nil {
 		return f, err
 	}
 	if f.form.ID != "" {
@@ -231,57 +231,4 @@ func localTimeValue(t time.Time) string {
 		return t.Format(datetimeLocal)
 	}
 	return t.Format(datetimeLocalSeconds + ".999999999")
-}
-
-// commitSkew is how far created_at (the enqueuing transaction's start) may
-// lag behind id order: a transaction that stays open this long before it
-// inserts could fall outside the id range of its time.
-const commitSkew = 5 * time.Minute
-
-// idRange maps a time range to bounds on id, so that a list under a time
-// filter walks only the ids of that range; the exact created_at filter
-// still applies inside it. Without a bound: 0 and the largest id.
-func idRange(ctx context.Context, q *queries.Queries, from, to *time.Time) (floor, ceiling int64, err error) {
-	floor, ceiling = 0, 1<<63-1
-	if from == nil && to == nil {
-		return floor, ceiling, nil
-	}
-	b, err := q.ConsoleMessageIDBoundsGet(ctx)
-	if err != nil {
-		return 0, 0, fmt.Errorf("read the id bounds: %w", err)
-	}
-	if from != nil {
-		if floor, err = firstIDAt(ctx, q, b.Low, b.High, from.Add(-commitSkew)); err != nil {
-			return 0, 0, err
-		}
-	}
-	if to != nil {
-		if ceiling, err = firstIDAt(ctx, q, b.Low, b.High+1, to.Add(commitSkew)); err != nil {
-			return 0, 0, err
-		}
-	}
-	return floor, ceiling, nil
-}
-
-// firstIDAt finds, by binary search over the primary key (about 20 probes
-// for a million rows), the first id in [low, high] whose message was
-// created at or after t; high when none is.
-func firstIDAt(ctx context.Context, q *queries.Queries, low, high int64, t time.Time) (int64, error) {
-	for low < high {
-		mid := low + (high-low)/2
-		row, err := q.ConsoleMessageGetAtOrAfter(ctx, mid)
-		if errors.Is(err, pgx.ErrNoRows) { // no message at or above mid
-			high = mid
-			continue
-		}
-		if err != nil {
-			return 0, fmt.Errorf("map a time to an id: %w", err)
-		}
-		if row.CreatedAt.Before(t) {
-			low = row.ID + 1
-		} else {
-			high = mid
-		}
-	}
-	return low, nil
 }

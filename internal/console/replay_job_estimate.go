@@ -7,7 +7,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchyard/switchyard/internal/action"
-	"github.com/switchyard/switchyard/internal/bulkreplay"
 	"github.com/switchyard/switchyard/web/templates"
 )
 
@@ -30,6 +29,6 @@ func (h *Handler) replayJobEstimate(c echo.Context) error {
 	if err != nil {
 		return bulkFormRefused(c, f, err)
 	}
-	f.Estimated, f.Estimate, f.AtLeast = true, n, n >= bulkreplay.MaxEstimate
+	f.Estimated, f.Estimate, f.AtLeast, f.About = true, n.N, n.AtLeast, n.About
 	return render(c, http.StatusOK, templates.BulkReplayForm(f))
 }

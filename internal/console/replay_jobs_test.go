@@ -27,7 +27,7 @@ func TestBulkReplayJobThroughTheAPI(t *testing.T) {
 
 	rec := b.api(http.MethodPost, "/api/replay-jobs/estimate", operator, "", map[string]any{"filter": filter})
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
-	require.JSONEq(t, `{"estimate":3,"at_least":false}`, rec.Body.String())
+	require.JSONEq(t, `{"estimate":3,"at_least":false,"about":false}`, rec.Body.String())
 
 	rid := uuid.NewString()
 	start := map[string]any{"filter": filter, "mode": "redeliver", "rate_per_second": 5, "estimate": 3, "request_id": rid}

@@ -384,7 +384,7 @@ type ConsoleMessagesEstimateParams struct {
 }
 
 // ConsoleMessagesEstimate is the planner's estimate of the messages that
-// match the filters (migrations/00017_console_prefix_indexes.sql, 00020):
+// match the filters (migrations/00017_console_prefix_indexes.sql, 00020, 00021):
 // the list's "about N".
 func (q *Queries) ConsoleMessagesEstimate(ctx context.Context, arg ConsoleMessagesEstimateParams) (int64, error) {
 	row := q.db.QueryRow(ctx, consoleMessagesEstimate,
@@ -1042,9 +1042,9 @@ SELECT r.id, r.message_id, r.topic, r.destination, r.aggregate_type, r.aggregate
 WHERE r.id IN (
     SELECT m.id FROM matching s CROSS JOIN LATERAL (
         SELECT o.id FROM (
-            SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.replays,
+            SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.status,
                 o.last_error, o.created_at, o.lease_owner, o.attempts
-            FROM switchyard.outbox o
+            FROM switchyard.console_messages o
             WHERE o.destination = s.destination
                 AND o.state <> 'delivered' -- the partial index's predicate
                 AND o.id >= $1::bigint AND o.id <= $2::bigint
@@ -1053,8 +1053,7 @@ WHERE r.id IN (
             OFFSET 0 -- a fence: the filters stay outside, so the planner walks the index in id order
         ) AS o
         WHERE true
-            AND ($4::text IS NULL OR (o.state = CASE $4::text WHEN 'replayed' THEN 'dead' ELSE $4::text END
-                AND (o.state <> 'dead' OR (o.replays > 0) = ($4::text = 'replayed'))))
+            AND ($4::text IS NULL OR o.status = $4::text)
             AND ($5::text IS NULL OR o.topic = $5::text)
             AND ($6::text IS NULL OR (o.topic ~>=~ $6::text AND o.topic ~<~ $7::text))
             AND ($8::text IS NULL OR o.destination = $8::text)
@@ -1172,9 +1171,9 @@ SELECT r.id, r.message_id, r.topic, r.destination, r.aggregate_type, r.aggregate
 WHERE r.id IN (
     SELECT m.id FROM matching s CROSS JOIN LATERAL (
         SELECT o.id FROM (
-            SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.replays,
+            SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.status,
                 o.last_error, o.created_at, o.lease_owner, o.attempts
-            FROM switchyard.outbox o
+            FROM switchyard.console_messages o
             WHERE o.destination = s.destination
                 AND o.state <> 'delivered' -- the partial index's predicate
                 AND o.id >= $1::bigint AND o.id <= $2::bigint
@@ -1183,8 +1182,7 @@ WHERE r.id IN (
             OFFSET 0 -- a fence: the filters stay outside, so the planner walks the index in id order
         ) AS o
         WHERE true
-            AND ($4::text IS NULL OR (o.state = CASE $4::text WHEN 'replayed' THEN 'dead' ELSE $4::text END
-                AND (o.state <> 'dead' OR (o.replays > 0) = ($4::text = 'replayed'))))
+            AND ($4::text IS NULL OR o.status = $4::text)
             AND ($5::text IS NULL OR o.topic = $5::text)
             AND ($6::text IS NULL OR (o.topic ~>=~ $6::text AND o.topic ~<~ $7::text))
             AND ($8::text IS NULL OR o.destination = $8::text)
@@ -2329,9 +2327,9 @@ SELECT r.id, r.message_id, r.topic, r.destination, r.aggregate_type, r.aggregate
 WHERE r.id IN (
     SELECT m.id FROM matching s CROSS JOIN LATERAL (
         SELECT o.id FROM (
-            SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.replays,
+            SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.status,
                 o.last_error, o.created_at, o.lease_owner, o.attempts
-            FROM switchyard.outbox o
+            FROM switchyard.console_messages o
             WHERE o.topic = s.topic
                 AND o.state <> 'delivered' -- the partial index's predicate
                 AND o.id >= $1::bigint AND o.id <= $2::bigint
@@ -2340,8 +2338,7 @@ WHERE r.id IN (
             OFFSET 0 -- a fence: the filters stay outside, so the planner walks the index in id order
         ) AS o
         WHERE true
-            AND ($4::text IS NULL OR (o.state = CASE $4::text WHEN 'replayed' THEN 'dead' ELSE $4::text END
-                AND (o.state <> 'dead' OR (o.replays > 0) = ($4::text = 'replayed'))))
+            AND ($4::text IS NULL OR o.status = $4::text)
             AND ($5::text IS NULL OR o.topic = $5::text)
             AND ($6::text IS NULL OR (o.topic ~>=~ $6::text AND o.topic ~<~ $7::text))
             AND ($8::text IS NULL OR o.destination = $8::text)
@@ -2459,9 +2456,9 @@ SELECT r.id, r.message_id, r.topic, r.destination, r.aggregate_type, r.aggregate
 WHERE r.id IN (
     SELECT m.id FROM matching s CROSS JOIN LATERAL (
         SELECT o.id FROM (
-            SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.replays,
+            SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.status,
                 o.last_error, o.created_at, o.lease_owner, o.attempts
-            FROM switchyard.outbox o
+            FROM switchyard.console_messages o
             WHERE o.topic = s.topic
                 AND o.state <> 'delivered' -- the partial index's predicate
                 AND o.id >= $1::bigint AND o.id <= $2::bigint
@@ -2470,8 +2467,7 @@ WHERE r.id IN (
             OFFSET 0 -- a fence: the filters stay outside, so the planner walks the index in id order
         ) AS o
         WHERE true
-            AND ($4::text IS NULL OR (o.state = CASE $4::text WHEN 'replayed' THEN 'dead' ELSE $4::text END
-                AND (o.state <> 'dead' OR (o.replays > 0) = ($4::text = 'replayed'))))
+            AND ($4::text IS NULL OR o.status = $4::text)
             AND ($5::text IS NULL OR o.topic = $5::text)
             AND ($6::text IS NULL OR (o.topic ~>=~ $6::text AND o.topic ~<~ $7::text))
             AND ($8::text IS NULL OR o.destination = $8::text)

@@ -396,7 +396,9 @@ type DestinationUsageRow struct {
 // sources that enqueue to it and the reconciliation checks that repair
 // through it. The delivered count reads the table (no index serves
 // delivered rows by destination): an admin's rare action, like the
-// foreign key check of the delete itself.
+// foreign key check of the delete itself. dead is the stored state: the
+// console's dead and replayed (switchyard.console_messages' status), both
+// of which an operator may still replay.
 func (q *Queries) DestinationUsage(ctx context.Context, name string) (DestinationUsageRow, error) {
 	row := q.db.QueryRow(ctx, destinationUsage, name)
 	var i DestinationUsageRow

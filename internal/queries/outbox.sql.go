@@ -347,7 +347,10 @@ UPDATE switchyard.dead_letter_groups g SET dead = greatest(g.dead - 1, 0)
 FROM discarded d WHERE g.fingerprint = d.fingerprint AND d.replays = 0
 `
 
-// OutboxDiscard archives a dead message, out of its dead-letter group.
+// OutboxDiscard archives a dead message, out of its dead-letter group. A
+// group's dead counts its messages of status dead (switchyard.console_messages:
+// never replayed, replays = 0 here), which the console's counts and lists
+// must agree with (TestEveryDeadCountAgreesWithConsoleMessages).
 func (q *Queries) OutboxDiscard(ctx context.Context, id int64) error {
 	_, err := q.db.Exec(ctx, outboxDiscard, id)
 	return err
@@ -1015,8 +1018,9 @@ type OutboxReplayApplyRow struct {
 // (aggregate, id) order, as one-by-one replays in id order would be.
 // Dead-letter groups are locked in fingerprint order, as the dispatcher's
 // finalize locks them, so the two cannot deadlock.
-// A message leaves its dead-letter group at its first replay; a replay
-// that dies again is counted again.
+// A message leaves its dead-letter group at its first replay (its status
+// turns from dead to replayed: switchyard.console_messages); a replay that
+// dies again is counted again.
 func (q *Queries) OutboxReplayApply(ctx context.Context, arg OutboxReplayApplyParams) ([]OutboxReplayApplyRow, error) {
 	rows, err := q.db.Query(ctx, outboxReplayApply,
 		arg.Ids,
@@ -1103,7 +1107,10 @@ SELECT count(*) FROM restored
 
 // OutboxRestore brings a discarded message back among the dead letters and
 // says how many it restored (0 or 1). It does not block its aggregate
-// again: the messages after it may have been delivered meanwhile.
+// again: the messages after it may have been delivered meanwhile. Its
+// group counts it again if its status is dead again (replays = 0; see
+// OutboxDiscard); one replayed before its discard comes back as replayed,
+// outside the group.
 func (q *Queries) OutboxRestore(ctx context.Context, id int64) (int64, error) {
 	row := q.db.QueryRow(ctx, outboxRestore, id)
 	var count int64

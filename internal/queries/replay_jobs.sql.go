@@ -313,10 +313,74 @@ func (q *Queries) ReplayJobClaim(ctx context.Context, arg ReplayJobClaimParams) 
 	return i, err
 }
 
+const replayJobCount = `-- name: ReplayJobCount :one
+SELECT count(*) FROM (
+    SELECT 1 FROM switchyard.replay_candidates(
+        $1::text, $2::text, $3::text, $4::text,
+        $5::text, $6::text, $7::text,
+        $8::text, $9::text, $10::text,
+        $11::timestamptz, $12::timestamptz,
+        $13::timestamptz, $14::timestamptz, $15::boolean) AS c (id)
+    WHERE c.id >= $16::bigint AND c.id <= $17::bigint
+    LIMIT $18
+) AS matching
+`
+
+type ReplayJobCountParams struct {
+	Fingerprint       *string
+	Destination       *string
+	DestinationPrefix *string
+	DestinationUpper  *string
+	Topic             *string
+	TopicPrefix       *string
+	TopicUpper        *string
+	AggregateType     *string
+	AggregateID       *string
+	ErrorText         *string
+	DeadFrom          *time.Time
+	DeadTo            *time.Time
+	CreatedFrom       *time.Time
+	CreatedTo         *time.Time
+	BlockedHeads      bool
+	FloorID           int64
+	CeilingID         int64
+	MaxRows           int32
+}
+
+// ReplayJobCount counts a filter's dead messages (as ReplayJobListCandidates
+// finds them) with an id from floor_id to ceiling_id, up to max_rows: the
+// operator's question before confirming a job, asked only when the
+// planner expects at most that many (bulkreplay.Estimate).
+func (q *Queries) ReplayJobCount(ctx context.Context, arg ReplayJobCountParams) (int64, error) {
+	row := q.db.QueryRow(ctx, replayJobCount,
+		arg.Fingerprint,
+		arg.Destination,
+		arg.DestinationPrefix,
+		arg.DestinationUpper,
+		arg.Topic,
+		arg.TopicPrefix,
+		arg.TopicUpper,
+		arg.AggregateType,
+		arg.AggregateID,
+		arg.ErrorText,
+		arg.DeadFrom,
+		arg.DeadTo,
+		arg.CreatedFrom,
+		arg.CreatedTo,
+		arg.BlockedHeads,
+		arg.FloorID,
+		arg.CeilingID,
+		arg.MaxRows,
+	)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const replayJobCreate = `-- name: ReplayJobCreate :one
-INSERT INTO switchyard.replay_jobs (filter, filter_key, mode, actor, reason, rate_per_sec, estimate, upper_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7,
-    (SELECT coalesce(max(id), 0) FROM switchyard.outbox))
+INSERT INTO switchyard.replay_jobs (filter, filter_key, mode, actor, reason, rate_per_sec, estimate, cursor_id, upper_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+    least((SELECT coalesce(max(id), 0) FROM switchyard.outbox), $9::bigint))
 ON CONFLICT (filter_key) WHERE state = 'running' DO NOTHING
 RETURNING id, filter, filter_key, mode, actor, reason, rate_per_sec, state, estimate, upper_id, cursor_id, replayed, skipped, lease_owner, lease_version, lease_expires_at, created_at, updated_at, finished_at, kind
 `
@@ -329,10 +393,14 @@ type ReplayJobCreateParams struct {
 	Reason     string
 	RatePerSec int32
 	Estimate   int64
+	CursorID   int64
+	CeilingID  int64
 }
 
 // ReplayJobCreate starts a job, unless one is already running for the same
-// filter (no row then).
+// filter (no row then). Its cursor starts at cursor_id and its upper bound
+// is the newest message now, or ceiling_id if lower: a created window's
+// ids (msgfilter.IDRange), so that its batches walk that window only.
 func (q *Queries) ReplayJobCreate(ctx context.Context, arg ReplayJobCreateParams) (SwitchyardReplayJob, error) {
 	row := q.db.QueryRow(ctx, replayJobCreate,
 		arg.Filter,
@@ -342,6 +410,8 @@ func (q *Queries) ReplayJobCreate(ctx context.Context, arg ReplayJobCreateParams
 		arg.Reason,
 		arg.RatePerSec,
 		arg.Estimate,
+		arg.CursorID,
+		arg.CeilingID,
 	)
 	var i SwitchyardReplayJob
 	err := row.Scan(
@@ -370,25 +440,13 @@ func (q *Queries) ReplayJobCreate(ctx context.Context, arg ReplayJobCreateParams
 }
 
 const replayJobEstimate = `-- name: ReplayJobEstimate :one
-SELECT count(*) FROM (
-    SELECT 1 FROM switchyard.outbox o
-    WHERE o.state = 'dead' AND o.replays = 0
-      AND ($1::text IS NULL OR o.error_fingerprint = $1::text)
-      AND ($2::text IS NULL OR o.destination = $2::text)
-      AND ($3::text IS NULL OR (o.destination ~>=~ $3::text AND o.destination ~<~ $4::text))
-      AND ($5::text IS NULL OR o.topic = $5::text)
-      AND ($6::text IS NULL OR (o.topic ~>=~ $6::text AND o.topic ~<~ $7::text))
-      AND ($8::text IS NULL OR o.aggregate_type = $8::text)
-      AND ($9::text IS NULL OR o.aggregate_id = $9::text)
-      AND ($10::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $10::text || '%')
-      AND ($11::timestamptz IS NULL OR o.finished_at >= $11::timestamptz)
-      AND ($12::timestamptz IS NULL OR o.finished_at < $12::timestamptz)
-      AND ($13::timestamptz IS NULL OR o.created_at >= $13::timestamptz)
-      AND ($14::timestamptz IS NULL OR o.created_at < $14::timestamptz)
-      AND (NOT $15::boolean OR EXISTS (
-          SELECT 1 FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id))
-    LIMIT $16
-) AS matching
+SELECT switchyard.replay_candidates_estimate(
+    $1::text, $2::text, $3::text, $4::text,
+    $5::text, $6::text, $7::text,
+    $8::text, $9::text, $10::text,
+    $11::timestamptz, $12::timestamptz,
+    $13::timestamptz, $14::timestamptz, $15::boolean,
+    $16::bigint, $17::bigint)::bigint AS estimate
 `
 
 type ReplayJobEstimateParams struct {
@@ -407,11 +465,12 @@ type ReplayJobEstimateParams struct {
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
 	BlockedHeads      bool
-	Cap               int32
+	FloorID           int64
+	CeilingID         int64
 }
 
-// ReplayJobEstimate counts the dead messages a filter matches, up to a cap:
-// an operator's one-off question before confirming, never a dashboard's.
+// ReplayJobEstimate is the planner's estimate of ReplayJobCount without its
+// max_rows (switchyard.replay_candidates_estimate): it reads no message.
 func (q *Queries) ReplayJobEstimate(ctx context.Context, arg ReplayJobEstimateParams) (int64, error) {
 	row := q.db.QueryRow(ctx, replayJobEstimate,
 		arg.Fingerprint,
@@ -429,11 +488,12 @@ func (q *Queries) ReplayJobEstimate(ctx context.Context, arg ReplayJobEstimatePa
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.BlockedHeads,
-		arg.Cap,
+		arg.FloorID,
+		arg.CeilingID,
 	)
-	var count int64
-	err := row.Scan(&count)
-	return count, err
+	var estimate int64
+	err := row.Scan(&estimate)
+	return estimate, err
 }
 
 const replayJobGet = `-- name: ReplayJobGet :one
@@ -546,32 +606,18 @@ func (q *Queries) ReplayJobList(ctx context.Context, maxRows int32) ([]Switchyar
 }
 
 const replayJobListCandidates = `-- name: ReplayJobListCandidates :many
-SELECT o.id FROM switchyard.outbox o
-WHERE o.state = 'dead' AND o.replays = 0
-  AND o.id > $1 AND o.id <= $2
-  AND ($3::text IS NULL OR o.error_fingerprint = $3::text)
-  AND ($4::text IS NULL OR o.destination = $4::text)
-  AND ($5::text IS NULL OR (o.destination ~>=~ $5::text AND o.destination ~<~ $6::text))
-  AND ($7::text IS NULL OR o.topic = $7::text)
-  AND ($8::text IS NULL OR (o.topic ~>=~ $8::text AND o.topic ~<~ $9::text))
-  AND ($10::text IS NULL OR o.aggregate_type = $10::text)
-  AND ($11::text IS NULL OR o.aggregate_id = $11::text)
-  AND ($12::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $12::text || '%')
-  AND ($13::timestamptz IS NULL OR o.finished_at >= $13::timestamptz)
-  AND ($14::timestamptz IS NULL OR o.finished_at < $14::timestamptz)
-  AND ($15::timestamptz IS NULL OR o.created_at >= $15::timestamptz)
-  AND ($16::timestamptz IS NULL OR o.created_at < $16::timestamptz)
-  -- blocked_heads: only the dead heads their aggregates wait behind
-  -- (outbox_blocked_aggregates_dead_message).
-  AND (NOT $17::boolean OR EXISTS (
-      SELECT 1 FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id))
-ORDER BY o.id
+SELECT c.id::bigint AS id FROM switchyard.replay_candidates(
+    $1::text, $2::text, $3::text, $4::text,
+    $5::text, $6::text, $7::text,
+    $8::text, $9::text, $10::text,
+    $11::timestamptz, $12::timestamptz,
+    $13::timestamptz, $14::timestamptz, $15::boolean) AS c (id)
+WHERE c.id >= $16::bigint AND c.id <= $17::bigint
+ORDER BY c.id
 LIMIT $18
 `
 
 type ReplayJobListCandidatesParams struct {
-	AfterID           int64
-	UpperID           int64
 	Fingerprint       *string
 	Destination       *string
 	DestinationPrefix *string
@@ -587,20 +633,18 @@ type ReplayJobListCandidatesParams struct {
 	CreatedFrom       *time.Time
 	CreatedTo         *time.Time
 	BlockedHeads      bool
-	BatchSize         int32
+	FloorID           int64
+	CeilingID         int64
+	MaxRows           int32
 }
 
-// ReplayJobListCandidates lists the next dead messages of a job's filter after
-// its cursor, never replayed, up to its upper bound, in id order. Each
-// filter field is optional (NULL: any). Topic, destination, error and
-// created_at mean what the message list's filters mean
-// (ConsoleMessagesListOlder, internal/msgfilter): a prefix is one range
-// of the text_pattern_ops indexes outbox_topic_id / outbox_destination_id
-// (internal/bulkreplay/EXPLAIN.md).
+// ReplayJobListCandidates lists the next max_rows dead messages of a job's
+// filter (switchyard.replay_candidates: dead as switchyard.console_messages
+// defines it, never replayed; each field optional) from floor_id (after
+// its cursor) to ceiling_id (its upper bound), in id order. Its parameters
+// are ReplayJobCount's.
 func (q *Queries) ReplayJobListCandidates(ctx context.Context, arg ReplayJobListCandidatesParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, replayJobListCandidates,
-		arg.AfterID,
-		arg.UpperID,
 		arg.Fingerprint,
 		arg.Destination,
 		arg.DestinationPrefix,
@@ -616,7 +660,9 @@ func (q *Queries) ReplayJobListCandidates(ctx context.Context, arg ReplayJobList
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.BlockedHeads,
-		arg.BatchSize,
+		arg.FloorID,
+		arg.CeilingID,
+		arg.MaxRows,
 	)
 	if err != nil {
 		return nil, err

@@ -84,8 +84,8 @@ func (q *Queries) StatsClockGet(ctx context.Context) (time.Time, error) {
 const statsDeadFlowList = `-- name: StatsDeadFlowList :many
 SELECT d.destination, d.topic, count(*)::bigint AS dead
 FROM (
-    SELECT o.destination, o.topic FROM switchyard.outbox o
-    WHERE o.state = 'dead' AND o.replays = 0
+    SELECT o.destination, o.topic FROM switchyard.console_messages o
+    WHERE o.state = 'dead' AND o.status = 'dead'
     LIMIT $1
 ) d
 GROUP BY d.destination, d.topic
@@ -97,10 +97,11 @@ type StatsDeadFlowListRow struct {
 	Dead        int64
 }
 
-// StatsDeadFlowList counts dead messages per destination and topic through
-// the partial index of dead messages, at most max_rows of them: dead and
-// never replayed, as the dead-letter groups count them (the console's
-// "dead", switchyard.console_messages).
+// StatsDeadFlowList counts dead messages per destination and topic, at
+// most max_rows of them: status dead (switchyard.console_messages: dead
+// and never replayed), as the dead-letter groups count them. state =
+// 'dead', which that status implies, walks the partial index of dead
+// messages (outbox_dead_id).
 func (q *Queries) StatsDeadFlowList(ctx context.Context, maxRows int32) ([]StatsDeadFlowListRow, error) {
 	rows, err := q.db.Query(ctx, statsDeadFlowList, maxRows)
 	if err != nil {

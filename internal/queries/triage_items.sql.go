@@ -30,10 +30,10 @@ func (q *Queries) TriageBlockedHeadGet(ctx context.Context, arg TriageBlockedHea
 }
 
 const triageDeadGroupMessageList = `-- name: TriageDeadGroupMessageList :many
-SELECT id FROM switchyard.outbox
-WHERE state = 'dead'
-  AND (error_fingerprint = $1::text OR ($1::text = '' AND error_fingerprint IS NULL))
-ORDER BY id
+SELECT o.id FROM switchyard.console_messages o
+WHERE o.state = 'dead' AND o.status = 'dead'
+  AND (o.error_fingerprint = $1::text OR ($1::text = '' AND o.error_fingerprint IS NULL))
+ORDER BY o.id
 LIMIT $2
 `
 
@@ -43,7 +43,9 @@ type TriageDeadGroupMessageListParams struct {
 }
 
 // TriageDeadGroupMessageList lists a dead-letter group's dead messages, oldest
-// first, for a replay from its item (outbox_dead_fingerprint).
+// first, for a replay from its item: status dead (switchyard.console_messages,
+// as the group counts them), so an original whose replay was delivered is
+// not replayed again. state = 'dead' lets outbox_dead_fingerprint serve it.
 func (q *Queries) TriageDeadGroupMessageList(ctx context.Context, arg TriageDeadGroupMessageListParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, triageDeadGroupMessageList, arg.Fingerprint, arg.MaxMessages)
 	if err != nil {

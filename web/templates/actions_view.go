@@ -118,10 +118,12 @@ type BulkForm struct {
 	Reason string
 	Rate   int
 	// Estimated: the confirm step; Estimate is the count, AtLeast when
-	// counting stopped at the cap.
+	// counting stopped at the cap, About when it is the planner's
+	// estimate of a filter that matches more than the cap.
 	Estimated bool
 	Estimate  int64
 	AtLeast   bool
+	About     bool
 	RequestID string
 	Error     string
 }

@@ -451,9 +451,9 @@ SELECT r.* FROM switchyard.console_messages r
 WHERE r.id IN (
     SELECT m.id FROM matching s CROSS JOIN LATERAL (
         SELECT o.id FROM (
-            SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.replays,
+            SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.status,
                 o.last_error, o.created_at, o.lease_owner, o.attempts
-            FROM switchyard.outbox o
+            FROM switchyard.console_messages o
             WHERE o.topic = s.topic
                 AND o.state <> 'delivered' -- the partial index's predicate
                 AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -462,8 +462,7 @@ WHERE r.id IN (
             OFFSET 0 -- a fence: the filters stay outside, so the planner walks the index in id order
         ) AS o
         WHERE true
-            AND (sqlc.narg(state)::text IS NULL OR (o.state = CASE sqlc.narg(state)::text WHEN 'replayed' THEN 'dead' ELSE sqlc.narg(state)::text END
-                AND (o.state <> 'dead' OR (o.replays > 0) = (sqlc.narg(state)::text = 'replayed'))))
+            AND (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
             AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
             AND (sqlc.narg(topic_prefix)::text IS NULL OR (o.topic ~>=~ sqlc.narg(topic_prefix)::text AND o.topic ~<~ sqlc.narg(topic_upper)::text))
             AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
@@ -502,9 +501,9 @@ SELECT r.* FROM switchyard.console_messages r
 WHERE r.id IN (
     SELECT m.id FROM matching s CROSS JOIN LATERAL (
         SELECT o.id FROM (
-            SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.replays,
+            SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.status,
                 o.last_error, o.created_at, o.lease_owner, o.attempts
-            FROM switchyard.outbox o
+            FROM switchyard.console_messages o
             WHERE o.topic = s.topic
                 AND o.state <> 'delivered' -- the partial index's predicate
                 AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -513,8 +512,7 @@ WHERE r.id IN (
             OFFSET 0 -- a fence: the filters stay outside, so the planner walks the index in id order
         ) AS o
         WHERE true
-            AND (sqlc.narg(state)::text IS NULL OR (o.state = CASE sqlc.narg(state)::text WHEN 'replayed' THEN 'dead' ELSE sqlc.narg(state)::text END
-                AND (o.state <> 'dead' OR (o.replays > 0) = (sqlc.narg(state)::text = 'replayed'))))
+            AND (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
             AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
             AND (sqlc.narg(topic_prefix)::text IS NULL OR (o.topic ~>=~ sqlc.narg(topic_prefix)::text AND o.topic ~<~ sqlc.narg(topic_upper)::text))
             AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
@@ -555,9 +553,9 @@ SELECT r.* FROM switchyard.console_messages r
 WHERE r.id IN (
     SELECT m.id FROM matching s CROSS JOIN LATERAL (
         SELECT o.id FROM (
-            SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.replays,
+            SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.status,
                 o.last_error, o.created_at, o.lease_owner, o.attempts
-            FROM switchyard.outbox o
+            FROM switchyard.console_messages o
             WHERE o.destination = s.destination
                 AND o.state <> 'delivered' -- the partial index's predicate
                 AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -566,8 +564,7 @@ WHERE r.id IN (
             OFFSET 0 -- a fence: the filters stay outside, so the planner walks the index in id order
         ) AS o
         WHERE true
-            AND (sqlc.narg(state)::text IS NULL OR (o.state = CASE sqlc.narg(state)::text WHEN 'replayed' THEN 'dead' ELSE sqlc.narg(state)::text END
-                AND (o.state <> 'dead' OR (o.replays > 0) = (sqlc.narg(state)::text = 'replayed'))))
+            AND (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
             AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
             AND (sqlc.narg(topic_prefix)::text IS NULL OR (o.topic ~>=~ sqlc.narg(topic_prefix)::text AND o.topic ~<~ sqlc.narg(topic_upper)::text))
             AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
@@ -606,9 +603,9 @@ SELECT r.* FROM switchyard.console_messages r
 WHERE r.id IN (
     SELECT m.id FROM matching s CROSS JOIN LATERAL (
         SELECT o.id FROM (
-            SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.replays,
+            SELECT o.id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.state, o.status,
                 o.last_error, o.created_at, o.lease_owner, o.attempts
-            FROM switchyard.outbox o
+            FROM switchyard.console_messages o
             WHERE o.destination = s.destination
                 AND o.state <> 'delivered' -- the partial index's predicate
                 AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
@@ -617,8 +614,7 @@ WHERE r.id IN (
             OFFSET 0 -- a fence: the filters stay outside, so the planner walks the index in id order
         ) AS o
         WHERE true
-            AND (sqlc.narg(state)::text IS NULL OR (o.state = CASE sqlc.narg(state)::text WHEN 'replayed' THEN 'dead' ELSE sqlc.narg(state)::text END
-                AND (o.state <> 'dead' OR (o.replays > 0) = (sqlc.narg(state)::text = 'replayed'))))
+            AND (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
             AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
             AND (sqlc.narg(topic_prefix)::text IS NULL OR (o.topic ~>=~ sqlc.narg(topic_prefix)::text AND o.topic ~<~ sqlc.narg(topic_upper)::text))
             AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
@@ -642,7 +638,7 @@ LIMIT @max_rows;
 
 -- name: ConsoleMessagesEstimate :one
 -- ConsoleMessagesEstimate is the planner's estimate of the messages that
--- match the filters (migrations/00017_console_prefix_indexes.sql, 00020):
+-- match the filters (migrations/00017_console_prefix_indexes.sql, 00020, 00021):
 -- the list's "about N".
 SELECT switchyard.console_messages_estimate(
     sqlc.narg(state)::text, sqlc.narg(topic)::text, sqlc.narg(topic_prefix)::text,

@@ -66,7 +66,9 @@ WHERE name = @name;
 -- sources that enqueue to it and the reconciliation checks that repair
 -- through it. The delivered count reads the table (no index serves
 -- delivered rows by destination): an admin's rare action, like the
--- foreign key check of the delete itself.
+-- foreign key check of the delete itself. dead is the stored state: the
+-- console's dead and replayed (switchyard.console_messages' status), both
+-- of which an operator may still replay.
 SELECT
     (SELECT count(*) FROM switchyard.outbox o WHERE o.destination = @name AND o.state = 'pending')::bigint AS pending,
     (SELECT count(*) FROM switchyard.outbox o WHERE o.destination = @name AND o.state = 'dead')::bigint AS dead,

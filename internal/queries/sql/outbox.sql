@@ -511,8 +511,9 @@ marked AS (
     UPDATE switchyard.outbox o SET replayed_at = now(), replays = o.replays + 1
     FROM inserted r WHERE o.id = r.replay_of
 ),
--- A message leaves its dead-letter group at its first replay; a replay
--- that dies again is counted again.
+-- A message leaves its dead-letter group at its first replay (its status
+-- turns from dead to replayed: switchyard.console_messages); a replay that
+-- dies again is counted again.
 left_groups AS (
     SELECT c.fingerprint, count(*) AS replayed
     FROM classified c JOIN inserted r ON r.replay_of = c.id
@@ -563,7 +564,10 @@ JOIN heads h ON h.id = u.dead_message_id
 WHERE a.destination = u.destination AND a.aggregate_type = u.aggregate_type AND a.aggregate_id = u.aggregate_id;
 
 -- name: OutboxDiscard :exec
--- OutboxDiscard archives a dead message, out of its dead-letter group.
+-- OutboxDiscard archives a dead message, out of its dead-letter group. A
+-- group's dead counts its messages of status dead (switchyard.console_messages:
+-- never replayed, replays = 0 here), which the console's counts and lists
+-- must agree with (TestEveryDeadCountAgreesWithConsoleMessages).
 WITH discarded AS (
     UPDATE switchyard.outbox SET state = 'discarded'
     WHERE id = @id AND state = 'dead'
@@ -575,7 +579,10 @@ FROM discarded d WHERE g.fingerprint = d.fingerprint AND d.replays = 0;
 -- name: OutboxRestore :one
 -- OutboxRestore brings a discarded message back among the dead letters and
 -- says how many it restored (0 or 1). It does not block its aggregate
--- again: the messages after it may have been delivered meanwhile.
+-- again: the messages after it may have been delivered meanwhile. Its
+-- group counts it again if its status is dead again (replays = 0; see
+-- OutboxDiscard); one replayed before its discard comes back as replayed,
+-- outside the group.
 WITH restored AS (
     UPDATE switchyard.outbox SET state = 'dead'
     WHERE id = @id AND state = 'discarded'

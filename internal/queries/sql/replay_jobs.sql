@@ -42,10 +42,12 @@ SELECT * FROM switchyard.replay_jobs WHERE kind = 'repair' ORDER BY created_at D
 
 -- name: ReplayJobCreate :one
 -- ReplayJobCreate starts a job, unless one is already running for the same
--- filter (no row then).
-INSERT INTO switchyard.replay_jobs (filter, filter_key, mode, actor, reason, rate_per_sec, estimate, upper_id)
-VALUES (@filter, @filter_key, @mode, @actor, @reason, @rate_per_sec, @estimate,
-    (SELECT coalesce(max(id), 0) FROM switchyard.outbox))
+-- filter (no row then). Its cursor starts at cursor_id and its upper bound
+-- is the newest message now, or ceiling_id if lower: a created window's
+-- ids (msgfilter.IDRange), so that its batches walk that window only.
+INSERT INTO switchyard.replay_jobs (filter, filter_key, mode, actor, reason, rate_per_sec, estimate, cursor_id, upper_id)
+VALUES (@filter, @filter_key, @mode, @actor, @reason, @rate_per_sec, @estimate, @cursor_id,
+    least((SELECT coalesce(max(id), 0) FROM switchyard.outbox), @ceiling_id::bigint))
 ON CONFLICT (filter_key) WHERE state = 'running' DO NOTHING
 RETURNING *;
 
@@ -75,57 +77,47 @@ WHERE j.id = (
 RETURNING *;
 
 -- name: ReplayJobListCandidates :many
--- ReplayJobListCandidates lists the next dead messages of a job's filter after
--- its cursor, never replayed, up to its upper bound, in id order. Each
--- filter field is optional (NULL: any). Topic, destination, error and
--- created_at mean what the message list's filters mean
--- (ConsoleMessagesListOlder, internal/msgfilter): a prefix is one range
--- of the text_pattern_ops indexes outbox_topic_id / outbox_destination_id
--- (internal/bulkreplay/EXPLAIN.md).
-SELECT o.id FROM switchyard.outbox o
-WHERE o.state = 'dead' AND o.replays = 0
-  AND o.id > @after_id AND o.id <= @upper_id
-  AND (sqlc.narg(fingerprint)::text IS NULL OR o.error_fingerprint = sqlc.narg(fingerprint)::text)
-  AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
-  AND (sqlc.narg(destination_prefix)::text IS NULL OR (o.destination ~>=~ sqlc.narg(destination_prefix)::text AND o.destination ~<~ sqlc.narg(destination_upper)::text))
-  AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
-  AND (sqlc.narg(topic_prefix)::text IS NULL OR (o.topic ~>=~ sqlc.narg(topic_prefix)::text AND o.topic ~<~ sqlc.narg(topic_upper)::text))
-  AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
-  AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-  AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
-  AND (sqlc.narg(dead_from)::timestamptz IS NULL OR o.finished_at >= sqlc.narg(dead_from)::timestamptz)
-  AND (sqlc.narg(dead_to)::timestamptz IS NULL OR o.finished_at < sqlc.narg(dead_to)::timestamptz)
-  AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
-  AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
-  -- blocked_heads: only the dead heads their aggregates wait behind
-  -- (outbox_blocked_aggregates_dead_message).
-  AND (NOT @blocked_heads::boolean OR EXISTS (
-      SELECT 1 FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id))
-ORDER BY o.id
-LIMIT @batch_size;
+-- ReplayJobListCandidates lists the next max_rows dead messages of a job's
+-- filter (switchyard.replay_candidates: dead as switchyard.console_messages
+-- defines it, never replayed; each field optional) from floor_id (after
+-- its cursor) to ceiling_id (its upper bound), in id order. Its parameters
+-- are ReplayJobCount's.
+SELECT c.id::bigint AS id FROM switchyard.replay_candidates(
+    sqlc.narg(fingerprint)::text, sqlc.narg(destination)::text, sqlc.narg(destination_prefix)::text, sqlc.narg(destination_upper)::text,
+    sqlc.narg(topic)::text, sqlc.narg(topic_prefix)::text, sqlc.narg(topic_upper)::text,
+    sqlc.narg(aggregate_type)::text, sqlc.narg(aggregate_id)::text, sqlc.narg(error_text)::text,
+    sqlc.narg(dead_from)::timestamptz, sqlc.narg(dead_to)::timestamptz,
+    sqlc.narg(created_from)::timestamptz, sqlc.narg(created_to)::timestamptz, @blocked_heads::boolean) AS c (id)
+WHERE c.id >= @floor_id::bigint AND c.id <= @ceiling_id::bigint
+ORDER BY c.id
+LIMIT @max_rows;
+
+-- name: ReplayJobCount :one
+-- ReplayJobCount counts a filter's dead messages (as ReplayJobListCandidates
+-- finds them) with an id from floor_id to ceiling_id, up to max_rows: the
+-- operator's question before confirming a job, asked only when the
+-- planner expects at most that many (bulkreplay.Estimate).
+SELECT count(*) FROM (
+    SELECT 1 FROM switchyard.replay_candidates(
+        sqlc.narg(fingerprint)::text, sqlc.narg(destination)::text, sqlc.narg(destination_prefix)::text, sqlc.narg(destination_upper)::text,
+        sqlc.narg(topic)::text, sqlc.narg(topic_prefix)::text, sqlc.narg(topic_upper)::text,
+        sqlc.narg(aggregate_type)::text, sqlc.narg(aggregate_id)::text, sqlc.narg(error_text)::text,
+        sqlc.narg(dead_from)::timestamptz, sqlc.narg(dead_to)::timestamptz,
+        sqlc.narg(created_from)::timestamptz, sqlc.narg(created_to)::timestamptz, @blocked_heads::boolean) AS c (id)
+    WHERE c.id >= @floor_id::bigint AND c.id <= @ceiling_id::bigint
+    LIMIT @max_rows
+) AS matching;
 
 -- name: ReplayJobEstimate :one
--- ReplayJobEstimate counts the dead messages a filter matches, up to a cap:
--- an operator's one-off question before confirming, never a dashboard's.
-SELECT count(*) FROM (
-    SELECT 1 FROM switchyard.outbox o
-    WHERE o.state = 'dead' AND o.replays = 0
-      AND (sqlc.narg(fingerprint)::text IS NULL OR o.error_fingerprint = sqlc.narg(fingerprint)::text)
-      AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
-      AND (sqlc.narg(destination_prefix)::text IS NULL OR (o.destination ~>=~ sqlc.narg(destination_prefix)::text AND o.destination ~<~ sqlc.narg(destination_upper)::text))
-      AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
-      AND (sqlc.narg(topic_prefix)::text IS NULL OR (o.topic ~>=~ sqlc.narg(topic_prefix)::text AND o.topic ~<~ sqlc.narg(topic_upper)::text))
-      AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
-      AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-      AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
-      AND (sqlc.narg(dead_from)::timestamptz IS NULL OR o.finished_at >= sqlc.narg(dead_from)::timestamptz)
-      AND (sqlc.narg(dead_to)::timestamptz IS NULL OR o.finished_at < sqlc.narg(dead_to)::timestamptz)
-      AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
-      AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
-      AND (NOT @blocked_heads::boolean OR EXISTS (
-          SELECT 1 FROM switchyard.outbox_blocked_aggregates b WHERE b.dead_message_id = o.id))
-    LIMIT @cap
-) AS matching;
+-- ReplayJobEstimate is the planner's estimate of ReplayJobCount without its
+-- max_rows (switchyard.replay_candidates_estimate): it reads no message.
+SELECT switchyard.replay_candidates_estimate(
+    sqlc.narg(fingerprint)::text, sqlc.narg(destination)::text, sqlc.narg(destination_prefix)::text, sqlc.narg(destination_upper)::text,
+    sqlc.narg(topic)::text, sqlc.narg(topic_prefix)::text, sqlc.narg(topic_upper)::text,
+    sqlc.narg(aggregate_type)::text, sqlc.narg(aggregate_id)::text, sqlc.narg(error_text)::text,
+    sqlc.narg(dead_from)::timestamptz, sqlc.narg(dead_to)::timestamptz,
+    sqlc.narg(created_from)::timestamptz, sqlc.narg(created_to)::timestamptz, @blocked_heads::boolean,
+    @floor_id::bigint, @ceiling_id::bigint)::bigint AS estimate;
 
 -- name: ReplayJobAdvance :one
 -- ReplayJobAdvance records a batch's progress, fenced by the lease version,

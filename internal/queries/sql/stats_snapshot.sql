@@ -49,14 +49,15 @@ SELECT coalesce(sum(g.dead), 0)::bigint AS dead, count(*) FILTER (WHERE g.dead >
 FROM switchyard.dead_letter_groups g;
 
 -- name: StatsDeadFlowList :many
--- StatsDeadFlowList counts dead messages per destination and topic through
--- the partial index of dead messages, at most max_rows of them: dead and
--- never replayed, as the dead-letter groups count them (the console's
--- "dead", switchyard.console_messages).
+-- StatsDeadFlowList counts dead messages per destination and topic, at
+-- most max_rows of them: status dead (switchyard.console_messages: dead
+-- and never replayed), as the dead-letter groups count them. state =
+-- 'dead', which that status implies, walks the partial index of dead
+-- messages (outbox_dead_id).
 SELECT d.destination, d.topic, count(*)::bigint AS dead
 FROM (
-    SELECT o.destination, o.topic FROM switchyard.outbox o
-    WHERE o.state = 'dead' AND o.replays = 0
+    SELECT o.destination, o.topic FROM switchyard.console_messages o
+    WHERE o.state = 'dead' AND o.status = 'dead'
     LIMIT @max_rows
 ) d
 GROUP BY d.destination, d.topic;

@@ -65,11 +65,13 @@ SELECT status, count(*)::bigint AS items FROM switchyard.triage_items GROUP BY s
 
 -- name: TriageDeadGroupMessageList :many
 -- TriageDeadGroupMessageList lists a dead-letter group's dead messages, oldest
--- first, for a replay from its item (outbox_dead_fingerprint).
-SELECT id FROM switchyard.outbox
-WHERE state = 'dead'
-  AND (error_fingerprint = @fingerprint::text OR (@fingerprint::text = '' AND error_fingerprint IS NULL))
-ORDER BY id
+-- first, for a replay from its item: status dead (switchyard.console_messages,
+-- as the group counts them), so an original whose replay was delivered is
+-- not replayed again. state = 'dead' lets outbox_dead_fingerprint serve it.
+SELECT o.id FROM switchyard.console_messages o
+WHERE o.state = 'dead' AND o.status = 'dead'
+  AND (o.error_fingerprint = @fingerprint::text OR (@fingerprint::text = '' AND o.error_fingerprint IS NULL))
+ORDER BY o.id
 LIMIT @max_messages;
 
 -- name: TriageBlockedHeadGet :one
