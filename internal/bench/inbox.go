@@ -264,7 +264,10 @@ func (r *inboxBenchRun) start(ctx context.Context, secret string, logger *slog.L
 		return err
 	}
 	h := console.New(console.Deps{Logger: logger, Assets: assets, Gatherer: registry, Inbox: receiver})
-	e, err := httpserver.New(httpserver.Config{Logger: quiet, Registerer: registry, RenderError: h.RenderError, AllowedHosts: httpserver.LoopbackHosts})
+	e, err := httpserver.New(httpserver.Config{
+		Logger: quiet, Registerer: registry, RenderError: h.RenderError, AllowedHosts: httpserver.LoopbackHosts,
+		BodyLimit: h.BodyLimit, Streaming: console.Streaming, ForPrograms: console.ForPrograms,
+	})
 	if err != nil {
 		return err
 	}

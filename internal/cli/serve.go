@@ -348,6 +348,7 @@ func newWeb(db *database, migrator *migrate.Migrator, live liveParts, logger *sl
 	e, err := httpserver.New(httpserver.Config{
 		Logger: logger, Registerer: registry, RenderError: handler.RenderError,
 		AllowedHosts: hosts, BodyLimit: handler.BodyLimit, Streaming: console.Streaming,
+		ForPrograms:    console.ForPrograms,
 		CSRF:           &httpserver.CSRFConfig{Secure: cfg.secureCookies, Exempt: console.CSRFExempt, Session: handler.SessionToken},
 		TrustedProxies: cfg.hardening.trustedProxies,
 	})

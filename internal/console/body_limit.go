@@ -41,3 +41,9 @@ func (h *Handler) BodyLimit(c echo.Context) int64 {
 func Streaming(c echo.Context) bool {
 	return c.Path() == "/events" && c.Request().Method == http.MethodGet
 }
+
+// ForPrograms is httpserver.Config.ForPrograms for the console's routes:
+// the inbox's receiver, whose every answer is JSON for the sender.
+func ForPrograms(c echo.Context) bool {
+	return c.Path() == inboxReceivePath
+}

@@ -55,7 +55,7 @@ func setup(t *testing.T) bundle {
 		DB:    pool,
 		Stats: stats.NewReader(pool, 0),
 	})
-	e, err := httpserver.New(httpserver.Config{Logger: logger, Registerer: registry, RenderError: h.RenderError, BodyLimit: h.BodyLimit, Streaming: console.Streaming})
+	e, err := httpserver.New(httpserver.Config{Logger: logger, Registerer: registry, RenderError: h.RenderError, BodyLimit: h.BodyLimit, Streaming: console.Streaming, ForPrograms: console.ForPrograms})
 	require.NoError(t, err)
 	h.Register(e)
 	return bundle{e: e, migrator: m, pool: pool}

@@ -95,7 +95,7 @@ func setupLiveWith(t *testing.T, feedCfg changefeed.Config, hubCfg sse.Config, w
 		Readiness: console.DatabaseReadiness{Pool: pool},
 		Demo:      true, // streams to a loopback peer without a session: no query per stream
 	})
-	e, err := httpserver.New(httpserver.Config{Logger: logger, Registerer: registry, RenderError: h.RenderError, BodyLimit: h.BodyLimit, Streaming: console.Streaming})
+	e, err := httpserver.New(httpserver.Config{Logger: logger, Registerer: registry, RenderError: h.RenderError, BodyLimit: h.BodyLimit, Streaming: console.Streaming, ForPrograms: console.ForPrograms})
 	require.NoError(t, err)
 	h.Register(e)
 	srv := httptest.NewUnstartedServer(e)

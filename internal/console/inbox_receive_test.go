@@ -280,7 +280,7 @@ func TestInboxAnswersAreAlwaysJSON(t *testing.T) {
 	h := console.New(console.Deps{Logger: logger, Assets: assets, Inbox: nil, Readiness: console.DatabaseReadiness{Pool: b.pool}})
 	e, err := httpserver.New(httpserver.Config{
 		Logger: logger, Registerer: prometheus.NewRegistry(), RenderError: h.RenderError, BodyLimit: h.BodyLimit,
-		Streaming: console.Streaming, AllowedHosts: []string{"console.example"},
+		Streaming: console.Streaming, ForPrograms: console.ForPrograms, AllowedHosts: []string{"console.example"},
 		CSRF: &httpserver.CSRFConfig{Exempt: console.CSRFExempt, Session: h.SessionToken},
 	})
 	require.NoError(t, err)
@@ -304,6 +304,8 @@ func TestInboxAnswersAreAlwaysJSON(t *testing.T) {
 		require.Equal(t, tc.want, rec.Code, "%s: %s", tc.name, rec.Body)
 		require.Equal(t, "application/json", strings.Split(rec.Header().Get("Content-Type"), ";")[0], tc.name)
 		require.Contains(t, rec.Body.String(), `"error"`, tc.name)
+		require.Equal(t, "default-src 'none'; frame-ancestors 'none'", rec.Header().Get("Content-Security-Policy"),
+			"%s: an answer to a program allows nothing", tc.name)
 	}
 	req := httptest.NewRequest(http.MethodGet, "/inbox/events/1", nil)
 	req.Host = "rebound.example"
@@ -312,6 +314,7 @@ func TestInboxAnswersAreAlwaysJSON(t *testing.T) {
 	e.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusMisdirectedRequest, rec.Code)
 	require.Equal(t, "text/html", strings.Split(rec.Header().Get("Content-Type"), ";")[0], "the console's own pages answer HTML")
+	require.Contains(t, rec.Header().Get("Content-Security-Policy"), "script-src 'nonce-", "the console's own pages keep their nonce")
 }
 
 // A handler error holding a NUL and invalid UTF-8 is recorded (cleaned)

@@ -43,6 +43,10 @@ type Config struct {
 	// deadlines do not apply to them, and they bound each write
 	// themselves. Nil: none.
 	Streaming func(c echo.Context) bool
+	// ForPrograms reports the routes that answer programs only (JSON,
+	// never a page, such as the inbox's receiver): their answers carry a
+	// policy that allows nothing and no script nonce. Nil: none.
+	ForPrograms func(c echo.Context) bool
 	// TrustedProxies are the networks of the reverse proxies in front of
 	// the console, whose X-Forwarded-For is believed (clientip.go).
 	// Empty: none; the client is the peer.
@@ -73,7 +77,7 @@ func New(cfg Config) (*echo.Echo, error) {
 	// logs, the audit trail and sign-in delays must not be spoofable.
 	e.IPExtractor = clientIP(cfg.TrustedProxies)
 	e.Use(
-		securityHeaders,
+		securityHeaders(cfg.ForPrograms),
 		requestLog(cfg.Logger),
 		metrics.middleware,
 		middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true}),

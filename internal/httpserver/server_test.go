@@ -198,3 +198,39 @@ func TestFailingErrorPageFallsBackToPlainText(t *testing.T) {
 	require.Equal(t, http.StatusGone, rec.Code)
 	require.Equal(t, "It is gone.\n", rec.Body.String())
 }
+
+// A route for programs gets a policy that allows nothing and no nonce; a
+// page beside it keeps its nonce; both keep the other hardening headers,
+// and a program's answer adding to one does not change the next answer's.
+func TestProgramRoutesGetAPolicyThatAllowsNothing(t *testing.T) {
+	t.Parallel()
+	e, err := httpserver.New(httpserver.Config{
+		Logger:      slog.New(slog.DiscardHandler),
+		Registerer:  prometheus.NewRegistry(),
+		ForPrograms: func(c echo.Context) bool { return c.Path() == "/hook/:name" },
+	})
+	require.NoError(t, err)
+	e.POST("/hook/:name", func(c echo.Context) error {
+		c.Response().Header().Add("X-Content-Type-Options", "extra")
+		return c.JSONBlob(http.StatusOK, []byte(`{}`))
+	})
+	e.GET("/page", func(c echo.Context) error {
+		nonce, _ := c.Get(httpserver.NonceKey).(string)
+		return c.HTML(http.StatusOK, nonce)
+	})
+	for range 2 {
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/hook/a", nil))
+		require.Equal(t, http.StatusOK, rec.Code)
+		require.Equal(t, "default-src 'none'; frame-ancestors 'none'", rec.Header().Get("Content-Security-Policy"))
+		require.Equal(t, []string{"nosniff", "extra"}, rec.Header().Values("X-Content-Type-Options"))
+		require.Equal(t, "DENY", rec.Header().Get("X-Frame-Options"))
+		require.Equal(t, "same-origin", rec.Header().Get("Referrer-Policy"))
+	}
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/page", nil))
+	nonce := rec.Body.String()
+	require.NotEmpty(t, nonce)
+	require.Contains(t, rec.Header().Get("Content-Security-Policy"), "script-src 'nonce-"+nonce+"'")
+	require.Equal(t, "nosniff", rec.Header().Get("X-Content-Type-Options"))
+}

@@ -162,15 +162,11 @@ func sqlRegistration(fn string) (Registration, error) {
 		return Registration{}, fmt.Errorf("handler sql: sql_function %q is not schema.function in lower-case identifiers", fn)
 	}
 	handle := func(ctx context.Context, tx pgx.Tx, ev Event) error {
-		headers, err := json.Marshal(ev.Headers)
-		if err != nil || ev.Headers == nil {
-			headers = []byte("{}")
-		}
 		var row *int64
 		if ev.row != 0 {
 			row = &ev.row
 		}
-		err = queries.New(tx).InboxHandlerCall(ctx, queries.InboxHandlerCallParams{Fn: fn, Event: ev.Payload, Headers: headers, InboxEventID: row})
+		err := queries.New(tx).InboxHandlerCall(ctx, queries.InboxHandlerCallParams{Fn: fn, Event: ev.Payload, Headers: headersJSON(ev.Headers), InboxEventID: row})
 		if err != nil {
 			return fmt.Errorf("call %s: %w", fn, err)
 		}

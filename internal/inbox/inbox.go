@@ -235,10 +235,7 @@ func Receive(ctx context.Context, pool *pgxpool.Pool, ev Event, h Handler) (Resu
 	if err := ev.validate(); err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	headers, err := json.Marshal(ev.Headers)
-	if err != nil || ev.Headers == nil {
-		headers = []byte("{}")
-	}
+	headers := headersJSON(ev.Headers)
 	res, err := receiveTx(ctx, pool, ev, headers, h)
 	if err == nil {
 		return res, nil
