@@ -52,7 +52,8 @@ func enqueue(t *testing.T, pool *pgxpool.Pool, destination string, n int) {
 // TestDashboardCountsLiveAndConverges opens the dashboard, enqueues
 // messages and expects the pending counter to change within a second
 // without a reload; then it kills the console's LISTEN connection while
-// more messages are enqueued and expects the page to converge.
+// more messages are enqueued and expects the page to converge. At the
+// end, at each of widths, no tile's label takes two lines.
 func TestDashboardCountsLiveAndConverges(t *testing.T) {
 	t.Parallel()
 	console, pool := startConsoleDB(t)
@@ -103,8 +104,28 @@ func TestDashboardCountsLiveAndConverges(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, true, kept, "the page reloaded")
 	require.NoError(t, expect.Locator(page.Locator("#chart-throughput canvas")).ToHaveCount(1))
-	screenshot(t, page, "dashboard-live")
+	// Every tile's label is one line at every width, so the figures line
+	// up (at 390 px "Delivered 1 h" once broke before its "h", and at 800
+	// px "Oldest pending" and "Blocked aggregates" took two lines).
+	for _, w := range widths {
+		require.NoError(t, page.SetViewportSize(w.width, w.height))
+		wrapped, err := page.Evaluate(wrappedTileLabels)
+		require.NoError(t, err)
+		require.Empty(t, wrapped, "tile labels on two lines at %d px", w.width)
+		screenshot(t, page, "dashboard-live-"+w.name)
+	}
 }
+
+// wrappedTileLabels lists the dashboard's tile labels whose text takes
+// more than one line.
+const wrappedTileLabels = `async () => {
+	` + settled + `
+	return [...document.querySelectorAll(".tile-label")].filter((label) => {
+		const text = document.createRange();
+		text.selectNodeContents(label);
+		return new Set([...text.getClientRects()].map((r) => Math.round(r.top))).size > 1;
+	}).map((label) => label.textContent);
+}`
 
 // TestDashboardShowsDeliveriesBreakersAndDispatchers lets the console's
 // dispatcher deliver to a destination that always fails and expects the

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/mxschmitt/playwright-go"
 	"github.com/stretchr/testify/require"
 )
@@ -66,6 +67,7 @@ func TestNewMessagesControlCountsEnqueuesLive(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, true, still, "the page was reloaded")
 	screenshot(t, page, "messages-new")
+	answerKeepsLink(t, page, f.pool, newLink)
 
 	above68 := regexp.MustCompile(`/messages/new\?.*above=68`)
 	_, err = page.ExpectResponse(above68, func() error { return newLink.Click() })
@@ -115,4 +117,30 @@ func TestNewMessagesControlCountsEnqueuesLive(t *testing.T) {
 	}
 	require.Equal(t, capped, asks.Load(), "the control asked again after reaching the cap")
 	screenshot(t, page, "messages-new-capped")
+}
+
+// answerKeepsLink expects the "N new" control to merge an answer into the
+// link already there, never to replace it: with enqueues every second it
+// is refreshed every second, and a click must not land on a link just
+// detached. A message for shop (filtered out) moves the newest id, so the
+// control asks once more and gets the same answer.
+func answerKeepsLink(t *testing.T, page playwright.Page, pool *pgxpool.Pool, newLink playwright.Locator) {
+	t.Helper()
+	handle, err := newLink.ElementHandle()
+	require.NoError(t, err)
+	_, err = page.Evaluate(`() => {
+		window.newSettled = 0;
+		document.body.addEventListener("htmx:afterSettle", (e) => {
+			if (e.target.dataset.testid === "new-messages") window.newSettled++;
+		});
+	}`)
+	require.NoError(t, err)
+	_, err = pool.Exec(context.Background(), `INSERT INTO switchyard.outbox (topic, destination, payload) VALUES ('order.created', 'shop', '{}')`)
+	require.NoError(t, err)
+	_, err = page.WaitForFunction(`() => window.newSettled > 0`, nil)
+	require.NoError(t, err, "the control did not ask after the newest id moved")
+	connected, err := handle.Evaluate("e => e.isConnected")
+	require.NoError(t, err)
+	require.Equal(t, true, connected, "the control's answer replaced its link")
+	require.NoError(t, newExpect().Locator(newLink).ToHaveText("3 new messages: show"))
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/mxschmitt/playwright-go"
 	"github.com/stretchr/testify/require"
 
@@ -109,9 +110,58 @@ func TestDashboardSaysWhyAndLinksEverything(t *testing.T) {
 	require.NoError(t, err)
 	flowDead := page.GetByTestId("flows").Locator("tr", playwright.LocatorLocatorOptions{HasText: "refusing"}).Locator("a[href*='state=dead']")
 	require.NoError(t, expect.Locator(flowDead).ToHaveText(strconv.Itoa(dead), playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(30000)}))
+	dead = refreshKeepsElements(t, page, pool, flowDead, dead)
 	require.NoError(t, flowDead.Click())
 	require.NoError(t, expect.Page(page).ToHaveURL(regexp.MustCompile(`/messages\?destination=refusing&state=dead&topic=order.created$`)))
 	require.NoError(t, expect.Locator(page.GetByTestId("message-row")).ToHaveCount(dead))
+}
+
+// refreshKeepsElements expects the dashboard's live refresh to merge the
+// new figures into the elements already there, never to replace them: a
+// link being clicked, hovered or focused when a refresh lands must stay
+// the one under the pointer (CI once clicked a flow link that an
+// innerHTML refresh had just detached), and the charts (hx-preserve) keep
+// their canvas and keep being updated. flowDead is refusing's dead-count
+// link showing dead; two more of refusing's messages die, and the same
+// element must show the new count, still connected and focused. It
+// returns the new count.
+func refreshKeepsElements(t *testing.T, page playwright.Page, pool *pgxpool.Pool, flowDead playwright.Locator, dead int) int {
+	t.Helper()
+	expect := newExpect()
+	// Focused in the same task of the page that finds it: with a backlog
+	// the figures change, and the region refreshes, every second.
+	focused, err := flowDead.EvaluateHandle("e => { e.focus(); return e; }", nil)
+	require.NoError(t, err)
+	link := focused.AsElement()
+	require.NotNil(t, link, "the flow link's handle is an element's")
+	canvas, err := page.Locator("#chart-throughput canvas").ElementHandle()
+	require.NoError(t, err)
+	// The legend shows the newest second of the series (dashboard.js,
+	// showLatest): a newer snapshot moves it.
+	newest := page.Locator("#chart-throughput .u-legend .u-series").First().Locator(".u-value")
+	before, err := newest.TextContent()
+	require.NoError(t, err)
+
+	enqueue(t, pool, "refusing", 2)
+	dead += 2
+	require.NoError(t, expect.Locator(flowDead).ToHaveText(strconv.Itoa(dead), playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(30000)}))
+	for _, c := range []struct {
+		script string
+		want   any
+	}{
+		{"e => e.isConnected", true},
+		{"e => e.textContent", strconv.Itoa(dead)},
+		{"e => document.activeElement === e", true},
+	} {
+		got, err := link.Evaluate(c.script)
+		require.NoError(t, err)
+		require.Equal(t, c.want, got, "the flow link after a refresh: %s", c.script)
+	}
+	connected, err := canvas.Evaluate("e => e.isConnected")
+	require.NoError(t, err)
+	require.Equal(t, true, connected, "the throughput chart's canvas was replaced by a refresh")
+	require.NoError(t, expect.Locator(newest).Not().ToHaveText(before), "the chart was not updated by the refresh")
+	return dead
 }
 
 // TestDashboardChartsInUTCWithLatestValues (issue 14, item 12): in a

@@ -163,14 +163,18 @@ func tiles(s stats.Stored, t totals) []templates.Tile {
 	// (StatsPendingFlowList); the lag to every pending message.
 	stage := func(name string) string { return messagesHref(url.Values{"stage": {name}}) }
 	pending := messagesHref(url.Values{"state": {"pending"}})
+	// Labels are one short word or two: at 390 px three tiles share a row
+	// and a label on two lines pushes its figure below its neighbours'
+	// (TestDashboardCountsLiveAndConverges); the note says the rest, its
+	// figure kept on the line of what it is (a no-break space).
 	return []templates.Tile{
 		{TestID: "stat-pending", Label: "Pending", Value: count(t.queued, s.PendingCapped), Note: "not attempted yet", Href: stage("queued")},
 		{TestID: "stat-in-flight", Label: "In flight", Value: count(t.inFlight, s.PendingCapped), Note: "leased by a dispatcher", Href: stage("in_flight")},
 		{TestID: "stat-retrying", Label: "Retrying", Value: count(t.retrying, s.PendingCapped), Note: "after a failure", Tone: tone(t.retrying > 0, "warn"), Href: stage("retrying")},
 		{TestID: "stat-dead", Label: "Dead", Value: count(s.DeadTotal, false), Note: countOf(s.DeadGroups, "error group"), Tone: tone(s.DeadTotal > 0, "bad"), Href: "/dead-letters"},
-		{TestID: "stat-delivered", Label: "Delivered 1 h", Value: count(t.delivered, false), Note: "failure rate " + failRate(t.delivered, t.retried, t.dead1h), Href: messagesHref(url.Values{"state": {"delivered"}})},
-		{TestID: "stat-lag", Label: "Oldest pending", Value: lag, Note: "lag", Tone: lagTone, Href: pending},
-		{TestID: "stat-blocked", Label: "Blocked aggregates", Value: count(s.Blocked, false), Note: "held by a dead head", Tone: tone(s.Blocked > 0, "bad"), Href: "/aggregates/blocked"},
+		{TestID: "stat-delivered", Label: "Delivered", Value: count(t.delivered, false), Note: "last hour, failure rate\u00a0" + failRate(t.delivered, t.retried, t.dead1h), Href: messagesHref(url.Values{"state": {"delivered"}})},
+		{TestID: "stat-lag", Label: "Lag", Value: lag, Note: "age of the oldest pending", Tone: lagTone, Href: pending},
+		{TestID: "stat-blocked", Label: "Blocked", Value: count(s.Blocked, false), Note: "aggregates held by a dead head", Tone: tone(s.Blocked > 0, "bad"), Href: "/aggregates/blocked"},
 	}
 }
 
