@@ -38,6 +38,10 @@ const EnvURL = "TEST_DATABASE_URL"
 // set once by Main before any test runs and only read afterwards.
 var server *pgtestdb.Config
 
+// clones makes every test's database after the first from the template
+// over one pool of admin connections kept for the whole test binary.
+var clones cloner
+
 // Main runs the tests of one package against a PostgreSQL server and exits.
 // It checks for leaked goroutines after a passing run.
 func Main(m *testing.M) {
@@ -69,6 +73,7 @@ func run(m *testing.M, setup func() (func(), error)) int {
 	}
 	server = conf
 	code := runTests(m, setup)
+	clones.close() // before the leak check: the pool owns goroutines
 	if cluster != nil {
 		cluster.KeepIf(code != 0)
 		cluster.Stop() // before the leak check: it owns a goroutine
@@ -120,7 +125,7 @@ func NewURL(t testing.TB) string {
 	if server == nil {
 		t.Fatalf("dbtest: no server: call dbtest.Main(m) from TestMain")
 	}
-	return pgtestdb.Custom(t, *server, migrator{}).URL()
+	return clones.newURL(t)
 }
 
 func configFromURL(url string) (*pgtestdb.Config, error) {
