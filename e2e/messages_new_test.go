@@ -126,7 +126,7 @@ func TestNewMessagesControlCountsEnqueuesLive(t *testing.T) {
 // control asks once more and gets the same answer.
 func answerKeepsLink(t *testing.T, page playwright.Page, pool *pgxpool.Pool, newLink playwright.Locator) {
 	t.Helper()
-	handle, err := newLink.ElementHandle()
+	handle, err := newLink.EvaluateHandle("e => e", nil)
 	require.NoError(t, err)
 	_, err = page.Evaluate(`() => {
 		window.newSettled = 0;

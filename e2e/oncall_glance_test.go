@@ -134,7 +134,7 @@ func refreshKeepsElements(t *testing.T, page playwright.Page, pool *pgxpool.Pool
 	require.NoError(t, err)
 	link := focused.AsElement()
 	require.NotNil(t, link, "the flow link's handle is an element's")
-	canvas, err := page.Locator("#chart-throughput canvas").ElementHandle()
+	canvas, err := page.Locator("#chart-throughput canvas").EvaluateHandle("e => e", nil)
 	require.NoError(t, err)
 	// The legend shows the newest second of the series (dashboard.js,
 	// showLatest): a newer snapshot moves it.
