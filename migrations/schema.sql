@@ -182,6 +182,16 @@ END
 $$;
 
 --
+-- Name: destination_lock_enqueues(text); Type: FUNCTION; Schema: switchyard; Owner: -
+--
+
+CREATE FUNCTION switchyard.destination_lock_enqueues(destination text) RETURNS void
+    LANGUAGE sql
+    AS $$
+    SELECT pg_advisory_xact_lock(1398359124, hashtext(destination));
+$$;
+
+--
 -- Name: inbox_call(text, jsonb, jsonb); Type: FUNCTION; Schema: switchyard; Owner: -
 --
 
@@ -245,6 +255,7 @@ CREATE FUNCTION switchyard.outbox_assign_seq() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
+    PERFORM switchyard.outbox_check_destination(NEW.destination);
     IF NEW.aggregate_id = '' THEN
         NEW.aggregate_seq := NULL;
         RETURN NEW;
@@ -257,6 +268,41 @@ BEGIN
     ON CONFLICT (destination, aggregate_type, aggregate_id)
         DO UPDATE SET last_seq = s.last_seq + 1
     RETURNING last_seq INTO NEW.aggregate_seq;
+    RETURN NEW;
+END;
+$$;
+
+--
+-- Name: outbox_check_destination(text); Type: FUNCTION; Schema: switchyard; Owner: -
+--
+
+CREATE FUNCTION switchyard.outbox_check_destination(destination text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF current_setting('transaction_isolation') = 'read committed' THEN
+        PERFORM pg_advisory_xact_lock_shared(1398359124, hashtext(destination));
+        -- A statement of its own: its snapshot is taken after the lock.
+        PERFORM FROM switchyard.destinations d WHERE d.name = outbox_check_destination.destination;
+    ELSE
+        PERFORM FROM switchyard.destinations d WHERE d.name = outbox_check_destination.destination FOR KEY SHARE;
+    END IF;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'destination "%" does not exist', destination
+            USING ERRCODE = 'foreign_key_violation', TABLE = 'outbox', COLUMN = 'destination';
+    END IF;
+END;
+$$;
+
+--
+-- Name: outbox_destination_moved(); Type: FUNCTION; Schema: switchyard; Owner: -
+--
+
+CREATE FUNCTION switchyard.outbox_destination_moved() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM switchyard.outbox_check_destination(NEW.destination);
     RETURN NEW;
 END;
 $$;
@@ -2174,6 +2220,12 @@ CREATE TRIGGER audit_seals_no_update BEFORE DELETE OR UPDATE ON switchyard.audit
 CREATE TRIGGER outbox_assign_seq BEFORE INSERT ON switchyard.outbox FOR EACH ROW EXECUTE FUNCTION switchyard.outbox_assign_seq();
 
 --
+-- Name: outbox outbox_destination_moved; Type: TRIGGER; Schema: switchyard; Owner: -
+--
+
+CREATE TRIGGER outbox_destination_moved BEFORE UPDATE OF destination ON switchyard.outbox FOR EACH ROW WHEN ((new.destination IS DISTINCT FROM old.destination)) EXECUTE FUNCTION switchyard.outbox_destination_moved();
+
+--
 -- Name: outbox_blocked_aggregates triage_blocked_aggregate_new; Type: TRIGGER; Schema: switchyard; Owner: -
 --
 
@@ -2249,13 +2301,6 @@ ALTER TABLE ONLY switchyard.outbox_attempts
 
 ALTER TABLE ONLY switchyard.outbox_blocked_aggregates
     ADD CONSTRAINT outbox_blocked_aggregates_dead_message_id_fkey FOREIGN KEY (dead_message_id) REFERENCES switchyard.outbox(id);
-
---
--- Name: outbox outbox_destination_fkey; Type: FK CONSTRAINT; Schema: switchyard; Owner: -
---
-
-ALTER TABLE ONLY switchyard.outbox
-    ADD CONSTRAINT outbox_destination_fkey FOREIGN KEY (destination) REFERENCES switchyard.destinations(name);
 
 --
 -- Name: outbox outbox_replay_of_fkey; Type: FK CONSTRAINT; Schema: switchyard; Owner: -

@@ -104,8 +104,11 @@ type settingChange[Row, Use any] struct {
 	// name is the row's; newName a rename's ("" for a delete). A config
 	// change is published for each.
 	name, newName string
-	// get reads and locks the row; usage reads what uses it.
+	// get reads and locks the row; lock, when set, then holds off what
+	// would start using it (a destination's enqueues); usage reads what
+	// uses it.
 	get   func(*queries.Queries, context.Context, string) (Row, error)
+	lock  func(*queries.Queries, context.Context, string) error
 	usage func(*queries.Queries, context.Context, string) (Use, error)
 	// refuse says why use refuses the change (nil: it does not); apply
 	// changes the row; detail is the audit row's detail, once applied.
@@ -128,6 +131,11 @@ func changeSetting[Row, Use any](ctx context.Context, s *Service, pool *pgxpool.
 		}
 		if err != nil {
 			return false, fmt.Errorf("read %s %s: %w", c.label, c.name, err)
+		}
+		if c.lock != nil {
+			if err := c.lock(q, ctx, c.name); err != nil {
+				return false, fmt.Errorf("hold off new uses of %s %s: %w", c.label, c.name, err)
+			}
 		}
 		use, err := c.usage(q, ctx, c.name)
 		if err != nil {
@@ -174,13 +182,16 @@ func article(label string) string {
 	return "A " + label
 }
 
-// destinationChange is a rename or delete of destination name. The row's
-// lock waits for the enqueues in progress and holds off new ones (their
-// foreign key check shares it) until the commit.
+// destinationChange is a rename or delete of destination name. Its lock
+// (migration 00022) waits for the enqueues to name in progress and holds
+// off new ones until the commit, so that the usage it counts is all there
+// is: an enqueue held off finds the destination gone (or renamed) and is
+// refused; none is left naming a destination that no longer exists.
 func (s *Service) destinationChange(action, name string) settingChange[queries.SwitchyardDestination, queries.DestinationUsageRow] {
 	return settingChange[queries.SwitchyardDestination, queries.DestinationUsageRow]{
 		action: action, kind: "destination", label: "destination", name: name,
-		get: (*queries.Queries).DestinationGetForUpdate, usage: (*queries.Queries).DestinationUsage,
+		get: (*queries.Queries).DestinationGetForUpdate, lock: (*queries.Queries).DestinationLockEnqueues,
+		usage:  (*queries.Queries).DestinationUsage,
 		reload: s.destinationsChanged,
 	}
 }
@@ -249,9 +260,6 @@ func (s *Service) DestinationDelete(ctx context.Context, pool *pgxpool.Pool, a A
 			return fmt.Errorf("delete the settled messages of %s: %w", in.Name, err)
 		}
 		if _, err := q.DestinationDelete(ctx, in.Name); err != nil {
-			if isForeignKeyViolation(err) { // a message restored or replayed meanwhile
-				return conflict(fmt.Sprintf("Destination %s got a message to deliver while it was being deleted: look at its messages and try again.", in.Name))
-			}
 			return fmt.Errorf("delete destination %s: %w", in.Name, err)
 		}
 		return nil
@@ -357,9 +365,4 @@ func count(n int64, what string) string {
 func isUniqueViolation(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "23505"
-}
-
-func isForeignKeyViolation(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23503"
 }

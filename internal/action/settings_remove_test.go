@@ -4,7 +4,11 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/action"
@@ -187,4 +191,131 @@ func TestSourceRenameAndDelete(t *testing.T) {
 	require.Zero(t, b.count(t, `SELECT count(*) FROM switchyard.inbox_sources`))
 	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM switchyard.inbox_events WHERE source = 'crm-hooks'`), "the dedupe record stays")
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM switchyard.audit_log WHERE action = 'inbox_source.delete' AND target = 'inbox source crm-hooks'`))
+}
+
+// TestDestinationDeleteWaitsForAnEnqueueInProgress: a message inserted
+// but not committed yet, in READ COMMITTED or REPEATABLE READ, makes the
+// delete wait until its transaction ends; the delete then counts it and is
+// refused. No message is left naming a destination that is gone.
+func TestDestinationDeleteWaitsForAnEnqueueInProgress(t *testing.T) {
+	t.Parallel()
+	for _, iso := range []pgx.TxIsoLevel{pgx.ReadCommitted, pgx.RepeatableRead} {
+		t.Run(string(iso), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			ctx := context.Background()
+			tx, err := b.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: iso})
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(ctx) }()
+			_, err = tx.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload) VALUES ('t', 'billing', '{}')`)
+			require.NoError(t, err)
+
+			deleted := make(chan error, 1)
+			go func() {
+				_, err := b.svc.DestinationDelete(ctx, b.pool, b.admin, action.DeleteInput{Name: "billing", Confirmed: true})
+				deleted <- err
+			}()
+			waitForALockWait(t, b.pool, deleted, "the delete did not wait for the enqueue in progress")
+			require.NoError(t, tx.Commit(ctx))
+
+			require.Contains(t, requireRefused(t, <-deleted, action.KindConflict).Message, "still has 1 pending message")
+			require.Equal(t, 1, b.count(t, `SELECT count(*) FROM switchyard.outbox o JOIN switchyard.destinations d ON d.name = o.destination`))
+		})
+	}
+}
+
+// TestEnqueueHeldOffByADestinationDeleteIsRefused: an enqueue that starts
+// while a delete of its destination is under way waits for the delete and,
+// once it has committed, fails as the foreign key failed it (23503), in
+// READ COMMITTED; in REPEATABLE READ, whose snapshot predates the delete,
+// with a serialization failure (40001) that such a transaction retries.
+func TestEnqueueHeldOffByADestinationDeleteIsRefused(t *testing.T) {
+	t.Parallel()
+	for iso, code := range map[pgx.TxIsoLevel]string{pgx.ReadCommitted: "23503", pgx.RepeatableRead: "40001"} {
+		t.Run(string(iso), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			ctx := context.Background()
+			b.message(t, "delivered") // its aggregate row is what pauses the delete below
+			_, err := b.pool.Exec(ctx, `INSERT INTO switchyard.outbox_aggregates (destination, aggregate_type, aggregate_id, last_seq)
+				VALUES ('billing', 'order', '1', 1)`)
+			require.NoError(t, err)
+
+			// The enqueue takes its snapshot before the delete starts.
+			enqueue, err := b.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: iso})
+			require.NoError(t, err)
+			defer func() { _ = enqueue.Rollback(ctx) }()
+			require.Equal(t, 1, countIn(t, enqueue, `SELECT count(*) FROM switchyard.destinations`))
+
+			// A row lock on the destination's aggregate stops the delete
+			// at its last statement, after it has taken every lock of its own.
+			pause, err := b.pool.Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = pause.Rollback(ctx) }()
+			_, err = pause.Exec(ctx, `SELECT FROM switchyard.outbox_aggregates WHERE destination = 'billing' FOR UPDATE`)
+			require.NoError(t, err)
+			deleted := make(chan error, 1)
+			go func() {
+				_, err := b.svc.DestinationDelete(ctx, b.pool, b.admin, action.DeleteInput{Name: "billing", Confirmed: true})
+				deleted <- err
+			}()
+			waitForALockWait(t, b.pool, deleted, "the delete was not paused")
+
+			inserted := make(chan error, 1)
+			go func() {
+				_, err := enqueue.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload) VALUES ('t', 'billing', '{}')`)
+				inserted <- err
+			}()
+			waitForLockWaits(t, b.pool, 2, inserted, "the enqueue did not wait for the delete")
+			require.NoError(t, pause.Rollback(ctx))
+			require.NoError(t, <-deleted)
+
+			var pgErr *pgconn.PgError
+			require.ErrorAs(t, <-inserted, &pgErr)
+			require.Equal(t, code, pgErr.Code, pgErr.Message)
+			require.NoError(t, enqueue.Rollback(ctx))
+			require.Zero(t, b.count(t, `SELECT count(*) FROM switchyard.outbox`))
+			require.Zero(t, b.count(t, `SELECT count(*) FROM switchyard.destinations`))
+		})
+	}
+}
+
+func countIn(t *testing.T, tx pgx.Tx, sql string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, tx.QueryRow(context.Background(), sql).Scan(&n))
+	return n
+}
+
+// waitForALockWait returns once a backend of the test's database waits
+// for a lock; it fails with why when done reports first.
+func waitForALockWait(t *testing.T, pool *pgxpool.Pool, done <-chan error, why string) {
+	t.Helper()
+	waitForLockWaits(t, pool, 1, done, why)
+}
+
+// waitForLockWaits returns once n backends of the test's database wait
+// for a lock; it fails with why when done reports first (the statement
+// it runs returned without waiting) or after 30 s.
+func waitForLockWaits(t *testing.T, pool *pgxpool.Pool, n int, done <-chan error, why string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var waiting int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
+		if waiting >= n {
+			return
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("%s (it returned %v)", why, err)
+		case <-ctx.Done():
+			t.Fatalf("%s within 30 s", why)
+		case <-tick.C:
+		}
+	}
 }

@@ -290,8 +290,9 @@ func jsonOf(name, value string) string {
 func hostileFixtures(t *testing.T, b accessBundle) (message, event int64) {
 	t.Helper()
 	ctx := context.Background()
+	_, err := b.pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind) VALUES ('d', 'function')`)
+	require.NoError(t, err)
 	require.NoError(t, b.pool.QueryRow(ctx, `
-		WITH d AS (INSERT INTO switchyard.destinations (name, kind) VALUES ('d', 'function'))
 		INSERT INTO switchyard.outbox (topic, destination, payload) VALUES ('t', 'd', '{}') RETURNING id`).Scan(&message))
 	require.NoError(t, b.pool.QueryRow(ctx, `INSERT INTO switchyard.inbox_events (source, event_id, payload, headers, status)
 		VALUES ('shop', 'e1', '{}', '{}', 'processed') RETURNING id`).Scan(&event))

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 )
 
@@ -70,6 +71,49 @@ func TestEnqueueRejectsInvalidMessagesAndKeepsTheTransactionUsable(t *testing.T)
 		})
 	}
 	require.Equal(t, 5, countWhere(t, pool, "true"), "only the valid messages enqueued after each failure")
+}
+
+// A message written by hand (SQL, not Enqueue) to a destination that does
+// not exist is refused with the foreign key's error, in every isolation
+// level and through COPY, and so is an UPDATE that moves a message to one;
+// a move to a destination that exists is not (migration 00022).
+func TestHandWrittenSQLCannotNameAnUnknownDestination(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "billing", "crm")
+	requireUnknown := func(t *testing.T, err error) {
+		t.Helper()
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr)
+		require.Equal(t, "23503", pgErr.Code)
+		require.Equal(t, `destination "nowhere" does not exist`, pgErr.Message)
+	}
+	for _, iso := range []pgx.TxIsoLevel{pgx.ReadCommitted, pgx.RepeatableRead, pgx.Serializable} {
+		t.Run(string(iso), func(t *testing.T) {
+			err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: iso}, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, aggregate_id, payload) VALUES ('t', 'nowhere', 'a', '{}')`)
+				return err
+			})
+			requireUnknown(t, err)
+			err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: iso}, func(tx pgx.Tx) error {
+				_, err := tx.CopyFrom(ctx, pgx.Identifier{"switchyard", "outbox"}, []string{"topic", "destination", "payload"},
+					pgx.CopyFromRows([][]any{{"t", "billing", "{}"}, {"t", "nowhere", "{}"}}))
+				return err
+			})
+			requireUnknown(t, err)
+		})
+	}
+	require.Zero(t, countWhere(t, pool, "true"))
+	var numbered int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM switchyard.outbox_aggregates`).Scan(&numbered))
+	require.Zero(t, numbered, "nothing numbered for a refused message")
+
+	enqueue(t, pool, Message{Topic: "t", Destination: "billing", Payload: []byte(`{}`)})
+	_, err := pool.Exec(ctx, `UPDATE switchyard.outbox SET destination = 'nowhere'`)
+	requireUnknown(t, err)
+	_, err = pool.Exec(ctx, `UPDATE switchyard.outbox SET destination = 'crm'`)
+	require.NoError(t, err)
+	require.Equal(t, 1, countWhere(t, pool, "destination = 'crm'"))
 }
 
 // Large batches go through COPY; the trigger still numbers each aggregate.

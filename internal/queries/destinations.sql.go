@@ -235,6 +235,18 @@ func (q *Queries) DestinationListKnown(ctx context.Context, names []string) ([]s
 	return items, nil
 }
 
+const destinationLockEnqueues = `-- name: DestinationLockEnqueues :exec
+SELECT switchyard.destination_lock_enqueues($1::text)
+`
+
+// DestinationLockEnqueues waits for the enqueues to destination name in
+// progress and holds off new ones until this transaction ends (00022):
+// taken before a removal or rename counts the destination's messages.
+func (q *Queries) DestinationLockEnqueues(ctx context.Context, name string) error {
+	_, err := q.db.Exec(ctx, destinationLockEnqueues, name)
+	return err
+}
+
 const destinationRename = `-- name: DestinationRename :execrows
 UPDATE switchyard.destinations SET name = $1, updated_at = now() WHERE name = $2
 `

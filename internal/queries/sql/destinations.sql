@@ -96,3 +96,9 @@ WITH aggregates AS (
     DELETE FROM switchyard.outbox_aggregates WHERE destination = @name
 )
 DELETE FROM switchyard.destinations WHERE name = @name;
+
+-- name: DestinationLockEnqueues :exec
+-- DestinationLockEnqueues waits for the enqueues to destination name in
+-- progress and holds off new ones until this transaction ends (00022):
+-- taken before a removal or rename counts the destination's messages.
+SELECT switchyard.destination_lock_enqueues(@name::text);
