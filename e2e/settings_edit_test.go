@@ -85,9 +85,21 @@ func TestSettingsEditDestinationAndSourceWithTestEvents(t *testing.T) {
 	// The test event goes through the outbox to the receiver; the panel
 	// follows it until delivered (the dispatcher rereads destinations
 	// every 10 s).
+	// Each refresh merges into the panel (idiomorph): the message link
+	// held before it is the one after it, so a click or focus on it
+	// survives.
 	require.NoError(t, page.GetByTestId("send-test").Click())
+	link, err := page.GetByTestId("test-status").Locator("a").EvaluateHandle("e => e", nil)
+	require.NoError(t, err)
+	_, err = page.GetByTestId("test-live").Evaluate("e => { window.testLiveSwaps = 0; e.addEventListener('htmx:afterSettle', () => window.testLiveSwaps++); }", nil)
+	require.NoError(t, err)
 	require.NoError(t, expect.Locator(page.GetByTestId("test-state")).ToHaveText("delivered", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(30000)}))
 	require.GreaterOrEqual(t, received.Load(), int64(1), "the receiver got a signed test delivery")
+	_, err = page.WaitForFunction("() => window.testLiveSwaps > 0", nil)
+	require.NoError(t, err)
+	connected, err := link.Evaluate("e => e.isConnected")
+	require.NoError(t, err)
+	require.Equal(t, true, connected, "the test panel's message link was replaced by a refresh")
 	screenshot(t, page, "settings-destination-tested-1400")
 
 	// A forward source to it, and its signed test event.

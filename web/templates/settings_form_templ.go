@@ -1283,7 +1283,7 @@ func DestinationTestPanel(r DestinationTestResult) templ.Component {
 				}
 				return nil
 			})
-			templ_7745c5c3_Err = LiveRegion(Live{Kinds: []string{"stats"}, Also: []string{"every 2s"}, Attrs: templ.Attributes{"hx-get": r.LiveURL, "hx-swap": "innerHTML", "data-testid": "test-live"}}).Render(templ.WithChildren(ctx, templ_7745c5c3_Var61), templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = LiveRegion(Live{Kinds: []string{"stats"}, Also: []string{"every 2s"}, Attrs: templ.Attributes{"hx-get": r.LiveURL, "hx-ext": "morph", "hx-swap": "morph:innerHTML", "hx-sync": "this:queue last", "data-testid": "test-live"}}).Render(templ.WithChildren(ctx, templ_7745c5c3_Var61), templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
