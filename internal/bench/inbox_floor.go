@@ -18,14 +18,18 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/switchyard/switchyard/internal/inbox"
 	"github.com/switchyard/switchyard/internal/pgembed"
 )
 
-// inboxFloorScript is the floor's pgbench script: the inbox's essential SQL
-// per event (its comment says what it does and leaves out).
-//
-//go:embed inbox_floor.pgbench
-var inboxFloorScript []byte
+// The floor's pgbench scripts, one per handler: the inbox's essential SQL
+// per event (their comments say what they do and leave out).
+var (
+	//go:embed inbox_floor.pgbench
+	inboxFloorScript []byte
+	//go:embed inbox_floor_forward.pgbench
+	inboxFloorForwardScript []byte
+)
 
 // inboxFloorMethod says, in the JSON line, how the side by side measures.
 const inboxFloorMethod = "one database on one server; each round runs the inbox bench and the floor once, " +
@@ -33,7 +37,8 @@ const inboxFloorMethod = "one database on one server; each round runs the inbox 
 	"tables are emptied and a CHECKPOINT is asked for, so that every run starts from the same state. " +
 	"Inbox: `console bench inbox` (signed HTTP requests from the senders to the receiver, in this process), " +
 	"events_per_sec = requests / wall time, connections opened before the clock. Floor: pgbench -M prepared " +
-	"with as many clients, the script internal/bench/inbox_floor.pgbench (a transaction per event: the claim " +
+	"with as many clients, the script internal/bench/inbox_floor.pgbench (inbox_floor_forward.pgbench with " +
+	"--handler forward; a transaction per event: the claim " +
 	"with ON CONFLICT DO NOTHING, then the handler's one statement when the claim inserted), same event mix; " +
 	"events_per_sec is pgbench's tps without the initial connection time. Rates are medians of the rounds; " +
 	"ratio = the inbox's median / the floor's. CPU per 1,000 events: the client's (this process, senders and " +
@@ -84,6 +89,7 @@ func (s *inboxSeries) summarize() {
 // inboxFloorResult is the JSON line of `console bench inbox --floor`.
 // Fields without omitempty are the contract BENCHMARKS.md reads.
 type inboxFloorResult struct {
+	Handler           string        `json:"handler"`
 	InboxEventsPerSec float64       `json:"inbox_events_per_sec"` // median
 	FloorEventsPerSec float64       `json:"floor_events_per_sec"` // median
 	Ratio             float64       `json:"ratio"`                // inbox / floor
@@ -119,12 +125,16 @@ func benchInboxFloor(ctx context.Context, cfg Config, opts inboxBenchOptions, lo
 		return inboxFloorResult{}, err
 	}
 	defer floor.close()
-	cleanup, err := installDemo(ctx, env.target, logger)
+	install := installDemo
+	if opts.handler == inbox.HandlerForward {
+		install = installForward
+	}
+	cleanup, err := install(ctx, env.target, logger)
 	if err != nil {
 		return inboxFloorResult{}, err
 	}
 	defer cleanup()
-	r := inboxFloorResult{
+	r := inboxFloorResult{Handler: opts.handler,
 		Events: opts.events, DuplicateShare: opts.duplicates, Concurrency: opts.concurrency, Rounds: opts.rounds,
 		Inbox: &inboxSeries{}, Floor: &inboxSeries{}, Checkpoints: true, Pgbench: floor.version,
 		Method: inboxFloorMethod, Database: "created", CPUs: runtime.NumCPU(), LoadAverageStart: env.load,
@@ -197,8 +207,12 @@ func newInboxFloor(env *benchEnv, opts inboxBenchOptions) (*inboxFloor, error) {
 	if f.dir, err = os.MkdirTemp("", "switchyard-inbox-floor-"); err != nil {
 		return nil, err
 	}
+	script := inboxFloorScript
+	if opts.handler == inbox.HandlerForward {
+		script = inboxFloorForwardScript
+	}
 	f.script = filepath.Join(f.dir, "inbox_floor.pgbench")
-	if err := os.WriteFile(f.script, inboxFloorScript, 0o644); err != nil {
+	if err := os.WriteFile(f.script, script, 0o644); err != nil {
 		f.close()
 		return nil, err
 	}
@@ -257,6 +271,11 @@ func libpqConninfo(c pgconn.Config) (string, []string) {
 	sslmode := "disable"
 	if c.TLSConfig != nil {
 		sslmode = "require"
+		// pgx's default (no sslmode in the URL) is prefer: TLS first, then
+		// a fallback without it, which libpq's prefer also tries.
+		if slices.ContainsFunc(c.Fallbacks, func(f *pgconn.FallbackConfig) bool { return f.TLSConfig == nil }) {
+			sslmode = "prefer"
+		}
 	}
 	parts := []string{
 		"host=" + quote(c.Host), "port=" + strconv.Itoa(int(c.Port)), "dbname=" + quote(c.Database),
@@ -289,6 +308,11 @@ func (f *inboxFloor) runSide(ctx context.Context, side, source string, logger *s
 }
 
 func (f *inboxFloor) runInbox(ctx context.Context, source string, logger *slog.Logger) (inboxSide, error) {
+	if f.opts.handler == inbox.HandlerForward {
+		if err := addForwardSource(ctx, f.env.target, source); err != nil {
+			return inboxSide{}, err
+		}
+	}
 	res, err := inboxOnce(ctx, f.env, f.opts, source, logger)
 	if err != nil {
 		return inboxSide{}, err
@@ -314,7 +338,7 @@ func (f *inboxFloor) runFloor(ctx context.Context, source string) (inboxSide, er
 	args := []string{
 		"--no-vacuum", "--protocol=prepared", "--client=" + strconv.Itoa(clients),
 		"--jobs=" + strconv.Itoa(max(1, min(runtime.NumCPU(), clients))), "--transactions=" + strconv.Itoa(perClient),
-		"--file=" + f.script, "--define=source=" + source, "--define=unique=0",
+		"--file=" + f.script, "--define=source=" + source, "--define=destination=" + f.env.target.forwardDestination(), "--define=unique=0",
 		"--define=dup_ppm=" + strconv.Itoa(int(f.opts.duplicates*1e6+0.5)), f.conninfo,
 	}
 	cmd := exec.CommandContext(ctx, f.pgbench, args...)
@@ -361,18 +385,27 @@ func (f *inboxFloor) runFloor(ctx context.Context, source string) (inboxSide, er
 	return run, nil
 }
 
-// checkFloor confirms the floor's effect: one customer per recorded event
-// (none applied twice, none lost), and returns how many were recorded.
+// checkFloor confirms the floor's effect: one customer (with --handler
+// forward: one message, linked to its event) per recorded event, none
+// applied twice, none lost; it returns how many were recorded.
 func (f *inboxFloor) checkFloor(ctx context.Context, source string) (int, error) {
-	var events, customers int
-	err := f.env.target.pool.QueryRow(ctx, `SELECT
-		(SELECT count(*) FROM switchyard.inbox_events WHERE source = $1),
-		(SELECT count(*) FROM switchyard_demo.customers WHERE external_id LIKE $1 || '-%')`, source).Scan(&events, &customers)
+	effect := `SELECT count(*) FROM switchyard_demo.customers WHERE external_id LIKE $1 || '-%'`
+	what := "customers"
+	if f.opts.handler == inbox.HandlerForward {
+		effect = `SELECT count(*) FROM switchyard.inbox_event_messages m
+			JOIN switchyard.inbox_events e ON e.id = m.inbox_event_id
+			JOIN switchyard.outbox o ON o.id = m.outbox_id AND o.aggregate_id = e.event_id
+			WHERE e.source = $1`
+		what = "messages linked to their events"
+	}
+	var events, effects int
+	err := f.env.target.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM switchyard.inbox_events WHERE source = $1), (`+effect+`)`,
+		source).Scan(&events, &effects)
 	if err != nil {
 		return 0, fmt.Errorf("check the floor: %w", err)
 	}
-	if events == 0 || events != customers {
-		return 0, fmt.Errorf("check the floor: %d events recorded, %d customers: want as many, and some", events, customers)
+	if events == 0 || events != effects {
+		return 0, fmt.Errorf("check the floor: %d events recorded, %d %s: want as many, and some", events, effects, what)
 	}
 	return events, nil
 }
@@ -394,7 +427,15 @@ func resetInboxTables(ctx context.Context, t *benchTarget, logger *slog.Logger) 
 	}
 	if _, err := t.pool.Exec(ctx, `TRUNCATE switchyard.inbox_events, switchyard.inbox_event_attempts,
 		switchyard.inbox_event_messages, switchyard.inbox_event_duplicates, switchyard.inbox_duplicates,
-		switchyard.inbox_entity_versions, switchyard_demo.customers`); err != nil {
+		switchyard.inbox_entity_versions,
+		switchyard.outbox, switchyard.outbox_attempts, switchyard.outbox_blocked_aggregates, switchyard.outbox_aggregates`); err != nil {
+		logger.Warn("empty the inbox's tables between runs", slog.Any("error", err))
+	}
+	// The demo's customers, where the customer-upsert handler writes (a
+	// forward bench has no demo schema).
+	if _, err := t.pool.Exec(ctx, `DO $$ BEGIN
+		IF to_regclass('switchyard_demo.customers') IS NOT NULL THEN TRUNCATE switchyard_demo.customers; END IF;
+	END $$`); err != nil {
 		logger.Warn("empty the inbox's tables between runs", slog.Any("error", err))
 	}
 	if _, err := t.pool.Exec(ctx, `CHECKPOINT`); err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -117,18 +118,73 @@ func TestBenchInboxForwardInPlace(t *testing.T) {
 	require.Equal(t, 500, res.Events)
 	require.Positive(t, res.Duplicates)
 	require.Positive(t, res.EventsPerSec)
+	requireForwardBenchRowsGone(t, url)
+}
 
+// requireForwardBenchRowsGone fails unless every row a forward bench
+// writes (its sources and destination, events and messages) is gone from
+// the database at url.
+func requireForwardBenchRowsGone(t *testing.T, url string) {
+	t.Helper()
 	pool, err := pgxpool.New(context.Background(), url)
 	require.NoError(t, err)
 	defer pool.Close()
 	var left int
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT
 		(SELECT count(*) FROM switchyard.inbox_events) + (SELECT count(*) FROM switchyard.inbox_duplicates) +
+		(SELECT count(*) FROM switchyard.inbox_event_duplicates) +
 		(SELECT count(*) FROM switchyard.inbox_event_messages) + (SELECT count(*) FROM switchyard.inbox_sources) +
 		(SELECT count(*) FROM switchyard.outbox) + (SELECT count(*) FROM switchyard.outbox_aggregates) +
 		(SELECT count(*) FROM switchyard.destinations) +
 		(SELECT count(*) FROM pg_namespace WHERE nspname = 'switchyard_demo')`).Scan(&left))
-	require.Zero(t, left, "the bench removed its source, destination, events and messages")
+	require.Zero(t, left, "the bench removed its sources, destination, events and messages")
+}
+
+// With --floor --handler forward, the floor is the claim and the forward
+// handler's one statement (inbox_floor_forward.pgbench): both sides'
+// effects are checked (one message per recorded event, linked to it), the
+// medians and ratio printed, and in place no row is left behind.
+func TestBenchInboxForwardFloorInPlace(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewURL(t)
+	cfg := Config{Database: postgres.Config{URL: url}}
+	var out bytes.Buffer
+	err := Run(context.Background(), cfg, []string{"inbox", "--floor", "--handler", "forward", "--rounds", "2", "--events", "400", "--concurrency", "4"},
+		slog.New(slog.NewTextHandler(t.Output(), nil)), &out)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var res inboxFloorResult
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &res), "the last line is one JSON object")
+	require.Equal(t, "forward", res.Handler)
+	require.Len(t, res.Inbox.Runs, 2)
+	require.Len(t, res.Floor.Runs, 2)
+	for _, run := range res.Floor.Runs {
+		require.Equal(t, 400, run.Events)
+		require.Positive(t, run.Duplicates, "a tenth of the floor's events repeat an earlier one")
+		require.Less(t, run.Duplicates, 200)
+	}
+	require.Positive(t, res.Ratio)
+	requireForwardBenchRowsGone(t, url)
+}
+
+// The forward floor's check can fail: an event recorded without its
+// message is found.
+func TestBenchInboxForwardFloorCheckFindsAMissingMessage(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewURL(t)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	defer pool.Close()
+	target := &benchTarget{pool: pool, suffix: "check"}
+	cleanup, err := installForward(ctx, target, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer cleanup()
+	_, err = pool.Exec(ctx, `INSERT INTO switchyard.inbox_events (source, event_id, payload, status) VALUES ('floor-1', 'e1', '{}', 'processed')`)
+	require.NoError(t, err)
+	f := &inboxFloor{env: &benchEnv{target: target}, opts: inboxBenchOptions{handler: "forward"}}
+	_, err = f.checkFloor(ctx, "floor-1")
+	require.ErrorContains(t, err, "1 events recorded, 0 messages linked to their events")
 }
 
 // The forward check can fail: a message missing for one event is found.
@@ -145,7 +201,7 @@ func TestBenchInboxForwardCheckFindsAMissingMessage(t *testing.T) {
 	defer cleanup()
 	_, err = pool.Exec(ctx, `INSERT INTO switchyard.inbox_events (source, event_id, payload, status) VALUES ($1, 'e1', '{}', 'processed')`, target.inboxSource())
 	require.NoError(t, err)
-	run := &inboxBenchRun{opts: inboxBenchOptions{handler: "forward"}, target: target, unique: 1}
+	run := &inboxBenchRun{opts: inboxBenchOptions{handler: "forward"}, target: target, source: target.inboxSource(), unique: 1}
 	require.ErrorContains(t, run.check(ctx), "1 events processed, 0 messages")
 }
 
@@ -159,7 +215,6 @@ func TestBenchInboxRejectsBadArguments(t *testing.T) {
 		{"inbox", "--floor", "--rounds", "0"},
 		{"inbox", "--floor", "--cpuprofile", "x.prof"},
 		{"inbox", "--handler", "sql"},
-		{"inbox", "--floor", "--handler", "forward"},
 	} {
 		cfg := Config{Database: postgres.Config{URL: "postgres://127.0.0.1:1/none"}}
 		err := Run(context.Background(), cfg, args, slog.New(slog.DiscardHandler), io.Discard)
@@ -170,4 +225,23 @@ func TestBenchInboxRejectsBadArguments(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, Run(context.Background(), cfg, []string{"inbox", "-h"}, slog.New(slog.DiscardHandler), &out))
 	require.Contains(t, out.String(), "-duplicates")
+}
+
+// pgbench is given the server's TLS mode as libpq spells it: pgx's
+// default (no sslmode in DATABASE_URL) is prefer, which a server without
+// TLS answers; require would refuse it.
+func TestFloorConninfoKeepsTheTLSMode(t *testing.T) {
+	t.Parallel()
+	for url, want := range map[string]string{
+		"postgres://u@127.0.0.1:5432/db":                     "sslmode=prefer",
+		"postgres://u@127.0.0.1:5432/db?sslmode=prefer":      "sslmode=prefer",
+		"postgres://u@127.0.0.1:5432/db?sslmode=disable":     "sslmode=disable",
+		"postgres://u@127.0.0.1:5432/db?sslmode=require":     "sslmode=require",
+		"postgres://u:p@127.0.0.1:5432/db?sslmode=verify-ca": "sslmode=require",
+	} {
+		c, err := pgconn.ParseConfig(url)
+		require.NoError(t, err)
+		conninfo, _ := libpqConninfo(*c)
+		require.Contains(t, conninfo, " "+want+" ", url)
+	}
 }

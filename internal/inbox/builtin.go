@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/internal/outbox"
 	"github.com/switchyard/switchyard/internal/queries"
@@ -60,11 +61,7 @@ func builtin(row queries.SwitchyardInboxSource) (Registration, bool, error) {
 	return Registration{}, false, nil
 }
 
-// forwardRegistration enqueues every event to destination. Its topic is the
-// payload's "type" when that is a non-empty string (the Standard Webhooks
-// payload convention), else the source's name; its aggregate, when
-// entityField is set, is (source, the entity's id), which orders one
-// entity's messages.
+// forwardRegistration enqueues every event to destination (forwardSpec).
 func forwardRegistration(source, destination, entityField string) (Registration, error) {
 	switch {
 	case destination == "":
@@ -72,24 +69,75 @@ func forwardRegistration(source, destination, entityField string) (Registration,
 	case entityField != "" && !entityFieldPath.MatchString(entityField):
 		return Registration{}, fmt.Errorf("handler forward: entity_field %q is not a dotted path of field names", entityField)
 	}
+	spec := &forwardSpec{source: source, destination: destination, entityField: entityField}
 	handle := func(ctx context.Context, tx pgx.Tx, ev Event) error {
-		topic, entity, err := forwardFields(ev.Payload, entityField)
+		msg, err := spec.message(ev)
 		if err != nil {
 			return err
 		}
-		msg := outbox.Message{
-			Topic: topic, Destination: destination, Payload: ev.Payload,
-			Headers: map[string]string{ForwardHeaderSource: ev.Source, ForwardHeaderEventID: ev.ID},
-		}
-		if topic == "" {
-			msg.Topic = source
-		}
-		if entity != "" {
-			msg.AggregateType, msg.AggregateID = "inbox:"+source, entity
-		}
 		return forward(ctx, tx, ev.row, msg)
 	}
-	return Registration{Handle: handle}, nil
+	return Registration{Handle: handle, forward: spec}, nil
+}
+
+// forwardSpec is a forward source's handler: every event enqueued to
+// destination. Its topic is the payload's "type" when that is a non-empty
+// string (the Standard Webhooks payload convention), else the source's
+// name; its aggregate, when entityField is set, is (source, the entity's
+// id), which orders one entity's messages.
+type forwardSpec struct {
+	source, destination, entityField string
+}
+
+// message is the outbox message that forwards ev.
+func (f *forwardSpec) message(ev Event) (outbox.Message, error) {
+	topic, entity, err := forwardFields(ev.Payload, f.entityField)
+	if err != nil {
+		return outbox.Message{}, err
+	}
+	msg := outbox.Message{
+		Topic: topic, Destination: f.destination, Payload: ev.Payload,
+		Headers: map[string]string{ForwardHeaderSource: ev.Source, ForwardHeaderEventID: ev.ID},
+	}
+	if topic == "" {
+		msg.Topic = f.source
+	}
+	if entity != "" {
+		msg.AggregateType, msg.AggregateID = "inbox:"+f.source, entity
+	}
+	return msg, nil
+}
+
+// receiveOnce receives ev, an event without an entity version, in one
+// statement (InboxEventForwardOnce): the claim, the message and its link,
+// or the duplicate's count, in the statement's own transaction. ok is
+// false when it could not tell: the payload has no entity id where the
+// source orders by one, the destination does not exist, or the statement
+// failed (and wrote nothing; one whose answer was lost may have committed,
+// and the general path then finds the event recorded: a duplicate). The
+// general path then runs the event as for any handler, and records or
+// answers what it finds.
+func (f *forwardSpec) receiveOnce(ctx context.Context, pool *pgxpool.Pool, ev Event, headers []byte) (res Result, ok bool) {
+	msg, err := f.message(ev)
+	if err != nil {
+		return Result{}, false
+	}
+	p, err := outbox.Prepare(msg)
+	if err != nil {
+		return Result{}, false
+	}
+	row, err := queries.New(pool).InboxEventForwardOnce(ctx, queries.InboxEventForwardOnceParams{
+		Destination: p.Destination, Source: ev.Source, EventID: ev.ID, EventHeaders: headers, EventPayload: ev.Payload,
+		Slot: slot(ev.ID), MessageID: p.MessageID, Topic: p.Topic, AggregateType: p.AggregateType, AggregateID: p.AggregateID,
+		Payload: p.Payload, Headers: p.Headers, MaxAttempts: p.MaxAttempts,
+	})
+	switch {
+	case err != nil || !row.DestinationKnown:
+		return Result{}, false
+	case row.EventRow == 0:
+		return Result{Outcome: OutcomeDuplicate}, true
+	}
+	return Result{Outcome: OutcomeProcessed}, true
 }
 
 // forward enqueues msg and links it to event row (0: no link) in one

@@ -325,60 +325,88 @@ func TestForwardLinksItsMessageAndRecordsDuplicates(t *testing.T) {
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM switchyard.outbox`), "the message stays")
 }
 
-// A new event through 'forward' costs what one through a Go handler with
-// one statement costs: the claim's batch (with its BEGIN), one statement
-// that looks the destination up, inserts the message and links it to the
-// event, and the commit; a duplicate costs the batch and the commit. The
-// message is linked and ordered as before, and a destination that does
-// not exist is still refused as transient, with nothing written.
+// A new event through a forward source costs one statement, run on its
+// own: the claim, the message and its link, in the statement's implicit
+// transaction (receiveOnce); a duplicate costs one statement too. Through
+// the general path (Receive with the handler alone, as for an event with
+// an entity version) it costs what one through a Go handler with one
+// statement costs: the claim's batch (with its BEGIN), one statement that
+// looks the destination up, inserts the message and links it, and the
+// commit. Either way the message is linked and ordered, and a destination
+// that does not exist is refused as transient, with nothing written.
 func TestForwardSendsOneStatementPerEvent(t *testing.T) {
 	t.Parallel()
 	pool := setup(t)
 	exec(t, pool, `INSERT INTO switchyard.destinations (name, kind) VALUES ('crm-service', 'function')`)
-	orderedReg, err := forwardRegistration("test", "crm-service", "customer_id")
+	ordered, err := forwardRegistration("test", "crm-service", "customer_id")
 	require.NoError(t, err)
-	unorderedReg, err := forwardRegistration("test", "crm-service", "")
+	unordered, err := forwardRegistration("test", "crm-service", "")
 	require.NoError(t, err)
-	missingReg, err := forwardRegistration("test", "later", "")
+	missing, err := forwardRegistration("test", "later", "")
 	require.NoError(t, err)
-	ordered, unordered, missing := orderedReg.Handle, unorderedReg.Handle, missingReg.Handle
 	traced, sent := tracedPool(t, pool)
 	ctx := context.Background()
-	forwarded := func(id string, h Handler) {
-		t.Helper()
+	forwardEvent := func(id string) Event {
 		ev := event(id)
 		ev.Payload = fmt.Appendf(nil, `{"type":"customer.updated","customer_id":"cus_1","event":%q}`, id)
-		res, err := Receive(ctx, traced, ev, h)
+		return ev
+	}
+	inOne := func(id string, reg Registration) {
+		t.Helper()
+		res, err := receive(ctx, traced, forwardEvent(id), reg)
 		require.NoError(t, err, id)
 		require.Equal(t, OutcomeProcessed, res.Outcome, id)
 		got := sent.take()
-		require.Len(t, got, 3, "%s: the claim's batch, one statement, the commit: %q", id, got)
-		require.Equal(t, "batch", got[0], id)
-		require.Contains(t, got[1], "INSERT INTO switchyard.inbox_event_messages", id)
-		require.Equal(t, "commit", got[2], id)
+		require.Len(t, got, 1, "%s: one statement: %q", id, got)
+		require.Contains(t, got[0], "INSERT INTO switchyard.inbox_event_messages", id)
 	}
-	forwarded("evt_1", ordered)
-	forwarded("evt_2", ordered)
-	forwarded("evt_3", unordered)
+	inOne("evt_1", ordered)
+	inOne("evt_2", ordered)
+	inOne("evt_3", unordered)
 
-	_, err = Receive(ctx, traced, event("evt_1"), ordered)
+	res, err := receive(ctx, traced, forwardEvent("evt_1"), ordered)
+	require.NoError(t, err)
+	require.Equal(t, OutcomeDuplicate, res.Outcome)
+	require.Len(t, sent.take(), 1, "a duplicate: one statement")
+	require.Equal(t, 1, count(t, pool, `SELECT coalesce(sum(count), 0)::int FROM switchyard.inbox_duplicates WHERE source = 'test'`))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM switchyard.inbox_event_duplicates WHERE event_id = 'evt_1'`))
+
+	// The general path.
+	res, err = Receive(ctx, traced, forwardEvent("evt_5"), ordered.Handle)
+	require.NoError(t, err)
+	require.Equal(t, OutcomeProcessed, res.Outcome)
+	got := sent.take()
+	require.Len(t, got, 3, "the claim's batch, one statement, the commit: %q", got)
+	require.Equal(t, "batch", got[0])
+	require.Contains(t, got[1], "INSERT INTO switchyard.inbox_event_messages")
+	require.Equal(t, "commit", got[2])
+	_, err = Receive(ctx, traced, forwardEvent("evt_5"), ordered.Handle)
 	require.NoError(t, err)
 	require.Equal(t, []string{"batch", "commit"}, sent.take(), "a duplicate")
 
-	_, err = Receive(ctx, traced, event("evt_4"), missing)
-	require.ErrorIs(t, err, ErrTransient)
-	require.ErrorIs(t, err, outbox.ErrUnknownDestination)
-	require.ErrorContains(t, err, `unknown destination "later"`)
-	require.Len(t, sent.take(), 3, "the claim's batch, the statement, the rollback")
+	for name, receiveMissing := range map[string]func() error{
+		"one statement": func() error { _, err := receive(ctx, traced, event("evt_4"), missing); return err },
+		"general path":  func() error { _, err := Receive(ctx, traced, event("evt_4"), missing.Handle); return err },
+	} {
+		err := receiveMissing()
+		require.ErrorIs(t, err, ErrTransient, name)
+		require.ErrorIs(t, err, outbox.ErrUnknownDestination, name)
+		require.ErrorContains(t, err, `unknown destination "later"`, name)
+	}
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM switchyard.inbox_events WHERE event_id = 'evt_4'`), "nothing recorded")
 
-	require.Equal(t, 3, count(t, pool, `SELECT count(*) FROM switchyard.outbox`))
-	require.Equal(t, 3, count(t, pool, `SELECT count(*) FROM switchyard.inbox_event_messages m
+	require.Equal(t, 4, count(t, pool, `SELECT count(*) FROM switchyard.outbox`))
+	require.Equal(t, 4, count(t, pool, `SELECT count(*) FROM switchyard.inbox_event_messages m
 		JOIN switchyard.inbox_events e ON e.id = m.inbox_event_id
 		JOIN switchyard.outbox o ON o.id = m.outbox_id AND o.payload->>'event' = e.event_id`), "each message linked to its own event")
-	require.Equal(t, 2, count(t, pool, `SELECT count(*) FROM switchyard.outbox
+	require.Equal(t, 4, count(t, pool, `SELECT count(*) FROM switchyard.outbox
+		WHERE headers->>'Switchyard-Inbox-Source' = 'test' AND headers->>'Switchyard-Inbox-Event-Id' = payload->>'event'
+		AND topic = 'customer.updated'`), "each message names its event and topic")
+	require.Equal(t, 3, count(t, pool, `SELECT count(*) FROM switchyard.outbox
 		WHERE aggregate_type = 'inbox:test' AND aggregate_id = 'cus_1' AND aggregate_seq IS NOT NULL`), "the ordered ones in their aggregate")
-	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM switchyard.outbox
-		WHERE payload->>'event' = 'evt_1' AND aggregate_seq < (SELECT aggregate_seq FROM switchyard.outbox WHERE payload->>'event' = 'evt_2')`),
-		"in the order their events were recorded")
+	require.Equal(t, 3, count(t, pool, `SELECT count(*) FROM switchyard.outbox
+		WHERE aggregate_id = 'cus_1' AND aggregate_seq = (SELECT count(*) FROM switchyard.outbox p
+			WHERE p.aggregate_id = 'cus_1' AND p.id <= outbox.id)`), "in the order their events were recorded")
+	require.Equal(t, 4, count(t, pool, `SELECT count(*) FROM switchyard.inbox_events WHERE status = 'processed' AND processed_at IS NOT NULL
+		AND headers::text <> '' AND payload->>'event' = event_id`), "every event recorded with its payload")
 }

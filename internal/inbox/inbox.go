@@ -232,11 +232,22 @@ type Result struct {
 // (its failure recorded), and any other error when the database failed (the
 // event's fate is then whatever committed: a retry is safe).
 func Receive(ctx context.Context, pool *pgxpool.Pool, ev Event, h Handler) (Result, error) {
+	return receive(ctx, pool, ev, Registration{Handle: h})
+}
+
+// receive is Receive with reg's handler: the built-in forward's receives
+// an event without an entity version in one statement, when it can.
+func receive(ctx context.Context, pool *pgxpool.Pool, ev Event, reg Registration) (Result, error) {
 	if err := ev.validate(); err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	headers := headersJSON(ev.Headers)
-	res, err := receiveTx(ctx, pool, ev, headers, h)
+	if reg.forward != nil && ev.EntityKey == "" {
+		if res, ok := reg.forward.receiveOnce(ctx, pool, ev, headers); ok {
+			return res, nil
+		}
+	}
+	res, err := receiveTx(ctx, pool, ev, headers, reg.Handle)
 	if err == nil {
 		return res, nil
 	}

@@ -39,6 +39,9 @@ type Registration struct {
 	// for out-of-order resolution; key "" means none. An error makes the
 	// event malformed. Nil: events of this handler are unordered.
 	Entity func(payload []byte) (key string, version int64, err error)
+	// forward, for the built-in forward handler, receives an event in one
+	// statement (forwardSpec.receiveOnce).
+	forward *forwardSpec
 }
 
 // Registry maps handler names (switchyard.inbox_sources.handler) to Go
@@ -181,7 +184,7 @@ func (r *Receiver) Accept(ctx context.Context, source string, headers http.Heade
 	if err != nil {
 		return Result{}, err
 	}
-	res, err := Receive(ctx, r.cfg.Pool, ev, reg.Handle)
+	res, err := receive(ctx, r.cfg.Pool, ev, reg)
 	if err == nil || errors.Is(err, ErrHandler) {
 		r.cfg.Metrics.count(source, res)
 	}

@@ -12,6 +12,87 @@ import (
 	"github.com/google/uuid"
 )
 
+const inboxEventForwardOnce = `-- name: InboxEventForwardOnce :one
+WITH destination AS (
+    SELECT d.name FROM switchyard.destinations d WHERE d.name = $1::text
+), claimed AS (
+    INSERT INTO switchyard.inbox_events (source, event_id, headers, payload, entity_key, status, processed_at)
+    SELECT $2::text, $3::text, $4::json, $5::json, '', 'processed', now()
+    FROM destination
+    ON CONFLICT (source, event_id) DO UPDATE SET status = 'processed', processed_at = now()
+        WHERE inbox_events.status = 'failed'
+    RETURNING id
+), duplicate AS (
+    INSERT INTO switchyard.inbox_duplicates AS d (source, slot, count)
+    SELECT $2::text, $6::smallint, 1 FROM destination WHERE NOT EXISTS (SELECT 1 FROM claimed)
+    ON CONFLICT (source, slot) DO UPDATE SET count = d.count + 1, updated_at = now()
+), duplicate_delivery AS (
+    INSERT INTO switchyard.inbox_event_duplicates (source, event_id)
+    SELECT $2::text, $3::text FROM destination WHERE NOT EXISTS (SELECT 1 FROM claimed)
+), message AS (
+    INSERT INTO switchyard.outbox (message_id, topic, destination, aggregate_type, aggregate_id, payload, headers, max_attempts)
+    SELECT $7::uuid, $8::text, d.name, $9::text, $10::text, $11::json, $12::json,
+        $13::integer
+    FROM destination d, claimed
+    RETURNING id
+), link AS (
+    INSERT INTO switchyard.inbox_event_messages (inbox_event_id, outbox_id)
+    SELECT c.id, m.id FROM claimed c, message m
+)
+SELECT EXISTS (SELECT 1 FROM destination) AS destination_known, coalesce((SELECT id FROM claimed), 0)::bigint AS event_row
+`
+
+type InboxEventForwardOnceParams struct {
+	Destination   string
+	Source        string
+	EventID       string
+	EventHeaders  []byte
+	EventPayload  []byte
+	Slot          int16
+	MessageID     uuid.UUID
+	Topic         string
+	AggregateType string
+	AggregateID   string
+	Payload       []byte
+	Headers       []byte
+	MaxAttempts   *int32
+}
+
+type InboxEventForwardOnceRow struct {
+	DestinationKnown bool
+	EventRow         int64
+}
+
+// InboxEventForwardOnce receives an event of a forward source (one without
+// an entity version) in one statement, run on its own (its implicit
+// transaction is the event's): InboxEventClaim and InboxEventMessageForward
+// above, fused, where the general path takes three round trips (the claim
+// with its BEGIN, the forward, the COMMIT). Nothing is written when the
+// destination does not exist (destination_known false: the general path
+// then says whether the event is a duplicate or what to answer). Else
+// event_row is the recorded event's id, its message enqueued and linked
+// to it; or 0 for a duplicate, counted as InboxEventClaim counts one.
+func (q *Queries) InboxEventForwardOnce(ctx context.Context, arg InboxEventForwardOnceParams) (InboxEventForwardOnceRow, error) {
+	row := q.db.QueryRow(ctx, inboxEventForwardOnce,
+		arg.Destination,
+		arg.Source,
+		arg.EventID,
+		arg.EventHeaders,
+		arg.EventPayload,
+		arg.Slot,
+		arg.MessageID,
+		arg.Topic,
+		arg.AggregateType,
+		arg.AggregateID,
+		arg.Payload,
+		arg.Headers,
+		arg.MaxAttempts,
+	)
+	var i InboxEventForwardOnceRow
+	err := row.Scan(&i.DestinationKnown, &i.EventRow)
+	return i, err
+}
+
 const inboxEventMessageForward = `-- name: InboxEventMessageForward :one
 WITH destination AS (
     SELECT d.name FROM switchyard.destinations d WHERE d.name = $1::text
