@@ -93,8 +93,8 @@ bench-peers: ## River and Switchyard drain the same no-op messages on one server
 
 # The floor is pgbench, found beside the server binaries (postgresql-15).
 .PHONY: bench-inbox-floor
-bench-inbox-floor: ## the inbox bench and its pgbench floor by turns on one server, medians and ratio (EVENTS=50000; DATABASE_URL or the embedded server)
-	$(GO) run ./cmd/console bench inbox --floor --events $(or $(EVENTS),50000) --rounds $(or $(ROUNDS),3)
+bench-inbox-floor: ## the inbox bench and its pgbench floor by turns on one server, medians and ratio (EVENTS=50000, HANDLER=customer-upsert or forward; DATABASE_URL or the embedded server)
+	$(GO) run ./cmd/console bench inbox --floor --events $(or $(EVENTS),50000) --rounds $(or $(ROUNDS),3) --handler $(or $(HANDLER),customer-upsert)
 
 .PHONY: vendor-assets
 vendor-assets: ## re-download the pinned htmx, SSE extension, idiomorph and uPlot files
