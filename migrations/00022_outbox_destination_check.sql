@@ -7,19 +7,21 @@
 -- concurrent enqueues each lock turns the row's locker into a new
 -- MultiXact holding every current locker: a write of the heap page and
 -- its WAL, and of the MultiXact files, per message (issue 13: 190 bytes
--- of WAL per forwarded event, the hot-parent cliff). The check below
--- keeps the same two rules with no row written:
+-- of WAL per forwarded event, the hot-parent cliff). The checks below
+-- keep the same two rules with no row written by an enqueue:
 --
 -- * An enqueue in READ COMMITTED (the default, and every enqueue of
 --   Switchyard's own) shares an advisory lock of its destination until
 --   it commits, then looks the destination up. Shared locks do not wait
 --   for each other and write nothing. Removing or renaming a destination
---   (internal/action, switchyard.destination_lock_enqueues below) takes that lock
---   exclusively before it counts the destination's messages: it waits
---   for every enqueue in progress to end, so it counts their messages,
---   and holds off new ones until it commits; the lookup of an enqueue
---   that waited runs after the removal committed (READ COMMITTED takes a
---   new snapshot per statement) and refuses the message.
+--   takes that lock exclusively (switchyard.destination_lock_enqueues,
+--   from internal/action before it counts the destination's messages and
+--   from the trigger on destinations below): it waits for every enqueue
+--   in progress to end, so it counts their messages, and holds off new
+--   ones until it commits; the lookup of an enqueue that waited runs
+--   after the removal committed (READ COMMITTED takes a new snapshot per
+--   statement) and refuses the message. The trigger on destinations then
+--   refuses a removal or rename while any message names the destination.
 -- * An enqueue in REPEATABLE READ or SERIALIZABLE may look at a snapshot
 --   taken before a removal committed, where the destination still exists;
 --   it locks the row as the foreign key did, so that a removal waits for
@@ -58,14 +60,59 @@ $$;
 -- +goose StatementEnd
 
 -- destination_lock_enqueues takes the lock above exclusively, for a
--- removal or rename of destination: it waits for the enqueues to it in
--- progress and holds off new ones until the caller's transaction ends.
+-- removal or rename of destination, waiting at most timeout_ms for the
+-- enqueues to it in progress to end; then it holds off new ones until the
+-- caller's transaction ends. It tries instead of queueing: a request
+-- waiting in PostgreSQL's lock queue would make every new enqueue to the
+-- destination queue behind it (shared requests do not pass a waiting
+-- exclusive one), stalling a service's transactions for as long as one
+-- slow enqueue lasts. Past the timeout it fails with lock_not_available
+-- (55P03); the configuration page says to try again.
 -- +goose StatementBegin
-CREATE FUNCTION switchyard.destination_lock_enqueues(destination text) RETURNS void
-LANGUAGE sql AS $$
-    SELECT pg_advisory_xact_lock(1398359124, hashtext(destination));
+CREATE FUNCTION switchyard.destination_lock_enqueues(destination text, timeout_ms integer) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    deadline timestamptz := clock_timestamp() + make_interval(secs => timeout_ms / 1000.0);
+BEGIN
+    WHILE NOT pg_try_advisory_xact_lock(1398359124, hashtext(destination)) LOOP
+        IF clock_timestamp() >= deadline THEN
+            RAISE EXCEPTION 'enqueues to destination "%" still in progress after % ms', destination, timeout_ms
+                USING ERRCODE = 'lock_not_available';
+        END IF;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+END;
 $$;
 -- +goose StatementEnd
+
+-- destinations_keep_messages refuses to remove or rename a destination
+-- that a message names, as the foreign key did, whoever asks (the
+-- configuration page counts the messages first and says what to do; a
+-- hand-written DELETE gets this error). It takes the lock first, so that
+-- the enqueues in progress are counted. Like the foreign key's check, the
+-- lookup of delivered messages reads the table (no index holds them by
+-- destination): a rare administrative statement.
+-- +goose StatementBegin
+CREATE FUNCTION switchyard.destinations_keep_messages() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.name = OLD.name THEN
+        RETURN NEW;
+    END IF;
+    PERFORM switchyard.destination_lock_enqueues(OLD.name, 5000);
+    IF EXISTS (SELECT 1 FROM switchyard.outbox o WHERE o.destination = OLD.name) THEN
+        RAISE EXCEPTION 'destination "%" is still named by messages', OLD.name
+            USING ERRCODE = 'foreign_key_violation', TABLE = 'destinations', COLUMN = 'name';
+    END IF;
+    IF TG_OP = 'DELETE' THEN
+        RETURN OLD;
+    END IF;
+    RETURN NEW;
+END;
+$$;
+-- +goose StatementEnd
+CREATE TRIGGER destinations_keep_messages BEFORE DELETE OR UPDATE OF name ON switchyard.destinations
+    FOR EACH ROW EXECUTE FUNCTION switchyard.destinations_keep_messages();
 
 -- The insert trigger checks the destination before it gives an ordered
 -- message its place in its aggregate (unchanged from 00003).
@@ -107,6 +154,8 @@ CREATE TRIGGER outbox_destination_moved BEFORE UPDATE OF destination ON switchya
     EXECUTE FUNCTION switchyard.outbox_destination_moved();
 
 -- +goose Down
+DROP TRIGGER destinations_keep_messages ON switchyard.destinations;
+DROP FUNCTION switchyard.destinations_keep_messages();
 DROP TRIGGER outbox_destination_moved ON switchyard.outbox;
 DROP FUNCTION switchyard.outbox_destination_moved();
 -- +goose StatementBegin
@@ -129,7 +178,7 @@ BEGIN
 END;
 $$;
 -- +goose StatementEnd
-DROP FUNCTION switchyard.destination_lock_enqueues(text);
+DROP FUNCTION switchyard.destination_lock_enqueues(text, integer);
 DROP FUNCTION switchyard.outbox_check_destination(text);
 ALTER TABLE switchyard.outbox ADD CONSTRAINT outbox_destination_fkey
     FOREIGN KEY (destination) REFERENCES switchyard.destinations (name);

@@ -182,13 +182,46 @@ END
 $$;
 
 --
--- Name: destination_lock_enqueues(text); Type: FUNCTION; Schema: switchyard; Owner: -
+-- Name: destination_lock_enqueues(text, integer); Type: FUNCTION; Schema: switchyard; Owner: -
 --
 
-CREATE FUNCTION switchyard.destination_lock_enqueues(destination text) RETURNS void
-    LANGUAGE sql
+CREATE FUNCTION switchyard.destination_lock_enqueues(destination text, timeout_ms integer) RETURNS void
+    LANGUAGE plpgsql
     AS $$
-    SELECT pg_advisory_xact_lock(1398359124, hashtext(destination));
+DECLARE
+    deadline timestamptz := clock_timestamp() + make_interval(secs => timeout_ms / 1000.0);
+BEGIN
+    WHILE NOT pg_try_advisory_xact_lock(1398359124, hashtext(destination)) LOOP
+        IF clock_timestamp() >= deadline THEN
+            RAISE EXCEPTION 'enqueues to destination "%" still in progress after % ms', destination, timeout_ms
+                USING ERRCODE = 'lock_not_available';
+        END IF;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+END;
+$$;
+
+--
+-- Name: destinations_keep_messages(); Type: FUNCTION; Schema: switchyard; Owner: -
+--
+
+CREATE FUNCTION switchyard.destinations_keep_messages() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.name = OLD.name THEN
+        RETURN NEW;
+    END IF;
+    PERFORM switchyard.destination_lock_enqueues(OLD.name, 5000);
+    IF EXISTS (SELECT 1 FROM switchyard.outbox o WHERE o.destination = OLD.name) THEN
+        RAISE EXCEPTION 'destination "%" is still named by messages', OLD.name
+            USING ERRCODE = 'foreign_key_violation', TABLE = 'destinations', COLUMN = 'name';
+    END IF;
+    IF TG_OP = 'DELETE' THEN
+        RETURN OLD;
+    END IF;
+    RETURN NEW;
+END;
 $$;
 
 --
@@ -2212,6 +2245,12 @@ CREATE TRIGGER audit_seals_no_truncate BEFORE TRUNCATE ON switchyard.audit_seals
 --
 
 CREATE TRIGGER audit_seals_no_update BEFORE DELETE OR UPDATE ON switchyard.audit_seals FOR EACH ROW EXECUTE FUNCTION switchyard.audit_seals_refuse_change();
+
+--
+-- Name: destinations destinations_keep_messages; Type: TRIGGER; Schema: switchyard; Owner: -
+--
+
+CREATE TRIGGER destinations_keep_messages BEFORE DELETE OR UPDATE OF name ON switchyard.destinations FOR EACH ROW EXECUTE FUNCTION switchyard.destinations_keep_messages();
 
 --
 -- Name: outbox outbox_assign_seq; Type: TRIGGER; Schema: switchyard; Owner: -

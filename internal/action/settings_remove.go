@@ -133,7 +133,9 @@ func changeSetting[Row, Use any](ctx context.Context, s *Service, pool *pgxpool.
 			return false, fmt.Errorf("read %s %s: %w", c.label, c.name, err)
 		}
 		if c.lock != nil {
-			if err := c.lock(q, ctx, c.name); err != nil {
+			if err := c.lock(q, ctx, c.name); isLockNotAvailable(err) {
+				return false, conflict(fmt.Sprintf("%s %s is in use right now (a transaction that writes to it has not ended within 5 s): try again.", capitalized(c.label), c.name))
+			} else if err != nil {
 				return false, fmt.Errorf("hold off new uses of %s %s: %w", c.label, c.name, err)
 			}
 		}
@@ -180,6 +182,11 @@ func article(label string) string {
 		return "An " + label
 	}
 	return "A " + label
+}
+
+// capitalized is label with its first letter in upper case.
+func capitalized(label string) string {
+	return strings.ToUpper(label[:1]) + label[1:]
 }
 
 // destinationChange is a rename or delete of destination name. Its lock
@@ -260,6 +267,9 @@ func (s *Service) DestinationDelete(ctx context.Context, pool *pgxpool.Pool, a A
 			return fmt.Errorf("delete the settled messages of %s: %w", in.Name, err)
 		}
 		if _, err := q.DestinationDelete(ctx, in.Name); err != nil {
+			if isForeignKeyViolation(err) { // a message restored meanwhile
+				return conflict(fmt.Sprintf("Destination %s got a message to deliver or decide while it was being deleted: look at its messages and try again.", in.Name))
+			}
 			return fmt.Errorf("delete destination %s: %w", in.Name, err)
 		}
 		return nil
@@ -360,6 +370,17 @@ func count(n int64, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func isForeignKeyViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23503"
+}
+
+// isLockNotAvailable: a lock was not had within its timeout.
+func isLockNotAvailable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
 
 func isUniqueViolation(err error) bool {

@@ -216,10 +216,16 @@ func TestDestinationDeleteWaitsForAnEnqueueInProgress(t *testing.T) {
 				deleted <- err
 			}()
 			waitForALockWait(t, b.pool, deleted, "the delete did not wait for the enqueue in progress")
+			// A waiting delete does not hold up the other enqueues to its
+			// destination: it tries the lock instead of queueing for it.
+			other, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			_, err = b.pool.Exec(other, `INSERT INTO switchyard.outbox (topic, destination, payload) VALUES ('t', 'billing', '{}')`)
+			require.NoError(t, err, "an enqueue while the delete waits")
 			require.NoError(t, tx.Commit(ctx))
 
-			require.Contains(t, requireRefused(t, <-deleted, action.KindConflict).Message, "still has 1 pending message")
-			require.Equal(t, 1, b.count(t, `SELECT count(*) FROM switchyard.outbox o JOIN switchyard.destinations d ON d.name = o.destination`))
+			require.Contains(t, requireRefused(t, <-deleted, action.KindConflict).Message, "still has 2 pending messages")
+			require.Equal(t, 2, b.count(t, `SELECT count(*) FROM switchyard.outbox o JOIN switchyard.destinations d ON d.name = o.destination`))
 		})
 	}
 }
@@ -280,6 +286,53 @@ func TestEnqueueHeldOffByADestinationDeleteIsRefused(t *testing.T) {
 	}
 }
 
+// TestDestinationDeleteRefusedWhileAnEnqueueLasts: an enqueue still open
+// after the delete's 5 s wait makes it a conflict that says to try again;
+// nothing is deleted.
+func TestDestinationDeleteRefusedWhileAnEnqueueLasts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload) VALUES ('t', 'billing', '{}')`)
+	require.NoError(t, err)
+	_, err = b.svc.DestinationDelete(ctx, b.pool, b.admin, action.DeleteInput{Name: "billing", Confirmed: true})
+	require.Contains(t, requireRefused(t, err, action.KindConflict).Message, "Destination billing is in use right now")
+	require.NoError(t, tx.Rollback(ctx))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM switchyard.destinations WHERE name = 'billing'`))
+	require.Zero(t, b.count(t, `SELECT count(*) FROM switchyard.audit_log WHERE action = 'destination.delete'`))
+}
+
+// TestDestinationDeleteAgainstARestore: a discarded message restored (made
+// dead again) while the destination is being deleted: the delete, which
+// counted it as discarded, is refused, and the message keeps its
+// destination.
+func TestDestinationDeleteAgainstARestore(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	id := b.message(t, "discarded")
+	restore, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = restore.Rollback(ctx) }()
+	_, err = restore.Exec(ctx, `UPDATE switchyard.outbox SET state = 'dead' WHERE id = $1`, id)
+	require.NoError(t, err)
+
+	deleted := make(chan error, 1)
+	go func() {
+		_, err := b.svc.DestinationDelete(ctx, b.pool, b.admin, action.DeleteInput{Name: "billing", Confirmed: true})
+		deleted <- err
+	}()
+	// The delete counted the message as discarded and now waits for the
+	// restore's row lock to delete it as settled.
+	waitForALockWait(t, b.pool, deleted, "the delete did not wait for the restore")
+	require.NoError(t, restore.Commit(ctx))
+	require.Contains(t, requireRefused(t, <-deleted, action.KindConflict).Message, "got a message to deliver or decide while it was being deleted")
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM switchyard.outbox o JOIN switchyard.destinations d ON d.name = o.destination WHERE o.state = 'dead'`))
+}
+
 func countIn(t *testing.T, tx pgx.Tx, sql string) int {
 	t.Helper()
 	var n int
@@ -295,8 +348,9 @@ func waitForALockWait(t *testing.T, pool *pgxpool.Pool, done <-chan error, why s
 }
 
 // waitForLockWaits returns once n backends of the test's database wait
-// for a lock; it fails with why when done reports first (the statement
-// it runs returned without waiting) or after 30 s.
+// for a lock, blocked or retrying it (destination_lock_enqueues sleeps
+// between tries); it fails with why when done reports first (the
+// statement it runs returned without waiting) or after 30 s.
 func waitForLockWaits(t *testing.T, pool *pgxpool.Pool, n int, done <-chan error, why string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -306,7 +360,7 @@ func waitForLockWaits(t *testing.T, pool *pgxpool.Pool, n int, done <-chan error
 	for {
 		var waiting int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
+			WHERE datname = current_database() AND (wait_event_type = 'Lock' OR wait_event = 'PgSleep')`).Scan(&waiting))
 		if waiting >= n {
 			return
 		}

@@ -336,14 +336,7 @@ func TestForwardLinksItsMessageAndRecordsDuplicates(t *testing.T) {
 // that does not exist is refused as transient, with nothing written.
 func TestForwardSendsOneStatementPerEvent(t *testing.T) {
 	t.Parallel()
-	pool := setup(t)
-	exec(t, pool, `INSERT INTO switchyard.destinations (name, kind) VALUES ('crm-service', 'function')`)
-	ordered, err := forwardRegistration("test", "crm-service", "customer_id")
-	require.NoError(t, err)
-	unordered, err := forwardRegistration("test", "crm-service", "")
-	require.NoError(t, err)
-	missing, err := forwardRegistration("test", "later", "")
-	require.NoError(t, err)
+	pool, ordered, unordered, missing := forwardSetup(t)
 	traced, sent := tracedPool(t, pool)
 	ctx := context.Background()
 	forwardEvent := func(id string) Event {
@@ -409,4 +402,54 @@ func TestForwardSendsOneStatementPerEvent(t *testing.T) {
 			WHERE p.aggregate_id = 'cus_1' AND p.id <= outbox.id)`), "in the order their events were recorded")
 	require.Equal(t, 4, count(t, pool, `SELECT count(*) FROM switchyard.inbox_events WHERE status = 'processed' AND processed_at IS NOT NULL
 		AND headers::text <> '' AND payload->>'event' = event_id`), "every event recorded with its payload")
+}
+
+// The one statement takes a failed event again, as the claim does: an
+// event that failed (its payload had no entity id where the source then
+// ordered by one) is processed by a redelivery in one statement, its
+// failed attempt kept. A redelivery to a forward source whose destination
+// is gone falls back to the general path, which counts it as a duplicate
+// once.
+func TestForwardInOneStatementRetriesAFailedEventAndCountsADuplicateOnce(t *testing.T) {
+	t.Parallel()
+	pool, ordered, unordered, missing := forwardSetup(t)
+	traced, sent := tracedPool(t, pool)
+	ctx := context.Background()
+
+	res, err := receive(ctx, traced, event("evt_1"), ordered)
+	require.ErrorIs(t, err, ErrHandler)
+	require.Equal(t, OutcomeFailed, res.Outcome)
+	sent.take()
+	res, err = receive(ctx, traced, event("evt_1"), unordered)
+	require.NoError(t, err)
+	require.Equal(t, OutcomeProcessed, res.Outcome)
+	require.Len(t, sent.take(), 1, "the redelivery: one statement")
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM switchyard.inbox_events
+		WHERE event_id = 'evt_1' AND status = 'processed' AND attempts = 1`), "processed, its failed attempt kept")
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM switchyard.inbox_event_messages m
+		JOIN switchyard.inbox_events e ON e.id = m.inbox_event_id WHERE e.event_id = 'evt_1'`))
+
+	res, err = receive(ctx, traced, event("evt_1"), missing)
+	require.NoError(t, err)
+	require.Equal(t, OutcomeDuplicate, res.Outcome)
+	require.Equal(t, 1, count(t, pool, `SELECT coalesce(sum(count), 0)::int FROM switchyard.inbox_duplicates`), "counted once")
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM switchyard.inbox_event_duplicates`))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM switchyard.outbox`))
+}
+
+// forwardSetup is a database with destination crm-service and three
+// forward sources' handlers: to it ordered by customer_id, to it
+// unordered, and to a destination that does not exist.
+func forwardSetup(t *testing.T) (pool *pgxpool.Pool, ordered, unordered, missing Registration) {
+	t.Helper()
+	pool = setup(t)
+	exec(t, pool, `INSERT INTO switchyard.destinations (name, kind) VALUES ('crm-service', 'function')`)
+	var err error
+	ordered, err = forwardRegistration("test", "crm-service", "customer_id")
+	require.NoError(t, err)
+	unordered, err = forwardRegistration("test", "crm-service", "")
+	require.NoError(t, err)
+	missing, err = forwardRegistration("test", "later", "")
+	require.NoError(t, err)
+	return pool, ordered, unordered, missing
 }

@@ -235,8 +235,9 @@ func Receive(ctx context.Context, pool *pgxpool.Pool, ev Event, h Handler) (Resu
 	return receive(ctx, pool, ev, Registration{Handle: h})
 }
 
-// receive is Receive with reg's handler: the built-in forward's receives
-// an event without an entity version in one statement, when it can.
+// receive is Receive with reg's handler. The built-in forward handler
+// receives an event without an entity version in one statement when it
+// can (forwardSpec.receiveOnce), else as any handler.
 func receive(ctx context.Context, pool *pgxpool.Pool, ev Event, reg Registration) (Result, error) {
 	if err := ev.validate(); err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -245,6 +246,9 @@ func receive(ctx context.Context, pool *pgxpool.Pool, ev Event, reg Registration
 	if reg.forward != nil && ev.EntityKey == "" {
 		if res, ok := reg.forward.receiveOnce(ctx, pool, ev, headers); ok {
 			return res, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return Result{}, fmt.Errorf("inbox: receive %s/%s: %w", ev.Source, ev.ID, err)
 		}
 	}
 	res, err := receiveTx(ctx, pool, ev, headers, reg.Handle)

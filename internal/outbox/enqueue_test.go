@@ -116,6 +116,34 @@ func TestHandWrittenSQLCannotNameAnUnknownDestination(t *testing.T) {
 	require.Equal(t, 1, countWhere(t, pool, "destination = 'crm'"))
 }
 
+// A destination that a message names cannot be deleted or renamed by
+// hand-written SQL either, as the foreign key refused it; without
+// messages it can (migration 00022).
+func TestHandWrittenSQLCannotRemoveANamedDestination(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "billing", "crm")
+	enqueue(t, pool, Message{Topic: "t", Destination: "billing", Payload: []byte(`{}`)})
+	_, err := pool.Exec(ctx, `UPDATE switchyard.outbox SET state = 'delivered'`)
+	require.NoError(t, err)
+	for _, stmt := range []string{
+		`DELETE FROM switchyard.destinations WHERE name = 'billing'`,
+		`UPDATE switchyard.destinations SET name = 'billing-2' WHERE name = 'billing'`,
+	} {
+		_, err := pool.Exec(ctx, stmt)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr, stmt)
+		require.Equal(t, "23503", pgErr.Code, stmt)
+		require.Equal(t, `destination "billing" is still named by messages`, pgErr.Message)
+	}
+	_, err = pool.Exec(ctx, `UPDATE switchyard.destinations SET address = 'elsewhere' WHERE name = 'billing'`)
+	require.NoError(t, err, "a change that keeps the name")
+	_, err = pool.Exec(ctx, `UPDATE switchyard.destinations SET name = 'crm-2' WHERE name = 'crm'`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `DELETE FROM switchyard.destinations WHERE name = 'crm-2'`)
+	require.NoError(t, err)
+}
+
 // Large batches go through COPY; the trigger still numbers each aggregate.
 func TestEnqueueBatchNumbersEachAggregateInOrder(t *testing.T) {
 	t.Parallel()

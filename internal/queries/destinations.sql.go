@@ -32,7 +32,8 @@ DELETE FROM switchyard.outbox WHERE destination = $1 AND state IN ('delivered', 
 
 // DestinationDeleteSettled deletes the delivered and discarded messages
 // of a destination being deleted (their attempts go with them), so that
-// its row can go.
+// its row can go (the trigger on destinations refuses while a message
+// names it).
 func (q *Queries) DestinationDeleteSettled(ctx context.Context, name string) (int64, error) {
 	result, err := q.db.Exec(ctx, destinationDeleteSettled, name)
 	if err != nil {
@@ -236,12 +237,13 @@ func (q *Queries) DestinationListKnown(ctx context.Context, names []string) ([]s
 }
 
 const destinationLockEnqueues = `-- name: DestinationLockEnqueues :exec
-SELECT switchyard.destination_lock_enqueues($1::text)
+SELECT switchyard.destination_lock_enqueues($1::text, 5000)
 `
 
-// DestinationLockEnqueues waits for the enqueues to destination name in
-// progress and holds off new ones until this transaction ends (00022):
-// taken before a removal or rename counts the destination's messages.
+// DestinationLockEnqueues waits, at most 5 s, for the enqueues to
+// destination name in progress and holds off new ones until this
+// transaction ends (00022): taken before a removal or rename counts the
+// destination's messages.
 func (q *Queries) DestinationLockEnqueues(ctx context.Context, name string) error {
 	_, err := q.db.Exec(ctx, destinationLockEnqueues, name)
 	return err
@@ -408,7 +410,7 @@ type DestinationUsageRow struct {
 // sources that enqueue to it and the reconciliation checks that repair
 // through it. The delivered count reads the table (no index serves
 // delivered rows by destination): an admin's rare action, like the
-// foreign key check of the delete itself. dead is the stored state: the
+// delete of the settled messages that follows. dead is the stored state: the
 // console's dead and replayed (switchyard.console_messages' status), both
 // of which an operator may still replay.
 func (q *Queries) DestinationUsage(ctx context.Context, name string) (DestinationUsageRow, error) {

@@ -66,7 +66,7 @@ WHERE name = @name;
 -- sources that enqueue to it and the reconciliation checks that repair
 -- through it. The delivered count reads the table (no index serves
 -- delivered rows by destination): an admin's rare action, like the
--- foreign key check of the delete itself. dead is the stored state: the
+-- delete of the settled messages that follows. dead is the stored state: the
 -- console's dead and replayed (switchyard.console_messages' status), both
 -- of which an operator may still replay.
 SELECT
@@ -86,7 +86,8 @@ UPDATE switchyard.destinations SET name = @new_name, updated_at = now() WHERE na
 -- name: DestinationDeleteSettled :execrows
 -- DestinationDeleteSettled deletes the delivered and discarded messages
 -- of a destination being deleted (their attempts go with them), so that
--- its row can go.
+-- its row can go (the trigger on destinations refuses while a message
+-- names it).
 DELETE FROM switchyard.outbox WHERE destination = @name AND state IN ('delivered', 'discarded');
 
 -- name: DestinationDelete :execrows
@@ -98,7 +99,8 @@ WITH aggregates AS (
 DELETE FROM switchyard.destinations WHERE name = @name;
 
 -- name: DestinationLockEnqueues :exec
--- DestinationLockEnqueues waits for the enqueues to destination name in
--- progress and holds off new ones until this transaction ends (00022):
--- taken before a removal or rename counts the destination's messages.
-SELECT switchyard.destination_lock_enqueues(@name::text);
+-- DestinationLockEnqueues waits, at most 5 s, for the enqueues to
+-- destination name in progress and holds off new ones until this
+-- transaction ends (00022): taken before a removal or rename counts the
+-- destination's messages.
+SELECT switchyard.destination_lock_enqueues(@name::text, 5000);
