@@ -77,7 +77,7 @@ func forwardRegistration(source, destination, entityField string) (Registration,
 		}
 		return forward(ctx, tx, ev.row, msg)
 	}
-	return Registration{Handle: handle, forward: spec}, nil
+	return Registration{Handle: handle, once: spec}, nil
 }
 
 // forwardSpec is a forward source's handler: every event enqueued to
@@ -110,13 +110,9 @@ func (f *forwardSpec) message(ev Event) (outbox.Message, error) {
 
 // receiveOnce receives ev, an event without an entity version, in one
 // statement (InboxEventForwardOnce): the claim, the message and its link,
-// or the duplicate's count, in the statement's own transaction. ok is
-// false when it could not tell: the payload has no entity id where the
-// source orders by one, the destination does not exist, or the statement
-// failed (and wrote nothing; one whose answer was lost may have committed,
-// and the general path then finds the event recorded: a duplicate). The
-// general path then runs the event as for any handler, and records or
-// answers what it finds.
+// or the duplicate's count. It cannot tell (onceReceiver) when the
+// payload has no entity id where the source orders by one, the
+// destination does not exist, or the statement failed.
 func (f *forwardSpec) receiveOnce(ctx context.Context, pool *pgxpool.Pool, ev Event, headers []byte) (res Result, ok bool) {
 	msg, err := f.message(ev)
 	if err != nil {
@@ -220,5 +216,26 @@ func sqlRegistration(fn string) (Registration, error) {
 		}
 		return nil
 	}
-	return Registration{Handle: handle}, nil
+	return Registration{Handle: handle, once: sqlSpec{fn: fn}}, nil
+}
+
+// sqlSpec is a 'sql' source's handler: function fn called with each event.
+type sqlSpec struct{ fn string }
+
+// receiveOnce receives ev, an event without an entity version, in one
+// statement (InboxEventCallOnce): the claim and the function's call, or
+// the duplicate's count. It cannot tell (onceReceiver) when the statement
+// failed: a function that raised, whose failure the general path records
+// after calling it again (its writes are rolled back each time).
+func (s sqlSpec) receiveOnce(ctx context.Context, pool *pgxpool.Pool, ev Event, headers []byte) (Result, bool) {
+	row, err := queries.New(pool).InboxEventCallOnce(ctx, queries.InboxEventCallOnceParams{
+		Source: ev.Source, EventID: ev.ID, EventHeaders: headers, EventPayload: ev.Payload, Slot: slot(ev.ID), Fn: s.fn,
+	})
+	switch {
+	case err != nil:
+		return Result{}, false
+	case row.EventRow == 0:
+		return Result{Outcome: OutcomeDuplicate}, true
+	}
+	return Result{Outcome: OutcomeProcessed}, true
 }

@@ -453,3 +453,46 @@ func forwardSetup(t *testing.T) (pool *pgxpool.Pool, ordered, unordered, missing
 	require.NoError(t, err)
 	return pool, ordered, unordered, missing
 }
+
+// A new event through a 'sql' source costs one statement, run on its own:
+// the claim and the function's call in its implicit transaction; so does
+// a duplicate. A function that raises fails that statement, which writes
+// nothing: the general path then calls it again and records the failure.
+func TestSQLHandlerSendsOneStatementPerEvent(t *testing.T) {
+	t.Parallel()
+	pool := setup(t)
+	exec(t, pool, teamSchema)
+	record, err := sqlRegistration("team.record_payment")
+	require.NoError(t, err)
+	refuse, err := sqlRegistration("team.refuse")
+	require.NoError(t, err)
+	traced, sent := tracedPool(t, pool)
+	ctx := context.Background()
+	payment := func(id string) Event {
+		ev := event(id)
+		ev.Payload = fmt.Appendf(nil, `{"id":%q,"amount":42.5}`, id)
+		return ev
+	}
+
+	res, err := receive(ctx, traced, payment("pay_1"), record)
+	require.NoError(t, err)
+	require.Equal(t, OutcomeProcessed, res.Outcome)
+	require.Len(t, sent.take(), 1, "one statement")
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM team.payments WHERE event_id = 'pay_1' AND amount = 42.5 AND via = 'pay_1'`),
+		"the function's effect, with the event and its headers")
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM switchyard.inbox_events WHERE event_id = 'pay_1' AND status = 'processed'`))
+
+	res, err = receive(ctx, traced, payment("pay_1"), record)
+	require.NoError(t, err)
+	require.Equal(t, OutcomeDuplicate, res.Outcome)
+	require.Len(t, sent.take(), 1, "a duplicate: one statement")
+	require.Equal(t, 1, count(t, pool, `SELECT coalesce(sum(count), 0)::int FROM switchyard.inbox_duplicates`))
+
+	res, err = receive(ctx, traced, payment("pay_2"), refuse)
+	require.ErrorIs(t, err, ErrHandler)
+	require.Equal(t, OutcomeFailed, res.Outcome)
+	require.Greater(t, len(sent.take()), 1, "the failed statement, then the general path")
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM switchyard.inbox_events
+		WHERE event_id = 'pay_2' AND status = 'failed' AND attempts = 1 AND last_error LIKE '%over the limit%'`), "one failed attempt recorded")
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM team.payments`), "the raising function's writes rolled back")
+}

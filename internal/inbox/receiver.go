@@ -39,9 +39,19 @@ type Registration struct {
 	// for out-of-order resolution; key "" means none. An error makes the
 	// event malformed. Nil: events of this handler are unordered.
 	Entity func(payload []byte) (key string, version int64, err error)
-	// forward, for the built-in forward handler, receives an event in one
-	// statement (forwardSpec.receiveOnce).
-	forward *forwardSpec
+	// once, for a built-in handler, receives an event without an entity
+	// version in one statement when it can (forwardSpec, sqlSpec).
+	once onceReceiver
+}
+
+// onceReceiver receives an event in one statement: the claim and the
+// handler's effect in the statement's own transaction. ok is false when
+// it could not tell (nothing was written, or, if the answer was lost, the
+// event was recorded and the general path finds a duplicate): the general
+// path then runs the event as for any handler, and records or answers
+// what it finds.
+type onceReceiver interface {
+	receiveOnce(ctx context.Context, pool *pgxpool.Pool, ev Event, headers []byte) (res Result, ok bool)
 }
 
 // Registry maps handler names (switchyard.inbox_sources.handler) to Go

@@ -12,6 +12,63 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const inboxEventCallOnce = `-- name: InboxEventCallOnce :one
+WITH claimed AS (
+    INSERT INTO switchyard.inbox_events (source, event_id, headers, payload, entity_key, status, processed_at)
+    VALUES ($1::text, $2::text, $3::json, $4::json, '', 'processed', now())
+    ON CONFLICT (source, event_id) DO UPDATE SET status = 'processed', processed_at = now()
+        WHERE inbox_events.status = 'failed'
+    RETURNING id
+), duplicate AS (
+    INSERT INTO switchyard.inbox_duplicates AS d (source, slot, count)
+    SELECT $1::text, $5::smallint, 1 WHERE NOT EXISTS (SELECT 1 FROM claimed)
+    ON CONFLICT (source, slot) DO UPDATE SET count = d.count + 1, updated_at = now()
+), duplicate_delivery AS (
+    INSERT INTO switchyard.inbox_event_duplicates (source, event_id)
+    SELECT $1::text, $2::text WHERE NOT EXISTS (SELECT 1 FROM claimed)
+), called AS (
+    SELECT switchyard.inbox_call($6::text, $4::jsonb, $3::jsonb, c.id) FROM claimed c
+)
+SELECT coalesce((SELECT id FROM claimed), 0)::bigint AS event_row, (SELECT count(*) FROM called)::bigint AS calls
+`
+
+type InboxEventCallOnceParams struct {
+	Source       string
+	EventID      string
+	EventHeaders []byte
+	EventPayload []byte
+	Slot         int16
+	Fn           string
+}
+
+type InboxEventCallOnceRow struct {
+	EventRow int64
+	Calls    int64
+}
+
+// InboxEventCallOnce receives an event of a 'sql' source (one without an
+// entity version) in one statement, run on its own (its implicit
+// transaction is the event's): InboxEventClaim and InboxHandlerCall
+// above, fused, where the general path takes three round trips (the claim
+// with its BEGIN, the call, the COMMIT). event_row is the recorded
+// event's id, its function called (and the messages it enqueued linked
+// to it); or 0 for a duplicate, counted as InboxEventClaim counts one. A
+// function that raises fails the statement, and with it the claim:
+// nothing is written, and the general path records the failure.
+func (q *Queries) InboxEventCallOnce(ctx context.Context, arg InboxEventCallOnceParams) (InboxEventCallOnceRow, error) {
+	row := q.db.QueryRow(ctx, inboxEventCallOnce,
+		arg.Source,
+		arg.EventID,
+		arg.EventHeaders,
+		arg.EventPayload,
+		arg.Slot,
+		arg.Fn,
+	)
+	var i InboxEventCallOnceRow
+	err := row.Scan(&i.EventRow, &i.Calls)
+	return i, err
+}
+
 const inboxEventFail = `-- name: InboxEventFail :one
 WITH failed AS (
     INSERT INTO switchyard.inbox_events (

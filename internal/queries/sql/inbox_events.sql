@@ -182,3 +182,31 @@ feed AS (
     FROM failed f
 )
 SELECT f.status, f.attempts, a.attempt FROM failed f, attempt a;
+
+-- name: InboxEventCallOnce :one
+-- InboxEventCallOnce receives an event of a 'sql' source (one without an
+-- entity version) in one statement, run on its own (its implicit
+-- transaction is the event's): InboxEventClaim and InboxHandlerCall
+-- above, fused, where the general path takes three round trips (the claim
+-- with its BEGIN, the call, the COMMIT). event_row is the recorded
+-- event's id, its function called (and the messages it enqueued linked
+-- to it); or 0 for a duplicate, counted as InboxEventClaim counts one. A
+-- function that raises fails the statement, and with it the claim:
+-- nothing is written, and the general path records the failure.
+WITH claimed AS (
+    INSERT INTO switchyard.inbox_events (source, event_id, headers, payload, entity_key, status, processed_at)
+    VALUES (@source::text, @event_id::text, @event_headers::json, @event_payload::json, '', 'processed', now())
+    ON CONFLICT (source, event_id) DO UPDATE SET status = 'processed', processed_at = now()
+        WHERE inbox_events.status = 'failed'
+    RETURNING id
+), duplicate AS (
+    INSERT INTO switchyard.inbox_duplicates AS d (source, slot, count)
+    SELECT @source::text, @slot::smallint, 1 WHERE NOT EXISTS (SELECT 1 FROM claimed)
+    ON CONFLICT (source, slot) DO UPDATE SET count = d.count + 1, updated_at = now()
+), duplicate_delivery AS (
+    INSERT INTO switchyard.inbox_event_duplicates (source, event_id)
+    SELECT @source::text, @event_id::text WHERE NOT EXISTS (SELECT 1 FROM claimed)
+), called AS (
+    SELECT switchyard.inbox_call(@fn::text, @event_payload::jsonb, @event_headers::jsonb, c.id) FROM claimed c
+)
+SELECT coalesce((SELECT id FROM claimed), 0)::bigint AS event_row, (SELECT count(*) FROM called)::bigint AS calls;
