@@ -288,7 +288,23 @@ CREATE FUNCTION switchyard.outbox_assign_seq() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    PERFORM switchyard.outbox_check_destination(NEW.destination);
+    IF TG_OP = 'UPDATE' AND NEW.destination = OLD.destination THEN
+        RETURN NEW;
+    END IF;
+    IF current_setting('transaction_isolation') = 'read committed' THEN
+        PERFORM pg_advisory_xact_lock_shared(1398359124, hashtext(NEW.destination));
+        -- A statement of its own: its snapshot is taken after the lock.
+        PERFORM FROM switchyard.destinations d WHERE d.name = NEW.destination;
+    ELSE
+        PERFORM FROM switchyard.destinations d WHERE d.name = NEW.destination FOR KEY SHARE;
+    END IF;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'destination "%" does not exist', NEW.destination
+            USING ERRCODE = 'foreign_key_violation', TABLE = 'outbox', COLUMN = 'destination';
+    END IF;
+    IF TG_OP = 'UPDATE' THEN
+        RETURN NEW;
+    END IF;
     IF NEW.aggregate_id = '' THEN
         NEW.aggregate_seq := NULL;
         RETURN NEW;
@@ -301,41 +317,6 @@ BEGIN
     ON CONFLICT (destination, aggregate_type, aggregate_id)
         DO UPDATE SET last_seq = s.last_seq + 1
     RETURNING last_seq INTO NEW.aggregate_seq;
-    RETURN NEW;
-END;
-$$;
-
---
--- Name: outbox_check_destination(text); Type: FUNCTION; Schema: switchyard; Owner: -
---
-
-CREATE FUNCTION switchyard.outbox_check_destination(destination text) RETURNS void
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-    IF current_setting('transaction_isolation') = 'read committed' THEN
-        PERFORM pg_advisory_xact_lock_shared(1398359124, hashtext(destination));
-        -- A statement of its own: its snapshot is taken after the lock.
-        PERFORM FROM switchyard.destinations d WHERE d.name = outbox_check_destination.destination;
-    ELSE
-        PERFORM FROM switchyard.destinations d WHERE d.name = outbox_check_destination.destination FOR KEY SHARE;
-    END IF;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'destination "%" does not exist', destination
-            USING ERRCODE = 'foreign_key_violation', TABLE = 'outbox', COLUMN = 'destination';
-    END IF;
-END;
-$$;
-
---
--- Name: outbox_destination_moved(); Type: FUNCTION; Schema: switchyard; Owner: -
---
-
-CREATE FUNCTION switchyard.outbox_destination_moved() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-    PERFORM switchyard.outbox_check_destination(NEW.destination);
     RETURN NEW;
 END;
 $$;
@@ -2256,13 +2237,7 @@ CREATE TRIGGER destinations_keep_messages BEFORE DELETE OR UPDATE OF name ON swi
 -- Name: outbox outbox_assign_seq; Type: TRIGGER; Schema: switchyard; Owner: -
 --
 
-CREATE TRIGGER outbox_assign_seq BEFORE INSERT ON switchyard.outbox FOR EACH ROW EXECUTE FUNCTION switchyard.outbox_assign_seq();
-
---
--- Name: outbox outbox_destination_moved; Type: TRIGGER; Schema: switchyard; Owner: -
---
-
-CREATE TRIGGER outbox_destination_moved BEFORE UPDATE OF destination ON switchyard.outbox FOR EACH ROW WHEN ((new.destination IS DISTINCT FROM old.destination)) EXECUTE FUNCTION switchyard.outbox_destination_moved();
+CREATE TRIGGER outbox_assign_seq BEFORE INSERT OR UPDATE OF destination ON switchyard.outbox FOR EACH ROW EXECUTE FUNCTION switchyard.outbox_assign_seq();
 
 --
 -- Name: outbox_blocked_aggregates triage_blocked_aggregate_new; Type: TRIGGER; Schema: switchyard; Owner: -

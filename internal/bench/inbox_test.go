@@ -68,15 +68,7 @@ func requireInboxBenchRowsGone(t *testing.T, url string) {
 // event), and prints the medians, the ratio and each run's CPU last.
 func TestBenchInboxFloorInPlace(t *testing.T) {
 	t.Parallel()
-	url := dbtest.NewURL(t)
-	cfg := Config{Database: postgres.Config{URL: url}}
-	var out bytes.Buffer
-	err := Run(context.Background(), cfg, []string{"inbox", "--floor", "--rounds", "2", "--events", "400", "--concurrency", "4"},
-		slog.New(slog.NewTextHandler(t.Output(), nil)), &out)
-	require.NoError(t, err)
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	var res inboxFloorResult
-	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &res), "the last line is one JSON object")
+	url, res := floorInPlace(t)
 	require.Len(t, res.Inbox.Runs, 2)
 	require.Len(t, res.Floor.Runs, 2)
 	require.Equal(t, [][]string{{"floor", "inbox"}, {"inbox", "floor"}}, res.Order, "the rounds alternate")
@@ -97,6 +89,23 @@ func TestBenchInboxFloorInPlace(t *testing.T) {
 	require.Contains(t, res.Pgbench, "pgbench")
 	require.False(t, res.Checkpoints, "in place, the bench neither empties tables nor checkpoints")
 	requireInboxBenchRowsGone(t, url)
+}
+
+// floorInPlace runs `bench inbox --floor` in the test's database, 2 rounds
+// of 400 events from 4 clients, with args added, and returns the database
+// and the result its last line holds.
+func floorInPlace(t *testing.T, args ...string) (string, inboxFloorResult) {
+	t.Helper()
+	url := dbtest.NewURL(t)
+	cfg := Config{Database: postgres.Config{URL: url}}
+	var out bytes.Buffer
+	err := Run(context.Background(), cfg, append([]string{"inbox", "--floor", "--rounds", "2", "--events", "400", "--concurrency", "4"}, args...),
+		slog.New(slog.NewTextHandler(t.Output(), nil)), &out)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var res inboxFloorResult
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &res), "the last line is one JSON object")
+	return url, res
 }
 
 // With --handler forward the source is a row of switchyard.inbox_sources
@@ -126,18 +135,16 @@ func TestBenchInboxForwardInPlace(t *testing.T) {
 // the database at url.
 func requireForwardBenchRowsGone(t *testing.T, url string) {
 	t.Helper()
+	requireInboxBenchRowsGone(t, url)
 	pool, err := pgxpool.New(context.Background(), url)
 	require.NoError(t, err)
 	defer pool.Close()
 	var left int
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT
-		(SELECT count(*) FROM switchyard.inbox_events) + (SELECT count(*) FROM switchyard.inbox_duplicates) +
-		(SELECT count(*) FROM switchyard.inbox_event_duplicates) +
 		(SELECT count(*) FROM switchyard.inbox_event_messages) + (SELECT count(*) FROM switchyard.inbox_sources) +
 		(SELECT count(*) FROM switchyard.outbox) + (SELECT count(*) FROM switchyard.outbox_aggregates) +
-		(SELECT count(*) FROM switchyard.destinations) +
-		(SELECT count(*) FROM pg_namespace WHERE nspname = 'switchyard_demo')`).Scan(&left))
-	require.Zero(t, left, "the bench removed its sources, destination, events and messages")
+		(SELECT count(*) FROM switchyard.destinations)`).Scan(&left))
+	require.Zero(t, left, "the bench removed its sources, destination and messages")
 }
 
 // With --floor --handler forward, the floor is the claim and the forward
@@ -146,15 +153,7 @@ func requireForwardBenchRowsGone(t *testing.T, url string) {
 // medians and ratio printed, and in place no row is left behind.
 func TestBenchInboxForwardFloorInPlace(t *testing.T) {
 	t.Parallel()
-	url := dbtest.NewURL(t)
-	cfg := Config{Database: postgres.Config{URL: url}}
-	var out bytes.Buffer
-	err := Run(context.Background(), cfg, []string{"inbox", "--floor", "--handler", "forward", "--rounds", "2", "--events", "400", "--concurrency", "4"},
-		slog.New(slog.NewTextHandler(t.Output(), nil)), &out)
-	require.NoError(t, err)
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	var res inboxFloorResult
-	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &res), "the last line is one JSON object")
+	url, res := floorInPlace(t, "--handler", "forward")
 	require.Equal(t, "forward", res.Handler)
 	require.Len(t, res.Inbox.Runs, 2)
 	require.Len(t, res.Floor.Runs, 2)
