@@ -843,3 +843,56 @@ func TestUntriedOrderedMessagesKeepTheirAttempts(t *testing.T) {
 	require.Equal(t, 1, countWhere(t, pool, "payload->>'n' = '1' AND attempts = 1"), "tried: counted at finalize")
 	require.Equal(t, 1, countWhere(t, pool, "payload->>'n' = '2' AND attempts = 0"), "released: still untried")
 }
+
+// A finished delivery waits for the worker's flush (or for a full finalize)
+// while other deliveries are in flight, so that one finalize carries many
+// messages; the last delivery in flight is finalized at once, and so is a
+// delivery that makes the finished messages finalizeMost.
+func TestFinishedDeliveriesAreFinalizedTogether(t *testing.T) {
+	t.Parallel()
+	pool := setup(t, "alpha")
+	for range 3 {
+		enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
+	}
+	d := New(pool, Config{Logger: testlog.New(t), Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	groups, err := d.claim(context.Background(), "w", 10, nil)
+	require.NoError(t, err)
+	require.Len(t, groups, 3, "one message per delivery")
+	a, b, c := groups[0].msgs[0], groups[1].msgs[0], groups[2].msgs[0]
+	w := &worker{d: d, name: "w", flights: map[uint64]*flight{}, held: map[string]int{}, pace: map[string]time.Duration{}, ramp: map[string]int{}}
+	for id, g := range groups {
+		w.flights[uint64(id)] = &flight{g: g, cancel: func() {}}
+		w.held[g.msgs[0].Destination]++
+	}
+	delivered := func(m claimedMessage) []result {
+		now := time.Now()
+		return []result{{msg: m, outcome: outcomeDelivered, started: now, finished: now}}
+	}
+	isDelivered := func(m claimedMessage) bool {
+		return countWhere(t, pool, "id = $1 AND state = 'delivered'", m.ID) == 1
+	}
+
+	// Stale copies of a pad the finished messages (a finalize records them
+	// as not applied): a hundred, three deliveries of 32 messages, do not
+	// make a finalize while others are in flight.
+	stale := delivered(a)[0]
+	stale.msg.LeaseVersion--
+	for range 100 {
+		w.done = append(w.done, stale)
+	}
+	w.finished(landed{id: 0, results: delivered(a)})
+	require.False(t, isDelivered(a), "two deliveries still in flight: a waits for the flush")
+	require.Len(t, w.done, 101)
+
+	// b's landing makes the finished messages finalizeMost.
+	for len(w.done) < finalizeMost-1 {
+		w.done = append(w.done, stale)
+	}
+	w.finished(landed{id: 1, results: delivered(b)})
+	require.True(t, isDelivered(a) && isDelivered(b), "a full finalize does not wait for the flush")
+	require.Empty(t, w.done)
+
+	w.finished(landed{id: 2, results: delivered(c)})
+	require.True(t, isDelivered(c), "the last delivery in flight is finalized at once")
+	require.Empty(t, w.flights)
+}

@@ -12,6 +12,16 @@ import (
 // together with others.
 const flushInterval = 10 * time.Millisecond
 
+// finalizeMost is how many finished messages make a worker finalize before
+// its next flush. Each finalize is a statement the server plans anew (its
+// parameters are arrays; a custom plan of its many CTEs costs about 2 ms)
+// and a round trip the worker's loop waits for: finalizing every 50
+// messages, as this did when it counted half a window of deliveries in
+// messages, cost a third of the drain's CPU (BENCHMARKS.md, "Finalize per
+// flush"). The flush already bounds the wait; this only bounds a
+// statement's size.
+const finalizeMost = 1000
+
 // worker is one claim-deliver-finalize loop. It keeps up to BatchSize
 // deliveries in flight, each on its own goroutine (unordered messages of
 // one destination, as many as its pace allows, or an aggregate's messages
@@ -177,7 +187,7 @@ func (w *worker) finished(l landed) {
 	w.held[l.results[0].msg.Destination]--
 	w.clock(l)
 	w.done = append(w.done, l.results...)
-	if len(w.done) >= max(w.d.cfg.BatchSize/2, 1) || len(w.flights) == 0 {
+	if len(w.done) >= finalizeMost || len(w.flights) == 0 {
 		w.finalize()
 	}
 }
