@@ -189,7 +189,7 @@ func restoreDiscarded(t *testing.T, pool *pgxpool.Pool, page playwright.Page, he
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT headers->>'trace-id' FROM switchyard.outbox WHERE id = $1`, head).Scan(&trace))
 	require.NoError(t, expect.Locator(recent.GetByTestId("headers").Locator("tr th")).ToHaveText([]string{"trace-id"}))
 	require.NoError(t, expect.Locator(recent.GetByTestId("headers").Locator("tr td")).ToHaveText([]string{trace}))
-	attempts := count(t, pool, `SELECT count(*) FROM switchyard.outbox_attempts WHERE message_id = $1`, head)
+	attempts := count(t, pool, `SELECT count(*) FROM switchyard.outbox_attempt_log WHERE message_id = $1`, head)
 	require.Positive(t, attempts)
 	require.NoError(t, expect.Locator(recent.GetByTestId("attempt-row")).ToHaveCount(attempts))
 	require.NoError(t, expect.Locator(recent.GetByTestId("attempts")).ToContainText("422"))

@@ -119,7 +119,7 @@ func TestOnCallPathEndToEnd(t *testing.T) {
 	require.NoError(t, expect.Locator(page.GetByTestId("page-title")).ToHaveText(fmt.Sprintf("Message %d", first)))
 	require.NoError(t, expect.Locator(page.GetByTestId("payload")).ToContainText(`"order": 1`))
 	require.NoError(t, expect.Locator(page.GetByTestId("attempts").GetByTestId("attempt-row")).ToHaveCount(
-		count(t, pool, `SELECT count(*) FROM switchyard.outbox_attempts WHERE message_id = $1`, first)))
+		count(t, pool, `SELECT count(*) FROM switchyard.outbox_attempt_log WHERE message_id = $1`, first)))
 	require.NoError(t, expect.Locator(page.GetByTestId("attempts")).ToContainText("422"))
 	atWidths(t, page, "message")
 

@@ -715,6 +715,11 @@ CREATE TABLE switchyard.outbox (
     replays integer DEFAULT 0 NOT NULL,
     generation integer DEFAULT 0 NOT NULL,
     replay_job uuid,
+    delivered_by text,
+    delivered_started_at timestamp with time zone,
+    delivered_ms double precision,
+    delivered_status integer,
+    delivered_response text,
     CONSTRAINT outbox_headers_check CHECK ((json_typeof(headers) = 'object'::text)),
     CONSTRAINT outbox_max_attempts_check CHECK ((max_attempts > 0)),
     CONSTRAINT outbox_payload_check CHECK (((strpos((payload)::text, '\u0000'::text) = 0) OR ((payload)::jsonb IS NOT NULL))),
@@ -1081,6 +1086,40 @@ CREATE TABLE switchyard.outbox_attempts (
     duration_ms double precision NOT NULL,
     CONSTRAINT outbox_attempts_outcome_check CHECK ((outcome = ANY (ARRAY['delivered'::text, 'retry'::text, 'dead'::text, 'released'::text])))
 );
+
+--
+-- Name: outbox_attempt_log; Type: VIEW; Schema: switchyard; Owner: -
+--
+
+CREATE VIEW switchyard.outbox_attempt_log AS
+ SELECT a.message_id,
+    a.attempt,
+    a.worker,
+    a.lease_version,
+    a.started_at,
+    a.finished_at,
+    a.outcome,
+    a.applied,
+    a.status_code,
+    a.response,
+    a.error,
+    a.duration_ms
+   FROM switchyard.outbox_attempts a
+UNION ALL
+ SELECT o.id AS message_id,
+    o.attempts AS attempt,
+    o.delivered_by AS worker,
+    o.lease_version,
+    o.delivered_started_at AS started_at,
+    (o.delivered_started_at + make_interval(secs => (o.delivered_ms / (1000)::double precision))) AS finished_at,
+    'delivered'::text AS outcome,
+    true AS applied,
+    o.delivered_status AS status_code,
+    o.delivered_response AS response,
+    NULL::text AS error,
+    o.delivered_ms AS duration_ms
+   FROM switchyard.outbox o
+  WHERE (o.delivered_by IS NOT NULL);
 
 --
 -- Name: outbox_attempts_id_seq; Type: SEQUENCE; Schema: switchyard; Owner: -

@@ -113,7 +113,7 @@ func check(ctx context.Context, pool *pgxpool.Pool, destination string, seen []d
 	}
 	v.OrderViolations = orderViolations(rows, first)
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM (
-		SELECT a.message_id FROM switchyard.outbox_attempts a JOIN switchyard.outbox o ON o.id = a.message_id
+		SELECT a.message_id FROM switchyard.outbox_attempt_log a JOIN switchyard.outbox o ON o.id = a.message_id
 		WHERE o.destination = $1 AND a.applied AND a.outcome = 'delivered'
 		GROUP BY a.message_id HAVING count(*) > 1) s`, destination).Scan(&v.StaleFinalizes); err != nil {
 		return v, fmt.Errorf("count finalizes that marked a message delivered twice: %w", err)

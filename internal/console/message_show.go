@@ -117,7 +117,7 @@ func (h *Handler) messageHistory(ctx context.Context, q *queries.Queries, m quer
 	return nil
 }
 
-func attemptView(a queries.SwitchyardOutboxAttempt) templates.Attempt {
+func attemptView(a queries.SwitchyardOutboxAttemptLog) templates.Attempt {
 	v := templates.Attempt{
 		Number: a.Attempt, Worker: a.Worker, LeaseVersion: a.LeaseVersion, StartedAt: a.StartedAt,
 		Outcome: a.Outcome, Applied: a.Applied, DurationMs: a.DurationMs,

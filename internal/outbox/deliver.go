@@ -11,7 +11,8 @@ import (
 )
 
 // Outcomes a delivery attempt can end in; they are the outcome column of
-// switchyard.outbox_attempts.
+// switchyard.outbox_attempt_log (the delivered attempt that applied is on
+// the message's row, every other in switchyard.outbox_attempts).
 const (
 	outcomeDelivered = "delivered"
 	outcomeRetry     = "retry"

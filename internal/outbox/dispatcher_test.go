@@ -18,6 +18,7 @@ import (
 	"github.com/switchyard/switchyard/internal/backoff"
 	"github.com/switchyard/switchyard/internal/destination"
 	"github.com/switchyard/switchyard/internal/destination/guard"
+	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/internal/testlog"
 	"github.com/switchyard/switchyard/internal/testwait"
 )
@@ -72,9 +73,26 @@ func TestFencingStaleFinalizeChangesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, countWhere(t, pool, "state = 'delivered' AND last_error IS NULL"))
 	var applied, stale int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE applied), count(*) FILTER (WHERE NOT applied) FROM switchyard.outbox_attempts`).Scan(&applied, &stale))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE applied), count(*) FILTER (WHERE NOT applied) FROM switchyard.outbox_attempt_log`).Scan(&applied, &stale))
 	require.Equal(t, 1, applied)
 	require.Equal(t, 1, stale, "the fenced attempt is recorded too")
+
+	// The attempt that delivered it is on the message's row, the fenced one
+	// in outbox_attempts; the log shows both.
+	var worker, outcome string
+	var leaseVersion int64
+	var attempt int32
+	require.NoError(t, pool.QueryRow(ctx, `SELECT worker, outcome, lease_version, attempt FROM switchyard.outbox_attempts`).Scan(&worker, &outcome, &leaseVersion, &attempt))
+	require.Equal(t, []any{"A", "dead", a.LeaseVersion, a.Attempts}, []any{worker, outcome, leaseVersion, attempt})
+	require.NoError(t, pool.QueryRow(ctx, `SELECT delivered_by, lease_version, attempts FROM switchyard.outbox`).Scan(&worker, &leaseVersion, &attempt))
+	require.Equal(t, []any{"B", b.LeaseVersion, b.Attempts}, []any{worker, leaseVersion, attempt})
+	log, err := queries.New(pool).ConsoleMessageAttemptList(ctx, queries.ConsoleMessageAttemptListParams{MessageID: b.ID, MaxRows: 10})
+	require.NoError(t, err)
+	require.Len(t, log, 2)
+	require.Equal(t, []any{"A", "dead", false}, []any{log[0].Worker, log[0].Outcome, log[0].Applied}, "oldest first")
+	require.Equal(t, []any{"B", "delivered", true, b.LeaseVersion, b.Attempts}, []any{log[1].Worker, log[1].Outcome, log[1].Applied, log[1].LeaseVersion, log[1].Attempt})
+	require.WithinDuration(t, now, log[1].StartedAt, time.Millisecond)
+	require.WithinDuration(t, now, log[1].FinishedAt, time.Millisecond)
 }
 
 // One worker may finalize a message twice in one batch: a delivery whose
@@ -108,7 +126,7 @@ func TestFencingOneBatchWithBothLeasesOfAMessage(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, 1, countWhere(t, pool, "state = 'delivered' AND lease_version = $1", second.LeaseVersion))
-	rows, err := pool.Query(ctx, `SELECT lease_version, applied FROM switchyard.outbox_attempts ORDER BY lease_version`)
+	rows, err := pool.Query(ctx, `SELECT lease_version, applied FROM switchyard.outbox_attempt_log ORDER BY lease_version`)
 	require.NoError(t, err)
 	type attempt struct {
 		LeaseVersion int64

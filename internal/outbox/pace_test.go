@@ -215,7 +215,7 @@ func TestUnorderedMessagesShareDeliveriesAtAFastDestination(t *testing.T) {
 	require.Equal(t, 4, countWhere(t, pool, "state = 'pending' AND attempts = 0 AND last_error IS NULL AND next_attempt_at <= now() AND lease_owner IS NULL"),
 		"the rest of its delivery: released, attempts given back, due at once")
 	var attempts, failed int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE outcome = 'retry') FROM switchyard.outbox_attempts WHERE applied`).Scan(&attempts, &failed))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE outcome = 'retry') FROM switchyard.outbox_attempt_log WHERE applied`).Scan(&attempts, &failed))
 	require.Equal(t, 28, attempts, "every attempt recorded, none for the untried")
 	require.Equal(t, 1, failed)
 }

@@ -13,9 +13,9 @@ import (
 )
 
 const consoleMessageAttemptList = `-- name: ConsoleMessageAttemptList :many
-SELECT id, message_id, attempt, worker, lease_version, started_at, finished_at, outcome, applied, status_code, response, error, duration_ms FROM switchyard.outbox_attempts
+SELECT message_id, attempt, worker, lease_version, started_at, finished_at, outcome, applied, status_code, response, error, duration_ms FROM switchyard.outbox_attempt_log
 WHERE message_id = $1
-ORDER BY id
+ORDER BY finished_at, attempt
 LIMIT $2
 `
 
@@ -24,17 +24,16 @@ type ConsoleMessageAttemptListParams struct {
 	MaxRows   int32
 }
 
-func (q *Queries) ConsoleMessageAttemptList(ctx context.Context, arg ConsoleMessageAttemptListParams) ([]SwitchyardOutboxAttempt, error) {
+func (q *Queries) ConsoleMessageAttemptList(ctx context.Context, arg ConsoleMessageAttemptListParams) ([]SwitchyardOutboxAttemptLog, error) {
 	rows, err := q.db.Query(ctx, consoleMessageAttemptList, arg.MessageID, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []SwitchyardOutboxAttempt{}
+	items := []SwitchyardOutboxAttemptLog{}
 	for rows.Next() {
-		var i SwitchyardOutboxAttempt
+		var i SwitchyardOutboxAttemptLog
 		if err := rows.Scan(
-			&i.ID,
 			&i.MessageID,
 			&i.Attempt,
 			&i.Worker,
@@ -60,7 +59,7 @@ func (q *Queries) ConsoleMessageAttemptList(ctx context.Context, arg ConsoleMess
 
 const consoleMessageGet = `-- name: ConsoleMessageGet :one
 
-SELECT id, message_id, topic, destination, aggregate_type, aggregate_id, aggregate_seq, payload, headers, state, attempts, max_attempts, next_attempt_at, lease_owner, lease_version, last_error, error_fingerprint, created_at, finished_at, replay_of, delivery_key, replay_request, replay_mode, replay_actor, replay_reason, replayed_at, replays, generation, replay_job FROM switchyard.outbox WHERE id = $1
+SELECT id, message_id, topic, destination, aggregate_type, aggregate_id, aggregate_seq, payload, headers, state, attempts, max_attempts, next_attempt_at, lease_owner, lease_version, last_error, error_fingerprint, created_at, finished_at, replay_of, delivery_key, replay_request, replay_mode, replay_actor, replay_reason, replayed_at, replays, generation, replay_job, delivered_by, delivered_started_at, delivered_ms, delivered_status, delivered_response FROM switchyard.outbox WHERE id = $1
 `
 
 // switchyard.console_messages (the view that defines every message state
@@ -110,6 +109,11 @@ func (q *Queries) ConsoleMessageGet(ctx context.Context, id int64) (SwitchyardOu
 		&i.Replays,
 		&i.Generation,
 		&i.ReplayJob,
+		&i.DeliveredBy,
+		&i.DeliveredStartedAt,
+		&i.DeliveredMs,
+		&i.DeliveredStatus,
+		&i.DeliveredResponse,
 	)
 	return i, err
 }

@@ -246,35 +246,40 @@ type SwitchyardLoginFailure struct {
 }
 
 type SwitchyardOutbox struct {
-	ID               int64
-	MessageID        uuid.UUID
-	Topic            string
-	Destination      string
-	AggregateType    string
-	AggregateID      string
-	AggregateSeq     *int64
-	Payload          []byte
-	Headers          []byte
-	State            string
-	Attempts         int32
-	MaxAttempts      *int32
-	NextAttemptAt    time.Time
-	LeaseOwner       *string
-	LeaseVersion     int64
-	LastError        *string
-	ErrorFingerprint *string
-	CreatedAt        time.Time
-	FinishedAt       *time.Time
-	ReplayOf         *int64
-	DeliveryKey      pgtype.UUID
-	ReplayRequest    pgtype.UUID
-	ReplayMode       *string
-	ReplayActor      *string
-	ReplayReason     *string
-	ReplayedAt       *time.Time
-	Replays          int32
-	Generation       int32
-	ReplayJob        pgtype.UUID
+	ID                 int64
+	MessageID          uuid.UUID
+	Topic              string
+	Destination        string
+	AggregateType      string
+	AggregateID        string
+	AggregateSeq       *int64
+	Payload            []byte
+	Headers            []byte
+	State              string
+	Attempts           int32
+	MaxAttempts        *int32
+	NextAttemptAt      time.Time
+	LeaseOwner         *string
+	LeaseVersion       int64
+	LastError          *string
+	ErrorFingerprint   *string
+	CreatedAt          time.Time
+	FinishedAt         *time.Time
+	ReplayOf           *int64
+	DeliveryKey        pgtype.UUID
+	ReplayRequest      pgtype.UUID
+	ReplayMode         *string
+	ReplayActor        *string
+	ReplayReason       *string
+	ReplayedAt         *time.Time
+	Replays            int32
+	Generation         int32
+	ReplayJob          pgtype.UUID
+	DeliveredBy        *string
+	DeliveredStartedAt *time.Time
+	DeliveredMs        *float64
+	DeliveredStatus    *int32
+	DeliveredResponse  *string
 }
 
 type SwitchyardOutboxAggregate struct {
@@ -290,6 +295,21 @@ type SwitchyardOutboxAggregate struct {
 
 type SwitchyardOutboxAttempt struct {
 	ID           int64
+	MessageID    int64
+	Attempt      int32
+	Worker       string
+	LeaseVersion int64
+	StartedAt    time.Time
+	FinishedAt   time.Time
+	Outcome      string
+	Applied      bool
+	StatusCode   *int32
+	Response     *string
+	Error        *string
+	DurationMs   float64
+}
+
+type SwitchyardOutboxAttemptLog struct {
 	MessageID    int64
 	Attempt      int32
 	Worker       string

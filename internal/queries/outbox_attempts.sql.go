@@ -12,9 +12,9 @@ import (
 
 const outboxAttemptListLatest = `-- name: OutboxAttemptListLatest :many
 
-SELECT id, message_id, attempt, worker, lease_version, started_at, finished_at, outcome, applied, status_code, response, error, duration_ms FROM switchyard.outbox_attempts
+SELECT message_id, attempt, worker, lease_version, started_at, finished_at, outcome, applied, status_code, response, error, duration_ms FROM switchyard.outbox_attempt_log
 WHERE message_id = $1
-ORDER BY id DESC
+ORDER BY finished_at DESC, attempt DESC
 LIMIT $2
 `
 
@@ -23,20 +23,21 @@ type OutboxAttemptListLatestParams struct {
 	MaxRows   int32
 }
 
-// switchyard.outbox_attempts: every delivery attempt of a message.
+// switchyard.outbox_attempts: every delivery attempt of a message but the
+// one that delivered it, which is on the message's row; read both through
+// switchyard.outbox_attempt_log (migrations/00023_outbox_delivered_attempt.sql).
 // OutboxAttemptListLatest is a message's newest delivery attempts, newest
 // first, shown beside its actions (outbox_attempts' message index).
-func (q *Queries) OutboxAttemptListLatest(ctx context.Context, arg OutboxAttemptListLatestParams) ([]SwitchyardOutboxAttempt, error) {
+func (q *Queries) OutboxAttemptListLatest(ctx context.Context, arg OutboxAttemptListLatestParams) ([]SwitchyardOutboxAttemptLog, error) {
 	rows, err := q.db.Query(ctx, outboxAttemptListLatest, arg.MessageID, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []SwitchyardOutboxAttempt{}
+	items := []SwitchyardOutboxAttemptLog{}
 	for rows.Next() {
-		var i SwitchyardOutboxAttempt
+		var i SwitchyardOutboxAttemptLog
 		if err := rows.Scan(
-			&i.ID,
 			&i.MessageID,
 			&i.Attempt,
 			&i.Worker,

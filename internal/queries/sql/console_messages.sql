@@ -25,9 +25,9 @@ SELECT id FROM switchyard.outbox WHERE message_id = @message_id;
 SELECT payload::text FROM switchyard.outbox WHERE id = @id;
 
 -- name: ConsoleMessageAttemptList :many
-SELECT * FROM switchyard.outbox_attempts
+SELECT * FROM switchyard.outbox_attempt_log
 WHERE message_id = @message_id
-ORDER BY id
+ORDER BY finished_at, attempt
 LIMIT @max_rows;
 
 -- name: ConsoleMessageReplayList :many

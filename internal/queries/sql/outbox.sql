@@ -255,7 +255,14 @@ applied AS (
         lease_owner = NULL,
         last_error = CASE WHEN i.outcome = 'released' THEN o.last_error ELSE NULLIF(i.error, '') END,
         error_fingerprint = CASE WHEN i.outcome = 'released' THEN o.error_fingerprint ELSE NULLIF(i.fingerprint, '') END,
-        finished_at = CASE WHEN i.outcome IN ('delivered', 'dead') THEN now() END
+        finished_at = CASE WHEN i.outcome IN ('delivered', 'dead') THEN now() END,
+        -- The attempt that delivered the message is recorded here, not in
+        -- outbox_attempts (migrations/00023_outbox_delivered_attempt.sql).
+        delivered_by = CASE WHEN i.outcome = 'delivered' THEN @worker::text END,
+        delivered_started_at = CASE WHEN i.outcome = 'delivered' THEN i.started_at END,
+        delivered_ms = CASE WHEN i.outcome = 'delivered' THEN extract(epoch FROM i.finished_at - i.started_at) * 1000 END,
+        delivered_status = CASE WHEN i.outcome = 'delivered' THEN NULLIF(i.status_code, 0) END,
+        delivered_response = CASE WHEN i.outcome = 'delivered' THEN NULLIF(i.response, '') END
     FROM input i
     WHERE o.id = i.id AND o.lease_version = i.lease_version AND o.state = 'pending'
       -- An ordered message applies only under its aggregate's lease.
@@ -269,17 +276,22 @@ applied AS (
 -- An input row applied if it is the one its message was updated under: a
 -- batch may hold one message twice (a delivery whose lease ran out before
 -- its outcome was finalized, and the delivery of the same message under
--- its next lease), and only the current lease's row applies.
+-- its next lease), and only the current lease's row applies. A delivery
+-- that applied is recorded on the message's row (applied above).
 attempts AS (
     INSERT INTO switchyard.outbox_attempts (
         message_id, attempt, worker, lease_version, started_at, finished_at,
         outcome, applied, status_code, response, error, duration_ms)
     SELECT i.id, i.attempt, @worker::text, i.lease_version, i.started_at, i.finished_at,
-        i.outcome, EXISTS (SELECT 1 FROM applied a WHERE a.id = i.id AND a.lease_version = i.lease_version), NULLIF(i.status_code, 0),
+        i.outcome, i.applied, NULLIF(i.status_code, 0),
         NULLIF(i.response, ''), NULLIF(i.error, ''),
         extract(epoch FROM i.finished_at - i.started_at) * 1000
-    FROM input i
-    WHERE i.outcome <> 'released' AND i.id NOT IN (SELECT b.id FROM busy b)
+    FROM (
+        SELECT i.*, EXISTS (SELECT 1 FROM applied a WHERE a.id = i.id AND a.lease_version = i.lease_version) AS applied
+        FROM input i
+        WHERE i.outcome <> 'released' AND i.id NOT IN (SELECT b.id FROM busy b)
+    ) i
+    WHERE NOT (i.applied AND i.outcome = 'delivered')
 ),
 blocked AS (
     INSERT INTO switchyard.outbox_blocked_aggregates (destination, aggregate_type, aggregate_id, dead_message_id)

@@ -1,11 +1,13 @@
--- switchyard.outbox_attempts: every delivery attempt of a message.
+-- switchyard.outbox_attempts: every delivery attempt of a message but the
+-- one that delivered it, which is on the message's row; read both through
+-- switchyard.outbox_attempt_log (migrations/00023_outbox_delivered_attempt.sql).
 
 -- name: OutboxAttemptListLatest :many
 -- OutboxAttemptListLatest is a message's newest delivery attempts, newest
 -- first, shown beside its actions (outbox_attempts' message index).
-SELECT * FROM switchyard.outbox_attempts
+SELECT * FROM switchyard.outbox_attempt_log
 WHERE message_id = @message_id
-ORDER BY id DESC
+ORDER BY finished_at DESC, attempt DESC
 LIMIT @max_rows;
 
 -- name: OutboxAttemptPrune :execrows
