@@ -4,12 +4,13 @@
 -- recorded on the message's own row: the finalize that marks it delivered
 -- rewrites that row anyway, while a row of its own in outbox_attempts cost
 -- an insert with three index entries and a foreign-key check per delivered
--- message, a sixth of a drain's CPU (BENCHMARKS.md, "The delivered attempt
--- on the message's row"). outbox_attempts keeps every other attempt: each
--- failure (retry, dead) and each attempt that did not apply (a stale lease),
--- delivered or not. The finalize sets these columns only where it marks the
--- message delivered, and a delivered message never changes again (a replay
--- is a new message), so they are written once.
+-- message, a tenth of a drain's CPU (BENCHMARKS.md, "Finalize per flush,
+-- and the delivered attempt on the message's row"). outbox_attempts keeps
+-- every other attempt: each failure (retry, dead) and each attempt that
+-- did not apply (a stale lease), delivered or not. The finalize sets these
+-- columns only where it marks the message delivered, and a delivered
+-- message never changes again (a replay is a new message), so they are
+-- written once.
 --
 -- The attempt's number is the message's attempts and its lease version the
 -- message's lease_version: the finalize applies an outcome only under the

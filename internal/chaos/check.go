@@ -112,10 +112,18 @@ func check(ctx context.Context, pool *pgxpool.Pool, destination string, seen []d
 		}
 	}
 	v.OrderViolations = orderViolations(rows, first)
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM (
-		SELECT a.message_id FROM switchyard.outbox_attempt_log a JOIN switchyard.outbox o ON o.id = a.message_id
-		WHERE o.destination = $1 AND a.applied AND a.outcome = 'delivered'
-		GROUP BY a.message_id HAVING count(*) > 1) s`, destination).Scan(&v.StaleFinalizes); err != nil {
+	// A finalize that applied a stale delivery shows as a second applied
+	// delivered attempt in the log, or (the delivered attempt being kept on
+	// the message's row, once) as a delivery counted twice in the
+	// statistics, which count every applied delivery.
+	if err := pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM (
+			SELECT a.message_id FROM switchyard.outbox_attempt_log a JOIN switchyard.outbox o ON o.id = a.message_id
+			WHERE o.destination = $1 AND a.applied AND a.outcome = 'delivered'
+			GROUP BY a.message_id HAVING count(*) > 1) s)
+		+ greatest((SELECT coalesce(sum(delivered), 0) FROM switchyard.delivery_stats WHERE destination = $1)
+			- (SELECT count(*) FROM switchyard.outbox WHERE destination = $1 AND state = 'delivered'), 0)`,
+		destination).Scan(&v.StaleFinalizes); err != nil {
 		return v, fmt.Errorf("count finalizes that marked a message delivered twice: %w", err)
 	}
 	return v, nil

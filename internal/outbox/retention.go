@@ -17,7 +17,9 @@ type Retention struct {
 	// messages are never deleted by retention: an operator decides.
 	Delivered time.Duration
 	// Attempts of any message, and the hourly trend of dead-letter groups,
-	// are deleted after this long. Default 30 days.
+	// are deleted after this long. Default 30 days. The attempt that
+	// delivered a message is kept on its row, and so lives as long as the
+	// message (Delivered).
 	Attempts time.Duration
 	// Stats rows are deleted after this long. Default 2 days.
 	Stats time.Duration
