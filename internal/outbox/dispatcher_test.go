@@ -163,6 +163,21 @@ func TestFencingOfAnAggregateLease(t *testing.T) {
 	require.Len(t, a, 1, "one aggregate")
 	require.Len(t, a[0].msgs, 2, "its messages, together")
 	require.Less(t, a[0].msgs[0].AggregateSeq, a[0].msgs[1].AggregateSeq, "in order")
+	// The claim writes the head only: it carries the lease and counts its
+	// attempt; the message after it is read, and only the aggregate's lease
+	// fences it (below: A's finalize of it changes nothing).
+	leases := func() (heads, others string) {
+		var h, o string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT
+			string_agg(format('%s/%s/%s', coalesce(lease_owner, '-'), lease_version, attempts), ',' ORDER BY id) FILTER (WHERE aggregate_seq = 1),
+			string_agg(format('%s/%s/%s', coalesce(lease_owner, '-'), lease_version, attempts), ',' ORDER BY id) FILTER (WHERE aggregate_seq > 1)
+			FROM switchyard.outbox`).Scan(&h, &o))
+		return h, o
+	}
+	heads, others := leases()
+	require.Equal(t, []string{"A/1/1", "-/0/0"}, []string{heads, others})
+	require.Equal(t, []int64{1, 0}, []int64{a[0].msgs[0].LeaseVersion, a[0].msgs[1].LeaseVersion})
+	require.Equal(t, []int32{1, 1}, []int32{a[0].msgs[0].Attempts, a[0].msgs[1].Attempts}, "the attempt each would be")
 	none, err := d.claim(ctx, "B", 10, nil)
 	require.NoError(t, err)
 	require.Empty(t, none, "a leased aggregate is not claimable")
@@ -172,6 +187,8 @@ func TestFencingOfAnAggregateLease(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, b, 1, "an expired aggregate lease is claimable again")
 	require.Equal(t, a[0].msgs[0].AggregateLeaseVersion+1, b[0].msgs[0].AggregateLeaseVersion)
+	heads, others = leases()
+	require.Equal(t, []string{"B/2/2", "-/0/0"}, []string{heads, others})
 
 	now := time.Now()
 	delivered := func(g group) []result {

@@ -103,24 +103,24 @@ func (q *Queries) OutboxActionStateGet(ctx context.Context, id int64) (OutboxAct
 const outboxClaimOrdered = `-- name: OutboxClaimOrdered :many
 WITH due AS (
     SELECT c.destination, c.aggregate_type, c.aggregate_id
-    FROM generate_series(1, cardinality($2::text[])) AS n
+    FROM generate_series(1, cardinality($1::text[])) AS n
     CROSS JOIN LATERAL (
         SELECT a.destination, a.aggregate_type, a.aggregate_id
         FROM switchyard.outbox_aggregates a
         WHERE a.last_seq > a.done_seq
-          AND a.destination = ($2::text[])[n]
-          AND a.due_at <= coalesce($3::timestamptz, now())
+          AND a.destination = ($1::text[])[n]
+          AND a.due_at <= coalesce($2::timestamptz, now())
         ORDER BY a.due_at
-        LIMIT ($4::int[])[n]
+        LIMIT ($3::int[])[n]
         FOR UPDATE SKIP LOCKED
     ) c
-    LIMIT $5
+    LIMIT $4
 ),
 leased AS (
     UPDATE switchyard.outbox_aggregates a
-    SET lease_owner = $1::text,
+    SET lease_owner = $5::text,
         lease_version = a.lease_version + 1,
-        due_at = coalesce($3::timestamptz, now()) + make_interval(secs => $6::float8)
+        due_at = coalesce($2::timestamptz, now()) + make_interval(secs => $6::float8)
     FROM due
     WHERE a.destination = due.destination AND a.aggregate_type = due.aggregate_type AND a.aggregate_id = due.aggregate_id
     RETURNING a.destination, a.aggregate_type, a.aggregate_id, a.lease_version
@@ -135,24 +135,32 @@ heads AS (
         ORDER BY o.aggregate_seq
         LIMIT $7
     ) m
+),
+counted AS (
+    UPDATE switchyard.outbox o
+    SET lease_owner = $5::text,
+        lease_version = o.lease_version + 1,
+        attempts = o.attempts + 1
+    FROM heads
+    WHERE o.id = heads.id AND heads.head AND o.state = 'pending'
+    RETURNING o.id, o.attempts, o.lease_version
 )
-UPDATE switchyard.outbox o
-SET lease_owner = $1::text,
-    lease_version = o.lease_version + 1,
-    attempts = o.attempts + CASE WHEN heads.head THEN 1 ELSE 0 END
-FROM heads
-WHERE o.id = heads.id AND o.state = 'pending'
-RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
-    o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at,
+SELECT o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
+    o.payload, o.headers, coalesce(c.attempts, o.attempts)::int AS attempts, o.max_attempts,
+    coalesce(c.lease_version, o.lease_version)::bigint AS lease_version, o.created_at,
     o.aggregate_seq::bigint AS aggregate_seq, heads.lease_version AS aggregate_lease_version, heads.head::boolean AS counted
+FROM heads
+JOIN switchyard.outbox o ON o.id = heads.id
+LEFT JOIN counted c ON c.id = o.id
+WHERE o.state = 'pending' AND (NOT heads.head OR c.id IS NOT NULL)
 `
 
 type OutboxClaimOrderedParams struct {
-	Owner        string
 	Destinations []string
 	Now          *time.Time
 	Caps         []int32
 	Aggregates   int32
+	Owner        string
 	LeaseSeconds float64
 	PerAggregate int32
 }
@@ -183,17 +191,25 @@ type OutboxClaimOrderedRow struct {
 // + 1) keeps every other worker off its later messages until the finalize.
 // Lock order, here and in OutboxFinalize: the aggregate row, then its
 // messages.
-// Only the first message of each aggregate counts its attempt here (so a
-// message that crashes its dispatcher still runs out of attempts); the
-// others count theirs at finalize, if they were tried: a lost finalize or
-// lease must not burn attempts of messages that were never sent.
+// Only the first message of each aggregate is written here: it counts its
+// attempt (so a message that crashes its dispatcher still runs out of
+// attempts) and carries the lease (lease_owner, lease_version + 1: the
+// console shows it in flight). The others are read, not written: the
+// aggregate's lease alone fences them (every finalize of an ordered
+// message checks it), they count their attempts at finalize if they were
+// tried (a lost finalize or lease must not burn attempts of messages that
+// were never sent), and writing each of them cost a sixth of an ordered
+// drain's CPU (BENCHMARKS.md, "The ordered claim writes the head only").
+// Their lease_version is returned as it stands, which their finalize
+// checks as before.
+// A head that was not written (no longer pending) is not delivered.
 func (q *Queries) OutboxClaimOrdered(ctx context.Context, arg OutboxClaimOrderedParams) ([]OutboxClaimOrderedRow, error) {
 	rows, err := q.db.Query(ctx, outboxClaimOrdered,
-		arg.Owner,
 		arg.Destinations,
 		arg.Now,
 		arg.Caps,
 		arg.Aggregates,
+		arg.Owner,
 		arg.LeaseSeconds,
 		arg.PerAggregate,
 	)

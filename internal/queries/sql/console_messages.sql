@@ -6,7 +6,10 @@
 -- Every list takes the same filters. stage narrows to the pending messages
 -- in one stage as the dashboard counts them (StatsPendingFlowList): queued
 -- (not leased, never attempted), in_flight (leased), retrying (not leased,
--- attempted); lease_owner_pattern to the pending messages whose lease
+-- attempted). An ordered message is leased while it heads its aggregate
+-- under a dispatcher's lease; the messages behind it in the same delivery
+-- are not written by the claim (OutboxClaimOrdered) and count as queued
+-- until their finalize. lease_owner_pattern to the pending messages whose lease
 -- holder matches it (a dispatcher's workers: internal/console,
 -- leaseOwnerPattern). No index holds the lease
 -- (migrations/00020_console_leases.sql): they are served by

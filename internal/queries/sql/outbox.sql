@@ -108,20 +108,36 @@ heads AS (
         ORDER BY o.aggregate_seq
         LIMIT @per_aggregate
     ) m
+),
+-- Only the first message of each aggregate is written here: it counts its
+-- attempt (so a message that crashes its dispatcher still runs out of
+-- attempts) and carries the lease (lease_owner, lease_version + 1: the
+-- console shows it in flight). The others are read, not written: the
+-- aggregate's lease alone fences them (every finalize of an ordered
+-- message checks it), they count their attempts at finalize if they were
+-- tried (a lost finalize or lease must not burn attempts of messages that
+-- were never sent), and writing each of them cost a sixth of an ordered
+-- drain's CPU (BENCHMARKS.md, "The ordered claim writes the head only").
+-- Their lease_version is returned as it stands, which their finalize
+-- checks as before.
+counted AS (
+    UPDATE switchyard.outbox o
+    SET lease_owner = @owner::text,
+        lease_version = o.lease_version + 1,
+        attempts = o.attempts + 1
+    FROM heads
+    WHERE o.id = heads.id AND heads.head AND o.state = 'pending'
+    RETURNING o.id, o.attempts, o.lease_version
 )
--- Only the first message of each aggregate counts its attempt here (so a
--- message that crashes its dispatcher still runs out of attempts); the
--- others count theirs at finalize, if they were tried: a lost finalize or
--- lease must not burn attempts of messages that were never sent.
-UPDATE switchyard.outbox o
-SET lease_owner = @owner::text,
-    lease_version = o.lease_version + 1,
-    attempts = o.attempts + CASE WHEN heads.head THEN 1 ELSE 0 END
+SELECT o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
+    o.payload, o.headers, coalesce(c.attempts, o.attempts)::int AS attempts, o.max_attempts,
+    coalesce(c.lease_version, o.lease_version)::bigint AS lease_version, o.created_at,
+    o.aggregate_seq::bigint AS aggregate_seq, heads.lease_version AS aggregate_lease_version, heads.head::boolean AS counted
 FROM heads
-WHERE o.id = heads.id AND o.state = 'pending'
-RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
-    o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at,
-    o.aggregate_seq::bigint AS aggregate_seq, heads.lease_version AS aggregate_lease_version, heads.head::boolean AS counted;
+JOIN switchyard.outbox o ON o.id = heads.id
+LEFT JOIN counted c ON c.id = o.id
+-- A head that was not written (no longer pending) is not delivered.
+WHERE o.state = 'pending' AND (NOT heads.head OR c.id IS NOT NULL);
 
 -- name: OutboxExtendLeases :many
 -- OutboxExtendLeases is the heartbeat of deliveries in flight: it pushes the
