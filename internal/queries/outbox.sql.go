@@ -201,7 +201,9 @@ type OutboxClaimOrderedRow struct {
 // were never sent), and writing each of them cost a sixth of an ordered
 // drain's CPU (BENCHMARKS.md, "The ordered claim writes the head only").
 // Their lease_version is returned as it stands, which their finalize
-// checks as before.
+// checks as before; their attempts record it, the message's own lease
+// version, which only its claims as a head raise (the aggregate's lease is
+// what fenced them).
 // A head that was not written (no longer pending) is not delivered.
 func (q *Queries) OutboxClaimOrdered(ctx context.Context, arg OutboxClaimOrderedParams) ([]OutboxClaimOrderedRow, error) {
 	rows, err := q.db.Query(ctx, outboxClaimOrdered,
