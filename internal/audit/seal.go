@@ -174,8 +174,8 @@ func (s *Sealer) tick(ctx context.Context, force bool) {
 	// The newest id first: counting the rows costs a scan of the trail,
 	// paid only when a checkpoint is written. Ids may have gaps (a
 	// rolled-back insert), so this counts a little early, never late.
-	id, err := q.AuditHeadIDGet(qctx)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && id == s.last.ID) {
+	id, err := s.vouchableID(qctx, q)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (id == 0 || id == s.last.ID)) {
 		return // nothing (new) to vouch for
 	}
 	due := force || id-s.last.ID >= s.cfg.CheckpointRows || time.Since(s.lastTime) >= s.cfg.CheckpointInterval
@@ -187,7 +187,7 @@ func (s *Sealer) tick(ctx context.Context, force bool) {
 		s.logFailure(ctx, "audit checkpoint refused", err)
 		return
 	}
-	head, err := q.AuditHeadGet(qctx)
+	head, err := s.vouchableHead(qctx, q, id)
 	if err != nil {
 		s.logFailure(ctx, "audit checkpoint: read the head", err)
 		return
@@ -198,6 +198,31 @@ func (s *Sealer) tick(ctx context.Context, force bool) {
 		return
 	}
 	s.last, s.lastTime = cp, time.Now()
+}
+
+// vouchableID is the newest row a checkpoint may vouch for: with a key, the
+// newest sealed row, not the newest row, since a row added after this
+// tick's Seal has no seal yet and Check refuses a checkpoint beyond the
+// seals; without one, the newest row.
+func (s *Sealer) vouchableID(ctx context.Context, q *queries.Queries) (int64, error) {
+	if s.cfg.Key == nil {
+		return q.AuditHeadIDGet(ctx)
+	}
+	id, _, err := s.sealHead(ctx)
+	return id, err
+}
+
+// vouchableHead is row id's hash and the count of rows up to it, as a
+// checkpoint records them.
+func (s *Sealer) vouchableHead(ctx context.Context, q *queries.Queries, id int64) (queries.AuditHeadGetRow, error) {
+	if s.cfg.Key == nil {
+		return q.AuditHeadGet(ctx)
+	}
+	at, err := q.AuditGetAt(ctx, id)
+	if err == nil && at.Hash == nil {
+		err = fmt.Errorf("audit: sealed row %d is gone", id)
+	}
+	return queries.AuditHeadGetRow{ID: id, Hash: at.Hash, Rows: at.RowsUpto}, err
 }
 
 // stillHolds checks that the trail still holds what the last checkpoint
