@@ -720,6 +720,7 @@ CREATE TABLE switchyard.outbox (
     delivered_ms double precision,
     delivered_status integer,
     delivered_response text,
+    leased_until timestamp with time zone,
     CONSTRAINT outbox_headers_check CHECK ((json_typeof(headers) = 'object'::text)),
     CONSTRAINT outbox_max_attempts_check CHECK ((max_attempts > 0)),
     CONSTRAINT outbox_payload_check CHECK (((strpos((payload)::text, '\u0000'::text) = 0) OR ((payload)::jsonb IS NOT NULL))),

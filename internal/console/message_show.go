@@ -66,6 +66,11 @@ func messageDetail(m queries.SwitchyardOutbox) templates.MessageDetail {
 		MaxAttempts: "the destination's limit", NextAttemptAt: m.NextAttemptAt, FinishedAt: m.FinishedAt,
 		LeaseVersion: m.LeaseVersion, PayloadBytes: len(m.Payload), Headers: headerList(m.Headers),
 	}
+	if m.LeasedUntil != nil && m.LeasedUntil.After(d.NextAttemptAt) {
+		// An unordered message in flight: tried again when its lease
+		// runs out, unless its delivery finishes first.
+		d.NextAttemptAt = *m.LeasedUntil
+	}
 	if m.AggregateSeq != nil {
 		d.AggregateSeq = *m.AggregateSeq
 	}

@@ -95,6 +95,97 @@ func TestFencingStaleFinalizeChangesNothing(t *testing.T) {
 	require.WithinDuration(t, now, log[1].FinishedAt, time.Millisecond)
 }
 
+// The unordered claim and its heartbeat change no indexed column of the
+// message, so PostgreSQL writes the row's new version without an entry in
+// each index (a HOT update: migrations/00024_outbox_unordered_lease.sql).
+// A claim that moves next_attempt_at again, or an index on a column they
+// write, fails this: the updates are counted in the transaction's own
+// statistics.
+func TestUnorderedClaimAndHeartbeatAreHotUpdates(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "alpha")
+	enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
+	var due time.Time
+	require.NoError(t, pool.QueryRow(ctx, `SELECT next_attempt_at FROM switchyard.outbox`).Scan(&due))
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	q := queries.New(tx)
+	claimed, err := q.OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
+		Owner: "A", LeaseSeconds: 30, Destinations: []string{"alpha"}, Caps: []int32{10}, BatchSize: 10})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	again, err := q.OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
+		Owner: "B", LeaseSeconds: 30, Destinations: []string{"alpha"}, Caps: []int32{10}, BatchSize: 10})
+	require.NoError(t, err)
+	require.Empty(t, again, "a leased message is not claimable")
+	extended, err := q.OutboxExtendLeases(ctx, queries.OutboxExtendLeasesParams{
+		LeaseSeconds: 60, Ids: []int64{claimed[0].ID}, LeaseVersions: []int64{claimed[0].LeaseVersion}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{claimed[0].ID}, extended)
+
+	var updated, hot int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_stat_get_xact_tuples_updated('switchyard.outbox'::regclass),
+		pg_stat_get_xact_tuples_hot_updated('switchyard.outbox'::regclass)`).Scan(&updated, &hot))
+	require.Equal(t, []int64{2, 2}, []int64{updated, hot}, "row updates, and how many of them were HOT")
+	var nextAttempt, leasedUntil, now time.Time
+	require.NoError(t, tx.QueryRow(ctx, `SELECT next_attempt_at, leased_until, now() FROM switchyard.outbox`).Scan(&nextAttempt, &leasedUntil, &now))
+	require.True(t, due.Equal(nextAttempt), "the claim leaves next_attempt_at as it was")
+	require.WithinDuration(t, now.Add(time.Minute), leasedUntil, time.Second, "the heartbeat moved the lease's expiry")
+}
+
+// A claim, a heartbeat and a finalize cost what they touch, not what the
+// outbox holds: on an outbox big enough, its statistics fresh, for the
+// planner to prefer reading it whole, none of them reads it sequentially.
+// Joined to its claimed ids, the unordered claim hashed the whole table as
+// soon as a claim was large (BENCHMARKS.md, "Claims and finalizes that
+// cost what they touch"). The scans are counted in the transaction's own
+// statistics.
+func TestClaimHeartbeatAndFinalizeNeverReadTheWholeOutbox(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "alpha")
+	msgs := make([]Message, 20000)
+	for i := range msgs {
+		msgs[i] = Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)}
+	}
+	enqueue(t, pool, msgs...)
+	_, err := pool.Exec(ctx, `ANALYZE switchyard.outbox`)
+	require.NoError(t, err)
+	d := New(pool, Config{})
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	q := queries.New(tx)
+	const claim = 1024 // a fast destination's claim: 32 deliveries of 32 messages
+	claimed, err := q.OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
+		Owner: "A", LeaseSeconds: 30, Destinations: []string{"alpha"}, Caps: []int32{claim}, BatchSize: claim})
+	require.NoError(t, err)
+	require.Len(t, claimed, claim)
+	extend := queries.OutboxExtendLeasesParams{LeaseSeconds: 30}
+	results := make([]result, len(claimed))
+	now := time.Now()
+	for i, row := range claimed {
+		extend.Ids = append(extend.Ids, row.ID)
+		extend.LeaseVersions = append(extend.LeaseVersions, row.LeaseVersion)
+		results[i] = result{msg: claimedMessage{OutboxClaimUnorderedRow: row, Counted: true}, outcome: outcomeDelivered, started: now, finished: now}
+	}
+	extended, err := q.OutboxExtendLeases(ctx, extend)
+	require.NoError(t, err)
+	require.Len(t, extended, claim)
+	finalized, err := q.OutboxFinalize(ctx, d.finalizeParams("A", results))
+	require.NoError(t, err)
+	require.Len(t, finalized, claim)
+
+	var seqScans int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relid = 'switchyard.outbox'::regclass`).Scan(&seqScans))
+	require.Zero(t, seqScans, "sequential scans of the outbox")
+	require.Equal(t, claim, countWhereIn(t, tx, "state = 'delivered'"))
+}
+
 // One worker may finalize a message twice in one batch: a delivery whose
 // lease ran out before its outcome was finalized (a loaded machine: its
 // heartbeat and finalize timed out), and the same message's delivery

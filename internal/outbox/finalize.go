@@ -16,6 +16,32 @@ import (
 // because an enqueuing transaction holds their aggregate's row: finalize
 // them again later.
 func (d *Dispatcher) finalize(ctx context.Context, worker string, results []result) (busy []result, err error) {
+	// Well under the lease, so that the heartbeat, which runs on the same
+	// worker loop, is never held back long enough for a lease to expire.
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.LeaseDuration/3)
+	defer cancel()
+	rows, err := queries.New(d.pool).OutboxFinalize(ctx, d.finalizeParams(worker, results))
+	if err != nil {
+		return nil, fmt.Errorf("finalize %d messages: %w", len(results), err)
+	}
+	status := make(map[int64]string, len(rows))
+	for _, row := range rows {
+		status[row.ID] = row.Status
+	}
+	for _, r := range results {
+		if status[r.msg.ID] == "busy" {
+			busy = append(busy, r)
+		}
+	}
+	if d.count(results, status) {
+		d.cfg.Changed()
+	}
+	return busy, nil
+}
+
+// finalizeParams are OutboxFinalize's parallel arrays for the results and
+// the aggregates they move on.
+func (d *Dispatcher) finalizeParams(worker string, results []result) queries.OutboxFinalizeParams {
 	p := queries.OutboxFinalizeParams{Worker: worker, Now: d.now()}
 	aggregates := aggregateOutcomes(results)
 	position := make(map[aggregateKey]int32, len(aggregates))
@@ -50,27 +76,7 @@ func (d *Dispatcher) finalize(ctx context.Context, worker string, results []resu
 		p.AggregateDueInMs = append(p.AggregateDueInMs, float64(a.dueIn)/float64(time.Millisecond))
 		p.AggregateBlocked = append(p.AggregateBlocked, a.blocked)
 	}
-	// Well under the lease, so that the heartbeat, which runs on the same
-	// worker loop, is never held back long enough for a lease to expire.
-	ctx, cancel := context.WithTimeout(ctx, d.cfg.LeaseDuration/3)
-	defer cancel()
-	rows, err := queries.New(d.pool).OutboxFinalize(ctx, p)
-	if err != nil {
-		return nil, fmt.Errorf("finalize %d messages: %w", len(results), err)
-	}
-	status := make(map[int64]string, len(rows))
-	for _, row := range rows {
-		status[row.ID] = row.Status
-	}
-	for _, r := range results {
-		if status[r.msg.ID] == "busy" {
-			busy = append(busy, r)
-		}
-	}
-	if d.count(results, status) {
-		d.cfg.Changed()
-	}
-	return busy, nil
+	return p
 }
 
 // count updates the metrics and logs stale finalizes. It reports whether

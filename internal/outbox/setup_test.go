@@ -46,3 +46,11 @@ func countWhere(t *testing.T, pool *pgxpool.Pool, cond string, args ...any) int 
 	require.NoError(t, pool.QueryRow(context.Background(), "SELECT count(*) FROM switchyard.outbox WHERE "+cond, args...).Scan(&n))
 	return n
 }
+
+// countWhereIn is countWhere in a transaction, which sees its own writes.
+func countWhereIn(t *testing.T, tx pgx.Tx, cond string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, tx.QueryRow(context.Background(), "SELECT count(*) FROM switchyard.outbox WHERE "+cond, args...).Scan(&n))
+	return n
+}

@@ -59,7 +59,7 @@ func (q *Queries) ConsoleMessageAttemptList(ctx context.Context, arg ConsoleMess
 
 const consoleMessageGet = `-- name: ConsoleMessageGet :one
 
-SELECT id, message_id, topic, destination, aggregate_type, aggregate_id, aggregate_seq, payload, headers, state, attempts, max_attempts, next_attempt_at, lease_owner, lease_version, last_error, error_fingerprint, created_at, finished_at, replay_of, delivery_key, replay_request, replay_mode, replay_actor, replay_reason, replayed_at, replays, generation, replay_job, delivered_by, delivered_started_at, delivered_ms, delivered_status, delivered_response FROM switchyard.outbox WHERE id = $1
+SELECT id, message_id, topic, destination, aggregate_type, aggregate_id, aggregate_seq, payload, headers, state, attempts, max_attempts, next_attempt_at, lease_owner, lease_version, last_error, error_fingerprint, created_at, finished_at, replay_of, delivery_key, replay_request, replay_mode, replay_actor, replay_reason, replayed_at, replays, generation, replay_job, delivered_by, delivered_started_at, delivered_ms, delivered_status, delivered_response, leased_until FROM switchyard.outbox WHERE id = $1
 `
 
 // switchyard.console_messages (the view that defines every message state
@@ -117,6 +117,7 @@ func (q *Queries) ConsoleMessageGet(ctx context.Context, id int64) (SwitchyardOu
 		&i.DeliveredMs,
 		&i.DeliveredStatus,
 		&i.DeliveredResponse,
+		&i.LeasedUntil,
 	)
 	return i, err
 }

@@ -280,6 +280,7 @@ type SwitchyardOutbox struct {
 	DeliveredMs        *float64
 	DeliveredStatus    *int32
 	DeliveredResponse  *string
+	LeasedUntil        *time.Time
 }
 
 type SwitchyardOutboxAggregate struct {

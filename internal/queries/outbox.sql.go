@@ -258,6 +258,7 @@ WITH due AS (
         WHERE o.state = 'pending' AND o.aggregate_id = ''
           AND o.destination = ($4::text[])[n]
           AND o.next_attempt_at <= coalesce($2::timestamptz, now())
+          AND (o.leased_until IS NULL OR o.leased_until <= coalesce($2::timestamptz, now()))
         ORDER BY o.next_attempt_at
         LIMIT ($5::int[])[n]
         FOR UPDATE SKIP LOCKED
@@ -267,10 +268,9 @@ WITH due AS (
 UPDATE switchyard.outbox o
 SET lease_owner = $1::text,
     lease_version = o.lease_version + 1,
-    next_attempt_at = coalesce($2::timestamptz, now()) + make_interval(secs => $3::float8),
+    leased_until = coalesce($2::timestamptz, now()) + make_interval(secs => $3::float8),
     attempts = o.attempts + 1
-FROM due
-WHERE o.id = due.id
+WHERE o.id = ANY (ARRAY(SELECT due.id FROM due))
 RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
     o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at
 `
@@ -302,8 +302,16 @@ type OutboxClaimUnorderedRow struct {
 // OutboxClaimUnordered leases up to batch_size due messages that have no
 // aggregate: at most caps[n] of destinations[n], so that a destination with
 // no free delivery slots cannot fill the dispatcher's window with messages
-// that would only wait. The lease is next_attempt_at moved to the lease's
-// expiry and lease_version + 1.
+// that would only wait. The lease is leased_until set to its expiry and
+// lease_version + 1; a due message (next_attempt_at) is claimable while no
+// lease holds it. No indexed column changes, so the row's new version can
+// stay on its page without index entries (migrations/00024_outbox_unordered_lease.sql);
+// the scan steps over the messages in flight, which lead the index.
+// One probe of the primary key per claimed message. Joined to due
+// instead, the planner hashed the whole outbox, read sequentially, as soon
+// as a claim was large (a fast destination's groups: 1,024 messages), and
+// a claim cost as much as the table was big (BENCHMARKS.md, "Claims and
+// finalizes that cost what they touch").
 func (q *Queries) OutboxClaimUnordered(ctx context.Context, arg OutboxClaimUnorderedParams) ([]OutboxClaimUnorderedRow, error) {
 	rows, err := q.db.Query(ctx, outboxClaimUnordered,
 		arg.Owner,
@@ -376,11 +384,11 @@ func (q *Queries) OutboxDiscard(ctx context.Context, id int64) error {
 
 const outboxExtendAggregateLeases = `-- name: OutboxExtendAggregateLeases :many
 WITH input AS (
-    SELECT ($1::text[])[n] AS destination,
-        ($2::text[])[n] AS aggregate_type,
-        ($3::text[])[n] AS aggregate_id,
-        ($4::bigint[])[n] AS lease_version
-    FROM generate_series(1, cardinality($1::text[])) AS n
+    -- Parallel arrays, one element per aggregate: see OutboxFinalize.
+    SELECT unnest($1::text[]) AS destination,
+        unnest($2::text[]) AS aggregate_type,
+        unnest($3::text[]) AS aggregate_id,
+        unnest($4::bigint[]) AS lease_version
 ),
 locked AS (
     SELECT a.destination, a.aggregate_type, a.aggregate_id
@@ -462,12 +470,9 @@ func (q *Queries) OutboxExtendAggregateLeases(ctx context.Context, arg OutboxExt
 
 const outboxExtendLeases = `-- name: OutboxExtendLeases :many
 UPDATE switchyard.outbox o
-SET next_attempt_at = coalesce($1::timestamptz, now()) + make_interval(secs => $2::float8)
-FROM (
-    SELECT ($3::bigint[])[n] AS id, ($4::bigint[])[n] AS lease_version
-    FROM generate_series(1, cardinality($3::bigint[])) AS n
-) AS l
-WHERE o.id = l.id AND o.lease_version = l.lease_version AND o.state = 'pending'
+SET leased_until = coalesce($1::timestamptz, now()) + make_interval(secs => $2::float8)
+FROM (SELECT unnest($3::bigint[]) AS id, unnest($4::bigint[]) AS lease_version) AS l
+WHERE o.id = ANY ($3::bigint[]) AND o.id = l.id AND o.lease_version = l.lease_version AND o.state = 'pending'
 RETURNING o.id
 `
 
@@ -481,6 +486,7 @@ type OutboxExtendLeasesParams struct {
 // OutboxExtendLeases is the heartbeat of deliveries in flight: it pushes the
 // lease expiry of each (id, lease_version) still held, and returns the ids
 // it extended; a missing one has lost its lease.
+// The ids again, as an index condition on the outbox: see OutboxClaimUnordered.
 func (q *Queries) OutboxExtendLeases(ctx context.Context, arg OutboxExtendLeasesParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, outboxExtendLeases,
 		arg.Now,
@@ -508,35 +514,37 @@ func (q *Queries) OutboxExtendLeases(ctx context.Context, arg OutboxExtendLeases
 
 const outboxFinalize = `-- name: OutboxFinalize :many
 WITH input AS (
-    -- Parallel arrays, one element per message: sqlc cannot type a
-    -- multi-argument unnest, so the rows are assembled by subscript.
-    SELECT ($1::bigint[])[n] AS id,
-        ($2::bigint[])[n] AS lease_version,
+    -- Parallel arrays, one element per message, unnested side by side:
+    -- set-returning functions in one select list run in lockstep, a row
+    -- per element (sqlc cannot type a multi-argument unnest). Not by
+    -- subscript: finding an element of a text array walks the elements
+    -- before it, and a 1,000-message finalize spent 20 to 40 ms on that
+    -- alone.
+    SELECT unnest($1::bigint[]) AS id,
+        unnest($2::bigint[]) AS lease_version,
         -- The message's aggregate: its position in the aggregate_ arrays,
         -- 0 for a message without one.
-        ($3::int[])[n] AS aggregate_of,
-        ($4::int[])[n] AS attempt,
-        ($5::text[])[n] AS outcome,
-        ($6::float8[])[n] AS retry_delay_ms,
-        ($7::int[])[n] AS attempt_delta,
-        ($8::text[])[n] AS error,
-        ($9::text[])[n] AS fingerprint,
-        ($10::int[])[n] AS status_code,
-        ($11::text[])[n] AS response,
-        ($12::timestamptz[])[n] AS started_at,
-        ($13::timestamptz[])[n] AS finished_at
-    FROM generate_series(1, cardinality($1::bigint[])) AS n
+        unnest($3::int[]) AS aggregate_of,
+        unnest($4::int[]) AS attempt,
+        unnest($5::text[]) AS outcome,
+        unnest($6::float8[]) AS retry_delay_ms,
+        unnest($7::int[]) AS attempt_delta,
+        unnest($8::text[]) AS error,
+        unnest($9::text[]) AS fingerprint,
+        unnest($10::int[]) AS status_code,
+        unnest($11::text[]) AS response,
+        unnest($12::timestamptz[]) AS started_at,
+        unnest($13::timestamptz[]) AS finished_at
 ),
 aggregate_input AS (
-    SELECT n AS position,
-        ($14::text[])[n] AS destination,
-        ($15::text[])[n] AS aggregate_type,
-        ($16::text[])[n] AS aggregate_id,
-        ($17::bigint[])[n] AS lease_version,
-        ($18::bigint[])[n] AS done_seq,
-        ($19::float8[])[n] AS due_in_ms,
-        ($20::boolean[])[n] AS blocked
-    FROM generate_series(1, cardinality($14::text[])) AS n
+    SELECT generate_series(1, cardinality($14::text[])) AS position,
+        unnest($14::text[]) AS destination,
+        unnest($15::text[]) AS aggregate_type,
+        unnest($16::text[]) AS aggregate_id,
+        unnest($17::bigint[]) AS lease_version,
+        unnest($18::bigint[]) AS done_seq,
+        unnest($19::float8[]) AS due_in_ms,
+        unnest($20::boolean[]) AS blocked
 ),
 locked_aggregates AS (
     SELECT a.destination, a.aggregate_type, a.aggregate_id
@@ -572,6 +580,7 @@ applied AS (
             ELSE o.next_attempt_at END,
         attempts = o.attempts + i.attempt_delta,
         lease_owner = NULL,
+        leased_until = NULL,
         last_error = CASE WHEN i.outcome = 'released' THEN o.last_error ELSE NULLIF(i.error, '') END,
         error_fingerprint = CASE WHEN i.outcome = 'released' THEN o.error_fingerprint ELSE NULLIF(i.fingerprint, '') END,
         finished_at = CASE WHEN i.outcome IN ('delivered', 'dead') THEN now() END,
@@ -583,7 +592,9 @@ applied AS (
         delivered_status = CASE WHEN i.outcome = 'delivered' THEN NULLIF(i.status_code, 0) END,
         delivered_response = CASE WHEN i.outcome = 'delivered' THEN NULLIF(i.response, '') END
     FROM input i
-    WHERE o.id = i.id AND o.lease_version = i.lease_version AND o.state = 'pending'
+    -- The ids again, as an index condition on the outbox whatever the
+    -- join: see OutboxClaimUnordered.
+    WHERE o.id = ANY ($1::bigint[]) AND o.id = i.id AND o.lease_version = i.lease_version AND o.state = 'pending'
       -- An ordered message applies only under its aggregate's lease.
       AND (o.aggregate_id = '' OR EXISTS (
           SELECT 1 FROM aggregates g

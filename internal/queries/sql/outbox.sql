@@ -39,8 +39,11 @@ INSERT INTO switchyard.outbox (
 -- OutboxClaimUnordered leases up to batch_size due messages that have no
 -- aggregate: at most caps[n] of destinations[n], so that a destination with
 -- no free delivery slots cannot fill the dispatcher's window with messages
--- that would only wait. The lease is next_attempt_at moved to the lease's
--- expiry and lease_version + 1.
+-- that would only wait. The lease is leased_until set to its expiry and
+-- lease_version + 1; a due message (next_attempt_at) is claimable while no
+-- lease holds it. No indexed column changes, so the row's new version can
+-- stay on its page without index entries (migrations/00024_outbox_unordered_lease.sql);
+-- the scan steps over the messages in flight, which lead the index.
 WITH due AS (
     SELECT c.id
     FROM generate_series(1, cardinality(@destinations::text[])) AS n
@@ -49,6 +52,7 @@ WITH due AS (
         WHERE o.state = 'pending' AND o.aggregate_id = ''
           AND o.destination = (@destinations::text[])[n]
           AND o.next_attempt_at <= coalesce(sqlc.narg(now)::timestamptz, now())
+          AND (o.leased_until IS NULL OR o.leased_until <= coalesce(sqlc.narg(now)::timestamptz, now()))
         ORDER BY o.next_attempt_at
         LIMIT (@caps::int[])[n]
         FOR UPDATE SKIP LOCKED
@@ -58,10 +62,14 @@ WITH due AS (
 UPDATE switchyard.outbox o
 SET lease_owner = @owner::text,
     lease_version = o.lease_version + 1,
-    next_attempt_at = coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8),
+    leased_until = coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8),
     attempts = o.attempts + 1
-FROM due
-WHERE o.id = due.id
+-- One probe of the primary key per claimed message. Joined to due
+-- instead, the planner hashed the whole outbox, read sequentially, as soon
+-- as a claim was large (a fast destination's groups: 1,024 messages), and
+-- a claim cost as much as the table was big (BENCHMARKS.md, "Claims and
+-- finalizes that cost what they touch").
+WHERE o.id = ANY (ARRAY(SELECT due.id FROM due))
 RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
     o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at;
 
@@ -146,12 +154,10 @@ WHERE o.state = 'pending' AND (NOT heads.head OR c.id IS NOT NULL);
 -- lease expiry of each (id, lease_version) still held, and returns the ids
 -- it extended; a missing one has lost its lease.
 UPDATE switchyard.outbox o
-SET next_attempt_at = coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8)
-FROM (
-    SELECT (@ids::bigint[])[n] AS id, (@lease_versions::bigint[])[n] AS lease_version
-    FROM generate_series(1, cardinality(@ids::bigint[])) AS n
-) AS l
-WHERE o.id = l.id AND o.lease_version = l.lease_version AND o.state = 'pending'
+SET leased_until = coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8)
+FROM (SELECT unnest(@ids::bigint[]) AS id, unnest(@lease_versions::bigint[]) AS lease_version) AS l
+-- The ids again, as an index condition on the outbox: see OutboxClaimUnordered.
+WHERE o.id = ANY (@ids::bigint[]) AND o.id = l.id AND o.lease_version = l.lease_version AND o.state = 'pending'
 RETURNING o.id;
 
 -- name: OutboxExtendAggregateLeases :many
@@ -162,11 +168,11 @@ RETURNING o.id;
 -- Waiting there could hold the dispatcher for as long as any business
 -- transaction, or deadlock with one.
 WITH input AS (
-    SELECT (@destinations::text[])[n] AS destination,
-        (@aggregate_types::text[])[n] AS aggregate_type,
-        (@aggregate_ids::text[])[n] AS aggregate_id,
-        (@lease_versions::bigint[])[n] AS lease_version
-    FROM generate_series(1, cardinality(@destinations::text[])) AS n
+    -- Parallel arrays, one element per aggregate: see OutboxFinalize.
+    SELECT unnest(@destinations::text[]) AS destination,
+        unnest(@aggregate_types::text[]) AS aggregate_type,
+        unnest(@aggregate_ids::text[]) AS aggregate_id,
+        unnest(@lease_versions::bigint[]) AS lease_version
 ),
 locked AS (
     SELECT a.destination, a.aggregate_type, a.aggregate_id
@@ -200,35 +206,37 @@ LEFT JOIN locked l ON l.destination = i.destination AND l.aggregate_type = i.agg
 -- released (pending again after retry_delay_ms, the attempt given back: it
 -- never started).
 WITH input AS (
-    -- Parallel arrays, one element per message: sqlc cannot type a
-    -- multi-argument unnest, so the rows are assembled by subscript.
-    SELECT (@ids::bigint[])[n] AS id,
-        (@lease_versions::bigint[])[n] AS lease_version,
+    -- Parallel arrays, one element per message, unnested side by side:
+    -- set-returning functions in one select list run in lockstep, a row
+    -- per element (sqlc cannot type a multi-argument unnest). Not by
+    -- subscript: finding an element of a text array walks the elements
+    -- before it, and a 1,000-message finalize spent 20 to 40 ms on that
+    -- alone.
+    SELECT unnest(@ids::bigint[]) AS id,
+        unnest(@lease_versions::bigint[]) AS lease_version,
         -- The message's aggregate: its position in the aggregate_ arrays,
         -- 0 for a message without one.
-        (@aggregate_of::int[])[n] AS aggregate_of,
-        (@attempt_numbers::int[])[n] AS attempt,
-        (@outcomes::text[])[n] AS outcome,
-        (@retry_delays_ms::float8[])[n] AS retry_delay_ms,
-        (@attempt_deltas::int[])[n] AS attempt_delta,
-        (@errors::text[])[n] AS error,
-        (@fingerprints::text[])[n] AS fingerprint,
-        (@status_codes::int[])[n] AS status_code,
-        (@responses::text[])[n] AS response,
-        (@started_ats::timestamptz[])[n] AS started_at,
-        (@finished_ats::timestamptz[])[n] AS finished_at
-    FROM generate_series(1, cardinality(@ids::bigint[])) AS n
+        unnest(@aggregate_of::int[]) AS aggregate_of,
+        unnest(@attempt_numbers::int[]) AS attempt,
+        unnest(@outcomes::text[]) AS outcome,
+        unnest(@retry_delays_ms::float8[]) AS retry_delay_ms,
+        unnest(@attempt_deltas::int[]) AS attempt_delta,
+        unnest(@errors::text[]) AS error,
+        unnest(@fingerprints::text[]) AS fingerprint,
+        unnest(@status_codes::int[]) AS status_code,
+        unnest(@responses::text[]) AS response,
+        unnest(@started_ats::timestamptz[]) AS started_at,
+        unnest(@finished_ats::timestamptz[]) AS finished_at
 ),
 aggregate_input AS (
-    SELECT n AS position,
-        (@aggregate_destinations::text[])[n] AS destination,
-        (@aggregate_types::text[])[n] AS aggregate_type,
-        (@aggregate_ids::text[])[n] AS aggregate_id,
-        (@aggregate_lease_versions::bigint[])[n] AS lease_version,
-        (@aggregate_done_seqs::bigint[])[n] AS done_seq,
-        (@aggregate_due_in_ms::float8[])[n] AS due_in_ms,
-        (@aggregate_blocked::boolean[])[n] AS blocked
-    FROM generate_series(1, cardinality(@aggregate_destinations::text[])) AS n
+    SELECT generate_series(1, cardinality(@aggregate_destinations::text[])) AS position,
+        unnest(@aggregate_destinations::text[]) AS destination,
+        unnest(@aggregate_types::text[]) AS aggregate_type,
+        unnest(@aggregate_ids::text[]) AS aggregate_id,
+        unnest(@aggregate_lease_versions::bigint[]) AS lease_version,
+        unnest(@aggregate_done_seqs::bigint[]) AS done_seq,
+        unnest(@aggregate_due_in_ms::float8[]) AS due_in_ms,
+        unnest(@aggregate_blocked::boolean[]) AS blocked
 ),
 -- The aggregates first (the claim's lock order), never waiting: a row that
 -- an enqueuing transaction holds is skipped, and the outcomes of its
@@ -271,6 +279,7 @@ applied AS (
             ELSE o.next_attempt_at END,
         attempts = o.attempts + i.attempt_delta,
         lease_owner = NULL,
+        leased_until = NULL,
         last_error = CASE WHEN i.outcome = 'released' THEN o.last_error ELSE NULLIF(i.error, '') END,
         error_fingerprint = CASE WHEN i.outcome = 'released' THEN o.error_fingerprint ELSE NULLIF(i.fingerprint, '') END,
         finished_at = CASE WHEN i.outcome IN ('delivered', 'dead') THEN now() END,
@@ -282,7 +291,9 @@ applied AS (
         delivered_status = CASE WHEN i.outcome = 'delivered' THEN NULLIF(i.status_code, 0) END,
         delivered_response = CASE WHEN i.outcome = 'delivered' THEN NULLIF(i.response, '') END
     FROM input i
-    WHERE o.id = i.id AND o.lease_version = i.lease_version AND o.state = 'pending'
+    -- The ids again, as an index condition on the outbox whatever the
+    -- join: see OutboxClaimUnordered.
+    WHERE o.id = ANY (@ids::bigint[]) AND o.id = i.id AND o.lease_version = i.lease_version AND o.state = 'pending'
       -- An ordered message applies only under its aggregate's lease.
       AND (o.aggregate_id = '' OR EXISTS (
           SELECT 1 FROM aggregates g
