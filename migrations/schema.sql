@@ -728,7 +728,7 @@ CREATE TABLE switchyard.outbox (
     CONSTRAINT outbox_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'delivered'::text, 'dead'::text, 'discarded'::text]))),
     CONSTRAINT outbox_topic_check CHECK ((topic <> ''::text))
 )
-WITH (autovacuum_vacuum_scale_factor='0.02', autovacuum_analyze_scale_factor='0.02', fillfactor='70');
+WITH (autovacuum_vacuum_scale_factor='0.02', autovacuum_analyze_scale_factor='0.02', fillfactor='45');
 
 --
 -- Name: console_messages; Type: VIEW; Schema: switchyard; Owner: -

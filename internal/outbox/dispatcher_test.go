@@ -96,44 +96,79 @@ func TestFencingStaleFinalizeChangesNothing(t *testing.T) {
 }
 
 // The unordered claim and its heartbeat change no indexed column of the
-// message, so PostgreSQL writes the row's new version without an entry in
-// each index (a HOT update: migrations/00024_outbox_unordered_lease.sql).
-// A claim that moves next_attempt_at again, or an index on a column they
-// write, fails this: the updates are counted in the transaction's own
-// statistics.
+// message, and the outbox's pages keep room for a new version of each of
+// their rows, so PostgreSQL writes a claimed row's new version on its page
+// without an entry in each index (a HOT update:
+// migrations/00024_outbox_unordered_lease.sql). A claim that moves
+// next_attempt_at again, an index on a column they write, or a fillfactor
+// that leaves too little room for a claim of many neighbouring rows fails
+// this: the updates are counted in the transaction's own statistics.
 func TestUnorderedClaimAndHeartbeatAreHotUpdates(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := setup(t, "alpha")
-	enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
+	const n = 300 // several pages of them
+	msgs := make([]Message, n)
+	for i := range msgs {
+		msgs[i] = Message{Topic: "t", Destination: "alpha", Payload: []byte(`{"order":"A-1042","status":"paid","amount_cents":12990}`)}
+	}
+	enqueue(t, pool, msgs...)
 	var due time.Time
-	require.NoError(t, pool.QueryRow(ctx, `SELECT next_attempt_at FROM switchyard.outbox`).Scan(&due))
+	var pages int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT max(next_attempt_at), count(DISTINCT (ctid::text::point)[0]) FROM switchyard.outbox`).Scan(&due, &pages))
+	require.Greater(t, pages, 5)
 
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	q := queries.New(tx)
-	claimed, err := q.OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
-		Owner: "A", LeaseSeconds: 30, Destinations: []string{"alpha"}, Caps: []int32{10}, BatchSize: 10})
-	require.NoError(t, err)
-	require.Len(t, claimed, 1)
-	again, err := q.OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
+	// hotUpdates runs f in a transaction of its own and says how many rows
+	// it updated, and how many of those updates were HOT: the difference
+	// in the backend's statistics, which may still hold counts of its
+	// earlier transactions, not yet reported (nothing is reported in a
+	// transaction).
+	hotUpdates := func(f func(q *queries.Queries)) (updated, hot int64) {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		counts := func() (updated, hot int64) {
+			require.NoError(t, tx.QueryRow(ctx, `SELECT pg_stat_get_xact_tuples_updated('switchyard.outbox'::regclass),
+				pg_stat_get_xact_tuples_hot_updated('switchyard.outbox'::regclass)`).Scan(&updated, &hot))
+			return updated, hot
+		}
+		updatedBefore, hotBefore := counts()
+		f(queries.New(tx))
+		updated, hot = counts()
+		require.NoError(t, tx.Commit(ctx))
+		return updated - updatedBefore, hot - hotBefore
+	}
+	var claimed []queries.OutboxClaimUnorderedRow
+	updated, hot := hotUpdates(func(q *queries.Queries) {
+		var err error
+		claimed, err = q.OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
+			Owner: "A", LeaseSeconds: 30, Destinations: []string{"alpha"}, Caps: []int32{n}, BatchSize: n})
+		require.NoError(t, err)
+		require.Len(t, claimed, n)
+	})
+	require.Equal(t, []int64{n, n}, []int64{updated, hot}, "the claim's row updates, and how many of them were HOT")
+	again, err := queries.New(pool).OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
 		Owner: "B", LeaseSeconds: 30, Destinations: []string{"alpha"}, Caps: []int32{10}, BatchSize: 10})
 	require.NoError(t, err)
 	require.Empty(t, again, "a leased message is not claimable")
-	extended, err := q.OutboxExtendLeases(ctx, queries.OutboxExtendLeasesParams{
-		LeaseSeconds: 60, Ids: []int64{claimed[0].ID}, LeaseVersions: []int64{claimed[0].LeaseVersion}})
-	require.NoError(t, err)
-	require.Equal(t, []int64{claimed[0].ID}, extended)
 
-	var updated, hot int64
-	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_stat_get_xact_tuples_updated('switchyard.outbox'::regclass),
-		pg_stat_get_xact_tuples_hot_updated('switchyard.outbox'::regclass)`).Scan(&updated, &hot))
-	require.Equal(t, []int64{2, 2}, []int64{updated, hot}, "row updates, and how many of them were HOT")
-	var nextAttempt, leasedUntil, now time.Time
-	require.NoError(t, tx.QueryRow(ctx, `SELECT next_attempt_at, leased_until, now() FROM switchyard.outbox`).Scan(&nextAttempt, &leasedUntil, &now))
-	require.True(t, due.Equal(nextAttempt), "the claim leaves next_attempt_at as it was")
-	require.WithinDuration(t, now.Add(time.Minute), leasedUntil, time.Second, "the heartbeat moved the lease's expiry")
+	extend := queries.OutboxExtendLeasesParams{LeaseSeconds: 60}
+	for _, row := range claimed {
+		extend.Ids = append(extend.Ids, row.ID)
+		extend.LeaseVersions = append(extend.LeaseVersions, row.LeaseVersion)
+	}
+	updated, hot = hotUpdates(func(q *queries.Queries) {
+		extended, err := q.OutboxExtendLeases(ctx, extend)
+		require.NoError(t, err)
+		require.Len(t, extended, n)
+	})
+	require.Equal(t, []int64{n, n}, []int64{updated, hot}, "the heartbeat's row updates, and how many of them were HOT")
+
+	var moved int
+	var leasedUntil, now time.Time
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE next_attempt_at > $1), min(leased_until), now() FROM switchyard.outbox`, due).Scan(&moved, &leasedUntil, &now))
+	require.Zero(t, moved, "the claim leaves next_attempt_at as it was")
+	require.WithinDuration(t, now.Add(time.Minute), leasedUntil, 5*time.Second, "the heartbeat moved the lease's expiry")
 }
 
 // A claim, a heartbeat and a finalize cost what they touch, not what the
@@ -160,6 +195,13 @@ func TestClaimHeartbeatAndFinalizeNeverReadTheWholeOutbox(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
 	q := queries.New(tx)
+	// The backend's statistics may still hold counts of its earlier
+	// transactions, not yet reported: the difference is this one's.
+	seqScans := func() (n int64) {
+		require.NoError(t, tx.QueryRow(ctx, `SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relid = 'switchyard.outbox'::regclass`).Scan(&n))
+		return n
+	}
+	before := seqScans()
 	const claim = 1024 // a fast destination's claim: 32 deliveries of 32 messages
 	claimed, err := q.OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
 		Owner: "A", LeaseSeconds: 30, Destinations: []string{"alpha"}, Caps: []int32{claim}, BatchSize: claim})
@@ -180,9 +222,7 @@ func TestClaimHeartbeatAndFinalizeNeverReadTheWholeOutbox(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, finalized, claim)
 
-	var seqScans int64
-	require.NoError(t, tx.QueryRow(ctx, `SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relid = 'switchyard.outbox'::regclass`).Scan(&seqScans))
-	require.Zero(t, seqScans, "sequential scans of the outbox")
+	require.Zero(t, seqScans()-before, "sequential scans of the outbox")
 	require.Equal(t, claim, countWhereIn(t, tx, "state = 'delivered'"))
 }
 
