@@ -49,7 +49,9 @@ type OutboxActionPanelGetRow struct {
 // finalize), its wake-up, retention, and the operator actions on one
 // message (replay, discard, restore: internal/outbox/replay.go, run in the
 // caller's transaction with its audit row). The design is in
-// migrations/00003_outbox.sql; EXPLAIN output for the claims is in internal/outbox/EXPLAIN.md.
+// migrations/00003_outbox.sql (an unordered message's lease expiry is
+// leased_until since migrations/00024_outbox_unordered_lease.sql); EXPLAIN
+// output for the claims is in internal/outbox/EXPLAIN.md.
 // OutboxActionPanelGet reads one message for its actions panel, with whether a
 // replay of it is in flight, the replay it most recently had, and whether
 // it is the dead head its aggregate is blocked by.
@@ -473,6 +475,7 @@ UPDATE switchyard.outbox o
 SET leased_until = coalesce($1::timestamptz, now()) + make_interval(secs => $2::float8)
 FROM (SELECT unnest($3::bigint[]) AS id, unnest($4::bigint[]) AS lease_version) AS l
 WHERE o.id = ANY ($3::bigint[]) AND o.id = l.id AND o.lease_version = l.lease_version AND o.state = 'pending'
+  AND o.lease_owner IS NOT NULL
 RETURNING o.id
 `
 
@@ -487,6 +490,9 @@ type OutboxExtendLeasesParams struct {
 // lease expiry of each (id, lease_version) still held, and returns the ids
 // it extended; a missing one has lost its lease.
 // The ids again, as an index condition on the outbox: see OutboxClaimUnordered.
+// A lease that a finalize gave back (a retry, a release: lease_owner
+// cleared, the lease version unchanged) is not taken again by a heartbeat
+// that reached the server after it.
 func (q *Queries) OutboxExtendLeases(ctx context.Context, arg OutboxExtendLeasesParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, outboxExtendLeases,
 		arg.Now,

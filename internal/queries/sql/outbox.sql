@@ -2,7 +2,9 @@
 -- finalize), its wake-up, retention, and the operator actions on one
 -- message (replay, discard, restore: internal/outbox/replay.go, run in the
 -- caller's transaction with its audit row). The design is in
--- migrations/00003_outbox.sql; EXPLAIN output for the claims is in internal/outbox/EXPLAIN.md.
+-- migrations/00003_outbox.sql (an unordered message's lease expiry is
+-- leased_until since migrations/00024_outbox_unordered_lease.sql); EXPLAIN
+-- output for the claims is in internal/outbox/EXPLAIN.md.
 
 -- name: OutboxActionPanelGet :one
 -- OutboxActionPanelGet reads one message for its actions panel, with whether a
@@ -157,7 +159,11 @@ UPDATE switchyard.outbox o
 SET leased_until = coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8)
 FROM (SELECT unnest(@ids::bigint[]) AS id, unnest(@lease_versions::bigint[]) AS lease_version) AS l
 -- The ids again, as an index condition on the outbox: see OutboxClaimUnordered.
+-- A lease that a finalize gave back (a retry, a release: lease_owner
+-- cleared, the lease version unchanged) is not taken again by a heartbeat
+-- that reached the server after it.
 WHERE o.id = ANY (@ids::bigint[]) AND o.id = l.id AND o.lease_version = l.lease_version AND o.state = 'pending'
+  AND o.lease_owner IS NOT NULL
 RETURNING o.id;
 
 -- name: OutboxExtendAggregateLeases :many
