@@ -154,3 +154,26 @@ func TestMessagesListSearchesABacklogInWindows(t *testing.T) {
 	require.Equal(t, leases, walkList(t, b, "/messages?stage=in_flight"))
 	require.Equal(t, wantIDs(t, b, `lease_owner IS NULL`)[:50], rowIDs(t, b.do(t, http.MethodGet, "/messages?stage=queued").Body.String()))
 }
+
+// A message's page says when it will be tried next: for an unordered
+// message in flight, when its lease runs out (migration 00024 keeps that
+// in leased_until; next_attempt_at still says when it fell due), and for
+// one waiting to be retried, its next_attempt_at.
+func TestMessagePageShowsALeasedMessagesNextAttemptAsItsLeaseExpiry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	_, err := b.pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind) VALUES ('shop', 'function')`)
+	require.NoError(t, err)
+	var leased, waiting int64
+	require.NoError(t, b.pool.QueryRow(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload, attempts, lease_owner, lease_version, next_attempt_at, leased_until)
+		VALUES ('order.paid', 'shop', '{}', 1, 'd1/0', 3, '2026-01-02 03:04:05+00', '2031-05-06 07:08:09+00') RETURNING id`).Scan(&leased))
+	require.NoError(t, b.pool.QueryRow(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload, attempts, next_attempt_at)
+		VALUES ('order.paid', 'shop', '{}', 1, '2031-02-03 04:05:06+00') RETURNING id`).Scan(&waiting))
+
+	body := b.do(t, http.MethodGet, fmt.Sprintf("/messages/%d", leased)).Body.String()
+	require.Regexp(t, `<dt>Next attempt</dt>\s*<dd>2031-05-06 07:08:09 UTC</dd>`, body)
+	require.Contains(t, body, "d1/0 · version 3")
+	body = b.do(t, http.MethodGet, fmt.Sprintf("/messages/%d", waiting)).Body.String()
+	require.Regexp(t, `<dt>Next attempt</dt>\s*<dd>2031-02-03 04:05:06 UTC</dd>`, body)
+}
