@@ -12,10 +12,11 @@
 -- claim's updates found the page full and wrote an entry in each of six
 -- indexes; at 45 they stay on their page. The cost is space: a newly
 -- written page is filled to 45 %, not 70 % (about two thirds as many rows
--- a page; vacuumed pages are filled again to that mark). Unordered drains, which were slower than ordered
--- ones, gained about a third; ordered drains, whose claims write only
--- each aggregate's head, did not change (BENCHMARKS.md, "Claims and
--- finalizes that cost what they touch").
+-- a page; vacuumed pages are filled again to that mark). Unordered
+-- drains, which were slower than ordered ones, gained about a third;
+-- ordered drains, whose claims write only each aggregate's head, did not
+-- change (BENCHMARKS.md, "Claims and finalizes that cost what they
+-- touch").
 --
 -- next_attempt_at stays when the message is due; a due message is
 -- claimable when its lease is not held (leased_until NULL or past). The

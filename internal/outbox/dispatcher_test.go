@@ -153,6 +153,18 @@ func TestUnorderedClaimAndHeartbeatAreHotUpdates(t *testing.T) {
 		max(leased_until), now() FROM switchyard.outbox`, due).Scan(&moved, &leasedUntil, &now))
 	require.Zero(t, moved, "the claim leaves next_attempt_at as it was")
 	require.WithinDuration(t, now.Add(time.Minute), leasedUntil, 5*time.Second, "the heartbeat moved the lease's expiry")
+
+	// Released (its lease given back, its lease version unchanged), the
+	// message is not leased again by a heartbeat that comes late.
+	released := time.Now()
+	_, err := New(pool, Config{}).finalize(ctx, "A", []result{{msg: claimedMessage{OutboxClaimUnorderedRow: beta[0], Counted: true},
+		outcome: outcomeReleased, started: released, finished: released}})
+	require.NoError(t, err)
+	late, err := queries.New(pool).OutboxExtendLeases(ctx, queries.OutboxExtendLeasesParams{
+		LeaseSeconds: 60, Ids: []int64{beta[0].ID}, LeaseVersions: []int64{beta[0].LeaseVersion}})
+	require.NoError(t, err)
+	require.Empty(t, late, "a late heartbeat of a released lease")
+	require.Equal(t, 1, countWhere(t, pool, "id = $1 AND state = 'pending' AND lease_owner IS NULL AND leased_until IS NULL", beta[0].ID))
 }
 
 // hotUpdates runs f in a transaction of its own and says how many outbox

@@ -475,6 +475,9 @@ UPDATE switchyard.outbox o
 SET leased_until = coalesce($1::timestamptz, now()) + make_interval(secs => $2::float8)
 FROM (SELECT unnest($3::bigint[]) AS id, unnest($4::bigint[]) AS lease_version) AS l
 WHERE o.id = ANY ($3::bigint[]) AND o.id = l.id AND o.lease_version = l.lease_version AND o.state = 'pending'
+  -- A lease that a finalize gave back (a retry, a release: lease_owner
+  -- cleared, the lease version unchanged) is not taken again by a
+  -- heartbeat that reached the server after it.
   AND o.lease_owner IS NOT NULL
 RETURNING o.id
 `
@@ -489,10 +492,8 @@ type OutboxExtendLeasesParams struct {
 // OutboxExtendLeases is the heartbeat of deliveries in flight: it pushes the
 // lease expiry of each (id, lease_version) still held, and returns the ids
 // it extended; a missing one has lost its lease.
-// The ids again, as an index condition on the outbox: see OutboxClaimUnordered.
-// A lease that a finalize gave back (a retry, a release: lease_owner
-// cleared, the lease version unchanged) is not taken again by a heartbeat
-// that reached the server after it.
+// The ids again, as an index condition on the outbox (see
+// OutboxClaimUnordered), beside the join.
 func (q *Queries) OutboxExtendLeases(ctx context.Context, arg OutboxExtendLeasesParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, outboxExtendLeases,
 		arg.Now,

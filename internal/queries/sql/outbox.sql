@@ -158,11 +158,12 @@ WHERE o.state = 'pending' AND (NOT heads.head OR c.id IS NOT NULL);
 UPDATE switchyard.outbox o
 SET leased_until = coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8)
 FROM (SELECT unnest(@ids::bigint[]) AS id, unnest(@lease_versions::bigint[]) AS lease_version) AS l
--- The ids again, as an index condition on the outbox: see OutboxClaimUnordered.
--- A lease that a finalize gave back (a retry, a release: lease_owner
--- cleared, the lease version unchanged) is not taken again by a heartbeat
--- that reached the server after it.
+-- The ids again, as an index condition on the outbox (see
+-- OutboxClaimUnordered), beside the join.
 WHERE o.id = ANY (@ids::bigint[]) AND o.id = l.id AND o.lease_version = l.lease_version AND o.state = 'pending'
+  -- A lease that a finalize gave back (a retry, a release: lease_owner
+  -- cleared, the lease version unchanged) is not taken again by a
+  -- heartbeat that reached the server after it.
   AND o.lease_owner IS NOT NULL
 RETURNING o.id;
 
