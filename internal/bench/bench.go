@@ -19,6 +19,8 @@ import (
 // benchOptions are the flags of `console bench dispatch`.
 type benchOptions struct {
 	messages     int           // drain mode: messages seeded before the dispatcher starts
+	retained     int           // drain mode: delivered messages the outbox already holds
+	retainedDead int           // drain mode: dead messages the outbox already holds
 	aggregates   int           // messages spread over this many aggregates; 0: unordered
 	workers      int           // dispatcher workers
 	batch        int           // outbox.Config.BatchSize
@@ -43,6 +45,8 @@ func newBenchFlags(o *benchOptions) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	fs.IntVar(&o.messages, "messages", 200000, "drain mode: messages to seed, then drain")
+	fs.IntVar(&o.retained, "retained", 0, "drain mode: delivered messages the outbox already holds before the drain, in the same aggregates (history kept by retention; seeded by SQL, untimed)")
+	fs.IntVar(&o.retainedDead, "retained-dead", 0, "drain mode: dead messages the outbox already holds (unordered, over 1,000 error groups, three failed attempts each)")
 	fs.IntVar(&o.aggregates, "aggregates", 1000, "aggregates the messages are spread over, each delivered in order (0: unordered messages)")
 	fs.IntVar(&o.workers, "workers", 4, "dispatcher workers (the console's default)")
 	fs.IntVar(&o.batch, "batch", 100, "the dispatcher's BatchSize: most deliveries (a message, or an aggregate's messages in order) one worker holds in flight, and so one claim leases")
@@ -92,6 +96,10 @@ func parseBenchOptions(args []string) (benchOptions, error) {
 		return o, errors.New("--workers, --batch, --aggregate-batch, --concurrency and --enqueuers must be 1 or more")
 	case o.aggregates < 0 || o.rate < 0 || o.timeout <= 0:
 		return o, errors.New("--aggregates and --rate must be 0 or more, --timeout positive")
+	case o.retained < 0 || o.retainedDead < 0:
+		return o, errors.New("--retained and --retained-dead must be 0 or more")
+	case o.rate > 0 && o.retained+o.retainedDead > 0:
+		return o, errors.New("--retained and --retained-dead are for drain mode, not with --rate")
 	case o.rate == 0 && o.messages < 1:
 		return o, errors.New("--messages must be 1 or more")
 	case o.rate > 0 && o.seconds < 1:
@@ -261,7 +269,12 @@ type benchResult struct {
 	Wake           string  `json:"wake,omitempty"`
 	// Drain mode only: how long seeding took (not measured).
 	SeedSeconds float64 `json:"seed_seconds,omitempty"`
-	Concurrency int     `json:"concurrency"`
+	// Drain mode only: the history the outbox held before the drain
+	// (--retained, --retained-dead) and how long seeding it took.
+	Retained            int     `json:"retained"`
+	RetainedDead        int     `json:"retained_dead"`
+	RetainedSeedSeconds float64 `json:"retained_seed_seconds,omitempty"`
+	Concurrency         int     `json:"concurrency"`
 	// Database is "created" (a fresh database, dropped afterwards) or
 	// "in_place" (the role may not create databases; the configured
 	// database's empty outbox was used and cleaned afterwards).
@@ -330,6 +343,9 @@ func benchDispatch(ctx context.Context, cfg Config, opts benchOptions, logger *s
 	}
 	defer env.close(ctx, logger)
 	target := env.target
+	if !target.created && opts.retained+opts.retainedDead > 0 {
+		return benchResult{}, errors.New("the role may not create databases: --retained and --retained-dead seed rows that need a database of their own (use a role with CREATEDB)")
+	}
 	bench, err := newBenchRun(ctx, target, opts, logger)
 	if err != nil {
 		return benchResult{}, err
@@ -390,6 +406,9 @@ func (m benchMeasurement) result(opts benchOptions, target *benchTarget, server 
 		RoundTripsPerMessage: benchRound(float64(m.statements)/float64(m.messages), 3),
 		RoundTripsMethod:     roundTripsMethod,
 		SeedSeconds:          benchRound(m.seed.Seconds(), 3),
+		Retained:             opts.retained,
+		RetainedDead:         opts.retainedDead,
+		RetainedSeedSeconds:  benchRound(m.retainedSeed.Seconds(), 3),
 		Concurrency:          opts.concurrency,
 		Database:             "created",
 		CPUs:                 runtime.NumCPU(),

@@ -25,13 +25,15 @@ const benchFinalizeWait = time.Minute
 
 // benchMeasurement is what one measured phase observed.
 type benchMeasurement struct {
-	messages   int
-	elapsed    time.Duration // the measured phase
-	seed       time.Duration // drain mode: seeding, before the measured phase
-	enqueueing time.Duration // offered-load mode: first enqueue to last commit
-	statements int64         // sent by the dispatcher during the measured phase
-	latency    durations
-	cpu        benchCPU // drain mode: CPU per message over the measured phase
+	messages     int
+	elapsed      time.Duration // the measured phase
+	seed         time.Duration // drain mode: seeding, before the measured phase
+	retainedSeed time.Duration // drain mode: seeding the history (--retained), before seed
+	firstID      int64         // the id after which the measured messages are
+	enqueueing   time.Duration // offered-load mode: first enqueue to last commit
+	statements   int64         // sent by the dispatcher during the measured phase
+	latency      durations
+	cpu          benchCPU // drain mode: CPU per message over the measured phase
 }
 
 // drain seeds the messages, then times the dispatcher from its start until
@@ -39,6 +41,14 @@ type benchMeasurement struct {
 func (b *benchRun) drain(ctx context.Context) (benchMeasurement, error) {
 	m := benchMeasurement{messages: b.opts.messages}
 	start := time.Now()
+	if b.opts.retained+b.opts.retainedDead > 0 {
+		var err error
+		if m.firstID, err = b.seedRetained(ctx); err != nil {
+			return m, err
+		}
+		m.retainedSeed = time.Since(start)
+		start = time.Now()
+	}
 	if err := b.seed(ctx); err != nil {
 		return m, err
 	}
@@ -282,13 +292,14 @@ func (b *benchRun) waitFinalized(ctx context.Context) error {
 	}
 }
 
-// finish stops the dispatcher, confirms with one count that every message
-// ended delivered, and collects the latencies.
+// finish stops the dispatcher, confirms with one count that every
+// measured message (after the retained history) ended delivered, and
+// collects the latencies.
 func (b *benchRun) finish(ctx context.Context, m benchMeasurement) (benchMeasurement, error) {
 	b.dispatcher.Stop()
 	var delivered, other int
 	err := b.target.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'delivered'), count(*) FILTER (WHERE state <> 'delivered')
-		FROM switchyard.outbox WHERE destination = $1`, b.target.destinationName()).Scan(&delivered, &other)
+		FROM switchyard.outbox WHERE destination = $1 AND id > $2`, b.target.destinationName(), m.firstID).Scan(&delivered, &other)
 	if err != nil {
 		return m, fmt.Errorf("count delivered messages: %w", err)
 	}

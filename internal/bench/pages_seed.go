@@ -33,32 +33,14 @@ func seedPages(ctx context.Context, pool *pgxpool.Pool, opts pagesBenchOptions, 
 		step = opts.rows / opts.dead
 	}
 	aggregates := max(opts.rows/10, 1)
-	steps := []struct {
-		what string
-		sql  string
-		args []any
-	}{
+	steps := []seedStep{
 		{"destinations", `INSERT INTO switchyard.destinations (name, kind)
 			SELECT 'bench-' || k, 'function' FROM generate_series(0, $1 - 1) AS k`, []any{pagesBenchDestinations}},
 		{"disable the sequence trigger", `ALTER TABLE switchyard.outbox DISABLE TRIGGER outbox_assign_seq`, nil},
 		{"messages", seedMessagesSQL, []any{opts.rows, step, aggregates, opts.fingerprints, pagesBenchDestinations}},
 		{"enable the sequence trigger", `ALTER TABLE switchyard.outbox ENABLE TRIGGER outbox_assign_seq`, nil},
 		{"replays", `UPDATE switchyard.outbox SET replay_of = id - 1 WHERE id % 10000 = 4 AND id > 1`, nil},
-		{"attempts", `INSERT INTO switchyard.outbox_attempts
-			(message_id, attempt, worker, lease_version, started_at, finished_at, outcome, applied, status_code, error, duration_ms)
-			SELECT o.id, a, 'bench-worker-' || (o.id % 4), a, o.created_at + a * interval '500 ms',
-				o.created_at + a * interval '500 ms' + interval '40 ms',
-				CASE WHEN a = 3 THEN 'dead' ELSE 'retry' END, a <> 2 OR o.id % 3 <> 0, 503, o.last_error, 40
-			FROM switchyard.outbox o CROSS JOIN generate_series(1, 3) AS a
-			WHERE o.state = 'dead'`, nil},
-		{"dead-letter groups", `INSERT INTO switchyard.dead_letter_groups
-			(fingerprint, dead, first_dead_at, last_dead_at, sample_id, sample_error, destinations)
-			SELECT error_fingerprint, count(*), min(finished_at), max(finished_at), max(id),
-				(array_agg(last_error ORDER BY id DESC))[1], array_agg(DISTINCT destination ORDER BY destination)
-			FROM switchyard.outbox WHERE state = 'dead' GROUP BY error_fingerprint`, nil},
-		{"dead-letter hours", `INSERT INTO switchyard.dead_letter_hours (fingerprint, hour, dead)
-			SELECT error_fingerprint, date_trunc('hour', finished_at), count(*)
-			FROM switchyard.outbox WHERE state = 'dead' GROUP BY 1, 2`, nil},
+		deadAttemptsStep, deadLetterGroupsStep, deadLetterHoursStep,
 		{"blocked aggregates", `INSERT INTO switchyard.outbox_blocked_aggregates
 			(destination, aggregate_type, aggregate_id, dead_message_id, blocked_at)
 			SELECT destination, aggregate_type, aggregate_id, min(id), min(finished_at)
@@ -72,14 +54,7 @@ func seedPages(ctx context.Context, pool *pgxpool.Pool, opts pagesBenchOptions, 
 		{"vacuum", `VACUUM (ANALYZE) switchyard.outbox, switchyard.outbox_attempts, switchyard.dead_letter_groups,
 			switchyard.dead_letter_hours, switchyard.outbox_blocked_aggregates, switchyard.inbox_events`, nil},
 	}
-	for _, s := range steps {
-		start := time.Now()
-		if _, err := pool.Exec(ctx, s.sql, s.args...); err != nil {
-			return fmt.Errorf("seed %s: %w", s.what, err)
-		}
-		logger.Info("seeded", slog.String("step", s.what), slog.Duration("took", time.Since(start).Round(time.Millisecond)))
-	}
-	return nil
+	return runSeedSteps(ctx, pool, steps, logger)
 }
 
 // seedInboxSQL inserts $1 inbound events over $2 sources, one every
@@ -127,3 +102,46 @@ FROM (
         now() - ($1::int - i) * interval '100 ms' AS t
     FROM generate_series(1, $1::int) AS i
 ) AS s`
+
+// seedStep is one statement of a bench's seeding, named in its progress
+// log and errors.
+type seedStep struct {
+	what string
+	sql  string
+	args []any
+}
+
+// runSeedSteps runs the steps in order, each in a transaction of its own,
+// logging how long each took.
+func runSeedSteps(ctx context.Context, pool *pgxpool.Pool, steps []seedStep, logger *slog.Logger) error {
+	for _, s := range steps {
+		start := time.Now()
+		if _, err := pool.Exec(ctx, s.sql, s.args...); err != nil {
+			return fmt.Errorf("seed %s: %w", s.what, err)
+		}
+		logger.Info("seeded", slog.String("step", s.what), slog.Duration("took", time.Since(start).Round(time.Millisecond)))
+	}
+	return nil
+}
+
+// The steps that derive, from the dead messages seeded before them, what
+// the dispatcher's finalize would have written as they died: three failed
+// attempts each (the second not applied for every third message), the
+// dead-letter groups and their hourly counts.
+var (
+	deadAttemptsStep = seedStep{"attempts", `INSERT INTO switchyard.outbox_attempts
+			(message_id, attempt, worker, lease_version, started_at, finished_at, outcome, applied, status_code, error, duration_ms)
+			SELECT o.id, a, 'bench-worker-' || (o.id % 4), a, o.created_at + a * interval '500 ms',
+				o.created_at + a * interval '500 ms' + interval '40 ms',
+				CASE WHEN a = 3 THEN 'dead' ELSE 'retry' END, a <> 2 OR o.id % 3 <> 0, 503, o.last_error, 40
+			FROM switchyard.outbox o CROSS JOIN generate_series(1, 3) AS a
+			WHERE o.state = 'dead'`, nil}
+	deadLetterGroupsStep = seedStep{"dead-letter groups", `INSERT INTO switchyard.dead_letter_groups
+			(fingerprint, dead, first_dead_at, last_dead_at, sample_id, sample_error, destinations)
+			SELECT error_fingerprint, count(*), min(finished_at), max(finished_at), max(id),
+				(array_agg(last_error ORDER BY id DESC))[1], array_agg(DISTINCT destination ORDER BY destination)
+			FROM switchyard.outbox WHERE state = 'dead' GROUP BY error_fingerprint`, nil}
+	deadLetterHoursStep = seedStep{"dead-letter hours", `INSERT INTO switchyard.dead_letter_hours (fingerprint, hour, dead)
+			SELECT error_fingerprint, date_trunc('hour', finished_at), count(*)
+			FROM switchyard.outbox WHERE state = 'dead' GROUP BY 1, 2`, nil}
+)

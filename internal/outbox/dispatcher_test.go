@@ -1082,3 +1082,45 @@ func TestFinishedDeliveriesAreFinalizedTogether(t *testing.T) {
 	require.True(t, isDelivered(c), "the last delivery in flight is finalized at once")
 	require.Empty(t, w.flights)
 }
+
+// The finalize and the heartbeat are planned for their own arguments every
+// time, never from a prepared statement whose generic plan PostgreSQL may
+// keep after five executions (see customPlans): on an outbox with millions
+// of delivered rows retained, the finalize's generic plan rescanned its
+// whole input for every message it updated. A statement sent unnamed is
+// not among the session's prepared statements; a claim, sent the usual
+// way, is (which shows that the check can see one).
+func TestFinalizeAndHeartbeatAreNeverPreparedStatements(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	shared := setup(t, "alpha")
+	config := shared.Config()
+	config.MaxConns = 1 // one session, whose prepared statements the test reads
+	pool, err := pgxpool.NewWithConfig(ctx, config)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	const rounds = 7 // more than the five custom plans before a generic one may be kept
+	d := New(pool, Config{Logger: testlog.New(t), Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	w := &worker{d: d, name: "w", flights: map[uint64]*flight{}, held: map[string]int{}, pace: map[string]time.Duration{}, ramp: map[string]int{}}
+	for range rounds {
+		enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
+		m := claimOne(t, d, "w")
+		w.flights[0] = &flight{g: group{msgs: []claimedMessage{m}}, cancel: func() {}}
+		extended, err := w.extend(ctx)
+		require.NoError(t, err)
+		require.True(t, extended[flightKey{message: m.ID}], "the heartbeat extended the lease")
+		now := time.Now()
+		_, err = d.finalize(ctx, "w", []result{{msg: m, outcome: outcomeDelivered, started: now, finished: now}})
+		require.NoError(t, err)
+	}
+	require.Equal(t, rounds, countWhere(t, pool, "state = 'delivered'"))
+
+	prepared := func(name string) int {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%name: ' || $1 || ' %'`, name).Scan(&n))
+		return n
+	}
+	require.Positive(t, prepared("OutboxClaimUnordered"), "the claim is a prepared statement")
+	require.Zero(t, prepared("OutboxFinalize"), "the finalize is sent unnamed, planned for its arguments")
+	require.Zero(t, prepared("OutboxExtendLeases"), "the heartbeat is sent unnamed, planned for its arguments")
+}

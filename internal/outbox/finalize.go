@@ -20,7 +20,7 @@ func (d *Dispatcher) finalize(ctx context.Context, worker string, results []resu
 	// worker loop, is never held back long enough for a lease to expire.
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.LeaseDuration/3)
 	defer cancel()
-	rows, err := queries.New(d.pool).OutboxFinalize(ctx, d.finalizeParams(worker, results))
+	rows, err := queries.New(customPlans{d.pool}).OutboxFinalize(ctx, d.finalizeParams(worker, results))
 	if err != nil {
 		return nil, fmt.Errorf("finalize %d messages: %w", len(results), err)
 	}

@@ -345,7 +345,7 @@ func (w *worker) extend(ctx context.Context) (map[flightKey]bool, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	q := queries.New(w.d.pool)
+	q := queries.New(customPlans{w.d.pool}) // arrays of every lease held: see customPlans
 	if len(messages.Ids) > 0 {
 		ids, err := q.OutboxExtendLeases(ctx, messages)
 		if err != nil {

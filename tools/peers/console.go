@@ -11,11 +11,12 @@ import (
 	"strings"
 )
 
-// consoleDrain runs `console bench dispatch --messages n --aggregates k`
-// against dsn and reads the JSON object it prints as its last line.
-func consoleDrain(ctx context.Context, console, dsn string, n, aggregates int) (runResult, error) {
-	cmd := exec.CommandContext(ctx, console, "bench", "dispatch",
-		"--messages", strconv.Itoa(n), "--aggregates", strconv.Itoa(aggregates))
+// consoleDrain runs `console bench dispatch --messages n --aggregates k`,
+// with the extra flags after them, against dsn and reads the JSON object
+// it prints as its last line.
+func consoleDrain(ctx context.Context, console, dsn string, n, aggregates int, extra ...string) (runResult, error) {
+	args := append([]string{"bench", "dispatch", "--messages", strconv.Itoa(n), "--aggregates", strconv.Itoa(aggregates)}, extra...)
+	cmd := exec.CommandContext(ctx, console, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	env := make([]string, 0, len(os.Environ())+1)

@@ -38,6 +38,8 @@ type options struct {
 	rounds       int
 	riverWorkers []int
 	riverConns   int
+	retained     int // > 0: also drain after this many delivered messages retained (issue 17, target 6)
+	retainedDead int
 	repo         string
 	console      string
 }
@@ -58,8 +60,10 @@ func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
 	fs.IntVar(&o.messages, "messages", 100_000, "no-op messages (jobs) each drain delivers")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each runs every configuration once, in a rotated order")
-	fs.StringVar(&workers, "river-workers", "100,500,1000", "River MaxWorkers to try; the best median counts")
+	fs.StringVar(&workers, "river-workers", "100,500,1000", "River MaxWorkers to try; the best median counts (\"\": no River drains)")
 	fs.IntVar(&o.riverConns, "river-conns", 16, "River client's pgxpool MaxConns")
+	fs.IntVar(&o.retained, "retained", 0, "also drain Switchyard's messages (ordered and unordered) after this many delivered messages retained in the outbox, and compare with the drains of an empty one")
+	fs.IntVar(&o.retainedDead, "retained-dead", 0, "with --retained: dead messages retained too")
 	fs.StringVar(&o.repo, "repo", "", "the Switchyard repository's root (default: found from the working directory)")
 	fs.StringVar(&o.console, "console", "", "a built console binary (default: go build it from -repo into a temp dir)")
 	if err := fs.Parse(args); err != nil {
@@ -68,7 +72,10 @@ func run(ctx context.Context, args []string) error {
 	if o.messages <= 0 || o.rounds <= 0 {
 		return errors.New("--messages and --rounds must be positive")
 	}
-	for _, w := range strings.Split(workers, ",") {
+	if o.retained < 0 || o.retainedDead < 0 || (o.retainedDead > 0 && o.retained == 0) {
+		return errors.New("--retained and --retained-dead must be 0 or more, --retained-dead only with --retained")
+	}
+	for _, w := range strings.FieldsFunc(workers, func(r rune) bool { return r == ',' }) {
 		n, err := strconv.Atoi(strings.TrimSpace(w))
 		if err != nil || n <= 0 {
 			return fmt.Errorf("--river-workers: %q is not a positive number", w)
@@ -121,6 +128,7 @@ type config struct {
 	name         string // "river-100", "switchyard-ordered", ...
 	riverWorkers int    // 0 for Switchyard's
 	aggregates   int    // Switchyard's --aggregates
+	retained     bool   // Switchyard's drain after --retained and --retained-dead
 }
 
 // runResult is one drain's outcome.
@@ -139,26 +147,34 @@ type series struct {
 
 // result is the JSON object printed last.
 type result struct {
-	Messages           int                `json:"messages"`
-	Rounds             int                `json:"rounds"`
-	RiverVersion       string             `json:"river_version"`
-	RiverBestWorkers   int                `json:"river_best_workers"`
-	RiverPerSec        float64            `json:"river_messages_per_sec"`
-	OrderedPerSec      float64            `json:"switchyard_ordered_messages_per_sec"`
-	UnorderedPerSec    float64            `json:"switchyard_unordered_messages_per_sec"`
-	RatioOrdered       float64            `json:"ratio_ordered_to_river"`
-	RatioUnordered     float64            `json:"ratio_unordered_to_river"`
-	River              map[string]*series `json:"river"` // by MaxWorkers
-	Ordered            *series            `json:"switchyard_ordered"`
-	Unordered          *series            `json:"switchyard_unordered"`
-	Order              [][]string         `json:"order"` // the configurations of each round, in the order run
-	Method             string             `json:"method"`
-	Server             string             `json:"server"`
-	Settings           settings           `json:"settings"`
-	CPUs               int                `json:"cpus"`
-	LoadAverageStart   string             `json:"load_average_start"`
-	LoadAverageEnd     string             `json:"load_average_end"`
-	LoadAverageByRound []string           `json:"load_average_by_round"`
+	Messages         int                `json:"messages"`
+	Rounds           int                `json:"rounds"`
+	RiverVersion     string             `json:"river_version"`
+	RiverBestWorkers int                `json:"river_best_workers"`
+	RiverPerSec      float64            `json:"river_messages_per_sec"`
+	OrderedPerSec    float64            `json:"switchyard_ordered_messages_per_sec"`
+	UnorderedPerSec  float64            `json:"switchyard_unordered_messages_per_sec"`
+	RatioOrdered     float64            `json:"ratio_ordered_to_river"`
+	RatioUnordered   float64            `json:"ratio_unordered_to_river"`
+	River            map[string]*series `json:"river"` // by MaxWorkers
+	Ordered          *series            `json:"switchyard_ordered"`
+	Unordered        *series            `json:"switchyard_unordered"`
+	// With --retained: the same drains after that history (target 6), and
+	// their medians over the empty outbox's.
+	Retained               int        `json:"retained,omitempty"`
+	RetainedDead           int        `json:"retained_dead,omitempty"`
+	OrderedRetained        *series    `json:"switchyard_ordered_retained,omitempty"`
+	UnorderedRetained      *series    `json:"switchyard_unordered_retained,omitempty"`
+	RatioOrderedRetained   float64    `json:"ratio_ordered_retained_to_empty,omitempty"`
+	RatioUnorderedRetained float64    `json:"ratio_unordered_retained_to_empty,omitempty"`
+	Order                  [][]string `json:"order"` // the configurations of each round, in the order run
+	Method                 string     `json:"method"`
+	Server                 string     `json:"server"`
+	Settings               settings   `json:"settings"`
+	CPUs                   int        `json:"cpus"`
+	LoadAverageStart       string     `json:"load_average_start"`
+	LoadAverageEnd         string     `json:"load_average_end"`
+	LoadAverageByRound     []string   `json:"load_average_by_round"`
 }
 
 const method = "each round runs every configuration once, rotating which goes first; River: N jobs inserted with " +
@@ -166,7 +182,9 @@ const method = "each round runs every configuration once, rotating which goes fi
 	"MaxWorkers and a no-op worker is timed from Start until the worker has run N times and no job is left " +
 	"uncompleted in the table; Switchyard: `console bench dispatch --messages N [--aggregates 0]`, its own " +
 	"messages_per_sec (fresh database, seeded untimed, timed until nothing is pending); rates are medians of the " +
-	"rounds, River's best is the worker count with the highest median, ratios are Switchyard's median / River's best"
+	"rounds, River's best is the worker count with the highest median, ratios are Switchyard's median / River's best; " +
+	"with --retained, Switchyard's drains again after `--retained N --retained-dead M` (that history seeded by SQL, vacuumed " +
+	"and checkpointed, untimed), and their medians / the empty outbox's"
 
 func measure(ctx context.Context, o options, url string, throwaway bool) (*result, error) {
 	admin, err := connect(ctx, url, 2)
@@ -198,12 +216,21 @@ func measure(ctx context.Context, o options, url string, throwaway bool) (*resul
 	configs = append(configs,
 		config{name: "switchyard-ordered", aggregates: 1000},
 		config{name: "switchyard-unordered", aggregates: 0})
+	if o.retained > 0 {
+		configs = append(configs,
+			config{name: "switchyard-ordered-retained", aggregates: 1000, retained: true},
+			config{name: "switchyard-unordered-retained", aggregates: 0, retained: true})
+	}
 
 	r := &result{
 		Messages: o.messages, Rounds: o.rounds, RiverVersion: riverVersion(),
 		River: map[string]*series{}, Ordered: &series{}, Unordered: &series{},
 		Method: method, Server: server, Settings: set, CPUs: runtime.NumCPU(),
 		LoadAverageStart: loadAverage(),
+	}
+	if o.retained > 0 {
+		r.Retained, r.RetainedDead = o.retained, o.retainedDead
+		r.OrderedRetained, r.UnorderedRetained = &series{}, &series{}
 	}
 	for round := range o.rounds {
 		r.LoadAverageByRound = append(r.LoadAverageByRound, loadAverage())
@@ -222,10 +249,20 @@ func measure(ctx context.Context, o options, url string, throwaway bool) (*resul
 				}
 				s = r.River[key]
 			} else {
-				run, err = consoleDrain(ctx, o.console, url, o.messages, c.aggregates)
-				s = r.Ordered
-				if c.aggregates == 0 {
+				var history []string
+				if c.retained {
+					history = []string{"--retained", strconv.Itoa(o.retained), "--retained-dead", strconv.Itoa(o.retainedDead)}
+				}
+				run, err = consoleDrain(ctx, o.console, url, o.messages, c.aggregates, history...)
+				switch {
+				case c.retained && c.aggregates == 0:
+					s = r.UnorderedRetained
+				case c.retained:
+					s = r.OrderedRetained
+				case c.aggregates == 0:
 					s = r.Unordered
+				default:
+					s = r.Ordered
 				}
 			}
 			if err != nil {
@@ -250,6 +287,12 @@ func measure(ctx context.Context, o options, url string, throwaway bool) (*resul
 		}
 	}
 	r.OrderedPerSec, r.UnorderedPerSec = r.Ordered.MessagesPerSec, r.Unordered.MessagesPerSec
+	if o.retained > 0 {
+		r.OrderedRetained.summarize()
+		r.UnorderedRetained.summarize()
+		r.RatioOrderedRetained = round3(r.OrderedRetained.MessagesPerSec / r.OrderedPerSec)
+		r.RatioUnorderedRetained = round3(r.UnorderedRetained.MessagesPerSec / r.UnorderedPerSec)
+	}
 	if r.RiverPerSec > 0 {
 		r.RatioOrdered = round3(r.OrderedPerSec / r.RiverPerSec)
 		r.RatioUnordered = round3(r.UnorderedPerSec / r.RiverPerSec)
