@@ -2070,6 +2070,12 @@ CREATE INDEX outbox_dead_fingerprint ON switchyard.outbox USING btree (error_fin
 CREATE INDEX outbox_dead_id ON switchyard.outbox USING btree (id) WHERE (state = 'dead'::text);
 
 --
+-- Name: outbox_dead_topic_id; Type: INDEX; Schema: switchyard; Owner: -
+--
+
+CREATE INDEX outbox_dead_topic_id ON switchyard.outbox USING btree (topic text_pattern_ops, id) WHERE (state = 'dead'::text);
+
+--
 -- Name: outbox_delivery_key; Type: INDEX; Schema: switchyard; Owner: -
 --
 

@@ -13,7 +13,8 @@ import (
 // most selective filter: an aggregate, then pending (also a stage of the
 // pending messages or their lease holder) or dead (small partial indexes),
 // then topic or destination (a name or a prefix) among messages not
-// delivered, and error text; else the primary key.
+// delivered (a topic prefix among dead letters on an index of their own),
+// and error text; else the primary key.
 // Their parameter structs are identical, hence the conversions.
 
 type messagePath int
@@ -26,6 +27,7 @@ const (
 	pathDiscarded
 	pathTopic
 	pathTopicPrefix
+	pathDeadTopicPrefix
 	pathDestination
 	pathDestinationPrefix
 	pathFailed
@@ -39,14 +41,16 @@ func choosePath(p queries.ConsoleMessagesListOlderParams) messagePath {
 		return pathPending
 	case p.Topic != nil && undelivered(p.State):
 		return pathTopic
+	case p.TopicPrefix != nil && deadOnly(p.State):
+		return pathDeadTopicPrefix
 	case p.TopicPrefix != nil && undelivered(p.State):
 		return pathTopicPrefix
 	case p.Destination != nil && undelivered(p.State):
 		return pathDestination
 	case p.DestinationPrefix != nil && undelivered(p.State):
 		return pathDestinationPrefix
-	case p.State != nil && (*p.State == "dead" || *p.State == "replayed"):
-		return pathDead // both are stored as dead (console_messages.status)
+	case deadOnly(p.State):
+		return pathDead
 	case p.State != nil && *p.State == "discarded":
 		return pathDiscarded
 	case p.ErrorText != nil:
@@ -74,6 +78,8 @@ func messagesOlder(ctx context.Context, q *queries.Queries, p queries.ConsoleMes
 		rows, err = q.ConsoleMessagesListDestinationOlder(ctx, queries.ConsoleMessagesListDestinationOlderParams(p))
 	case pathTopicPrefix:
 		rows, err = q.ConsoleMessagesListTopicPrefixOlder(ctx, queries.ConsoleMessagesListTopicPrefixOlderParams(prefixParams(p)))
+	case pathDeadTopicPrefix:
+		rows, err = q.ConsoleMessagesListDeadTopicPrefixOlder(ctx, queries.ConsoleMessagesListDeadTopicPrefixOlderParams(prefixParams(p)))
 	case pathDestinationPrefix:
 		rows, err = q.ConsoleMessagesListDestinationPrefixOlder(ctx, queries.ConsoleMessagesListDestinationPrefixOlderParams(prefixParams(p)))
 	case pathFailed:
@@ -106,6 +112,8 @@ func messagesNewer(ctx context.Context, q *queries.Queries, p queries.ConsoleMes
 		rows, err = q.ConsoleMessagesListDestinationNewer(ctx, queries.ConsoleMessagesListDestinationNewerParams(p))
 	case pathTopicPrefix:
 		rows, err = q.ConsoleMessagesListTopicPrefixNewer(ctx, queries.ConsoleMessagesListTopicPrefixNewerParams(prefixParams(p)))
+	case pathDeadTopicPrefix:
+		rows, err = q.ConsoleMessagesListDeadTopicPrefixNewer(ctx, queries.ConsoleMessagesListDeadTopicPrefixNewerParams(prefixParams(p)))
 	case pathDestinationPrefix:
 		rows, err = q.ConsoleMessagesListDestinationPrefixNewer(ctx, queries.ConsoleMessagesListDestinationPrefixNewerParams(prefixParams(p)))
 	case pathFailed:
@@ -124,6 +132,12 @@ func messagesNewer(ctx context.Context, q *queries.Queries, p queries.ConsoleMes
 // holds the lease: migrations/00020_console_leases.sql).
 func pendingOnly(p queries.ConsoleMessagesListOlderParams) bool {
 	return p.Stage != nil || p.LeaseOwnerPattern != nil
+}
+
+// deadOnly reports whether a state filter keeps to dead letters: dead, or
+// dead and replayed since (both are stored as dead; console_messages.status).
+func deadOnly(state *string) bool {
+	return state != nil && (*state == "dead" || *state == "replayed")
 }
 
 // undelivered reports whether a state filter keeps to messages that are not

@@ -128,6 +128,15 @@ func (db *DB) connect(ctx context.Context, dsn string, cfg Config) error {
 		poolCfg.MaxConns = cfg.MaxConns
 	}
 	poolCfg.ConnConfig.RuntimeParams["application_name"] = cmp.Or(cfg.ApplicationName, DefaultApplicationName)
+	// No JIT compilation unless the URL asks for it: every statement the
+	// console sends reads a page or moves a batch, over in a few
+	// milliseconds, while compiling one costs 15 to 20 ms, and PostgreSQL
+	// compiles any statement whose estimated cost passes jit_above_cost,
+	// however few rows it then reads. At 10,000,000 rows the dead letters'
+	// topic-prefix page took 39 ms, 19 of them compiling; 1.7 ms without.
+	if _, set := poolCfg.ConnConfig.RuntimeParams["jit"]; !set && !strings.Contains(poolCfg.ConnConfig.RuntimeParams["options"], "jit") {
+		poolCfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	if db.Pool, err = pgxpool.NewWithConfig(ctx, poolCfg); err != nil {
 		return fmt.Errorf("open database pool: %w", err)
 	}

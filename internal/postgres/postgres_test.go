@@ -33,6 +33,28 @@ func TestOpenURL(t *testing.T) {
 	require.Equal(t, "switchyard-console", db.Pool.Config().ConnConfig.RuntimeParams["application_name"])
 }
 
+// The console's sessions run without JIT compilation (see connect), unless
+// the URL sets it.
+func TestOpenTurnsJITOffUnlessTheURLSetsIt(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewURL(t)
+	jit := func(url string) string {
+		db, err := Open(context.Background(), Config{URL: url}, slog.New(slog.NewTextHandler(t.Output(), nil)))
+		require.NoError(t, err)
+		defer db.Close()
+		var v string
+		require.NoError(t, db.Pool.QueryRow(context.Background(), "SHOW jit").Scan(&v))
+		return v
+	}
+	require.Equal(t, "off", jit(url))
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	require.Equal(t, "on", jit(url+sep+"jit=on"))
+	require.Equal(t, "on", jit(url+sep+"options=-c%20jit%3Don"))
+}
+
 // An unreachable server fails at once with one line naming where it looked.
 func TestOpenUnreachable(t *testing.T) {
 	t.Parallel()

@@ -825,6 +825,275 @@ func (q *Queries) ConsoleMessagesListDeadOlder(ctx context.Context, arg ConsoleM
 	return items, nil
 }
 
+const consoleMessagesListDeadTopicPrefixNewer = `-- name: ConsoleMessagesListDeadTopicPrefixNewer :many
+WITH RECURSIVE matching (topic) AS (
+    (SELECT t.topic FROM switchyard.outbox t
+     WHERE t.topic ~>=~ $6::text AND t.topic ~<~ $7::text
+         AND t.state = 'dead'
+     ORDER BY t.topic USING ~<~ LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.topic FROM switchyard.outbox t
+            WHERE t.topic ~>~ s.topic AND t.topic ~<~ $7::text
+                AND t.state = 'dead'
+            ORDER BY t.topic USING ~<~ LIMIT 1)
+    FROM matching s WHERE s.topic IS NOT NULL
+)
+SELECT r.id, r.message_id, r.topic, r.destination, r.aggregate_type, r.aggregate_id, r.aggregate_seq, r.state, r.attempts, r.last_error, r.error_fingerprint, r.created_at, r.finished_at, r.replay_of, r.status, r.replay_outcome, r.lease_owner FROM switchyard.console_messages r
+WHERE r.id IN (
+    SELECT m.id FROM matching s CROSS JOIN LATERAL (
+        SELECT o.id FROM (
+            -- Only the index's columns: an index-only walk, which the
+            -- planner prefers to outbox_dead_id filtered by topic (that
+            -- one reads every dead letter of the other topics).
+            SELECT d.id FROM switchyard.outbox d
+            WHERE d.topic = s.topic
+                AND d.state = 'dead' -- the partial index's predicate
+                AND d.id >= $1::bigint AND d.id <= $2::bigint
+                AND d.id > $3::bigint
+            ORDER BY d.id ASC
+            OFFSET 0 -- a fence, as in ConsoleMessagesListTopicPrefixNewer
+        ) AS w
+        JOIN switchyard.console_messages o ON o.id = w.id
+        WHERE true
+            AND ($4::text IS NULL OR o.status = $4::text)
+            AND ($5::text IS NULL OR o.topic = $5::text)
+            AND ($6::text IS NULL OR (o.topic ~>=~ $6::text AND o.topic ~<~ $7::text))
+            AND ($8::text IS NULL OR o.destination = $8::text)
+            AND ($9::text IS NULL OR (o.destination ~>=~ $9::text AND o.destination ~<~ $10::text))
+            AND ($11::text IS NULL OR o.aggregate_type = $11::text)
+            AND ($12::text IS NULL OR o.aggregate_id = $12::text)
+            AND ($13::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $13::text || '%')
+            AND ($14::timestamptz IS NULL OR o.created_at >= $14::timestamptz)
+            AND ($15::timestamptz IS NULL OR o.created_at < $15::timestamptz)
+            AND ($16::text IS NULL OR (o.state = 'pending' AND CASE $16::text
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+            AND ($17::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $17::text))
+        ORDER BY o.id ASC
+        LIMIT $18
+    ) AS m
+    WHERE s.topic IS NOT NULL
+)
+ORDER BY r.id ASC
+LIMIT $18
+`
+
+type ConsoleMessagesListDeadTopicPrefixNewerParams struct {
+	Floor             int64
+	Ceiling           int64
+	Cursor            int64
+	State             *string
+	Topic             *string
+	TopicPrefix       *string
+	TopicUpper        *string
+	Destination       *string
+	DestinationPrefix *string
+	DestinationUpper  *string
+	AggregateType     *string
+	AggregateID       *string
+	ErrorText         *string
+	CreatedFrom       *time.Time
+	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
+	MaxRows           int32
+}
+
+func (q *Queries) ConsoleMessagesListDeadTopicPrefixNewer(ctx context.Context, arg ConsoleMessagesListDeadTopicPrefixNewerParams) ([]SwitchyardConsoleMessage, error) {
+	rows, err := q.db.Query(ctx, consoleMessagesListDeadTopicPrefixNewer,
+		arg.Floor,
+		arg.Ceiling,
+		arg.Cursor,
+		arg.State,
+		arg.Topic,
+		arg.TopicPrefix,
+		arg.TopicUpper,
+		arg.Destination,
+		arg.DestinationPrefix,
+		arg.DestinationUpper,
+		arg.AggregateType,
+		arg.AggregateID,
+		arg.ErrorText,
+		arg.CreatedFrom,
+		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SwitchyardConsoleMessage{}
+	for rows.Next() {
+		var i SwitchyardConsoleMessage
+		if err := rows.Scan(
+			&i.ID,
+			&i.MessageID,
+			&i.Topic,
+			&i.Destination,
+			&i.AggregateType,
+			&i.AggregateID,
+			&i.AggregateSeq,
+			&i.State,
+			&i.Attempts,
+			&i.LastError,
+			&i.ErrorFingerprint,
+			&i.CreatedAt,
+			&i.FinishedAt,
+			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
+			&i.LeaseOwner,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const consoleMessagesListDeadTopicPrefixOlder = `-- name: ConsoleMessagesListDeadTopicPrefixOlder :many
+WITH RECURSIVE matching (topic) AS (
+    (SELECT t.topic FROM switchyard.outbox t
+     WHERE t.topic ~>=~ $6::text AND t.topic ~<~ $7::text
+         AND t.state = 'dead'
+     ORDER BY t.topic USING ~<~ LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.topic FROM switchyard.outbox t
+            WHERE t.topic ~>~ s.topic AND t.topic ~<~ $7::text
+                AND t.state = 'dead'
+            ORDER BY t.topic USING ~<~ LIMIT 1)
+    FROM matching s WHERE s.topic IS NOT NULL
+)
+SELECT r.id, r.message_id, r.topic, r.destination, r.aggregate_type, r.aggregate_id, r.aggregate_seq, r.state, r.attempts, r.last_error, r.error_fingerprint, r.created_at, r.finished_at, r.replay_of, r.status, r.replay_outcome, r.lease_owner FROM switchyard.console_messages r
+WHERE r.id IN (
+    SELECT m.id FROM matching s CROSS JOIN LATERAL (
+        SELECT o.id FROM (
+            -- Only the index's columns: an index-only walk, which the
+            -- planner prefers to outbox_dead_id filtered by topic (that
+            -- one reads every dead letter of the other topics).
+            SELECT d.id FROM switchyard.outbox d
+            WHERE d.topic = s.topic
+                AND d.state = 'dead' -- the partial index's predicate
+                AND d.id >= $1::bigint AND d.id <= $2::bigint
+                AND d.id < $3::bigint
+            ORDER BY d.id DESC
+            OFFSET 0 -- a fence, as in ConsoleMessagesListTopicPrefixOlder
+        ) AS w
+        JOIN switchyard.console_messages o ON o.id = w.id
+        WHERE true
+            AND ($4::text IS NULL OR o.status = $4::text)
+            AND ($5::text IS NULL OR o.topic = $5::text)
+            AND ($6::text IS NULL OR (o.topic ~>=~ $6::text AND o.topic ~<~ $7::text))
+            AND ($8::text IS NULL OR o.destination = $8::text)
+            AND ($9::text IS NULL OR (o.destination ~>=~ $9::text AND o.destination ~<~ $10::text))
+            AND ($11::text IS NULL OR o.aggregate_type = $11::text)
+            AND ($12::text IS NULL OR o.aggregate_id = $12::text)
+            AND ($13::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $13::text || '%')
+            AND ($14::timestamptz IS NULL OR o.created_at >= $14::timestamptz)
+            AND ($15::timestamptz IS NULL OR o.created_at < $15::timestamptz)
+            AND ($16::text IS NULL OR (o.state = 'pending' AND CASE $16::text
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+            AND ($17::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $17::text))
+        ORDER BY o.id DESC
+        LIMIT $18
+    ) AS m
+    WHERE s.topic IS NOT NULL
+)
+ORDER BY r.id DESC
+LIMIT $18
+`
+
+type ConsoleMessagesListDeadTopicPrefixOlderParams struct {
+	Floor             int64
+	Ceiling           int64
+	Cursor            int64
+	State             *string
+	Topic             *string
+	TopicPrefix       *string
+	TopicUpper        *string
+	Destination       *string
+	DestinationPrefix *string
+	DestinationUpper  *string
+	AggregateType     *string
+	AggregateID       *string
+	ErrorText         *string
+	CreatedFrom       *time.Time
+	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
+	MaxRows           int32
+}
+
+// ConsoleMessagesListDeadTopicPrefixOlder is ConsoleMessagesListTopicPrefixOlder
+// for the dead letters (state dead or replayed: both are stored as dead),
+// on outbox_dead_topic_id (migration 00025): the loose index scan finds
+// only the topics in the prefix's range that have dead letters, and each
+// walk reads dead letters only. On outbox_topic_id a topic without dead
+// letters cost a walk of all its undelivered entries (its backlog): 100 ms
+// for `order.*` at 10,000,000 rows.
+func (q *Queries) ConsoleMessagesListDeadTopicPrefixOlder(ctx context.Context, arg ConsoleMessagesListDeadTopicPrefixOlderParams) ([]SwitchyardConsoleMessage, error) {
+	rows, err := q.db.Query(ctx, consoleMessagesListDeadTopicPrefixOlder,
+		arg.Floor,
+		arg.Ceiling,
+		arg.Cursor,
+		arg.State,
+		arg.Topic,
+		arg.TopicPrefix,
+		arg.TopicUpper,
+		arg.Destination,
+		arg.DestinationPrefix,
+		arg.DestinationUpper,
+		arg.AggregateType,
+		arg.AggregateID,
+		arg.ErrorText,
+		arg.CreatedFrom,
+		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SwitchyardConsoleMessage{}
+	for rows.Next() {
+		var i SwitchyardConsoleMessage
+		if err := rows.Scan(
+			&i.ID,
+			&i.MessageID,
+			&i.Topic,
+			&i.Destination,
+			&i.AggregateType,
+			&i.AggregateID,
+			&i.AggregateSeq,
+			&i.State,
+			&i.Attempts,
+			&i.LastError,
+			&i.ErrorFingerprint,
+			&i.CreatedAt,
+			&i.FinishedAt,
+			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
+			&i.LeaseOwner,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const consoleMessagesListDestinationNewer = `-- name: ConsoleMessagesListDestinationNewer :many
 SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
 WHERE

@@ -537,6 +537,118 @@ WHERE r.id IN (
 ORDER BY r.id ASC
 LIMIT @max_rows;
 
+-- name: ConsoleMessagesListDeadTopicPrefixOlder :many
+-- ConsoleMessagesListDeadTopicPrefixOlder is ConsoleMessagesListTopicPrefixOlder
+-- for the dead letters (state dead or replayed: both are stored as dead),
+-- on outbox_dead_topic_id (migration 00025): the loose index scan finds
+-- only the topics in the prefix's range that have dead letters, and each
+-- walk reads dead letters only. On outbox_topic_id a topic without dead
+-- letters cost a walk of all its undelivered entries (its backlog): 100 ms
+-- for `order.*` at 10,000,000 rows.
+WITH RECURSIVE matching (topic) AS (
+    (SELECT t.topic FROM switchyard.outbox t
+     WHERE t.topic ~>=~ sqlc.narg(topic_prefix)::text AND t.topic ~<~ sqlc.narg(topic_upper)::text
+         AND t.state = 'dead'
+     ORDER BY t.topic USING ~<~ LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.topic FROM switchyard.outbox t
+            WHERE t.topic ~>~ s.topic AND t.topic ~<~ sqlc.narg(topic_upper)::text
+                AND t.state = 'dead'
+            ORDER BY t.topic USING ~<~ LIMIT 1)
+    FROM matching s WHERE s.topic IS NOT NULL
+)
+SELECT r.* FROM switchyard.console_messages r
+WHERE r.id IN (
+    SELECT m.id FROM matching s CROSS JOIN LATERAL (
+        SELECT o.id FROM (
+            -- Only the index's columns: an index-only walk, which the
+            -- planner prefers to outbox_dead_id filtered by topic (that
+            -- one reads every dead letter of the other topics).
+            SELECT d.id FROM switchyard.outbox d
+            WHERE d.topic = s.topic
+                AND d.state = 'dead' -- the partial index's predicate
+                AND d.id >= @floor::bigint AND d.id <= @ceiling::bigint
+                AND d.id < @cursor::bigint
+            ORDER BY d.id DESC
+            OFFSET 0 -- a fence, as in ConsoleMessagesListTopicPrefixOlder
+        ) AS w
+        JOIN switchyard.console_messages o ON o.id = w.id
+        WHERE true
+            AND (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
+            AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
+            AND (sqlc.narg(topic_prefix)::text IS NULL OR (o.topic ~>=~ sqlc.narg(topic_prefix)::text AND o.topic ~<~ sqlc.narg(topic_upper)::text))
+            AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
+            AND (sqlc.narg(destination_prefix)::text IS NULL OR (o.destination ~>=~ sqlc.narg(destination_prefix)::text AND o.destination ~<~ sqlc.narg(destination_upper)::text))
+            AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
+            AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
+            AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
+            AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
+            AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+            AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+        ORDER BY o.id DESC
+        LIMIT @max_rows
+    ) AS m
+    WHERE s.topic IS NOT NULL
+)
+ORDER BY r.id DESC
+LIMIT @max_rows;
+
+
+-- name: ConsoleMessagesListDeadTopicPrefixNewer :many
+WITH RECURSIVE matching (topic) AS (
+    (SELECT t.topic FROM switchyard.outbox t
+     WHERE t.topic ~>=~ sqlc.narg(topic_prefix)::text AND t.topic ~<~ sqlc.narg(topic_upper)::text
+         AND t.state = 'dead'
+     ORDER BY t.topic USING ~<~ LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.topic FROM switchyard.outbox t
+            WHERE t.topic ~>~ s.topic AND t.topic ~<~ sqlc.narg(topic_upper)::text
+                AND t.state = 'dead'
+            ORDER BY t.topic USING ~<~ LIMIT 1)
+    FROM matching s WHERE s.topic IS NOT NULL
+)
+SELECT r.* FROM switchyard.console_messages r
+WHERE r.id IN (
+    SELECT m.id FROM matching s CROSS JOIN LATERAL (
+        SELECT o.id FROM (
+            -- Only the index's columns: an index-only walk, which the
+            -- planner prefers to outbox_dead_id filtered by topic (that
+            -- one reads every dead letter of the other topics).
+            SELECT d.id FROM switchyard.outbox d
+            WHERE d.topic = s.topic
+                AND d.state = 'dead' -- the partial index's predicate
+                AND d.id >= @floor::bigint AND d.id <= @ceiling::bigint
+                AND d.id > @cursor::bigint
+            ORDER BY d.id ASC
+            OFFSET 0 -- a fence, as in ConsoleMessagesListTopicPrefixNewer
+        ) AS w
+        JOIN switchyard.console_messages o ON o.id = w.id
+        WHERE true
+            AND (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
+            AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
+            AND (sqlc.narg(topic_prefix)::text IS NULL OR (o.topic ~>=~ sqlc.narg(topic_prefix)::text AND o.topic ~<~ sqlc.narg(topic_upper)::text))
+            AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
+            AND (sqlc.narg(destination_prefix)::text IS NULL OR (o.destination ~>=~ sqlc.narg(destination_prefix)::text AND o.destination ~<~ sqlc.narg(destination_upper)::text))
+            AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
+            AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
+            AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
+            AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
+            AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+            AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+        ORDER BY o.id ASC
+        LIMIT @max_rows
+    ) AS m
+    WHERE s.topic IS NOT NULL
+)
+ORDER BY r.id ASC
+LIMIT @max_rows;
+
 -- name: ConsoleMessagesListDestinationPrefixOlder :many
 -- ConsoleMessagesListDestinationPrefixOlder is ConsoleMessagesListTopicPrefixOlder
 -- for destinations, on outbox_destination_id.

@@ -1,0 +1,35 @@
+package console
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/queries"
+)
+
+// Each filter walks the index that fits it best. A topic prefix among dead
+// letters (dead, or dead and replayed since) walks their own index: on the
+// index of every undelivered message, each topic of the prefix without a
+// dead letter cost a walk of its whole backlog.
+func TestMessageListPathsFitTheirFilters(t *testing.T) {
+	t.Parallel()
+	s := func(v string) *string { return &v }
+	for _, c := range []struct {
+		name string
+		p    queries.ConsoleMessagesListOlderParams
+		want messagePath
+	}{
+		{"dead, a topic prefix", queries.ConsoleMessagesListOlderParams{State: s("dead"), TopicPrefix: s("order.")}, pathDeadTopicPrefix},
+		{"replayed, a topic prefix", queries.ConsoleMessagesListOlderParams{State: s("replayed"), TopicPrefix: s("order.")}, pathDeadTopicPrefix},
+		{"discarded, a topic prefix", queries.ConsoleMessagesListOlderParams{State: s("discarded"), TopicPrefix: s("order.")}, pathTopicPrefix},
+		{"pending, a topic prefix", queries.ConsoleMessagesListOlderParams{State: s("pending"), TopicPrefix: s("order.")}, pathPending},
+		{"dead, a topic", queries.ConsoleMessagesListOlderParams{State: s("dead"), Topic: s("order.paid")}, pathTopic},
+		{"dead", queries.ConsoleMessagesListOlderParams{State: s("dead")}, pathDead},
+		{"replayed", queries.ConsoleMessagesListOlderParams{State: s("replayed")}, pathDead},
+		{"dead, a destination prefix", queries.ConsoleMessagesListOlderParams{State: s("dead"), DestinationPrefix: s("shop-")}, pathDestinationPrefix},
+		{"a topic prefix alone", queries.ConsoleMessagesListOlderParams{TopicPrefix: s("order.")}, pathAll},
+	} {
+		require.Equal(t, c.want, choosePath(c.p), c.name)
+	}
+}
