@@ -1083,14 +1083,16 @@ func TestFinishedDeliveriesAreFinalizedTogether(t *testing.T) {
 	require.Empty(t, w.flights)
 }
 
-// The finalize and the heartbeat are planned for their own arguments every
-// time, never from a prepared statement whose generic plan PostgreSQL may
-// keep after five executions (see customPlans): on an outbox with millions
-// of delivered rows retained, the finalize's generic plan rescanned its
-// whole input for every message it updated. A statement sent unnamed is
-// not among the session's prepared statements; a claim, sent the usual
-// way, is (which shows that the check can see one).
-func TestFinalizeAndHeartbeatAreNeverPreparedStatements(t *testing.T) {
+// A large finalize and the heartbeat are planned for their own arguments
+// every time, never from a prepared statement whose generic plan
+// PostgreSQL may keep after five executions (see customPlans): on an
+// outbox with millions of delivered rows retained, the finalize's generic
+// plan rescanned its whole input for every message it updated. A small
+// finalize (genericPlanMost) stays a prepared statement: planning it would
+// cost more than the worst its generic plan can do. A statement sent
+// unnamed is not among the session's prepared statements, and a prepared
+// one counts the executions planned from it.
+func TestLargeFinalizesAndHeartbeatsAreNeverPreparedStatements(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	shared := setup(t, "alpha")
@@ -1100,27 +1102,47 @@ func TestFinalizeAndHeartbeatAreNeverPreparedStatements(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	const rounds = 7 // more than the five custom plans before a generic one may be kept
-	d := New(pool, Config{Logger: testlog.New(t), Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	const large = genericPlanMost + 8
+	d := New(pool, Config{Logger: testlog.New(t), AggregateBatch: large, Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
 	w := &worker{d: d, name: "w", flights: map[uint64]*flight{}, held: map[string]int{}, pace: map[string]time.Duration{}, ramp: map[string]int{}}
 	for range rounds {
-		enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
-		m := claimOne(t, d, "w")
-		w.flights[0] = &flight{g: group{msgs: []claimedMessage{m}}, cancel: func() {}}
+		msgs := []Message{{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)}}
+		for range large {
+			msgs = append(msgs, Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: "1", Payload: []byte(`{}`)})
+		}
+		enqueue(t, pool, msgs...)
+		groups, err := d.claim(ctx, "w", 10, nil)
+		require.NoError(t, err)
+		require.Len(t, groups, 2, "one unordered message, one aggregate's messages")
+		clear(w.flights)
+		for i, g := range groups {
+			w.flights[uint64(i)] = &flight{g: g, cancel: func() {}}
+		}
 		extended, err := w.extend(ctx)
 		require.NoError(t, err)
-		require.True(t, extended[flightKey{message: m.ID}], "the heartbeat extended the lease")
-		now := time.Now()
-		_, err = d.finalize(ctx, "w", []result{{msg: m, outcome: outcomeDelivered, started: now, finished: now}})
-		require.NoError(t, err)
+		require.Len(t, extended, 2, "the heartbeat extended both leases")
+		for _, g := range groups {
+			now := time.Now()
+			results := make([]result, len(g.msgs))
+			for i, m := range g.msgs {
+				results[i] = result{msg: m, outcome: outcomeDelivered, started: now, finished: now}
+			}
+			_, err = d.finalize(ctx, "w", results)
+			require.NoError(t, err)
+		}
 	}
-	require.Equal(t, rounds, countWhere(t, pool, "state = 'delivered'"))
+	require.Equal(t, rounds*(1+large), countWhere(t, pool, "state = 'delivered'"))
 
-	prepared := func(name string) int {
-		var n int
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%name: ' || $1 || ' %'`, name).Scan(&n))
-		return n
+	planned := func(name string) (statements, executions int) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(generic_plans + custom_plans), 0) FROM pg_prepared_statements
+			WHERE statement LIKE '%name: ' || $1 || ' %'`, name).Scan(&statements, &executions))
+		return statements, executions
 	}
-	require.Positive(t, prepared("OutboxClaimUnordered"), "the claim is a prepared statement")
-	require.Zero(t, prepared("OutboxFinalize"), "the finalize is sent unnamed, planned for its arguments")
-	require.Zero(t, prepared("OutboxExtendLeases"), "the heartbeat is sent unnamed, planned for its arguments")
+	statements, executions := planned("OutboxFinalize")
+	require.Equal(t, 1, statements, "the small finalize is a prepared statement")
+	require.Equal(t, rounds, executions, "the large finalizes are sent unnamed, planned for their arguments")
+	statements, _ = planned("OutboxExtendLeases")
+	require.Zero(t, statements, "the heartbeat is sent unnamed, planned for its arguments")
+	statements, _ = planned("OutboxClaimUnordered")
+	require.Equal(t, 1, statements, "the claim is a prepared statement (the check sees one)")
 }
