@@ -6,10 +6,11 @@
 -- delivered: for each topic in the prefix without a dead letter it read
 -- that topic's whole backlog, 100 ms a page at 10,000,000 rows
 -- (BENCHMARKS.md, "Pages at ten million rows"). This partial index holds
--- the dead letters only (ConsoleMessagesListDeadTopicPrefix*). Only a
--- finalize that makes a message dead, a discard or a restore writes it:
--- never a claim, a heartbeat or a delivery, so the dispatcher's drain
--- does not pay for it (ARCHITECTURE.md, Engine).
+-- the dead letters only (ConsoleMessagesListDeadTopicPrefix*): a claim,
+-- a heartbeat or a delivery never writes it (their rows are not dead), so
+-- the dispatcher's drain does not pay for it (ARCHITECTURE.md, Engine);
+-- a message that dies adds an entry, as does a new version of a dead
+-- letter's row that is not HOT.
 CREATE INDEX outbox_dead_topic_id ON switchyard.outbox (topic text_pattern_ops, id) WHERE state = 'dead';
 
 -- +goose Down

@@ -271,8 +271,8 @@ type benchResult struct {
 	SeedSeconds float64 `json:"seed_seconds,omitempty"`
 	// Drain mode only: the history the outbox held before the drain
 	// (--retained, --retained-dead) and how long seeding it took.
-	Retained            int     `json:"retained"`
-	RetainedDead        int     `json:"retained_dead"`
+	Retained            int     `json:"retained,omitempty"`
+	RetainedDead        int     `json:"retained_dead,omitempty"`
 	RetainedSeedSeconds float64 `json:"retained_seed_seconds,omitempty"`
 	Concurrency         int     `json:"concurrency"`
 	// Database is "created" (a fresh database, dropped afterwards) or
@@ -343,8 +343,10 @@ func benchDispatch(ctx context.Context, cfg Config, opts benchOptions, logger *s
 	}
 	defer env.close(ctx, logger)
 	target := env.target
-	if !target.created && opts.retained+opts.retainedDead > 0 {
-		return benchResult{}, errors.New("the role may not create databases: --retained and --retained-dead seed rows that need a database of their own (use a role with CREATEDB)")
+	if opts.retained+opts.retainedDead > 0 {
+		if err := target.requireOwnDatabase("--retained and --retained-dead seed rows that need a database of their own"); err != nil {
+			return benchResult{}, err
+		}
 	}
 	bench, err := newBenchRun(ctx, target, opts, logger)
 	if err != nil {

@@ -120,8 +120,8 @@ func benchPages(ctx context.Context, cfg Config, opts pagesBenchOptions, logger 
 	}
 	defer env.close(ctx, logger)
 	target := env.target
-	if !target.created {
-		return pagesBenchResult{}, errors.New("the role may not create databases: bench pages seeds a million rows and needs a database of its own (use a role with CREATEDB)")
+	if err := target.requireOwnDatabase("bench pages seeds a million rows and needs a database of its own"); err != nil {
+		return pagesBenchResult{}, err
 	}
 	start := time.Now()
 	if err := seedPages(ctx, target.pool, opts, logger); err != nil {

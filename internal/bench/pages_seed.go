@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -33,14 +35,20 @@ func seedPages(ctx context.Context, pool *pgxpool.Pool, opts pagesBenchOptions, 
 		step = opts.rows / opts.dead
 	}
 	aggregates := max(opts.rows/10, 1)
-	steps := []seedStep{
-		{"destinations", `INSERT INTO switchyard.destinations (name, kind)
-			SELECT 'bench-' || k, 'function' FROM generate_series(0, $1 - 1) AS k`, []any{pagesBenchDestinations}},
-		{"disable the sequence trigger", `ALTER TABLE switchyard.outbox DISABLE TRIGGER outbox_assign_seq`, nil},
+	if _, err := pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind)
+			SELECT 'bench-' || k, 'function' FROM generate_series(0, $1 - 1) AS k`, pagesBenchDestinations); err != nil {
+		return fmt.Errorf("seed destinations: %w", err)
+	}
+	if err := seedWithoutSequenceTrigger(ctx, pool, []seedStep{
 		{"messages", seedMessagesSQL, []any{opts.rows, step, aggregates, opts.fingerprints, pagesBenchDestinations}},
-		{"enable the sequence trigger", `ALTER TABLE switchyard.outbox ENABLE TRIGGER outbox_assign_seq`, nil},
+	}, logger); err != nil {
+		return err
+	}
+	steps := []seedStep{
 		{"replays", `UPDATE switchyard.outbox SET replay_of = id - 1 WHERE id % 10000 = 4 AND id > 1`, nil},
-		deadAttemptsStep, deadLetterGroupsStep, deadLetterHoursStep,
+	}
+	steps = append(steps, deadLetterSteps()...)
+	steps = append(steps, []seedStep{
 		{"blocked aggregates", `INSERT INTO switchyard.outbox_blocked_aggregates
 			(destination, aggregate_type, aggregate_id, dead_message_id, blocked_at)
 			SELECT destination, aggregate_type, aggregate_id, min(id), min(finished_at)
@@ -53,7 +61,7 @@ func seedPages(ctx context.Context, pool *pgxpool.Pool, opts pagesBenchOptions, 
 			SELECT 'bench-in-' || k, 0, 1000 + k FROM generate_series(0, $1 - 1) AS k`, []any{pagesBenchInboxSources}},
 		{"vacuum", `VACUUM (ANALYZE) switchyard.outbox, switchyard.outbox_attempts, switchyard.dead_letter_groups,
 			switchyard.dead_letter_hours, switchyard.outbox_blocked_aggregates, switchyard.inbox_events`, nil},
-	}
+	}...)
 	return runSeedSteps(ctx, pool, steps, logger)
 }
 
@@ -111,12 +119,14 @@ type seedStep struct {
 	args []any
 }
 
-// runSeedSteps runs the steps in order, each in a transaction of its own,
-// logging how long each took.
-func runSeedSteps(ctx context.Context, pool *pgxpool.Pool, steps []seedStep, logger *slog.Logger) error {
+// runSeedSteps runs the steps in order on db (a pool: each in a
+// transaction of its own; or a transaction), logging how long each took.
+func runSeedSteps(ctx context.Context, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, steps []seedStep, logger *slog.Logger) error {
 	for _, s := range steps {
 		start := time.Now()
-		if _, err := pool.Exec(ctx, s.sql, s.args...); err != nil {
+		if _, err := db.Exec(ctx, s.sql, s.args...); err != nil {
 			return fmt.Errorf("seed %s: %w", s.what, err)
 		}
 		logger.Info("seeded", slog.String("step", s.what), slog.Duration("took", time.Since(start).Round(time.Millisecond)))
@@ -124,24 +134,45 @@ func runSeedSteps(ctx context.Context, pool *pgxpool.Pool, steps []seedStep, log
 	return nil
 }
 
-// The steps that derive, from the dead messages seeded before them, what
-// the dispatcher's finalize would have written as they died: three failed
-// attempts each (the second not applied for every third message), the
-// dead-letter groups and their hourly counts.
-var (
-	deadAttemptsStep = seedStep{"attempts", `INSERT INTO switchyard.outbox_attempts
+// The statements that derive, from the dead messages seeded before them,
+// what the dispatcher's finalize would have written as they died: three
+// failed attempts each (the second not applied for every third message),
+// the dead-letter groups and their hourly counts (deadLetterSteps).
+const (
+	seedDeadAttemptsSQL = `INSERT INTO switchyard.outbox_attempts
 			(message_id, attempt, worker, lease_version, started_at, finished_at, outcome, applied, status_code, error, duration_ms)
 			SELECT o.id, a, 'bench-worker-' || (o.id % 4), a, o.created_at + a * interval '500 ms',
 				o.created_at + a * interval '500 ms' + interval '40 ms',
 				CASE WHEN a = 3 THEN 'dead' ELSE 'retry' END, a <> 2 OR o.id % 3 <> 0, 503, o.last_error, 40
 			FROM switchyard.outbox o CROSS JOIN generate_series(1, 3) AS a
-			WHERE o.state = 'dead'`, nil}
-	deadLetterGroupsStep = seedStep{"dead-letter groups", `INSERT INTO switchyard.dead_letter_groups
+			WHERE o.state = 'dead'`
+	seedDeadLetterGroupsSQL = `INSERT INTO switchyard.dead_letter_groups
 			(fingerprint, dead, first_dead_at, last_dead_at, sample_id, sample_error, destinations)
 			SELECT error_fingerprint, count(*), min(finished_at), max(finished_at), max(id),
 				(array_agg(last_error ORDER BY id DESC))[1], array_agg(DISTINCT destination ORDER BY destination)
-			FROM switchyard.outbox WHERE state = 'dead' GROUP BY error_fingerprint`, nil}
-	deadLetterHoursStep = seedStep{"dead-letter hours", `INSERT INTO switchyard.dead_letter_hours (fingerprint, hour, dead)
+			FROM switchyard.outbox WHERE state = 'dead' GROUP BY error_fingerprint`
+	seedDeadLetterHoursSQL = `INSERT INTO switchyard.dead_letter_hours (fingerprint, hour, dead)
 			SELECT error_fingerprint, date_trunc('hour', finished_at), count(*)
-			FROM switchyard.outbox WHERE state = 'dead' GROUP BY 1, 2`, nil}
+			FROM switchyard.outbox WHERE state = 'dead' GROUP BY 1, 2`
 )
+
+// deadLetterSteps are those statements as seeding steps.
+func deadLetterSteps() []seedStep {
+	return []seedStep{
+		{"attempts", seedDeadAttemptsSQL, nil},
+		{"dead-letter groups", seedDeadLetterGroupsSQL, nil},
+		{"dead-letter hours", seedDeadLetterHoursSQL, nil},
+	}
+}
+
+// seedWithoutSequenceTrigger runs the steps, which insert messages with
+// their aggregate_seq already set, in one transaction with the outbox's
+// sequence trigger disabled: ALTER TABLE is transactional, so a failed
+// step leaves the trigger as it was.
+func seedWithoutSequenceTrigger(ctx context.Context, pool *pgxpool.Pool, steps []seedStep, logger *slog.Logger) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		all := append([]seedStep{{"disable the sequence trigger", `ALTER TABLE switchyard.outbox DISABLE TRIGGER outbox_assign_seq`, nil}}, steps...)
+		all = append(all, seedStep{"enable the sequence trigger", `ALTER TABLE switchyard.outbox ENABLE TRIGGER outbox_assign_seq`, nil})
+		return runSeedSteps(ctx, tx, all, logger)
+	})
+}

@@ -17,19 +17,23 @@ import (
 // that no aggregate of the drain waits behind them, over 1,000 error
 // groups, each with three failed attempts, and the dead-letter groups
 // they make). INSERT ... SELECT with the sequence trigger off, as bench
-// pages seeds (the Go API would take an hour for ten million rows); the
+// pages seeds (the Go API would take an hour for ten million rows), in
+// the bench's own database (benchDispatch refuses to run it in place: the
+// dead-letter groups make triage events, which cannot be deleted); the
 // aggregates' rows are written directly. Then VACUUM (ANALYZE), as
 // autovacuum would have long since done for rows this old, and a
 // CHECKPOINT where the role may (superuser or pg_checkpoint). It returns the
 // highest id seeded: the drain's messages come after it.
 func (b *benchRun) seedRetained(ctx context.Context) (int64, error) {
 	dest := b.target.destinationName()
-	steps := []seedStep{
-		{"disable the sequence trigger", `ALTER TABLE switchyard.outbox DISABLE TRIGGER outbox_assign_seq`, nil},
+	err := seedWithoutSequenceTrigger(ctx, b.target.pool, []seedStep{
 		{"delivered messages", seedRetainedDeliveredSQL, []any{dest, b.opts.retained, b.opts.aggregates}},
 		{"dead messages", seedRetainedDeadSQL, []any{dest, b.opts.retainedDead}},
-		{"enable the sequence trigger", `ALTER TABLE switchyard.outbox ENABLE TRIGGER outbox_assign_seq`, nil},
+	}, b.logger)
+	if err != nil {
+		return 0, err
 	}
+	var steps []seedStep
 	if b.opts.aggregates > 0 {
 		steps = append(steps, seedStep{"aggregates", `INSERT INTO switchyard.outbox_aggregates
 				(destination, aggregate_type, aggregate_id, last_seq, done_seq)
@@ -37,8 +41,8 @@ func (b *benchRun) seedRetained(ctx context.Context) (int64, error) {
 			FROM (SELECT k, $2::int / $3::int + (k < $2::int % $3::int)::int AS n FROM generate_series(0, $3::int - 1) AS k) AS s
 			WHERE n > 0`, []any{dest, b.opts.retained, b.opts.aggregates}})
 	}
-	steps = append(steps, deadAttemptsStep, deadLetterGroupsStep, deadLetterHoursStep,
-		seedStep{"vacuum", `VACUUM (ANALYZE) switchyard.outbox, switchyard.outbox_aggregates, switchyard.outbox_attempts,
+	steps = append(steps, deadLetterSteps()...)
+	steps = append(steps, seedStep{"vacuum", `VACUUM (ANALYZE) switchyard.outbox, switchyard.outbox_aggregates, switchyard.outbox_attempts,
 			switchyard.dead_letter_groups, switchyard.dead_letter_hours`, nil})
 	if err := runSeedSteps(ctx, b.target.pool, steps, b.logger); err != nil {
 		return 0, err
@@ -46,7 +50,7 @@ func (b *benchRun) seedRetained(ctx context.Context) (int64, error) {
 	// Seeding ten million rows writes gigabytes of WAL: without a
 	// checkpoint now, one would run during the drain and make it pay for
 	// the seeding (full-page images, flushes).
-	_, err := b.target.pool.Exec(ctx, `CHECKPOINT`)
+	_, err = b.target.pool.Exec(ctx, `CHECKPOINT`)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == sqlstateInsufficientPrivilege:

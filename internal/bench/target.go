@@ -96,6 +96,16 @@ func (t *benchTarget) prepare(ctx context.Context, logger *slog.Logger) error {
 	return nil
 }
 
+// requireOwnDatabase refuses to run in place what writes rows the
+// in-place cleanup (deleteRows) cannot remove: seeded history, dead-letter
+// groups and the triage events they make (append-only); why says so.
+func (t *benchTarget) requireOwnDatabase(why string) error {
+	if t.created {
+		return nil
+	}
+	return fmt.Errorf("the role may not create databases: %s (use a role with CREATEDB)", why)
+}
+
 // destinationName and owner name this run's destination and dispatcher.
 func (t *benchTarget) destinationName() string { return "bench-" + t.suffix }
 func (t *benchTarget) owner() string           { return "bench-" + t.suffix }

@@ -1143,6 +1143,8 @@ func TestLargeFinalizesAndHeartbeatsAreNeverPreparedStatements(t *testing.T) {
 	require.Equal(t, rounds, executions, "the large finalizes are sent unnamed, planned for their arguments")
 	statements, _ = planned("OutboxExtendLeases")
 	require.Zero(t, statements, "the heartbeat is sent unnamed, planned for its arguments")
+	statements, _ = planned("OutboxExtendAggregateLeases")
+	require.Zero(t, statements, "the aggregates' heartbeat likewise")
 	statements, _ = planned("OutboxClaimUnordered")
 	require.Equal(t, 1, statements, "the claim is a prepared statement (the check sees one)")
 }

@@ -9,16 +9,19 @@ import (
 	"github.com/switchyard/switchyard/internal/queries"
 )
 
-// customPlans sends every statement to be planned for its own arguments.
+// customPlans sends every statement run through its Exec, Query and
+// QueryRow to be planned for its own arguments (CopyFrom and SendBatch go
+// through as they are).
 //
 // pgx prepares and caches each statement, and after five executions
 // PostgreSQL may keep a prepared statement's generic plan, made without
 // its arguments: it takes an array argument to hold ten elements. The
 // finalize unnests arrays of up to 1,000 messages and names their ids;
-// with ten million delivered messages retained beside a backlog, its
+// with a million delivered messages retained beside a backlog, its
 // generic plan expected one message to update and joined the input to it
-// by rescanning the whole input for every message (560 ms for 1,024
-// messages; the drain ran at a fifth of its rate on an empty outbox).
+// by rescanning the whole input for every message (530 of a 1,024-message
+// finalize's 560 ms; the drain ran at a fifth of its rate on an empty
+// outbox).
 // pgx.QueryExecModeCacheDescribe sends the statement unnamed, which
 // PostgreSQL plans anew with the arguments; it still takes one round
 // trip, since pgx caches the statement's description. Planning costs

@@ -345,7 +345,10 @@ func (w *worker) extend(ctx context.Context) (map[flightKey]bool, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	q := queries.New(customPlans{w.d.pool}) // arrays of every lease held: see customPlans
+	// Arrays of every lease held, as large as a finalize's (see
+	// customPlans); unlike the finalize, a heartbeat runs once every third
+	// of a lease, so planning it each time costs next to nothing.
+	q := queries.New(customPlans{w.d.pool})
 	if len(messages.Ids) > 0 {
 		ids, err := q.OutboxExtendLeases(ctx, messages)
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -116,6 +117,13 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*DB, error) {
 	return db, nil
 }
 
+// setsJIT reports whether a URL's parameters set jit, as one of their own
+// (?jit=on) or in options (-c jit=on).
+func setsJIT(params map[string]string) bool {
+	_, set := params["jit"]
+	return set || strings.Contains(strings.ToLower(params["options"]), "jit=")
+}
+
 func (db *DB) connect(ctx context.Context, dsn string, cfg Config) error {
 	poolCfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -134,8 +142,16 @@ func (db *DB) connect(ctx context.Context, dsn string, cfg Config) error {
 	// compiles any statement whose estimated cost passes jit_above_cost,
 	// however few rows it then reads. At 10,000,000 rows the dead letters'
 	// topic-prefix page took 39 ms, 19 of them compiling; 1.7 ms without.
-	if _, set := poolCfg.ConnConfig.RuntimeParams["jit"]; !set && !strings.Contains(poolCfg.ConnConfig.RuntimeParams["options"], "jit") {
-		poolCfg.ConnConfig.RuntimeParams["jit"] = "off"
+	// A SET on each new session, not a startup parameter, which poolers
+	// such as PgBouncer refuse; like any SET it overrides ALTER ROLE or
+	// ALTER DATABASE ... SET jit too.
+	if !setsJIT(poolCfg.ConnConfig.RuntimeParams) {
+		poolCfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+			if _, err := conn.Exec(ctx, "SET jit = off", pgx.QueryExecModeSimpleProtocol); err != nil {
+				return fmt.Errorf("turn JIT compilation off: %w", err)
+			}
+			return nil
+		}
 	}
 	if db.Pool, err = pgxpool.NewWithConfig(ctx, poolCfg); err != nil {
 		return fmt.Errorf("open database pool: %w", err)

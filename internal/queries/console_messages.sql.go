@@ -1036,7 +1036,8 @@ type ConsoleMessagesListDeadTopicPrefixOlderParams struct {
 // only the topics in the prefix's range that have dead letters, and each
 // walk reads dead letters only. On outbox_topic_id a topic without dead
 // letters cost a walk of all its undelivered entries (its backlog): 100 ms
-// for `order.*` at 10,000,000 rows.
+// for `order.*` at 10,000,000 rows. Its filters are those of every list
+// query here: keep them in step.
 func (q *Queries) ConsoleMessagesListDeadTopicPrefixOlder(ctx context.Context, arg ConsoleMessagesListDeadTopicPrefixOlderParams) ([]SwitchyardConsoleMessage, error) {
 	rows, err := q.db.Query(ctx, consoleMessagesListDeadTopicPrefixOlder,
 		arg.Floor,

@@ -149,13 +149,13 @@ type series struct {
 type result struct {
 	Messages         int                `json:"messages"`
 	Rounds           int                `json:"rounds"`
-	RiverVersion     string             `json:"river_version"`
-	RiverBestWorkers int                `json:"river_best_workers"`
-	RiverPerSec      float64            `json:"river_messages_per_sec"`
+	RiverVersion     string             `json:"river_version,omitempty"` // without River drains (--river-workers ''), the River fields are left out
+	RiverBestWorkers int                `json:"river_best_workers,omitempty"`
+	RiverPerSec      float64            `json:"river_messages_per_sec,omitempty"`
 	OrderedPerSec    float64            `json:"switchyard_ordered_messages_per_sec"`
 	UnorderedPerSec  float64            `json:"switchyard_unordered_messages_per_sec"`
-	RatioOrdered     float64            `json:"ratio_ordered_to_river"`
-	RatioUnordered   float64            `json:"ratio_unordered_to_river"`
+	RatioOrdered     float64            `json:"ratio_ordered_to_river,omitempty"`
+	RatioUnordered   float64            `json:"ratio_unordered_to_river,omitempty"`
 	River            map[string]*series `json:"river"` // by MaxWorkers
 	Ordered          *series            `json:"switchyard_ordered"`
 	Unordered        *series            `json:"switchyard_unordered"`
@@ -203,11 +203,13 @@ func measure(ctx context.Context, o options, url string, throwaway bool) (*resul
 			return nil, fmt.Errorf("the throwaway cluster has fsync %s, synchronous_commit %s: want both on", set.Fsync, set.SynchronousCommit)
 		}
 	}
-	river, err := openRiverTarget(ctx, admin, url, o.riverConns)
-	if err != nil {
-		return nil, err
+	var river *riverTarget
+	if len(o.riverWorkers) > 0 {
+		if river, err = openRiverTarget(ctx, admin, url, o.riverConns); err != nil {
+			return nil, err
+		}
+		defer river.close()
 	}
-	defer river.close()
 
 	configs := make([]config, 0, len(o.riverWorkers)+2)
 	for _, w := range o.riverWorkers {
@@ -223,10 +225,13 @@ func measure(ctx context.Context, o options, url string, throwaway bool) (*resul
 	}
 
 	r := &result{
-		Messages: o.messages, Rounds: o.rounds, RiverVersion: riverVersion(),
+		Messages: o.messages, Rounds: o.rounds,
 		River: map[string]*series{}, Ordered: &series{}, Unordered: &series{},
 		Method: method, Server: server, Settings: set, CPUs: runtime.NumCPU(),
 		LoadAverageStart: loadAverage(),
+	}
+	if river != nil {
+		r.RiverVersion = riverVersion()
 	}
 	if o.retained > 0 {
 		r.Retained, r.RetainedDead = o.retained, o.retainedDead

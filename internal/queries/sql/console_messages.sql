@@ -544,7 +544,8 @@ LIMIT @max_rows;
 -- only the topics in the prefix's range that have dead letters, and each
 -- walk reads dead letters only. On outbox_topic_id a topic without dead
 -- letters cost a walk of all its undelivered entries (its backlog): 100 ms
--- for `order.*` at 10,000,000 rows.
+-- for `order.*` at 10,000,000 rows. Its filters are those of every list
+-- query here: keep them in step.
 WITH RECURSIVE matching (topic) AS (
     (SELECT t.topic FROM switchyard.outbox t
      WHERE t.topic ~>=~ sqlc.narg(topic_prefix)::text AND t.topic ~<~ sqlc.narg(topic_upper)::text
