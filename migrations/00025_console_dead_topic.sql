@@ -10,7 +10,10 @@
 -- a heartbeat or a delivery never writes it (their rows are not dead), so
 -- the dispatcher's drain does not pay for it (ARCHITECTURE.md, Engine);
 -- a message that dies adds an entry, as does a new version of a dead
--- letter's row that is not HOT.
+-- letter's row that is not HOT. Built in the migration's transaction (not
+-- CONCURRENTLY, like every index here), it holds off enqueues while it
+-- reads the outbox (all of it: a partial index still scans every row):
+-- upgrade a large outbox at a quiet time.
 CREATE INDEX outbox_dead_topic_id ON switchyard.outbox (topic text_pattern_ops, id) WHERE state = 'dead';
 
 -- +goose Down
