@@ -19,8 +19,8 @@ import (
 // benchOptions are the flags of `console bench dispatch`.
 type benchOptions struct {
 	messages     int           // drain mode: messages seeded before the dispatcher starts
-	retained     int           // drain mode: delivered messages the outbox already holds
-	retainedDead int           // drain mode: dead messages the outbox already holds
+	retained     int           // delivered messages the outbox already holds
+	retainedDead int           // dead messages the outbox already holds
 	aggregates   int           // messages spread over this many aggregates; 0: unordered
 	workers      int           // dispatcher workers
 	batch        int           // outbox.Config.BatchSize
@@ -45,8 +45,8 @@ func newBenchFlags(o *benchOptions) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	fs.IntVar(&o.messages, "messages", 200000, "drain mode: messages to seed, then drain")
-	fs.IntVar(&o.retained, "retained", 0, "drain mode: delivered messages the outbox already holds before the drain, in the same aggregates (history kept by retention; seeded by SQL, untimed)")
-	fs.IntVar(&o.retainedDead, "retained-dead", 0, "drain mode: dead messages the outbox already holds (unordered, over 1,000 error groups, three failed attempts each)")
+	fs.IntVar(&o.retained, "retained", 0, "delivered messages the outbox already holds before the measured messages, in the same aggregates (history kept by retention; seeded by SQL, untimed)")
+	fs.IntVar(&o.retainedDead, "retained-dead", 0, "dead messages the outbox already holds (unordered, over 1,000 error groups, three failed attempts each)")
 	fs.IntVar(&o.aggregates, "aggregates", 1000, "aggregates the messages are spread over, each delivered in order (0: unordered messages)")
 	fs.IntVar(&o.workers, "workers", 4, "dispatcher workers (the console's default)")
 	fs.IntVar(&o.batch, "batch", 100, "the dispatcher's BatchSize: most deliveries (a message, or an aggregate's messages in order) one worker holds in flight, and so one claim leases")
@@ -98,8 +98,6 @@ func parseBenchOptions(args []string) (benchOptions, error) {
 		return o, errors.New("--aggregates and --rate must be 0 or more, --timeout positive")
 	case o.retained < 0 || o.retainedDead < 0:
 		return o, errors.New("--retained and --retained-dead must be 0 or more")
-	case o.rate > 0 && o.retained+o.retainedDead > 0:
-		return o, errors.New("--retained and --retained-dead are for drain mode, not with --rate")
 	case o.rate == 0 && o.messages < 1:
 		return o, errors.New("--messages must be 1 or more")
 	case o.rate > 0 && o.seconds < 1:

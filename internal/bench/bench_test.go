@@ -158,7 +158,6 @@ func TestBenchCommandRejectsBadArguments(t *testing.T) {
 		{"dispatch", "--rate", "100", "--wake", "shout"},
 		{"dispatch", "extra"},
 		{"dispatch", "--retained", "-1"},
-		{"dispatch", "--rate", "100", "--retained-dead", "5"},
 		{"dispatch", "--no-such-flag"},
 	} {
 		_, err := runBench(t, Config{Database: postgres.Config{URL: "postgres://127.0.0.1:1/none"}}, args...)

@@ -28,27 +28,22 @@ type benchMeasurement struct {
 	messages     int
 	elapsed      time.Duration // the measured phase
 	seed         time.Duration // drain mode: seeding, before the measured phase
-	retainedSeed time.Duration // drain mode: seeding the history (--retained), before seed
+	retainedSeed time.Duration // seeding the history (--retained), before the measured phase
 	firstID      int64         // the id after which the measured messages are
 	enqueueing   time.Duration // offered-load mode: first enqueue to last commit
 	statements   int64         // sent by the dispatcher during the measured phase
 	latency      durations
-	cpu          benchCPU // drain mode: CPU per message over the measured phase
+	cpu          benchCPU // CPU per message over the measured phase (offered load: the enqueues' too)
 }
 
 // drain seeds the messages, then times the dispatcher from its start until
 // no message is pending.
 func (b *benchRun) drain(ctx context.Context) (benchMeasurement, error) {
 	m := benchMeasurement{messages: b.opts.messages}
-	start := time.Now()
-	if b.opts.retained+b.opts.retainedDead > 0 {
-		var err error
-		if m.firstID, err = b.seedRetained(ctx); err != nil {
-			return m, err
-		}
-		m.retainedSeed = time.Since(start)
-		start = time.Now()
+	if err := b.retain(ctx, &m); err != nil {
+		return m, err
 	}
+	start := time.Now()
 	if err := b.seed(ctx); err != nil {
 		return m, err
 	}
@@ -81,6 +76,22 @@ func (b *benchRun) drain(ctx context.Context) (benchMeasurement, error) {
 		return m, err
 	}
 	return b.finish(ctx, m)
+}
+
+// retain seeds the retained history (--retained, --retained-dead), if
+// asked for, before the measured messages: into m go how long it took and
+// the id after which the measured messages are.
+func (b *benchRun) retain(ctx context.Context, m *benchMeasurement) error {
+	if b.opts.retained+b.opts.retainedDead == 0 {
+		return nil
+	}
+	start := time.Now()
+	var err error
+	if m.firstID, err = b.seedRetained(ctx); err != nil {
+		return err
+	}
+	m.retainedSeed = time.Since(start)
+	return nil
 }
 
 // seed enqueues the messages in transactions of benchSeedBatch, then
@@ -124,11 +135,18 @@ func benchMessage(dest string, i, aggregates int) outbox.Message {
 // times from the first enqueue until every message is delivered.
 func (b *benchRun) offered(ctx context.Context) (benchMeasurement, error) {
 	m := benchMeasurement{messages: b.opts.messages}
+	if err := b.retain(ctx, &m); err != nil {
+		return m, err
+	}
 	stopProfile, err := startCPUProfile(b.opts.cpuProfile)
 	if err != nil {
 		return m, err
 	}
 	defer stopProfile()
+	cpuStart, err := sampleCPU(ctx, b.target.pool)
+	if err != nil {
+		return m, err
+	}
 	if err := b.dispatcher.Start(ctx); err != nil {
 		return m, fmt.Errorf("start the dispatcher: %w", err)
 	}
@@ -153,6 +171,11 @@ func (b *benchRun) offered(ctx context.Context) (benchMeasurement, error) {
 	if err != nil {
 		return m, err
 	}
+	cpuEnd, err := sampleCPU(ctx, b.target.pool)
+	if err != nil {
+		return m, err
+	}
+	m.cpu = cpuSince(cpuStart, cpuEnd, m.messages)
 	if err := stopProfile(); err != nil {
 		return m, err
 	}

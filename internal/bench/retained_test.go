@@ -18,20 +18,8 @@ import (
 func TestBenchDispatchDrainsAfterARetainedHistory(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
-	opts, err := parseBenchOptions([]string{"--messages", "300", "--aggregates", "7", "--workers", "2",
-		"--retained", "1000", "--retained-dead", "40"})
-	require.NoError(t, err)
-	db, err := postgres.Open(ctx, postgres.Config{URL: dbtest.NewURL(t)}, logger)
-	require.NoError(t, err)
-	defer db.Close()
-	target, err := openBenchTarget(ctx, db, opts, logger)
-	require.NoError(t, err)
-	defer target.close(ctx, logger)
-	run, err := newBenchRun(ctx, target, opts, logger)
-	require.NoError(t, err)
-	defer run.close()
-
+	target, run := newRetainedRun(t, "--messages", "300", "--aggregates", "7", "--workers", "2",
+		"--retained", "1000", "--retained-dead", "40")
 	m, err := run.drain(ctx)
 	require.NoError(t, err, "the drain delivers its 300 messages")
 	require.Positive(t, m.retainedSeed)
@@ -73,4 +61,42 @@ func TestBenchDispatchRetainedRefusesInPlace(t *testing.T) {
 	_, err := runBench(t, Config{Database: postgres.Config{URL: url}}, "dispatch", "--messages", "10", "--retained", "100")
 	require.ErrorContains(t, err, "CREATEDB")
 	requireNoBenchRows(t, url)
+}
+
+// Offered load, too, may run after a retained history: the measured
+// messages are the ones enqueued after it.
+func TestBenchDispatchOffersLoadAfterARetainedHistory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	target, run := newRetainedRun(t, "--rate", "100", "--seconds", "1", "--aggregates", "5", "--workers", "2",
+		"--retained", "200", "--retained-dead", "10")
+	m, err := run.offered(ctx)
+	require.NoError(t, err, "the offered messages are delivered")
+	require.Positive(t, m.retainedSeed)
+	require.Len(t, m.latency, 100)
+	var before, after int
+	require.NoError(t, target.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE id <= $1), count(*) FILTER (WHERE id > $1)
+		FROM switchyard.outbox`, m.firstID).Scan(&before, &after))
+	require.Equal(t, 210, before, "the history comes before the offered messages")
+	require.Equal(t, 100, after)
+}
+
+// newRetainedRun is a bench run with args in a database of its own (as
+// --retained requires), closed when the test ends.
+func newRetainedRun(t *testing.T, args ...string) (*benchTarget, *benchRun) {
+	t.Helper()
+	ctx := context.Background()
+	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
+	opts, err := parseBenchOptions(args)
+	require.NoError(t, err)
+	db, err := postgres.Open(ctx, postgres.Config{URL: dbtest.NewURL(t)}, logger)
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	target, err := openBenchTarget(ctx, db, opts, logger)
+	require.NoError(t, err)
+	t.Cleanup(func() { target.close(ctx, logger) })
+	run, err := newBenchRun(ctx, target, opts, logger)
+	require.NoError(t, err)
+	t.Cleanup(run.close)
+	return target, run
 }

@@ -130,6 +130,7 @@ type Dispatcher struct {
 	wake       chan struct{}
 	inFlight   atomic.Int64 // messages claimed and not yet finalized
 	isStopping atomic.Bool  // set when Stop begins
+	stats      claimStatistics
 	life       service.Lifecycle
 
 	mu      sync.Mutex
@@ -151,6 +152,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		// Registered before the first lease, so that the console never
 		// sees leases held by a dispatcher it does not know.
 		d.heartbeat(ctx)
+		d.readPlanStatistics(ctx)
 		d.mu.Lock()
 		d.hardCtx, d.hardEnd = context.WithCancel(context.WithoutCancel(ctx))
 		d.mu.Unlock()
@@ -262,7 +264,6 @@ func (d *Dispatcher) claimPaced(ctx context.Context, worker string, limit int, h
 		return nil, nil
 	}
 	start := time.Now()
-	q := queries.New(d.pool)
 	lease := d.cfg.LeaseDuration.Seconds()
 	// spend takes what a claim step leased off the destinations' caps.
 	spend := func(groups []group) {
@@ -277,7 +278,7 @@ func (d *Dispatcher) claimPaced(ctx context.Context, worker string, limit int, h
 		if len(share.names) == 0 {
 			return nil, nil
 		}
-		rows, err := q.OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
+		rows, err := d.claimQueries(false).OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
 			Owner: worker, LeaseSeconds: lease, Destinations: share.names, Caps: share.messages,
 			BatchSize: int32(n * share.largest), Now: d.now(),
 		})
@@ -301,7 +302,7 @@ func (d *Dispatcher) claimPaced(ctx context.Context, worker string, limit int, h
 	// No destination with room left (the unordered claim took it all):
 	// the ordered claim could lease nothing, and is not sent.
 	if aggregates := limit - len(claimed); aggregates > 0 && slices.ContainsFunc(caps, func(c int32) bool { return c > 0 }) {
-		rows, err := q.OutboxClaimOrdered(ctx, queries.OutboxClaimOrderedParams{
+		rows, err := d.claimQueries(true).OutboxClaimOrdered(ctx, queries.OutboxClaimOrderedParams{
 			Owner: worker, LeaseSeconds: lease, Destinations: destinations, Caps: caps,
 			Aggregates: int32(aggregates), PerAggregate: int32(d.cfg.AggregateBatch), Now: d.now(),
 		})

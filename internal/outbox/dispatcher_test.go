@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -1095,12 +1096,7 @@ func TestFinishedDeliveriesAreFinalizedTogether(t *testing.T) {
 func TestLargeFinalizesAndHeartbeatsAreNeverPreparedStatements(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	shared := setup(t, "alpha")
-	config := shared.Config()
-	config.MaxConns = 1 // one session, whose prepared statements the test reads
-	pool, err := pgxpool.NewWithConfig(ctx, config)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := oneSessionPool(t, setup(t, "alpha"))
 	const rounds = 7 // more than the five custom plans before a generic one may be kept
 	const large = genericPlanMost + 8
 	d := New(pool, Config{Logger: testlog.New(t), AggregateBatch: large, Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
@@ -1134,9 +1130,8 @@ func TestLargeFinalizesAndHeartbeatsAreNeverPreparedStatements(t *testing.T) {
 	require.Equal(t, rounds*(1+large), countWhere(t, pool, "state = 'delivered'"))
 
 	planned := func(name string) (statements, executions int) {
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(generic_plans + custom_plans), 0) FROM pg_prepared_statements
-			WHERE statement LIKE '%name: ' || $1 || ' %'`, name).Scan(&statements, &executions))
-		return statements, executions
+		statements, generic, custom := preparedStatements(t, pool, name)
+		return statements, generic + custom
 	}
 	statements, executions := planned("OutboxFinalize")
 	require.Equal(t, 1, statements, "the small finalize is a prepared statement")
@@ -1145,6 +1140,82 @@ func TestLargeFinalizesAndHeartbeatsAreNeverPreparedStatements(t *testing.T) {
 	require.Zero(t, statements, "the heartbeat is sent unnamed, planned for its arguments")
 	statements, _ = planned("OutboxExtendAggregateLeases")
 	require.Zero(t, statements, "the aggregates' heartbeat likewise")
-	statements, _ = planned("OutboxClaimUnordered")
-	require.Equal(t, 1, statements, "the claim is a prepared statement (the check sees one)")
+}
+
+// oneSessionPool is a pool of one connection to shared's database: one
+// session, whose prepared statements a test can read.
+func oneSessionPool(t *testing.T, shared *pgxpool.Pool) *pgxpool.Pool {
+	t.Helper()
+	config := shared.Config()
+	config.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(context.Background(), config)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// preparedStatements is how many prepared statements of the sqlc query name
+// the pool's one session holds, and how often they were planned each way.
+func preparedStatements(t *testing.T, pool *pgxpool.Pool, name string) (statements, generic, custom int) {
+	t.Helper()
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*), coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
+		FROM pg_prepared_statements WHERE statement LIKE '%name: ' || $1 || ' %'`, name).Scan(&statements, &generic, &custom))
+	return statements, generic, custom
+}
+
+// The claims are planned for their arguments while the planner's
+// statistics of their tables describe fewer than planStatisticsFloor rows
+// (a generic plan made from them would read the tables sequentially, and
+// be kept), and are prepared statements whose generic plan PostgreSQL
+// keeps once the statistics are past it.
+func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesAreAnalyzed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := oneSessionPool(t, setup(t, "alpha"))
+	d := New(pool, Config{Logger: testlog.New(t), Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	const rounds = 8 // more than the five custom plans before a generic one may be kept
+	round := 0
+	claimRounds := func() {
+		for range rounds {
+			round++
+			enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)},
+				Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: strconv.Itoa(round), Payload: []byte(`{}`)})
+			groups, err := d.claim(ctx, "w", 10, nil)
+			require.NoError(t, err)
+			require.Len(t, groups, 2, "one unordered message, one aggregate's")
+		}
+	}
+
+	d.readPlanStatistics(ctx)
+	claimRounds()
+	for _, name := range []string{"OutboxClaimUnordered", "OutboxClaimOrdered"} {
+		statements, _, _ := preparedStatements(t, pool, name)
+		require.Zero(t, statements, "%s is sent unnamed while the outbox was never analyzed", name)
+	}
+
+	// Statistics of a thousand rows in each table: the unordered
+	// claim's alone are not enough for the ordered claim.
+	_, err := pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload, state, finished_at)
+		SELECT 't', 'alpha', '{}', 'delivered', now() FROM generate_series(1, $1::int)`, planStatisticsFloor)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `ANALYZE switchyard.outbox`)
+	require.NoError(t, err)
+	d.readPlanStatistics(ctx)
+	claimRounds()
+	statements, generic, _ := preparedStatements(t, pool, "OutboxClaimUnordered")
+	require.Equal(t, 1, statements, "the unordered claim is a prepared statement")
+	require.Positive(t, generic, "PostgreSQL kept its generic plan")
+	statements, _, _ = preparedStatements(t, pool, "OutboxClaimOrdered")
+	require.Zero(t, statements, "the ordered claim waits for the aggregates' statistics")
+
+	_, err = pool.Exec(ctx, `INSERT INTO switchyard.outbox_aggregates (destination, aggregate_type, aggregate_id, last_seq, done_seq)
+		SELECT 'alpha', 'history', k::text, 1, 1 FROM generate_series(1, $1::int) AS k`, planStatisticsFloor)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `ANALYZE switchyard.outbox_aggregates`)
+	require.NoError(t, err)
+	d.readPlanStatistics(ctx)
+	claimRounds()
+	statements, generic, _ = preparedStatements(t, pool, "OutboxClaimOrdered")
+	require.Equal(t, 1, statements, "the ordered claim is a prepared statement")
+	require.Positive(t, generic, "PostgreSQL kept its generic plan")
 }

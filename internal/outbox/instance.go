@@ -13,7 +13,8 @@ import (
 )
 
 // heartbeatLoop keeps this dispatcher's row in switchyard.dispatchers fresh
-// (heartbeat_at, leases_held) until ctx ends. Start wrote it first.
+// (heartbeat_at, leases_held), and what it knows of the claims' statistics
+// (readPlanStatistics), until ctx ends. Start did both first.
 func (d *Dispatcher) heartbeatLoop(ctx context.Context) {
 	tick := time.NewTicker(d.cfg.HeartbeatInterval)
 	defer tick.Stop()
@@ -23,6 +24,7 @@ func (d *Dispatcher) heartbeatLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 			d.heartbeat(ctx)
+			d.readPlanStatistics(ctx)
 		}
 	}
 }

@@ -2,6 +2,8 @@ package outbox
 
 import (
 	"context"
+	"log/slog"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -43,4 +45,51 @@ func (c customPlans) QueryRow(ctx context.Context, sql string, args ...any) pgx.
 
 func withCustomPlan(args []any) []any {
 	return append([]any{pgx.QueryExecModeCacheDescribe}, args...)
+}
+
+// planStatisticsFloor is how many rows the statistics of each table a claim
+// reads must describe before the claim is sent as a prepared statement,
+// whose generic plan PostgreSQL may keep.
+//
+// The claims are written so that their generic plans cost less than a
+// custom one (no array of unknown size to join), and PostgreSQL keeps
+// them: planning each claim anew took two fifths of the machine at 1,000
+// messages/s (BENCHMARKS.md, "Claims that keep their generic plan"). But a
+// generic plan is made once, from the statistics of that moment, and kept
+// until they change: made on a new, empty outbox it reads the outbox
+// sequentially, and went on doing so, a claim costing as much as the table
+// was big, until autovacuum analyzed it a minute later. From a thousand
+// rows analyzed on, the plans read the indexes: and the statistics change
+// (by ANALYZE or VACUUM, which also drop the plans made from the old ones)
+// before the table outgrows them by much.
+const planStatisticsFloor = 1000
+
+// claimStatistics is whether the planner's statistics of the claims'
+// tables are past planStatisticsFloor, as last read (readPlanStatistics).
+type claimStatistics struct {
+	outbox     atomic.Bool
+	aggregates atomic.Bool
+}
+
+// readPlanStatistics reads the claims' tables' statistics. A failure is
+// logged and keeps what was read before: the claims stay correct either
+// way, only their planning costs more.
+func (d *Dispatcher) readPlanStatistics(ctx context.Context) {
+	s, err := queries.New(d.pool).OutboxPlanStatistics(ctx)
+	if err != nil {
+		d.cfg.Logger.Warn("reading the outbox's planner statistics failed", slog.Any("error", err))
+		return
+	}
+	d.stats.outbox.Store(s.Outbox >= planStatisticsFloor)
+	d.stats.aggregates.Store(s.Aggregates >= planStatisticsFloor)
+}
+
+// claimQueries runs a claim that reads the outbox, and the aggregates too
+// if withAggregates: as a prepared statement once their statistics are
+// past planStatisticsFloor, planned for its arguments until then.
+func (d *Dispatcher) claimQueries(withAggregates bool) *queries.Queries {
+	if d.stats.outbox.Load() && (!withAggregates || d.stats.aggregates.Load()) {
+		return queries.New(d.pool)
+	}
+	return queries.New(customPlans{d.pool})
 }

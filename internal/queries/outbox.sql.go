@@ -105,15 +105,15 @@ func (q *Queries) OutboxActionStateGet(ctx context.Context, id int64) (OutboxAct
 const outboxClaimOrdered = `-- name: OutboxClaimOrdered :many
 WITH due AS (
     SELECT c.destination, c.aggregate_type, c.aggregate_id
-    FROM generate_series(1, cardinality($1::text[])) AS n
+    FROM unnest($1::text[]) WITH ORDINALITY AS n (destination, i)
     CROSS JOIN LATERAL (
         SELECT a.destination, a.aggregate_type, a.aggregate_id
         FROM switchyard.outbox_aggregates a
         WHERE a.last_seq > a.done_seq
-          AND a.destination = ($1::text[])[n]
+          AND a.destination = n.destination
           AND a.due_at <= coalesce($2::timestamptz, now())
         ORDER BY a.due_at
-        LIMIT ($3::int[])[n]
+        LIMIT ($3::int[])[n.i]
         FOR UPDATE SKIP LOCKED
     ) c
     LIMIT $4
@@ -145,16 +145,23 @@ counted AS (
         attempts = o.attempts + 1
     FROM heads
     WHERE o.id = heads.id AND heads.head AND o.state = 'pending'
-    RETURNING o.id, o.attempts, o.lease_version
+    RETURNING o.id, o.attempts, o.lease_version, heads.lease_version AS aggregate_lease_version
 )
 SELECT o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
-    o.payload, o.headers, coalesce(c.attempts, o.attempts)::int AS attempts, o.max_attempts,
-    coalesce(c.lease_version, o.lease_version)::bigint AS lease_version, o.created_at,
-    o.aggregate_seq::bigint AS aggregate_seq, heads.lease_version AS aggregate_lease_version, heads.head::boolean AS counted
+    o.payload, o.headers, c.attempts::int AS attempts, o.max_attempts,
+    c.lease_version::bigint AS lease_version, o.created_at,
+    o.aggregate_seq::bigint AS aggregate_seq, c.aggregate_lease_version::bigint AS aggregate_lease_version, true AS counted
+FROM counted c
+JOIN switchyard.outbox o ON o.id = c.id
+WHERE o.state = 'pending'
+UNION ALL
+SELECT o.id, coalesce(o.delivery_key, o.message_id)::uuid, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
+    o.payload, o.headers, o.attempts, o.max_attempts,
+    o.lease_version, o.created_at,
+    o.aggregate_seq, heads.lease_version, false
 FROM heads
 JOIN switchyard.outbox o ON o.id = heads.id
-LEFT JOIN counted c ON c.id = o.id
-WHERE o.state = 'pending' AND (NOT heads.head OR c.id IS NOT NULL)
+WHERE NOT heads.head AND o.state = 'pending'
 `
 
 type OutboxClaimOrderedParams struct {
@@ -206,7 +213,12 @@ type OutboxClaimOrderedRow struct {
 // checks as before; their attempts record it, the message's own lease
 // version, which only its claims as a head raise (the aggregate's lease is
 // what fenced them).
-// A head that was not written (no longer pending) is not delivered.
+// The heads that were written, with what was written; a head that was not
+// (no longer pending) is not delivered. Then the other messages. Two
+// branches, not heads joined to counted: the generic plan, which expects
+// one row of each, joined them by nested loop, reading counted once per
+// message (a claim of 100 aggregates' 3,200 messages compared 320,000
+// pairs: 100 ms instead of 30; internal/outbox/EXPLAIN.md).
 func (q *Queries) OutboxClaimOrdered(ctx context.Context, arg OutboxClaimOrderedParams) ([]OutboxClaimOrderedRow, error) {
 	rows, err := q.db.Query(ctx, outboxClaimOrdered,
 		arg.Destinations,
@@ -254,15 +266,15 @@ func (q *Queries) OutboxClaimOrdered(ctx context.Context, arg OutboxClaimOrdered
 const outboxClaimUnordered = `-- name: OutboxClaimUnordered :many
 WITH due AS (
     SELECT c.id
-    FROM generate_series(1, cardinality($4::text[])) AS n
+    FROM unnest($4::text[]) WITH ORDINALITY AS n (destination, i)
     CROSS JOIN LATERAL (
         SELECT o.id FROM switchyard.outbox o
         WHERE o.state = 'pending' AND o.aggregate_id = ''
-          AND o.destination = ($4::text[])[n]
+          AND o.destination = n.destination
           AND o.next_attempt_at <= coalesce($2::timestamptz, now())
           AND (o.leased_until IS NULL OR o.leased_until <= coalesce($2::timestamptz, now()))
         ORDER BY o.next_attempt_at
-        LIMIT ($5::int[])[n]
+        LIMIT ($5::int[])[n.i]
         FOR UPDATE SKIP LOCKED
     ) c
     LIMIT $6
@@ -901,6 +913,27 @@ SELECT pg_notify('switchyard_outbox', '')
 func (q *Queries) OutboxNotify(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, outboxNotify)
 	return err
+}
+
+const outboxPlanStatistics = `-- name: OutboxPlanStatistics :one
+SELECT (SELECT c.reltuples FROM pg_catalog.pg_class c WHERE c.oid = 'switchyard.outbox'::regclass)::float8 AS outbox,
+    (SELECT c.reltuples FROM pg_catalog.pg_class c WHERE c.oid = 'switchyard.outbox_aggregates'::regclass)::float8 AS aggregates
+`
+
+type OutboxPlanStatisticsRow struct {
+	Outbox     float64
+	Aggregates float64
+}
+
+// OutboxPlanStatistics is how many rows the planner's statistics say the
+// claims' tables hold, as the last ANALYZE or VACUUM of each found them
+// (-1: neither has run yet). The dispatcher lets PostgreSQL keep a
+// claim's generic plan only above a floor (internal/outbox/plan.go).
+func (q *Queries) OutboxPlanStatistics(ctx context.Context) (OutboxPlanStatisticsRow, error) {
+	row := q.db.QueryRow(ctx, outboxPlanStatistics)
+	var i OutboxPlanStatisticsRow
+	err := row.Scan(&i.Outbox, &i.Aggregates)
+	return i, err
 }
 
 const outboxPruneDelivered = `-- name: OutboxPruneDelivered :execrows
