@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/internal/outbox"
 )
@@ -50,15 +51,11 @@ func (b *benchRun) drain(ctx context.Context) (benchMeasurement, error) {
 	m.seed = time.Since(start)
 	b.logger.Info("seeded; draining", slog.Int("messages", m.messages), slog.Int("aggregates", b.opts.aggregates),
 		slog.Duration("seed_time", m.seed.Round(time.Millisecond)))
-	stopProfile, err := startCPUProfile(b.opts.cpuProfile)
+	meter, err := b.startMeter(ctx)
 	if err != nil {
 		return m, err
 	}
-	defer stopProfile()
-	cpuStart, err := sampleCPU(ctx, b.target.pool)
-	if err != nil {
-		return m, err
-	}
+	defer meter.close()
 	start = time.Now()
 	if err := b.dispatcher.Start(ctx); err != nil {
 		return m, fmt.Errorf("start the dispatcher: %w", err)
@@ -67,12 +64,7 @@ func (b *benchRun) drain(ctx context.Context) (benchMeasurement, error) {
 		return m, err
 	}
 	m.elapsed, m.statements = time.Since(start), b.statements.n.Load()
-	cpuEnd, err := sampleCPU(ctx, b.target.pool)
-	if err != nil {
-		return m, err
-	}
-	m.cpu = cpuSince(cpuStart, cpuEnd, m.messages)
-	if err := stopProfile(); err != nil {
+	if m.cpu, err = meter.stop(ctx, m.messages); err != nil {
 		return m, err
 	}
 	return b.finish(ctx, m)
@@ -138,15 +130,11 @@ func (b *benchRun) offered(ctx context.Context) (benchMeasurement, error) {
 	if err := b.retain(ctx, &m); err != nil {
 		return m, err
 	}
-	stopProfile, err := startCPUProfile(b.opts.cpuProfile)
+	meter, err := b.startMeter(ctx)
 	if err != nil {
 		return m, err
 	}
-	defer stopProfile()
-	cpuStart, err := sampleCPU(ctx, b.target.pool)
-	if err != nil {
-		return m, err
-	}
+	defer meter.close()
 	if err := b.dispatcher.Start(ctx); err != nil {
 		return m, fmt.Errorf("start the dispatcher: %w", err)
 	}
@@ -171,12 +159,7 @@ func (b *benchRun) offered(ctx context.Context) (benchMeasurement, error) {
 	if err != nil {
 		return m, err
 	}
-	cpuEnd, err := sampleCPU(ctx, b.target.pool)
-	if err != nil {
-		return m, err
-	}
-	m.cpu = cpuSince(cpuStart, cpuEnd, m.messages)
-	if err := stopProfile(); err != nil {
+	if m.cpu, err = meter.stop(ctx, m.messages); err != nil {
 		return m, err
 	}
 	m.enqueueing = took
@@ -334,6 +317,44 @@ func (b *benchRun) finish(ctx context.Context, m benchMeasurement) (benchMeasure
 		slog.Int("per_sec", int(float64(m.messages)/m.elapsed.Seconds())))
 	return m, nil
 }
+
+// cpuMeter measures the CPU of a measured phase: a Go CPU profile if one
+// was asked for (--cpuprofile), and the CPU samples at its start and end.
+type cpuMeter struct {
+	pool        *pgxpool.Pool
+	start       cpuSample
+	stopProfile func() error
+}
+
+// startMeter starts the profile, if asked for, and takes the first sample.
+func (b *benchRun) startMeter(ctx context.Context) (*cpuMeter, error) {
+	stopProfile, err := startCPUProfile(b.opts.cpuProfile)
+	if err != nil {
+		return nil, err
+	}
+	start, err := sampleCPU(ctx, b.target.pool)
+	if err != nil {
+		_ = stopProfile()
+		return nil, err
+	}
+	return &cpuMeter{pool: b.target.pool, start: start, stopProfile: stopProfile}, nil
+}
+
+// stop takes the last sample and stops the profile: the CPU since the
+// start, per 1,000 of messages.
+func (c *cpuMeter) stop(ctx context.Context, messages int) (benchCPU, error) {
+	end, err := sampleCPU(ctx, c.pool)
+	if err != nil {
+		return benchCPU{}, err
+	}
+	if err := c.stopProfile(); err != nil {
+		return benchCPU{}, err
+	}
+	return cpuSince(c.start, end, messages), nil
+}
+
+// close stops the profile if stop was not reached (a failed phase).
+func (c *cpuMeter) close() { _ = c.stopProfile() }
 
 // startCPUProfile writes a Go CPU profile to path until stop is called
 // (stop may be called again; later calls do nothing). An empty path

@@ -74,6 +74,8 @@ func TestBenchDispatchOffersLoadAfterARetainedHistory(t *testing.T) {
 	require.NoError(t, err, "the offered messages are delivered")
 	require.Positive(t, m.retainedSeed)
 	require.Len(t, m.latency, 100)
+	require.NotEmpty(t, m.cpu.Method, "offered load reports its CPU too")
+	require.Positive(t, m.cpu.GoMsPer1k)
 	var before, after int
 	require.NoError(t, target.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE id <= $1), count(*) FILTER (WHERE id > $1)
 		FROM switchyard.outbox`, m.firstID).Scan(&before, &after))

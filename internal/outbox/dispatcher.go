@@ -152,7 +152,6 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		// Registered before the first lease, so that the console never
 		// sees leases held by a dispatcher it does not know.
 		d.heartbeat(ctx)
-		d.readPlanStatistics(ctx)
 		d.mu.Lock()
 		d.hardCtx, d.hardEnd = context.WithCancel(context.WithoutCancel(ctx))
 		d.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -1167,30 +1168,63 @@ func preparedStatements(t *testing.T, pool *pgxpool.Pool, name string) (statemen
 // statistics of their tables describe fewer than planStatisticsFloor rows
 // (a generic plan made from them would read the tables sequentially, and
 // be kept), and are prepared statements whose generic plan PostgreSQL
-// keeps once the statistics are past it.
-func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesAreAnalyzed(t *testing.T) {
+// keeps once the statistics are past it (read by the heartbeat): plans
+// that read the outbox through its indexes, and return the same rows.
+func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := oneSessionPool(t, setup(t, "alpha"))
-	d := New(pool, Config{Logger: testlog.New(t), Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	// Leases that outlast the test: every round claims only its own
+	// messages.
+	d := New(pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
 	const rounds = 8 // more than the five custom plans before a generic one may be kept
 	round := 0
 	claimRounds := func() {
+		t.Helper()
 		for range rounds {
 			round++
+			aggregate := strconv.Itoa(round)
 			enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)},
-				Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: strconv.Itoa(round), Payload: []byte(`{}`)})
+				Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: aggregate, Payload: []byte(`{}`)},
+				Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: aggregate, Payload: []byte(`{}`)})
 			groups, err := d.claim(ctx, "w", 10, nil)
 			require.NoError(t, err)
 			require.Len(t, groups, 2, "one unordered message, one aggregate's")
+			var ordered group
+			for _, g := range groups {
+				if g.msgs[0].AggregateID != "" {
+					ordered = g
+				}
+			}
+			require.Len(t, ordered.msgs, 2, "the aggregate's two messages, in one delivery")
+			head, next := ordered.msgs[0], ordered.msgs[1]
+			require.Equal(t, []int64{1, 2}, []int64{head.AggregateSeq, next.AggregateSeq})
+			require.True(t, head.Counted, "the head's attempt is counted by the claim")
+			require.False(t, next.Counted, "the next one's at its finalize")
+			require.Equal(t, []int32{1, 1}, []int32{head.Attempts, next.Attempts}, "the attempt each would be")
+			require.Equal(t, []int64{1, 0}, []int64{head.LeaseVersion, next.LeaseVersion}, "only the head's row was leased")
+			require.Equal(t, head.AggregateLeaseVersion, next.AggregateLeaseVersion)
+			require.Positive(t, head.AggregateLeaseVersion)
 		}
 	}
+	// plan is EXPLAIN of the session's prepared statement of a claim, with
+	// args: the plan PostgreSQL would run.
+	plan := func(name, args string) string {
+		t.Helper()
+		var statement string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement LIKE '%name: ' || $1 || ' %'`, name).Scan(&statement))
+		rows, err := pool.Query(ctx, "EXPLAIN EXECUTE "+pgx.Identifier{statement}.Sanitize()+args)
+		require.NoError(t, err)
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return strings.Join(lines, "\n")
+	}
 
-	d.readPlanStatistics(ctx)
+	d.heartbeat(ctx)
 	claimRounds()
 	for _, name := range []string{"OutboxClaimUnordered", "OutboxClaimOrdered"} {
 		statements, _, _ := preparedStatements(t, pool, name)
-		require.Zero(t, statements, "%s is sent unnamed while the outbox was never analyzed", name)
+		require.Zero(t, statements, "%s is sent unnamed while the outbox has no statistics", name)
 	}
 
 	// Statistics of a thousand rows in each table: the unordered
@@ -1200,11 +1234,14 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesAreAnalyzed(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `ANALYZE switchyard.outbox`)
 	require.NoError(t, err)
-	d.readPlanStatistics(ctx)
+	d.heartbeat(ctx)
 	claimRounds()
 	statements, generic, _ := preparedStatements(t, pool, "OutboxClaimUnordered")
 	require.Equal(t, 1, statements, "the unordered claim is a prepared statement")
 	require.Positive(t, generic, "PostgreSQL kept its generic plan")
+	unordered := plan("OutboxClaimUnordered", `('w', NULL, 30, '{alpha}', '{10}', 10)`)
+	require.Contains(t, unordered, "Index Scan using outbox_due_unordered", unordered)
+	require.NotContains(t, unordered, "Seq Scan on outbox ", unordered)
 	statements, _, _ = preparedStatements(t, pool, "OutboxClaimOrdered")
 	require.Zero(t, statements, "the ordered claim waits for the aggregates' statistics")
 
@@ -1213,9 +1250,14 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesAreAnalyzed(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `ANALYZE switchyard.outbox_aggregates`)
 	require.NoError(t, err)
-	d.readPlanStatistics(ctx)
+	d.heartbeat(ctx)
 	claimRounds()
 	statements, generic, _ = preparedStatements(t, pool, "OutboxClaimOrdered")
 	require.Equal(t, 1, statements, "the ordered claim is a prepared statement")
 	require.Positive(t, generic, "PostgreSQL kept its generic plan")
+	ordered := plan("OutboxClaimOrdered", `('{alpha}', NULL, '{10}', 10, 'w', 30, 32)`)
+	for _, index := range []string{"outbox_aggregates_due", "outbox_pending_ordered"} {
+		require.Contains(t, ordered, "Index Scan using "+index, ordered)
+	}
+	require.NotContains(t, ordered, "Seq Scan on outbox ", ordered)
 }

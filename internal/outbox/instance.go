@@ -13,8 +13,8 @@ import (
 )
 
 // heartbeatLoop keeps this dispatcher's row in switchyard.dispatchers fresh
-// (heartbeat_at, leases_held), and what it knows of the claims' statistics
-// (readPlanStatistics), until ctx ends. Start did both first.
+// (heartbeat_at, leases_held), and what it knows of the claims' statistics,
+// until ctx ends. Start ran the first heartbeat.
 func (d *Dispatcher) heartbeatLoop(ctx context.Context) {
 	tick := time.NewTicker(d.cfg.HeartbeatInterval)
 	defer tick.Stop()
@@ -24,13 +24,13 @@ func (d *Dispatcher) heartbeatLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 			d.heartbeat(ctx)
-			d.readPlanStatistics(ctx)
 		}
 	}
 }
 
-// heartbeat registers the dispatcher or refreshes its row. A failure is
-// logged, not fatal: the row is for the console, leases do not depend on it.
+// heartbeat registers the dispatcher or refreshes its row, then reads the
+// claims' statistics (readPlanStatistics). A failure is logged, not fatal:
+// the row is for the console, leases do not depend on it.
 func (d *Dispatcher) heartbeat(ctx context.Context) {
 	host, _ := os.Hostname()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -41,7 +41,9 @@ func (d *Dispatcher) heartbeat(ctx context.Context) {
 	})
 	if err != nil {
 		d.cfg.Logger.Warn("dispatcher heartbeat failed", slog.Any("error", err))
+		return
 	}
+	d.readPlanStatistics(ctx)
 }
 
 // markStopped records that the dispatcher has stopped, after its workers

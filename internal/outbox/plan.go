@@ -47,21 +47,24 @@ func withCustomPlan(args []any) []any {
 	return append([]any{pgx.QueryExecModeCacheDescribe}, args...)
 }
 
-// planStatisticsFloor is how many rows the statistics of each table a claim
-// reads must describe before the claim is sent as a prepared statement,
-// whose generic plan PostgreSQL may keep.
+// planStatisticsFloor is how many rows the planner's statistics of each
+// table a claim reads must describe (pg_class.reltuples, which ANALYZE and
+// VACUUM set) before the claim is sent as a prepared statement, whose
+// generic plan PostgreSQL may keep.
 //
-// The claims are written so that their generic plans cost less than a
-// custom one (no array of unknown size to join), and PostgreSQL keeps
-// them: planning each claim anew took two fifths of the machine at 1,000
-// messages/s (BENCHMARKS.md, "Claims that keep their generic plan"). But a
-// generic plan is made once, from the statistics of that moment, and kept
-// until they change: made on a new, empty outbox it reads the outbox
-// sequentially, and went on doing so, a claim costing as much as the table
-// was big, until autovacuum analyzed it a minute later. From a thousand
-// rows analyzed on, the plans read the indexes: and the statistics change
-// (by ANALYZE or VACUUM, which also drop the plans made from the old ones)
-// before the table outgrows them by much.
+// The claims are written so that their generic plans are estimated below
+// their custom ones (an unnest of the destinations, which a generic plan
+// takes for ten rows, where a generate_series over them was taken for a
+// thousand), and PostgreSQL keeps them: planning every claim anew cost
+// more than running it at 1,000 messages/s (BENCHMARKS.md, "Claims that
+// keep their generic plan"). But a generic plan is made once, from the
+// statistics of that moment, and kept until they change: made on a new,
+// empty outbox it reads the outbox sequentially, and went on doing so, a
+// claim costing as much as the table was big, until autovacuum analyzed
+// the table. From a thousand rows on, the generic plans read the indexes
+// (TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics checks
+// them); they are dropped when the statistics change, by ANALYZE or
+// VACUUM.
 const planStatisticsFloor = 1000
 
 // claimStatistics is whether the planner's statistics of the claims'
@@ -71,9 +74,9 @@ type claimStatistics struct {
 	aggregates atomic.Bool
 }
 
-// readPlanStatistics reads the claims' tables' statistics. A failure is
-// logged and keeps what was read before: the claims stay correct either
-// way, only their planning costs more.
+// readPlanStatistics reads the claims' tables' statistics (with each
+// heartbeat). A failure is logged and keeps what was read before: the
+// claims stay correct either way, only their planning costs more.
 func (d *Dispatcher) readPlanStatistics(ctx context.Context) {
 	s, err := queries.New(d.pool).OutboxPlanStatistics(ctx)
 	if err != nil {
