@@ -2058,6 +2058,12 @@ CREATE INDEX outbox_blocked_aggregates_dead_message ON switchyard.outbox_blocked
 CREATE INDEX outbox_blocked_aggregates_since ON switchyard.outbox_blocked_aggregates USING btree (blocked_at, destination, aggregate_type, aggregate_id);
 
 --
+-- Name: outbox_dead_destination_id; Type: INDEX; Schema: switchyard; Owner: -
+--
+
+CREATE INDEX outbox_dead_destination_id ON switchyard.outbox USING btree (destination text_pattern_ops, id) WHERE (state = 'dead'::text);
+
+--
 -- Name: outbox_dead_fingerprint; Type: INDEX; Schema: switchyard; Owner: -
 --
 

@@ -13,8 +13,8 @@ import (
 // most selective filter: an aggregate, then pending (also a stage of the
 // pending messages or their lease holder) or dead (small partial indexes),
 // then topic or destination (a name or a prefix) among messages not
-// delivered (a topic prefix among dead letters on an index of their own),
-// and error text; else the primary key.
+// delivered (a topic or destination prefix among dead letters on an index
+// of their own), and error text; else the primary key.
 // Their parameter structs are identical, hence the conversions.
 
 type messagePath int
@@ -30,6 +30,7 @@ const (
 	pathDeadTopicPrefix
 	pathDestination
 	pathDestinationPrefix
+	pathDeadDestinationPrefix
 	pathFailed
 )
 
@@ -47,6 +48,8 @@ func choosePath(p queries.ConsoleMessagesListOlderParams) messagePath {
 		return pathTopicPrefix
 	case p.Destination != nil && undelivered(p.State):
 		return pathDestination
+	case p.DestinationPrefix != nil && deadOnly(p.State):
+		return pathDeadDestinationPrefix
 	case p.DestinationPrefix != nil && undelivered(p.State):
 		return pathDestinationPrefix
 	case deadOnly(p.State):
@@ -82,6 +85,8 @@ func messagesOlder(ctx context.Context, q *queries.Queries, p queries.ConsoleMes
 		rows, err = q.ConsoleMessagesListDeadTopicPrefixOlder(ctx, queries.ConsoleMessagesListDeadTopicPrefixOlderParams(prefixParams(p)))
 	case pathDestinationPrefix:
 		rows, err = q.ConsoleMessagesListDestinationPrefixOlder(ctx, queries.ConsoleMessagesListDestinationPrefixOlderParams(prefixParams(p)))
+	case pathDeadDestinationPrefix:
+		rows, err = q.ConsoleMessagesListDeadDestinationPrefixOlder(ctx, queries.ConsoleMessagesListDeadDestinationPrefixOlderParams(prefixParams(p)))
 	case pathFailed:
 		rows, err = q.ConsoleMessagesListFailedOlder(ctx, queries.ConsoleMessagesListFailedOlderParams(p))
 	default:
@@ -116,6 +121,8 @@ func messagesNewer(ctx context.Context, q *queries.Queries, p queries.ConsoleMes
 		rows, err = q.ConsoleMessagesListDeadTopicPrefixNewer(ctx, queries.ConsoleMessagesListDeadTopicPrefixNewerParams(prefixParams(p)))
 	case pathDestinationPrefix:
 		rows, err = q.ConsoleMessagesListDestinationPrefixNewer(ctx, queries.ConsoleMessagesListDestinationPrefixNewerParams(prefixParams(p)))
+	case pathDeadDestinationPrefix:
+		rows, err = q.ConsoleMessagesListDeadDestinationPrefixNewer(ctx, queries.ConsoleMessagesListDeadDestinationPrefixNewerParams(prefixParams(p)))
 	case pathFailed:
 		rows, err = q.ConsoleMessagesListFailedNewer(ctx, queries.ConsoleMessagesListFailedNewerParams(p))
 	default:

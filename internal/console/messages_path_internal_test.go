@@ -8,10 +8,10 @@ import (
 	"github.com/switchyard/switchyard/internal/queries"
 )
 
-// Each filter walks the index that fits it best. A topic prefix among dead
-// letters (dead, or dead and replayed since) walks their own index: on the
-// index of every undelivered message, each topic of the prefix without a
-// dead letter cost a walk of its whole backlog.
+// Each filter walks the index that fits it best. A topic or destination
+// prefix among dead letters (dead, or dead and replayed since) walks their
+// own index: on the index of every undelivered message, each topic or
+// destination of the prefix cost a walk of its backlog.
 func TestMessageListPathsFitTheirFilters(t *testing.T) {
 	t.Parallel()
 	s := func(v string) *string { return &v }
@@ -27,7 +27,10 @@ func TestMessageListPathsFitTheirFilters(t *testing.T) {
 		{"dead, a topic", queries.ConsoleMessagesListOlderParams{State: s("dead"), Topic: s("order.paid")}, pathTopic},
 		{"dead", queries.ConsoleMessagesListOlderParams{State: s("dead")}, pathDead},
 		{"replayed", queries.ConsoleMessagesListOlderParams{State: s("replayed")}, pathDead},
-		{"dead, a destination prefix", queries.ConsoleMessagesListOlderParams{State: s("dead"), DestinationPrefix: s("shop-")}, pathDestinationPrefix},
+		{"dead, a destination prefix", queries.ConsoleMessagesListOlderParams{State: s("dead"), DestinationPrefix: s("shop-")}, pathDeadDestinationPrefix},
+		{"replayed, a destination prefix", queries.ConsoleMessagesListOlderParams{State: s("replayed"), DestinationPrefix: s("shop-")}, pathDeadDestinationPrefix},
+		{"dead, topic and destination prefixes", queries.ConsoleMessagesListOlderParams{State: s("dead"), TopicPrefix: s("order."), DestinationPrefix: s("shop-")}, pathDeadTopicPrefix},
+		{"discarded, a destination prefix", queries.ConsoleMessagesListOlderParams{State: s("discarded"), DestinationPrefix: s("shop-")}, pathDestinationPrefix},
 		{"a topic prefix alone", queries.ConsoleMessagesListOlderParams{TopicPrefix: s("order.")}, pathAll},
 	} {
 		require.Equal(t, c.want, choosePath(c.p), c.name)

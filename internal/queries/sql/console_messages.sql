@@ -198,7 +198,7 @@ WHERE
     AND (sqlc.narg(destination_prefix)::text IS NULL OR (o.destination ~>=~ sqlc.narg(destination_prefix)::text AND o.destination ~<~ sqlc.narg(destination_upper)::text))
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR o.last_error ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
@@ -221,7 +221,7 @@ WHERE
     AND (sqlc.narg(destination_prefix)::text IS NULL OR (o.destination ~>=~ sqlc.narg(destination_prefix)::text AND o.destination ~<~ sqlc.narg(destination_upper)::text))
     AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
     AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
-    AND (sqlc.narg(error_text)::text IS NULL OR o.last_error ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
@@ -646,6 +646,118 @@ WHERE r.id IN (
         LIMIT @max_rows
     ) AS m
     WHERE s.topic IS NOT NULL
+)
+ORDER BY r.id ASC
+LIMIT @max_rows;
+
+-- name: ConsoleMessagesListDeadDestinationPrefixOlder :many
+-- ConsoleMessagesListDeadDestinationPrefixOlder is
+-- ConsoleMessagesListDeadTopicPrefixOlder for destinations, on
+-- outbox_dead_destination_id (migration 00026): on outbox_destination_id
+-- each destination's walk read its backlog before its dead letters, and
+-- the planner, expecting a few hundred of them, read all 52,000 of one
+-- destination and sorted them (160 ms a page at 1,000,000 rows). Its
+-- filters are those of every list query here: keep them in step.
+WITH RECURSIVE matching (destination) AS (
+    (SELECT t.destination FROM switchyard.outbox t
+     WHERE t.destination ~>=~ sqlc.narg(destination_prefix)::text AND t.destination ~<~ sqlc.narg(destination_upper)::text
+         AND t.state = 'dead'
+     ORDER BY t.destination USING ~<~ LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.destination FROM switchyard.outbox t
+            WHERE t.destination ~>~ s.destination AND t.destination ~<~ sqlc.narg(destination_upper)::text
+                AND t.state = 'dead'
+            ORDER BY t.destination USING ~<~ LIMIT 1)
+    FROM matching s WHERE s.destination IS NOT NULL
+)
+SELECT r.* FROM switchyard.console_messages r
+WHERE r.id IN (
+    SELECT m.id FROM matching s CROSS JOIN LATERAL (
+        SELECT o.id FROM (
+            -- Only the index's columns: an index-only walk, which the
+            -- planner prefers to outbox_dead_id filtered by destination
+            -- (that one reads every dead letter of the others).
+            SELECT d.id FROM switchyard.outbox d
+            WHERE d.destination = s.destination
+                AND d.state = 'dead' -- the partial index's predicate
+                AND d.id >= @floor::bigint AND d.id <= @ceiling::bigint
+                AND d.id < @cursor::bigint
+            ORDER BY d.id DESC
+            OFFSET 0 -- a fence, as in ConsoleMessagesListTopicPrefixOlder
+        ) AS w
+        JOIN switchyard.console_messages o ON o.id = w.id
+        WHERE true
+            AND (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
+            AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
+            AND (sqlc.narg(topic_prefix)::text IS NULL OR (o.topic ~>=~ sqlc.narg(topic_prefix)::text AND o.topic ~<~ sqlc.narg(topic_upper)::text))
+            AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
+            AND (sqlc.narg(destination_prefix)::text IS NULL OR (o.destination ~>=~ sqlc.narg(destination_prefix)::text AND o.destination ~<~ sqlc.narg(destination_upper)::text))
+            AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
+            AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
+            AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
+            AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
+            AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+            AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+        ORDER BY o.id DESC
+        LIMIT @max_rows
+    ) AS m
+    WHERE s.destination IS NOT NULL
+)
+ORDER BY r.id DESC
+LIMIT @max_rows;
+
+
+-- name: ConsoleMessagesListDeadDestinationPrefixNewer :many
+WITH RECURSIVE matching (destination) AS (
+    (SELECT t.destination FROM switchyard.outbox t
+     WHERE t.destination ~>=~ sqlc.narg(destination_prefix)::text AND t.destination ~<~ sqlc.narg(destination_upper)::text
+         AND t.state = 'dead'
+     ORDER BY t.destination USING ~<~ LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.destination FROM switchyard.outbox t
+            WHERE t.destination ~>~ s.destination AND t.destination ~<~ sqlc.narg(destination_upper)::text
+                AND t.state = 'dead'
+            ORDER BY t.destination USING ~<~ LIMIT 1)
+    FROM matching s WHERE s.destination IS NOT NULL
+)
+SELECT r.* FROM switchyard.console_messages r
+WHERE r.id IN (
+    SELECT m.id FROM matching s CROSS JOIN LATERAL (
+        SELECT o.id FROM (
+            -- Only the index's columns: an index-only walk, which the
+            -- planner prefers to outbox_dead_id filtered by destination
+            -- (that one reads every dead letter of the others).
+            SELECT d.id FROM switchyard.outbox d
+            WHERE d.destination = s.destination
+                AND d.state = 'dead' -- the partial index's predicate
+                AND d.id >= @floor::bigint AND d.id <= @ceiling::bigint
+                AND d.id > @cursor::bigint
+            ORDER BY d.id ASC
+            OFFSET 0 -- a fence, as in ConsoleMessagesListTopicPrefixNewer
+        ) AS w
+        JOIN switchyard.console_messages o ON o.id = w.id
+        WHERE true
+            AND (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
+            AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
+            AND (sqlc.narg(topic_prefix)::text IS NULL OR (o.topic ~>=~ sqlc.narg(topic_prefix)::text AND o.topic ~<~ sqlc.narg(topic_upper)::text))
+            AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
+            AND (sqlc.narg(destination_prefix)::text IS NULL OR (o.destination ~>=~ sqlc.narg(destination_prefix)::text AND o.destination ~<~ sqlc.narg(destination_upper)::text))
+            AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
+            AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
+            AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
+            AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
+            AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+            AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+        ORDER BY o.id ASC
+        LIMIT @max_rows
+    ) AS m
+    WHERE s.destination IS NOT NULL
 )
 ORDER BY r.id ASC
 LIMIT @max_rows;
