@@ -28,7 +28,8 @@ const pagesBenchInboxSources = 3
 // 1 % of the others are pending, the rest delivered. The dead-letter
 // groups, their hourly trend and blocked aggregates are derived from the
 // rows, as the dispatcher's finalize would have kept them. The sequence
-// trigger is off while seeding: the sequence is set directly.
+// trigger is off while seeding: the sequence is set directly. Then VACUUM
+// (ANALYZE) and a CHECKPOINT (checkpointSeeding), before any page is timed.
 func seedPages(ctx context.Context, pool *pgxpool.Pool, opts pagesBenchOptions, logger *slog.Logger) error {
 	step := 1 << 62
 	if opts.dead > 0 {
@@ -62,7 +63,10 @@ func seedPages(ctx context.Context, pool *pgxpool.Pool, opts pagesBenchOptions, 
 		{"vacuum", `VACUUM (ANALYZE) switchyard.outbox, switchyard.outbox_attempts, switchyard.dead_letter_groups,
 			switchyard.dead_letter_hours, switchyard.outbox_blocked_aggregates, switchyard.inbox_events`, nil},
 	}...)
-	return runSeedSteps(ctx, pool, steps, logger)
+	if err := runSeedSteps(ctx, pool, steps, logger); err != nil {
+		return err
+	}
+	return checkpointSeeding(ctx, pool, logger)
 }
 
 // seedInboxSQL inserts $1 inbound events over $2 sources, one every
