@@ -2082,6 +2082,12 @@ CREATE INDEX outbox_dead_id ON switchyard.outbox USING btree (id) WHERE (state =
 CREATE INDEX outbox_dead_topic_id ON switchyard.outbox USING btree (topic text_pattern_ops, id) WHERE (state = 'dead'::text);
 
 --
+-- Name: outbox_delivered_id; Type: INDEX; Schema: switchyard; Owner: -
+--
+
+CREATE INDEX outbox_delivered_id ON switchyard.outbox USING btree (id) WHERE (state = 'delivered'::text);
+
+--
 -- Name: outbox_delivery_key; Type: INDEX; Schema: switchyard; Owner: -
 --
 

@@ -14,7 +14,9 @@ import (
 // pending messages or their lease holder) or dead (small partial indexes),
 // then topic or destination (a name or a prefix) among messages not
 // delivered (a topic or destination prefix among dead letters on an index
-// of their own), and error text; else the primary key.
+// of their own), then discarded, error text, then delivered (partial
+// indexes: the primary key would read a whole backlog above the first
+// delivered message); else the primary key.
 // Their parameter structs are identical, hence the conversions.
 
 type messagePath int
@@ -25,6 +27,7 @@ const (
 	pathPending
 	pathDead
 	pathDiscarded
+	pathDelivered
 	pathTopic
 	pathTopicPrefix
 	pathDeadTopicPrefix
@@ -58,6 +61,8 @@ func choosePath(p queries.ConsoleMessagesListOlderParams) messagePath {
 		return pathDiscarded
 	case p.ErrorText != nil:
 		return pathFailed
+	case p.State != nil && *p.State == "delivered":
+		return pathDelivered
 	}
 	return pathAll
 }
@@ -75,6 +80,8 @@ func messagesOlder(ctx context.Context, q *queries.Queries, p queries.ConsoleMes
 		rows, err = q.ConsoleMessagesListDeadOlder(ctx, queries.ConsoleMessagesListDeadOlderParams(p))
 	case pathDiscarded:
 		rows, err = q.ConsoleMessagesListDiscardedOlder(ctx, queries.ConsoleMessagesListDiscardedOlderParams(p))
+	case pathDelivered:
+		rows, err = q.ConsoleMessagesListDeliveredOlder(ctx, queries.ConsoleMessagesListDeliveredOlderParams(p))
 	case pathTopic:
 		rows, err = q.ConsoleMessagesListTopicOlder(ctx, queries.ConsoleMessagesListTopicOlderParams(p))
 	case pathDestination:
@@ -111,6 +118,8 @@ func messagesNewer(ctx context.Context, q *queries.Queries, p queries.ConsoleMes
 		rows, err = q.ConsoleMessagesListDeadNewer(ctx, queries.ConsoleMessagesListDeadNewerParams(p))
 	case pathDiscarded:
 		rows, err = q.ConsoleMessagesListDiscardedNewer(ctx, queries.ConsoleMessagesListDiscardedNewerParams(p))
+	case pathDelivered:
+		rows, err = q.ConsoleMessagesListDeliveredNewer(ctx, queries.ConsoleMessagesListDeliveredNewerParams(p))
 	case pathTopic:
 		rows, err = q.ConsoleMessagesListTopicNewer(ctx, queries.ConsoleMessagesListTopicNewerParams(p))
 	case pathDestination:

@@ -11,7 +11,9 @@ import (
 // Each filter walks the index that fits it best. A topic or destination
 // prefix among dead letters (dead, or dead and replayed since) walks their
 // own index: on the index of every undelivered message, each topic or
-// destination of the prefix cost a walk of its backlog.
+// destination of the prefix cost a walk of its backlog. Delivered messages
+// walk their own index: on the primary key, a page read the whole backlog
+// above the first delivered message.
 func TestMessageListPathsFitTheirFilters(t *testing.T) {
 	t.Parallel()
 	s := func(v string) *string { return &v }
@@ -31,6 +33,9 @@ func TestMessageListPathsFitTheirFilters(t *testing.T) {
 		{"replayed, a destination prefix", queries.ConsoleMessagesListOlderParams{State: s("replayed"), DestinationPrefix: s("shop-")}, pathDeadDestinationPrefix},
 		{"dead, topic and destination prefixes", queries.ConsoleMessagesListOlderParams{State: s("dead"), TopicPrefix: s("order."), DestinationPrefix: s("shop-")}, pathDeadTopicPrefix},
 		{"discarded, a destination prefix", queries.ConsoleMessagesListOlderParams{State: s("discarded"), DestinationPrefix: s("shop-")}, pathDestinationPrefix},
+		{"delivered", queries.ConsoleMessagesListOlderParams{State: s("delivered")}, pathDelivered},
+		{"delivered, a topic", queries.ConsoleMessagesListOlderParams{State: s("delivered"), Topic: s("order.paid")}, pathDelivered},
+		{"delivered, an error text", queries.ConsoleMessagesListOlderParams{State: s("delivered"), ErrorText: s("timeout")}, pathFailed},
 		{"a topic prefix alone", queries.ConsoleMessagesListOlderParams{TopicPrefix: s("order.")}, pathAll},
 	} {
 		require.Equal(t, c.want, choosePath(c.p), c.name)

@@ -1364,6 +1364,213 @@ func (q *Queries) ConsoleMessagesListDeadTopicPrefixOlder(ctx context.Context, a
 	return items, nil
 }
 
+const consoleMessagesListDeliveredNewer = `-- name: ConsoleMessagesListDeliveredNewer :many
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
+WHERE
+    ($1::text IS NULL OR o.status = $1::text)
+    AND ($2::text IS NULL OR o.topic = $2::text)
+    AND ($3::text IS NULL OR (o.topic ~>=~ $3::text AND o.topic ~<~ $4::text))
+    AND ($5::text IS NULL OR o.destination = $5::text)
+    AND ($6::text IS NULL OR (o.destination ~>=~ $6::text AND o.destination ~<~ $7::text))
+    AND ($8::text IS NULL OR o.aggregate_type = $8::text)
+    AND ($9::text IS NULL OR o.aggregate_id = $9::text)
+    AND ($10::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $10::text || '%')
+    AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
+    AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
+    AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND o.id >= $15::bigint AND o.id <= $16::bigint
+    AND o.id > $17::bigint
+    AND o.state = 'delivered'
+ORDER BY o.id ASC
+LIMIT $18
+`
+
+type ConsoleMessagesListDeliveredNewerParams struct {
+	State             *string
+	Topic             *string
+	TopicPrefix       *string
+	TopicUpper        *string
+	Destination       *string
+	DestinationPrefix *string
+	DestinationUpper  *string
+	AggregateType     *string
+	AggregateID       *string
+	ErrorText         *string
+	CreatedFrom       *time.Time
+	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
+	Floor             int64
+	Ceiling           int64
+	Cursor            int64
+	MaxRows           int32
+}
+
+func (q *Queries) ConsoleMessagesListDeliveredNewer(ctx context.Context, arg ConsoleMessagesListDeliveredNewerParams) ([]SwitchyardConsoleMessage, error) {
+	rows, err := q.db.Query(ctx, consoleMessagesListDeliveredNewer,
+		arg.State,
+		arg.Topic,
+		arg.TopicPrefix,
+		arg.TopicUpper,
+		arg.Destination,
+		arg.DestinationPrefix,
+		arg.DestinationUpper,
+		arg.AggregateType,
+		arg.AggregateID,
+		arg.ErrorText,
+		arg.CreatedFrom,
+		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
+		arg.Floor,
+		arg.Ceiling,
+		arg.Cursor,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SwitchyardConsoleMessage{}
+	for rows.Next() {
+		var i SwitchyardConsoleMessage
+		if err := rows.Scan(
+			&i.ID,
+			&i.MessageID,
+			&i.Topic,
+			&i.Destination,
+			&i.AggregateType,
+			&i.AggregateID,
+			&i.AggregateSeq,
+			&i.State,
+			&i.Attempts,
+			&i.LastError,
+			&i.ErrorFingerprint,
+			&i.CreatedAt,
+			&i.FinishedAt,
+			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
+			&i.LeaseOwner,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const consoleMessagesListDeliveredOlder = `-- name: ConsoleMessagesListDeliveredOlder :many
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
+WHERE
+    ($1::text IS NULL OR o.status = $1::text)
+    AND ($2::text IS NULL OR o.topic = $2::text)
+    AND ($3::text IS NULL OR (o.topic ~>=~ $3::text AND o.topic ~<~ $4::text))
+    AND ($5::text IS NULL OR o.destination = $5::text)
+    AND ($6::text IS NULL OR (o.destination ~>=~ $6::text AND o.destination ~<~ $7::text))
+    AND ($8::text IS NULL OR o.aggregate_type = $8::text)
+    AND ($9::text IS NULL OR o.aggregate_id = $9::text)
+    AND ($10::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || $10::text || '%')
+    AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
+    AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
+    AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND o.id >= $15::bigint AND o.id <= $16::bigint
+    AND o.id < $17::bigint
+    AND o.state = 'delivered'
+ORDER BY o.id DESC
+LIMIT $18
+`
+
+type ConsoleMessagesListDeliveredOlderParams struct {
+	State             *string
+	Topic             *string
+	TopicPrefix       *string
+	TopicUpper        *string
+	Destination       *string
+	DestinationPrefix *string
+	DestinationUpper  *string
+	AggregateType     *string
+	AggregateID       *string
+	ErrorText         *string
+	CreatedFrom       *time.Time
+	CreatedTo         *time.Time
+	Stage             *string
+	LeaseOwnerPattern *string
+	Floor             int64
+	Ceiling           int64
+	Cursor            int64
+	MaxRows           int32
+}
+
+// ConsoleMessagesListDeliveredOlder walks outbox_delivered_id: the primary
+// key would read every message not delivered above the page first, a
+// whole backlog (migrations/00027_console_delivered.sql).
+func (q *Queries) ConsoleMessagesListDeliveredOlder(ctx context.Context, arg ConsoleMessagesListDeliveredOlderParams) ([]SwitchyardConsoleMessage, error) {
+	rows, err := q.db.Query(ctx, consoleMessagesListDeliveredOlder,
+		arg.State,
+		arg.Topic,
+		arg.TopicPrefix,
+		arg.TopicUpper,
+		arg.Destination,
+		arg.DestinationPrefix,
+		arg.DestinationUpper,
+		arg.AggregateType,
+		arg.AggregateID,
+		arg.ErrorText,
+		arg.CreatedFrom,
+		arg.CreatedTo,
+		arg.Stage,
+		arg.LeaseOwnerPattern,
+		arg.Floor,
+		arg.Ceiling,
+		arg.Cursor,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SwitchyardConsoleMessage{}
+	for rows.Next() {
+		var i SwitchyardConsoleMessage
+		if err := rows.Scan(
+			&i.ID,
+			&i.MessageID,
+			&i.Topic,
+			&i.Destination,
+			&i.AggregateType,
+			&i.AggregateID,
+			&i.AggregateSeq,
+			&i.State,
+			&i.Attempts,
+			&i.LastError,
+			&i.ErrorFingerprint,
+			&i.CreatedAt,
+			&i.FinishedAt,
+			&i.ReplayOf,
+			&i.Status,
+			&i.ReplayOutcome,
+			&i.LeaseOwner,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const consoleMessagesListDestinationNewer = `-- name: ConsoleMessagesListDestinationNewer :many
 SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
 WHERE

@@ -187,6 +187,55 @@ WHERE
 ORDER BY o.id ASC
 LIMIT @max_rows;
 
+-- name: ConsoleMessagesListDeliveredOlder :many
+-- ConsoleMessagesListDeliveredOlder walks outbox_delivered_id: the primary
+-- key would read every message not delivered above the page first, a
+-- whole backlog (migrations/00027_console_delivered.sql).
+SELECT o.* FROM switchyard.console_messages o
+WHERE
+    (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
+    AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
+    AND (sqlc.narg(topic_prefix)::text IS NULL OR (o.topic ~>=~ sqlc.narg(topic_prefix)::text AND o.topic ~<~ sqlc.narg(topic_upper)::text))
+    AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
+    AND (sqlc.narg(destination_prefix)::text IS NULL OR (o.destination ~>=~ sqlc.narg(destination_prefix)::text AND o.destination ~<~ sqlc.narg(destination_upper)::text))
+    AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
+    AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
+    AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+    AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+    AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
+    AND o.id < @cursor::bigint
+    AND o.state = 'delivered'
+ORDER BY o.id DESC
+LIMIT @max_rows;
+
+-- name: ConsoleMessagesListDeliveredNewer :many
+SELECT o.* FROM switchyard.console_messages o
+WHERE
+    (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
+    AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
+    AND (sqlc.narg(topic_prefix)::text IS NULL OR (o.topic ~>=~ sqlc.narg(topic_prefix)::text AND o.topic ~<~ sqlc.narg(topic_upper)::text))
+    AND (sqlc.narg(destination)::text IS NULL OR o.destination = sqlc.narg(destination)::text)
+    AND (sqlc.narg(destination_prefix)::text IS NULL OR (o.destination ~>=~ sqlc.narg(destination_prefix)::text AND o.destination ~<~ sqlc.narg(destination_upper)::text))
+    AND (sqlc.narg(aggregate_type)::text IS NULL OR o.aggregate_type = sqlc.narg(aggregate_type)::text)
+    AND (sqlc.narg(aggregate_id)::text IS NULL OR o.aggregate_id = sqlc.narg(aggregate_id)::text)
+    AND (sqlc.narg(error_text)::text IS NULL OR substr(o.last_error, 1, 512) ILIKE '%' || sqlc.narg(error_text)::text || '%')
+    AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
+    AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
+    AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+    AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
+    AND o.id > @cursor::bigint
+    AND o.state = 'delivered'
+ORDER BY o.id ASC
+LIMIT @max_rows;
+
 -- name: ConsoleMessagesListDiscardedOlder :many
 -- ConsoleMessagesListDiscardedOlder walks outbox_discarded_id.
 SELECT o.* FROM switchyard.console_messages o
