@@ -8,9 +8,11 @@
 -- the delivered messages by id (ConsoleMessagesListDelivered*). Unlike
 -- the dead letters' indexes (migration 00025), every delivery writes it:
 -- a finalize that delivers is not HOT (state is indexed), so its new row
--- version gets one more index entry, at the right edge of this index
--- because deliveries follow id order. BENCHMARKS.md records what that
--- costs the drain. outbox_finished cannot serve the list (it is in
+-- version gets one more index entry, mostly at the right edge of this
+-- index, as deliveries roughly follow id order (an ordered drain of many
+-- aggregates' backlogs at once writes inside it). BENCHMARKS.md, "The
+-- delivered list on an index of its own", records what that costs the
+-- drain. outbox_finished cannot serve the list (it is in
 -- delivery time order, for retention and delivery checks). Built in the
 -- migration's transaction, like every index here: upgrade a large outbox
 -- at a quiet time.
