@@ -56,7 +56,7 @@ func newBenchFlags(o *benchOptions) *flag.FlagSet {
 	fs.IntVar(&o.rate, "rate", 0, "offered-load mode: transactional enqueues per second while dispatching (0: drain mode)")
 	fs.IntVar(&o.seconds, "seconds", 10, "offered-load mode: how many seconds to enqueue for")
 	fs.IntVar(&o.enqueuers, "enqueuers", 16, "offered-load mode: concurrent enqueuing transactions")
-	fs.StringVar(&o.wake, "wake", "notify", "offered-load mode: after each commit, notify (outbox.Notify: NOTIFY through PostgreSQL, which wakes dispatchers in any process), local (Dispatcher.Wake, in-process only) or none (the dispatcher polls)")
+	fs.StringVar(&o.wake, "wake", "notify", "offered-load mode: after each commit, notify (outbox.Notify: a NOTIFY through PostgreSQL, which wakes dispatchers in any process), shared (an outbox.Notifier: a NOTIFY shared by the enqueues that commit while one is in flight), local (Dispatcher.Wake, in-process only) or none (the dispatcher polls)")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up when the measured phase takes longer")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the measured phase to this file (go tool pprof)")
 	return fs
@@ -90,8 +90,8 @@ func parseBenchOptions(args []string) (benchOptions, error) {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case o.destination != "noop" && o.destination != "http":
 		return o, fmt.Errorf("invalid destination %q: want noop or http", o.destination)
-	case o.wake != "notify" && o.wake != "local" && o.wake != "none":
-		return o, fmt.Errorf("invalid wake %q: want notify, local or none", o.wake)
+	case o.wake != "notify" && o.wake != "shared" && o.wake != "local" && o.wake != "none":
+		return o, fmt.Errorf("invalid wake %q: want notify, shared, local or none", o.wake)
 	case o.workers < 1 || o.batch < 1 || o.perAggregate < 1 || o.concurrency < 1 || o.enqueuers < 1:
 		return o, errors.New("--workers, --batch, --aggregate-batch, --concurrency and --enqueuers must be 1 or more")
 	case o.aggregates < 0 || o.rate < 0 || o.timeout <= 0:

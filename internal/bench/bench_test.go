@@ -61,6 +61,7 @@ func TestBenchDispatchInPlace(t *testing.T) {
 		{"http ordered", []string{"--messages", "500", "--aggregates", "20", "--workers", "2", "--destination", "http"}, "drain", 500},
 		{"offered load", []string{"--rate", "200", "--seconds", "2", "--aggregates", "50", "--workers", "2"}, "offered", 400},
 		{"offered load, local wake", []string{"--rate", "100", "--seconds", "1", "--workers", "2", "--wake", "local"}, "offered", 100},
+		{"offered load, shared NOTIFY", []string{"--rate", "200", "--seconds", "1", "--workers", "2", "--wake", "shared"}, "offered", 200},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -36,7 +36,8 @@ type benchRun struct {
 	statements *statementCounter
 	pool       *pgxpool.Pool // the dispatcher's
 	dispatcher *outbox.Dispatcher
-	closers    []func() // run in reverse order by close
+	notifier   *outbox.Notifier // offered-load mode's shared wake-up (--wake shared)
+	closers    []func()         // run in reverse order by close
 }
 
 // newBenchRun registers the bench's destination and builds (without
@@ -44,7 +45,7 @@ type benchRun struct {
 // them: the destination's guard, retry policy and timeout.
 func newBenchRun(ctx context.Context, target *benchTarget, opts benchOptions, logger *slog.Logger) (*benchRun, error) {
 	b := &benchRun{opts: opts, target: target, logger: logger,
-		recorder: newDeliveryRecorder(opts.messages), statements: &statementCounter{}}
+		recorder: newDeliveryRecorder(opts.messages), statements: &statementCounter{}, notifier: outbox.NewNotifier(target.pool)}
 	if err := b.build(ctx); err != nil {
 		b.close()
 		return nil, err

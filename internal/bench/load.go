@@ -220,7 +220,9 @@ func (b *benchRun) pace(ctx context.Context, start time.Time, jobs chan<- int) e
 
 // enqueueOne commits message i in a transaction of its own, then wakes
 // the dispatcher as --wake says: through PostgreSQL (outbox.Notify, after
-// the commit, as a service in another process would), in-process, or not.
+// the commit, as a service in another process would; or a NOTIFY shared
+// with the enqueues committing meanwhile, outbox.Notifier), in-process, or
+// not.
 func (b *benchRun) enqueueOne(ctx context.Context, i int) error {
 	msg := benchMessage(b.target.destinationName(), i, b.opts.aggregates)
 	err := pgx.BeginFunc(ctx, b.target.pool, func(tx pgx.Tx) error {
@@ -233,6 +235,10 @@ func (b *benchRun) enqueueOne(ctx context.Context, i int) error {
 	switch b.opts.wake {
 	case "notify":
 		if err := outbox.Notify(ctx, b.target.pool); err != nil {
+			return fmt.Errorf("notify after message %d: %w", i, err)
+		}
+	case "shared":
+		if err := b.notifier.Notify(ctx); err != nil {
 			return fmt.Errorf("notify after message %d: %w", i, err)
 		}
 	case "local":

@@ -3,6 +3,8 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -18,7 +20,8 @@ var WakeChannel = pglisten.Channel{Name: "switchyard_outbox", Listen: (*queries.
 // the transaction that enqueued has committed, never inside it: a NOTIFY
 // inside a transaction serialises every committing transaction of the
 // database. It is only an optimisation: dispatchers poll anyway
-// (Config.IdlePoll).
+// (Config.IdlePoll). A producer that commits many enqueues at once shares
+// its NOTIFYs through a Notifier.
 func Notify(ctx context.Context, pool *pgxpool.Pool) error {
 	if err := queries.New(pool).OutboxNotify(ctx); err != nil {
 		return fmt.Errorf("outbox: notify: %w", err)
@@ -40,4 +43,78 @@ func (d *Dispatcher) listen(ctx context.Context) {
 	}
 	defer notifications.Subscribe(WakeChannel, d.Wake)()
 	<-ctx.Done()
+}
+
+// notifyTimeout bounds one NOTIFY sent by a Notifier for its callers.
+const notifyTimeout = 10 * time.Second
+
+// Notifier is Notify for many enqueuers that commit at once. Every NOTIFY
+// is a transaction with a commit of its own (PostgreSQL gives the
+// notification a transaction id), so one per enqueue doubles the commits
+// of a busy producer. A Notifier has at most one NOTIFY in flight: a call
+// made meanwhile waits for the next one, which starts when that one ends
+// and covers every call made in between. A call still returns only after
+// a NOTIFY that began after it: a wake-up sent after the caller's commit,
+// as Notify's would be. Safe for concurrent use; the zero value is not
+// usable (NewNotifier).
+type Notifier struct {
+	send func(context.Context) error
+
+	mu      sync.Mutex
+	sending bool         // a goroutine is sending rounds (run)
+	next    *notifyRound // the calls waiting for a NOTIFY not yet begun
+}
+
+// notifyRound is one NOTIFY and the calls it answers.
+type notifyRound struct {
+	done    chan struct{} // closed when sent; err is set before
+	err     error
+	waiters int // calls in the round (for tests)
+}
+
+// NewNotifier returns a Notifier that sends through pool.
+func NewNotifier(pool *pgxpool.Pool) *Notifier {
+	return &Notifier{send: func(ctx context.Context) error { return Notify(ctx, pool) }}
+}
+
+// Notify returns once a NOTIFY that began after the call has been sent,
+// with that NOTIFY's error, or ctx's if ctx ends first.
+func (n *Notifier) Notify(ctx context.Context) error {
+	n.mu.Lock()
+	if n.next == nil {
+		n.next = &notifyRound{done: make(chan struct{})}
+	}
+	r := n.next
+	r.waiters++
+	if !n.sending {
+		n.sending = true
+		go n.run(context.WithoutCancel(ctx))
+	}
+	n.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// run sends one NOTIFY per round until no call waits. Its context is the
+// first caller's without its cancellation: the round answers others too.
+func (n *Notifier) run(ctx context.Context) {
+	for {
+		n.mu.Lock()
+		r := n.next
+		n.next = nil
+		if r == nil {
+			n.sending = false
+			n.mu.Unlock()
+			return
+		}
+		n.mu.Unlock()
+		sctx, cancel := context.WithTimeout(ctx, notifyTimeout)
+		r.err = n.send(sctx)
+		cancel()
+		close(r.done)
+	}
 }

@@ -1,0 +1,167 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/testwait"
+)
+
+// waitingIn reports how many calls wait for the Notifier's next NOTIFY.
+func (n *Notifier) waitingIn() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.next == nil {
+		return 0
+	}
+	return n.next.waiters
+}
+
+// Calls made while a NOTIFY is in flight share the next one, and none of
+// them returns before that next one has begun: a wake-up sent before a
+// caller's call (and so perhaps before its commit) must not answer it.
+func TestNotifierSendsOneNotifyForTheCallsMadeDuringOne(t *testing.T) {
+	t.Parallel()
+	var begun atomic.Int32
+	started := make(chan struct{}, 1)
+	gate := make(chan struct{})
+	n := &Notifier{send: func(context.Context) error {
+		if begun.Add(1) == 1 {
+			started <- struct{}{}
+			<-gate
+		}
+		return nil
+	}}
+	ctx := context.Background()
+	first := make(chan error, 1)
+	go func() { first <- n.Notify(ctx) }()
+	testwait.For(t, 10*time.Second, "the first NOTIFY to begin", started)
+
+	const callers = 20
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for range callers {
+		wg.Go(func() {
+			err := n.Notify(ctx)
+			if err == nil && begun.Load() < 2 {
+				err = errors.New("a call made during the first NOTIFY returned before the second began")
+			}
+			errs <- err
+		})
+	}
+	testwait.Until(t, 10*time.Second, "every call to wait for the next NOTIFY", func() bool { return n.waitingIn() == callers })
+	require.Equal(t, int32(1), begun.Load(), "no second NOTIFY while the first is in flight")
+	close(gate)
+	require.NoError(t, testwait.For(t, 10*time.Second, "the first call to return", first))
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Equal(t, int32(2), begun.Load(), "one NOTIFY for the first call, one for the twenty made during it")
+
+	// Idle again: the next call sends a NOTIFY of its own.
+	require.NoError(t, n.Notify(ctx))
+	require.Equal(t, int32(3), begun.Load())
+}
+
+// A failed NOTIFY's error reaches every call it answers; a caller whose
+// context ends stops waiting without the others.
+func TestNotifierReturnsTheRoundsErrorAndHonoursTheContext(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("connection refused")
+	gate := make(chan struct{})
+	n := &Notifier{send: func(context.Context) error {
+		<-gate
+		return boom
+	}}
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- n.Notify(context.Background()) }()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancelled := make(chan error, 1)
+	go func() { cancelled <- n.Notify(ctx) }()
+	cancel()
+	require.ErrorIs(t, testwait.For(t, 10*time.Second, "the cancelled call to return", cancelled), context.Canceled)
+	close(gate)
+	for range 2 {
+		require.ErrorIs(t, testwait.For(t, 10*time.Second, "a call to return", errs), boom)
+	}
+}
+
+// Through PostgreSQL: many enqueuers' calls at once wake a listener with
+// fewer NOTIFYs than calls, each call answered.
+func TestNotifierWakesListenersThroughPostgreSQL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t)
+	listener, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer listener.Release()
+	_, err = listener.Exec(ctx, "LISTEN "+WakeChannel.Name)
+	require.NoError(t, err)
+
+	counted := countNotifies(t, pool)
+	n := NewNotifier(counted.pool)
+	const callers = 64
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for range callers {
+		wg.Go(func() { errs <- n.Notify(ctx) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	sent := counted.n.Load()
+	require.GreaterOrEqual(t, sent, int32(1))
+	require.LessOrEqual(t, sent, int32(callers))
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	note, err := listener.Conn().WaitForNotification(wctx)
+	require.NoError(t, err, "the listener is woken")
+	require.Equal(t, WakeChannel.Name, note.Channel)
+	t.Logf("%d calls, %d NOTIFYs", callers, sent)
+}
+
+// notifyCounter is a pool on the test's database that counts the NOTIFYs
+// sent through it.
+type notifyCounter struct {
+	pool *pgxpool.Pool
+	n    atomic.Int32
+}
+
+func countNotifies(t *testing.T, base *pgxpool.Pool) *notifyCounter {
+	t.Helper()
+	c := &notifyCounter{}
+	cfg := base.Config().Copy()
+	cfg.ConnConfig.Tracer = notifyTracer{&c.n}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	c.pool = pool
+	return c
+}
+
+// notifyTracer counts the statements that send a NOTIFY.
+type notifyTracer struct{ n *atomic.Int32 }
+
+func (t notifyTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(data.SQL, "pg_notify") {
+		t.n.Add(1)
+	}
+	return ctx
+}
+
+func (notifyTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
