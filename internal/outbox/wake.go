@@ -20,8 +20,9 @@ var WakeChannel = pglisten.Channel{Name: "switchyard_outbox", Listen: (*queries.
 // the transaction that enqueued has committed, never inside it: a NOTIFY
 // inside a transaction serialises every committing transaction of the
 // database. It is only an optimisation: dispatchers poll anyway
-// (Config.IdlePoll). A producer that commits many enqueues at once shares
-// its NOTIFYs through a Notifier.
+// (Config.IdlePoll); so its own commit does not wait for the WAL flush
+// (queries.OutboxNotify), which would delay the wake-up. A producer that
+// commits many enqueues at once shares its NOTIFYs through a Notifier.
 func Notify(ctx context.Context, pool *pgxpool.Pool) error {
 	if err := queries.New(pool).OutboxNotify(ctx); err != nil {
 		return fmt.Errorf("outbox: notify: %w", err)

@@ -135,6 +135,28 @@ func TestNotifierWakesListenersThroughPostgreSQL(t *testing.T) {
 	t.Logf("%d calls, %d NOTIFYs", callers, sent)
 }
 
+// Notify's transaction commits without waiting for the WAL flush, and
+// that setting ends with it: the connection's next transactions (an
+// enqueue's, perhaps) commit as durably as before.
+func TestNotifyLeavesTheConnectionsCommitsDurable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := setup(t).Config().Copy()
+	cfg.MaxConns = 1
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "SET synchronous_commit = on") // the test cluster's default is off
+		return err
+	}
+	one, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer one.Close()
+	require.NoError(t, Notify(ctx, one))
+	require.NoError(t, NewNotifier(one).Notify(ctx))
+	var setting string
+	require.NoError(t, one.QueryRow(ctx, "SHOW synchronous_commit").Scan(&setting))
+	require.Equal(t, "on", setting)
+}
+
 // notifyCounter is a pool on the test's database that counts the NOTIFYs
 // sent through it.
 type notifyCounter struct {

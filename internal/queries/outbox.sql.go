@@ -901,11 +901,16 @@ func (q *Queries) OutboxLockForAction(ctx context.Context, id int64) (OutboxLock
 }
 
 const outboxNotify = `-- name: OutboxNotify :exec
-SELECT pg_notify('switchyard_outbox', '')
+SELECT pg_notify('switchyard_outbox', ''), set_config('synchronous_commit', 'off', true)
 `
 
-// OutboxNotify wakes idle dispatchers. Never inside an enqueuing
-// transaction: see outbox.Notify.
+// OutboxNotify wakes idle dispatchers, in a transaction of its own, never
+// inside an enqueuing one (see outbox.Notify): the setting it makes for
+// its transaction, a commit that does not wait for the WAL to reach disk,
+// must not reach an enqueue. A wake-up needs no durability (dispatchers
+// poll anyway) and listeners see it at the commit, not at the flush;
+// waiting would put a second WAL flush between an enqueuer's commit and
+// the dispatchers' wake-up.
 func (q *Queries) OutboxNotify(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, outboxNotify)
 	return err

@@ -431,9 +431,14 @@ WHERE id IN (
 LISTEN switchyard_outbox;
 
 -- name: OutboxNotify :exec
--- OutboxNotify wakes idle dispatchers. Never inside an enqueuing
--- transaction: see outbox.Notify.
-SELECT pg_notify('switchyard_outbox', '');
+-- OutboxNotify wakes idle dispatchers, in a transaction of its own, never
+-- inside an enqueuing one (see outbox.Notify): the setting it makes for
+-- its transaction, a commit that does not wait for the WAL to reach disk,
+-- must not reach an enqueue. A wake-up needs no durability (dispatchers
+-- poll anyway) and listeners see it at the commit, not at the flush;
+-- waiting would put a second WAL flush between an enqueuer's commit and
+-- the dispatchers' wake-up.
+SELECT pg_notify('switchyard_outbox', ''), set_config('synchronous_commit', 'off', true);
 
 -- name: OutboxLockForAction :one
 -- OutboxLockForAction locks a message for an operator action: replays and
