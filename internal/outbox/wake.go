@@ -57,11 +57,13 @@ const notifyTimeout = 10 * time.Second
 // and covers every call made in between. A call still returns only after
 // a NOTIFY that began after it: a wake-up sent after the caller's commit,
 // as Notify's would be. Safe for concurrent use; the zero value is not
-// usable (NewNotifier).
+// usable (NewNotifier). It has nothing to stop: the goroutine that sends
+// starts with a call and ends once no call waits, each NOTIFY bounded by
+// notifyTimeout.
 type Notifier struct {
 	send func(context.Context) error
 
-	mu      sync.Mutex
+	mu      sync.Mutex   // guards sending and next
 	sending bool         // a goroutine is sending rounds (run)
 	next    *notifyRound // the calls waiting for a NOTIFY not yet begun
 }
@@ -70,7 +72,7 @@ type Notifier struct {
 type notifyRound struct {
 	done    chan struct{} // closed when sent; err is set before
 	err     error
-	waiters int // calls in the round (for tests)
+	waiters int // calls in the round, guarded by Notifier.mu; read by tests only
 }
 
 // NewNotifier returns a Notifier that sends through pool.
@@ -81,6 +83,9 @@ func NewNotifier(pool *pgxpool.Pool) *Notifier {
 // Notify returns once a NOTIFY that began after the call has been sent,
 // with that NOTIFY's error, or ctx's if ctx ends first.
 func (n *Notifier) Notify(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	n.mu.Lock()
 	if n.next == nil {
 		n.next = &notifyRound{done: make(chan struct{})}
@@ -89,7 +94,7 @@ func (n *Notifier) Notify(ctx context.Context) error {
 	r.waiters++
 	if !n.sending {
 		n.sending = true
-		go n.run(context.WithoutCancel(ctx))
+		go n.run()
 	}
 	n.mu.Unlock()
 	select {
@@ -100,9 +105,9 @@ func (n *Notifier) Notify(ctx context.Context) error {
 	}
 }
 
-// run sends one NOTIFY per round until no call waits. Its context is the
-// first caller's without its cancellation: the round answers others too.
-func (n *Notifier) run(ctx context.Context) {
+// run sends one NOTIFY per round until no call waits. A round answers
+// many callers, so it runs under none of their contexts.
+func (n *Notifier) run() {
 	for {
 		n.mu.Lock()
 		r := n.next
@@ -113,7 +118,7 @@ func (n *Notifier) run(ctx context.Context) {
 			return
 		}
 		n.mu.Unlock()
-		sctx, cancel := context.WithTimeout(ctx, notifyTimeout)
+		sctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
 		r.err = n.send(sctx)
 		cancel()
 		close(r.done)

@@ -99,8 +99,28 @@ func TestNotifierReturnsTheRoundsErrorAndHonoursTheContext(t *testing.T) {
 	}
 }
 
-// Through PostgreSQL: many enqueuers' calls at once wake a listener with
-// fewer NOTIFYs than calls, each call answered.
+// A call whose context has already ended returns at once and sends
+// nothing.
+func TestNotifierSendsNothingForAnEndedContext(t *testing.T) {
+	t.Parallel()
+	blocked := make(chan struct{})
+	t.Cleanup(func() { close(blocked) })
+	n := &Notifier{send: func(context.Context) error {
+		<-blocked
+		return nil
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, n.Notify(ctx), context.Canceled)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	require.False(t, n.sending, "a NOTIFY was started for it")
+	require.Nil(t, n.next, "a NOTIFY is queued for it")
+}
+
+// Through PostgreSQL: many enqueuers' calls at once are all answered and
+// wake a listener, with at most one NOTIFY per call (how many they share
+// is proven above, where the test decides when each call is made).
 func TestNotifierWakesListenersThroughPostgreSQL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
