@@ -62,6 +62,10 @@ type Config struct {
 	// claims again, unless woken earlier by Wake or a Notify from any
 	// process. Default 50 ms.
 	IdlePoll time.Duration
+	// WakeCooldown is the shortest time between two wake-ups from
+	// notifications (Notify, from any process): the notifications received
+	// meanwhile wake the workers once, when it ends. Default 5 ms.
+	WakeCooldown time.Duration
 	// StopGrace is how long Stop lets deliveries in flight finish before
 	// cancelling them. Default 10 s.
 	StopGrace time.Duration
@@ -102,6 +106,7 @@ func (c Config) withDefaults() Config {
 	c.AggregateBatch = defaultInt(c.AggregateBatch, 32)
 	c.LeaseDuration = defaultDuration(c.LeaseDuration, 30*time.Second)
 	c.IdlePoll = defaultDuration(c.IdlePoll, 50*time.Millisecond)
+	c.WakeCooldown = defaultDuration(c.WakeCooldown, 5*time.Millisecond)
 	c.StopGrace = defaultDuration(c.StopGrace, 10*time.Second)
 	c.HeartbeatInterval = defaultDuration(c.HeartbeatInterval, 5*time.Second)
 	c.Retention = c.Retention.withDefaults()
@@ -248,7 +253,8 @@ func (d *Dispatcher) now() *time.Time {
 // message is a delivery of its own; a worker's claims group them by pace
 // (claimPaced).
 func (d *Dispatcher) claim(ctx context.Context, worker string, limit int, held map[string]int) ([]group, error) {
-	return d.claimPaced(ctx, worker, limit, held, nil)
+	groups, _, err := d.claimPaced(ctx, worker, limit, held, nil)
+	return groups, err
 }
 
 // claimPaced is claim for a worker that knows how many unordered messages
@@ -256,11 +262,14 @@ func (d *Dispatcher) claim(ctx context.Context, worker string, limit int, held m
 // worker.groupSizes; 1 where not given): unordered messages of a
 // destination that keeps up are leased several to a delivery, as an
 // aggregate's are, so that one claim and one finalize serve many messages
-// instead of a few.
-func (d *Dispatcher) claimPaced(ctx context.Context, worker string, limit int, held map[string]int, sizes map[string]int) ([]group, error) {
+// instead of a few. capped says that a destination's share (see
+// claimable) stopped the claim there: it may have more due, to be claimed
+// once deliveries there land.
+func (d *Dispatcher) claimPaced(ctx context.Context, worker string, limit int, held map[string]int, sizes map[string]int) (claimed []group, capped bool, err error) {
 	destinations, caps := d.claimable(limit, held)
 	if len(destinations) == 0 || limit <= 0 {
-		return nil, nil
+		// Every destination is at its share, if there is one.
+		return nil, len(destinations) < len(d.routes.Load().names), nil
 	}
 	start := time.Now()
 	lease := d.cfg.LeaseDuration.Seconds()
@@ -293,9 +302,9 @@ func (d *Dispatcher) claimPaced(ctx context.Context, worker string, limit int, h
 	// leaves unused goes to the other, so neither starves the other and a
 	// claim is full when only one kind is waiting.
 	half := max(limit/2, 1)
-	claimed, err := claimUnordered(half)
+	claimed, err = claimUnordered(half)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var ordered []group
 	// No destination with room left (the unordered claim took it all):
@@ -308,7 +317,7 @@ func (d *Dispatcher) claimPaced(ctx context.Context, worker string, limit int, h
 		if err != nil {
 			// Deliver what the first statement leased rather than leave it
 			// waiting for its lease to expire.
-			return claimed, fmt.Errorf("claim ordered: %w", err)
+			return claimed, false, fmt.Errorf("claim ordered: %w", err)
 		}
 		ordered = groupByAggregate(rows)
 		spend(ordered)
@@ -316,12 +325,12 @@ func (d *Dispatcher) claimPaced(ctx context.Context, worker string, limit int, h
 	if rest := limit - len(claimed) - len(ordered); rest > 0 && len(claimed) == half {
 		more, err := claimUnordered(rest)
 		if err != nil {
-			return append(claimed, ordered...), err
+			return append(claimed, ordered...), false, err
 		}
 		claimed = append(claimed, more...)
 	}
 	d.cfg.Metrics.claimSeconds.Observe(time.Since(start).Seconds())
-	return append(claimed, ordered...), nil
+	return append(claimed, ordered...), slices.Contains(caps, 0), nil
 }
 
 // release gives back at once what a claim leased but cannot deliver now:
@@ -336,9 +345,12 @@ func (d *Dispatcher) release(ctx context.Context, worker string, msgs []claimedM
 	for i, m := range msgs {
 		results[i] = result{msg: m, outcome: outcomeReleased, started: now, finished: now}
 	}
-	if _, err := d.finalize(ctx, worker, results); err != nil {
+	if _, _, err := d.finalize(ctx, worker, results); err != nil {
 		d.cfg.Logger.Error("release of an unordered claim's excess failed", slog.String("worker", worker), slog.Any("error", err))
+		return
 	}
+	// Due at once again: a worker with room claims them.
+	d.Wake()
 }
 
 // claimable lists the destinations whose messages a worker may claim now,

@@ -67,11 +67,11 @@ func TestFencingStaleFinalizeChangesNothing(t *testing.T) {
 	require.Equal(t, a.MessageID, b.MessageID, "the same idempotency key")
 
 	now := time.Now()
-	_, err = d.finalize(ctx, "A", []result{{msg: a, outcome: outcomeDead, err: "A gave up", started: now, finished: now}})
+	_, _, err = d.finalize(ctx, "A", []result{{msg: a, outcome: outcomeDead, err: "A gave up", started: now, finished: now}})
 	require.NoError(t, err)
 	require.Equal(t, 1, countWhere(t, pool, "state = 'pending' AND lease_version = $1", b.LeaseVersion), "A's stale finalize changed nothing")
 
-	_, err = d.finalize(ctx, "B", []result{{msg: b, outcome: outcomeDelivered, started: now, finished: now}})
+	_, _, err = d.finalize(ctx, "B", []result{{msg: b, outcome: outcomeDelivered, started: now, finished: now}})
 	require.NoError(t, err)
 	require.Equal(t, 1, countWhere(t, pool, "state = 'delivered' AND last_error IS NULL"))
 	var applied, stale int
@@ -159,7 +159,7 @@ func TestUnorderedClaimAndHeartbeatAreHotUpdates(t *testing.T) {
 	// Released (its lease given back, its lease version unchanged), the
 	// message is not leased again by a heartbeat that comes late.
 	released := time.Now()
-	_, err := New(pool, Config{}).finalize(ctx, "A", []result{{msg: claimedMessage{OutboxClaimUnorderedRow: beta[0], Counted: true},
+	_, _, err := New(pool, Config{}).finalize(ctx, "A", []result{{msg: claimedMessage{OutboxClaimUnorderedRow: beta[0], Counted: true},
 		outcome: outcomeReleased, started: released, finished: released}})
 	require.NoError(t, err)
 	late, err := queries.New(pool).OutboxExtendLeases(ctx, queries.OutboxExtendLeasesParams{
@@ -273,7 +273,7 @@ func TestFencingOneBatchWithBothLeasesOfAMessage(t *testing.T) {
 	second := claimOne(t, d, "A")
 	require.Equal(t, first.LeaseVersion+1, second.LeaseVersion)
 	now := time.Now()
-	_, err := d.finalize(ctx, "A", []result{
+	_, _, err := d.finalize(ctx, "A", []result{
 		{msg: first, outcome: outcomeDelivered, started: now, finished: now},
 		{msg: second, outcome: outcomeDelivered, started: now, finished: now},
 	})
@@ -351,14 +351,14 @@ func TestFencingOfAnAggregateLease(t *testing.T) {
 		}
 		return rs
 	}
-	_, err = d.finalize(ctx, "A", delivered(a[0]))
+	_, _, err = d.finalize(ctx, "A", delivered(a[0]))
 	require.NoError(t, err)
 	require.Equal(t, 2, countWhere(t, pool, "state = 'pending'"), "A's stale finalize changed no message")
 	var done int64
 	require.NoError(t, pool.QueryRow(ctx, `SELECT done_seq FROM switchyard.outbox_aggregates`).Scan(&done))
 	require.Zero(t, done, "nor the aggregate")
 
-	_, err = d.finalize(ctx, "B", delivered(b[0]))
+	_, _, err = d.finalize(ctx, "B", delivered(b[0]))
 	require.NoError(t, err)
 	require.Equal(t, 2, countWhere(t, pool, "state = 'delivered'"))
 	require.NoError(t, pool.QueryRow(ctx, `SELECT done_seq FROM switchyard.outbox_aggregates`).Scan(&done))
@@ -1022,7 +1022,7 @@ func TestUntriedOrderedMessagesKeepTheirAttempts(t *testing.T) {
 	now := time.Now()
 	g := groups[0]
 	require.Equal(t, int32(1), g.msgs[1].Attempts, "its first attempt, if tried")
-	_, err = d.finalize(ctx, "w", []result{
+	_, _, err = d.finalize(ctx, "w", []result{
 		{msg: g.msgs[0], outcome: outcomeDelivered, started: now, finished: now},
 		{msg: g.msgs[1], outcome: outcomeRetry, err: "HTTP 503", started: now, finished: now},
 		{msg: g.msgs[2], outcome: outcomeReleased, started: now, finished: now},
@@ -1090,8 +1090,9 @@ func TestFinishedDeliveriesAreFinalizedTogether(t *testing.T) {
 // PostgreSQL may keep after five executions (see customPlans): on an
 // outbox with millions of delivered rows retained, the finalize's generic
 // plan rescanned its whole input for every message it updated. A small
-// finalize (genericPlanMost) stays a prepared statement: planning it would
-// cost more than the worst its generic plan can do. A statement sent
+// finalize (genericPlanMost) stays a prepared statement, and always runs
+// its generic plan: planning it would cost more than the worst that plan
+// can do. A statement sent
 // unnamed is not among the session's prepared statements, and a prepared
 // one counts the executions planned from it.
 func TestLargeFinalizesAndHeartbeatsAreNeverPreparedStatements(t *testing.T) {
@@ -1124,7 +1125,7 @@ func TestLargeFinalizesAndHeartbeatsAreNeverPreparedStatements(t *testing.T) {
 			for i, m := range g.msgs {
 				results[i] = result{msg: m, outcome: outcomeDelivered, started: now, finished: now}
 			}
-			_, err = d.finalize(ctx, "w", results)
+			_, _, err = d.finalize(ctx, "w", results)
 			require.NoError(t, err)
 		}
 	}
@@ -1137,6 +1138,8 @@ func TestLargeFinalizesAndHeartbeatsAreNeverPreparedStatements(t *testing.T) {
 	statements, executions := planned("OutboxFinalize")
 	require.Equal(t, 1, statements, "the small finalize is a prepared statement")
 	require.Equal(t, rounds, executions, "the large finalizes are sent unnamed, planned for their arguments")
+	_, generic, _ := preparedStatements(t, pool, "OutboxFinalize")
+	require.Equal(t, rounds, generic, "the small finalize runs its generic plan every time, from the first (withGenericPlans)")
 	statements, _ = planned("OutboxExtendLeases")
 	require.Zero(t, statements, "the heartbeat is sent unnamed, planned for its arguments")
 	statements, _ = planned("OutboxExtendAggregateLeases")
@@ -1260,4 +1263,100 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 		require.Contains(t, ordered, "Index Scan using "+index, ordered)
 	}
 	require.NotContains(t, ordered, "Seq Scan on outbox ", ordered)
+}
+
+// A worker claims again only when something may be due: after a claim
+// that came back full (it wakes another worker too), a wake-up, or a
+// finalize that says messages are due at once because of it (an
+// aggregate it moved on has more, enqueued while it was leased; a message
+// given back without a delay). A claim that came back short holds it off
+// until then, or until the idle poll: claiming again at once found
+// nothing almost every time.
+func TestAWorkerClaimsAgainOnlyWhenSomethingMayBeDue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "alpha")
+	accept := destination.Func(func(context.Context, destination.Delivery) (destination.Outcome, error) {
+		return destination.Outcome{}, nil
+	})
+	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 2, IdlePoll: time.Hour, Routes: map[string]Route{"alpha": {Destination: accept}}})
+	w := &worker{d: d, name: "w", results: make(chan landed, 2), flights: map[uint64]*flight{}, held: map[string]int{},
+		pace: map[string]time.Duration{}, ramp: map[string]int{}}
+	holdsOff := func() bool { return w.nextClaim.After(time.Now()) }
+	land := func() {
+		for len(w.flights) > 0 {
+			w.finished(<-w.results) // the last one to land is finalized at once
+		}
+	}
+	ordered := Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: "1", Payload: []byte(`{}`)}
+
+	enqueue(t, pool, ordered)
+	w.claimIfRoom(ctx, ctx)
+	require.Len(t, w.flights, 1)
+	require.True(t, holdsOff(), "a claim that came back short holds the worker off")
+	enqueue(t, pool, ordered) // while the aggregate is leased
+	land()
+	require.Equal(t, 1, countWhere(t, pool, "state = 'pending'"), "the second message waits")
+	require.False(t, holdsOff(), "the finalize said the aggregate has more, due at once")
+
+	w.claimIfRoom(ctx, ctx)
+	require.Len(t, w.flights, 1, "the aggregate's second message")
+	land()
+	require.Zero(t, countWhere(t, pool, "state = 'pending'"))
+	require.True(t, holdsOff(), "a finalize with nothing more due leaves the worker held off")
+
+	enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)}, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
+	w.nextClaim = time.Time{} // as a wake-up does
+	clear(w.pace)             // one message per delivery, as at the start
+	w.claimIfRoom(ctx, ctx)
+	require.Len(t, w.flights, 2, "a full claim")
+	require.False(t, holdsOff(), "a full claim does not hold the worker off")
+	require.Len(t, d.wake, 1, "and wakes another worker: there may be more")
+	land()
+
+	unordered := Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)}
+	enqueue(t, pool, unordered, unordered)
+	groups, err := d.claim(ctx, "w", 10, nil)
+	require.NoError(t, err)
+	require.Len(t, groups, 2)
+	giveBack := func(g group, delay time.Duration) bool {
+		now := time.Now()
+		_, moreDue, err := d.finalize(ctx, "w", []result{{msg: g.msgs[0], outcome: outcomeReleased, retryDelay: delay, started: now, finished: now}})
+		require.NoError(t, err)
+		return moreDue
+	}
+	require.False(t, giveBack(groups[0], time.Hour), "a message given back for an hour is not due")
+	require.True(t, giveBack(groups[1], 0), "one given back without a delay is")
+}
+
+// A claim that stopped at a destination's share (claimable) holds the
+// worker off like any claim that was not full, but the finalize of the
+// deliveries that land there lets it claim the destination's next
+// messages at once.
+func TestAWorkerAtADestinationsShareClaimsAgainWhenItsDeliveriesLand(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "narrow")
+	g, err := guard.New("narrow", guard.Config{Concurrency: 1}, nil) // a share of 2 deliveries
+	require.NoError(t, err)
+	accept := destination.Func(func(context.Context, destination.Delivery) (destination.Outcome, error) {
+		return destination.Outcome{}, nil
+	})
+	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 10, IdlePoll: time.Hour, Routes: map[string]Route{"narrow": {Destination: accept, Guard: g}}})
+	w := &worker{d: d, name: "w", results: make(chan landed, 10), flights: map[uint64]*flight{}, held: map[string]int{},
+		pace: map[string]time.Duration{}, ramp: map[string]int{}}
+	for range 5 {
+		enqueue(t, pool, Message{Topic: "t", Destination: "narrow", Payload: []byte(`{}`)})
+	}
+
+	w.claimIfRoom(ctx, ctx)
+	require.Len(t, w.flights, 2, "the destination's share")
+	require.True(t, w.nextClaim.After(time.Now()), "not full: held off")
+	for len(w.flights) > 0 {
+		w.finished(<-w.results)
+	}
+	require.Equal(t, 3, countWhere(t, pool, "state = 'pending'"))
+	require.True(t, w.nextClaim.IsZero(), "the finalize there lets the worker claim again")
+	w.claimIfRoom(ctx, ctx)
+	require.Len(t, w.flights, 2, "the next two")
 }

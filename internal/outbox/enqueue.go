@@ -71,8 +71,14 @@ func Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) ([]uuid.UUID, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := checkDestinations(ctx, tx, msgs); err != nil {
-		return nil, err
+	// One destination, inserted row by row: each insert checks it (see
+	// queries.OutboxInsert), the first before anything is written, and
+	// the check costs no round trip of its own.
+	checkEach := len(rows) < copyThreshold && !slices.ContainsFunc(msgs, func(m Message) bool { return m.Destination != msgs[0].Destination })
+	if !checkEach {
+		if err := checkDestinations(ctx, tx, msgs); err != nil {
+			return nil, err
+		}
 	}
 	ids := make([]uuid.UUID, len(rows))
 	for i, r := range rows {
@@ -95,7 +101,13 @@ func Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) ([]uuid.UUID, erro
 	}
 	q := queries.New(tx)
 	for _, r := range rows {
-		if _, err := q.OutboxInsert(ctx, r); err != nil {
+		_, err := q.OutboxInsert(ctx, r)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// Only the first can find no destination: the first insert's
+			// trigger keeps it from being removed until commit.
+			return nil, unknownDestination(r.Destination)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("outbox: insert message %s: %w", r.MessageID, err)
 		}
 	}
@@ -202,7 +214,8 @@ func anyNUL(v any) bool {
 
 // checkDestinations fails with ErrInvalid when a message names a destination
 // that does not exist, before anything is inserted: a foreign-key violation
-// would abort the caller's transaction.
+// would abort the caller's transaction. Enqueue runs it for messages to
+// several destinations, or for many (copied); otherwise each insert checks.
 func checkDestinations(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 	var names []string
 	for _, m := range msgs {
@@ -216,10 +229,14 @@ func checkDestinations(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 	}
 	for _, n := range names {
 		if !slices.Contains(known, n) {
-			return fmt.Errorf("%w: %w %q", ErrInvalid, ErrUnknownDestination, n)
+			return unknownDestination(n)
 		}
 	}
 	return nil
+}
+
+func unknownDestination(name string) error {
+	return fmt.Errorf("%w: %w %q", ErrInvalid, ErrUnknownDestination, name)
 }
 
 func copyRows(ctx context.Context, tx pgx.Tx, rows []queries.OutboxInsertParams) error {

@@ -61,10 +61,14 @@ func TestEnqueueRejectsInvalidMessagesAndKeepsTheTransactionUsable(t *testing.T)
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-				_, err := Enqueue(ctx, tx, valid, tc.msg)
-				require.ErrorIs(t, err, ErrInvalid)
-				require.ErrorContains(t, err, tc.want)
-				_, err = Enqueue(ctx, tx, valid) // the transaction still works
+				// Beside a valid message, whose destination is checked before
+				// anything is inserted, and alone, where each insert checks it.
+				for _, batch := range [][]Message{{valid, tc.msg}, {tc.msg}, {tc.msg, tc.msg}} {
+					_, err := Enqueue(ctx, tx, batch...)
+					require.ErrorIs(t, err, ErrInvalid)
+					require.ErrorContains(t, err, tc.want)
+				}
+				_, err := Enqueue(ctx, tx, valid) // the transaction still works
 				return err
 			})
 			require.NoError(t, err)

@@ -23,33 +23,44 @@ const genericPlanMost = 32
 // lease) was taken over meanwhile change nothing (fencing); they are
 // counted and logged as stale. busy are the results it could not apply yet
 // because an enqueuing transaction holds their aggregate's row: finalize
-// them again later.
-func (d *Dispatcher) finalize(ctx context.Context, worker string, results []result) (busy []result, err error) {
+// them again later. moreDue says that messages are due at once because of
+// it: an aggregate it moved on has more, or a message was given back
+// without a delay.
+func (d *Dispatcher) finalize(ctx context.Context, worker string, results []result) (busy []result, moreDue bool, err error) {
 	// Well under the lease, so that the heartbeat, which runs on the same
 	// worker loop, is never held back long enough for a lease to expire.
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.LeaseDuration/3)
 	defer cancel()
-	var db queries.DBTX = d.pool
+	params := d.finalizeParams(worker, results)
+	var rows []queries.OutboxFinalizeRow
 	if len(results) > genericPlanMost {
-		db = customPlans{d.pool}
+		rows, err = queries.New(customPlans{d.pool}).OutboxFinalize(ctx, params)
+	} else {
+		err = withGenericPlans(ctx, d.pool, func(db queries.DBTX) (err error) {
+			rows, err = queries.New(db).OutboxFinalize(ctx, params)
+			return err
+		})
 	}
-	rows, err := queries.New(db).OutboxFinalize(ctx, d.finalizeParams(worker, results))
 	if err != nil {
-		return nil, fmt.Errorf("finalize %d messages: %w", len(results), err)
+		return nil, false, fmt.Errorf("finalize %d messages: %w", len(results), err)
 	}
 	status := make(map[int64]string, len(rows))
 	for _, row := range rows {
 		status[row.ID] = row.Status
+		moreDue = moreDue || row.Status == "more_due"
 	}
 	for _, r := range results {
-		if status[r.msg.ID] == "busy" {
+		switch {
+		case status[r.msg.ID] == "busy":
 			busy = append(busy, r)
+		case (r.outcome == outcomeReleased || r.outcome == outcomeRetry) && r.retryDelay <= 0:
+			moreDue = true
 		}
 	}
 	if d.count(results, status) {
 		d.cfg.Changed()
 	}
-	return busy, nil
+	return busy, moreDue, nil
 }
 
 // finalizeParams are OutboxFinalize's parallel arrays for the results and

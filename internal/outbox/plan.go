@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/internal/queries"
 )
@@ -45,6 +46,24 @@ func (c customPlans) QueryRow(ctx context.Context, sql string, args ...any) pgx.
 
 func withCustomPlan(args []any) []any {
 	return append([]any{pgx.QueryExecModeCacheDescribe}, args...)
+}
+
+// withGenericPlans runs fn's statements in a transaction of their own,
+// as prepared statements planned once, without their arguments, whatever
+// PostgreSQL would choose (plan_cache_mode = force_generic_plan, for that
+// transaction only).
+//
+// Left to choose, PostgreSQL plans a prepared statement for its arguments
+// as long as that plan is estimated cheaper than the generic one, and a
+// small finalize's was, by a little, once the outbox had statistics: under
+// offered load the finalize, with a few messages each time, was planned
+// anew at almost every execution, about 2 ms each (3.8 s of planning in
+// 15 s at 1,000 messages a second; BENCHMARKS.md, "Fewer statements per
+// offered message").
+// BEGIN and the SET go in one round trip.
+func withGenericPlans(ctx context.Context, pool *pgxpool.Pool, fn func(queries.DBTX) error) error {
+	return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan"},
+		func(tx pgx.Tx) error { return fn(tx) })
 }
 
 // planStatisticsFloor is how many rows the planner's statistics of each

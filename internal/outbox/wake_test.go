@@ -207,3 +207,41 @@ func (t notifyTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx
 }
 
 func (notifyTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// The first notification wakes the workers at once; those within the
+// cooldown after it wake them once more, together, when it ends; stop
+// drops a wake-up still due.
+func TestNotificationsWakeTheWorkersAtMostOncePerCooldown(t *testing.T) {
+	t.Parallel()
+	woken := make(chan time.Time, 10)
+	wake := func() { woken <- time.Now() }
+
+	held := &wakeGate{cooldown: time.Hour, wake: wake}
+	held.notified()
+	require.Len(t, woken, 1, "the first notification wakes at once")
+	for range 5 {
+		held.notified()
+	}
+	require.Len(t, woken, 1, "the others wait for the cooldown")
+	held.stop()
+	held.mu.Lock()
+	require.Nil(t, held.pending, "stop drops the wake-up due")
+	held.mu.Unlock()
+	<-woken
+
+	const cooldown = 20 * time.Millisecond
+	gate := &wakeGate{cooldown: cooldown, wake: wake}
+	gate.notified()
+	first := <-woken
+	for range 5 {
+		gate.notified()
+	}
+	var second time.Time
+	select {
+	case second = <-woken:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the notifications within the cooldown never woke the workers")
+	}
+	require.GreaterOrEqual(t, second.Sub(first), cooldown, "not before the cooldown ended")
+	require.Never(t, func() bool { return len(woken) > 0 }, 3*cooldown, cooldown/4, "once for all of them")
+}

@@ -44,9 +44,12 @@ type worker struct {
 	ramp   map[string]int
 	nextID uint64
 	done   []result
-	// nextClaim holds off claiming after a claim found nothing, until the
-	// idle poll or a wake-up.
+	// nextClaim holds off claiming after a claim that was not full, until
+	// the idle poll, a wake-up or a finalize that makes more due.
 	nextClaim time.Time
+	// capped is whether the last claim stopped at a destination's share
+	// (claimPaced): the next finalize claims again.
+	capped bool
 }
 
 // flight is one delivery in flight and what its heartbeat knows of it.
@@ -114,8 +117,9 @@ func (w *worker) claimIfRoom(ctx, hard context.Context) {
 	// stopping worker claimed is released at once by deliverOne.
 	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.d.cfg.LeaseDuration/3)
 	claimedAt := time.Now()
-	claimed, err := w.d.claimPaced(claimCtx, w.name, room, w.held, w.groupSizes())
+	claimed, capped, err := w.d.claimPaced(claimCtx, w.name, room, w.held, w.groupSizes())
 	cancel()
+	w.capped = capped
 	if err != nil {
 		// What was claimed before the error is still delivered below.
 		w.d.cfg.Logger.Error("claim failed", slog.String("worker", w.name), slog.Any("error", err))
@@ -127,6 +131,14 @@ func (w *worker) claimIfRoom(ctx, hard context.Context) {
 	if len(claimed) == room {
 		// There may be more: let another worker look.
 		w.d.Wake()
+	} else {
+		// The claim took all that was due, or all that a destination's
+		// share let it (capped): what is due later comes with a wake-up
+		// (an enqueue's NOTIFY), a finalize (an aggregate's next message,
+		// or room again at a capped destination) or the idle poll (a
+		// retry). Claiming again at once, as the loop did, sent an empty
+		// claim after almost every claim under offered load.
+		w.nextClaim = time.Now().Add(w.d.cfg.IdlePoll)
 	}
 	for _, g := range claimed {
 		w.launch(ctx, hard, g, claimedAt.Add(w.d.cfg.LeaseDuration))
@@ -240,14 +252,16 @@ func (w *worker) finalize() {
 	if len(w.done) == 0 {
 		return
 	}
-	busy, err := w.d.finalize(context.Background(), w.name, w.done)
+	busy, moreDue, err := w.d.finalize(context.Background(), w.name, w.done)
 	if err != nil {
 		// The leases expire and the messages are claimed again: at least
 		// once, never lost.
 		w.d.cfg.Logger.Error("finalize failed", slog.String("worker", w.name), slog.Any("error", err))
-	} else {
-		// A finalized head lets its aggregate's next message be claimed:
-		// no need to wait for the idle poll.
+	} else if moreDue || w.capped {
+		// A finalized head lets its aggregate's next message be claimed,
+		// whose wake-up found the aggregate leased; deliveries that landed
+		// at a capped destination leave room there for more: no need to
+		// wait for the idle poll.
 		w.nextClaim = time.Time{}
 	}
 	w.d.inFlight.Add(-int64(len(w.done) - len(busy)))

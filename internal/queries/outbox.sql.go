@@ -584,7 +584,9 @@ aggregates AS (
     WHERE a.destination = ai.destination AND a.aggregate_type = ai.aggregate_type
       AND a.aggregate_id = ai.aggregate_id AND a.lease_version = ai.lease_version
       AND (a.destination, a.aggregate_type, a.aggregate_id) IN (SELECT destination, aggregate_type, aggregate_id FROM locked_aggregates)
-    RETURNING a.destination, a.aggregate_type, a.aggregate_id
+    RETURNING a.destination, a.aggregate_type, a.aggregate_id,
+        -- More messages, due at once: see more_due below.
+        a.last_seq > a.done_seq AND NOT ai.blocked AND ai.due_in_ms <= 0 AS more_due
 ),
 applied AS (
     UPDATE switchyard.outbox o
@@ -700,6 +702,8 @@ SELECT a.id, (CASE WHEN a.replay_of IS NOT NULL AND a.state <> 'pending' THEN 'a
 FROM applied a
 UNION ALL
 SELECT b.id, 'busy'::text FROM busy b
+UNION ALL
+SELECT 0, 'more_due'::text WHERE EXISTS (SELECT 1 FROM aggregates g WHERE g.more_due)
 `
 
 type OutboxFinalizeParams struct {
@@ -758,6 +762,10 @@ type OutboxFinalizeRow struct {
 // if any. Only replays, which are rare: an ordinary message's finalize
 // writes no feed row (the dispatcher sends the NOTIFY after commit,
 // reported by the status 'applied_replay').
+// One row, with no message (id 0), when an aggregate moved on here has
+// more messages due at once: enqueued while it was leased, their wake-ups
+// found it leased, and the worker claims again for them. Otherwise a
+// finalize gives it no reason to.
 func (q *Queries) OutboxFinalize(ctx context.Context, arg OutboxFinalizeParams) ([]OutboxFinalizeRow, error) {
 	rows, err := q.db.Query(ctx, outboxFinalize,
 		arg.Ids,
@@ -804,9 +812,9 @@ func (q *Queries) OutboxFinalize(ctx context.Context, arg OutboxFinalizeParams) 
 const outboxInsert = `-- name: OutboxInsert :one
 INSERT INTO switchyard.outbox (
     message_id, topic, destination, aggregate_type, aggregate_id, payload, headers, max_attempts, replay_of
-) VALUES (
-    $1, $2, $3, $4, $5, $6, $7, $8, $9
 )
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9
+WHERE EXISTS (SELECT FROM switchyard.destinations d WHERE d.name = $3)
 RETURNING id
 `
 
@@ -822,6 +830,10 @@ type OutboxInsertParams struct {
 	ReplayOf      *int64
 }
 
+// OutboxInsert enqueues one message if its destination exists, and
+// returns no row if not: the check and the insert in one round trip, and
+// the caller's transaction stays usable (the sequence trigger's check
+// would abort it). What the check read, the trigger locks until commit.
 func (q *Queries) OutboxInsert(ctx context.Context, arg OutboxInsertParams) (int64, error) {
 	row := q.db.QueryRow(ctx, outboxInsert,
 		arg.MessageID,

@@ -20,11 +20,15 @@ FROM switchyard.outbox o
 WHERE o.id = @id;
 
 -- name: OutboxInsert :one
+-- OutboxInsert enqueues one message if its destination exists, and
+-- returns no row if not: the check and the insert in one round trip, and
+-- the caller's transaction stays usable (the sequence trigger's check
+-- would abort it). What the check read, the trigger locks until commit.
 INSERT INTO switchyard.outbox (
     message_id, topic, destination, aggregate_type, aggregate_id, payload, headers, max_attempts, replay_of
-) VALUES (
-    @message_id, @topic, @destination, @aggregate_type, @aggregate_id, @payload, @headers, @max_attempts, @replay_of
 )
+SELECT @message_id, @topic, @destination, @aggregate_type, @aggregate_id, @payload, @headers, @max_attempts, @replay_of
+WHERE EXISTS (SELECT FROM switchyard.destinations d WHERE d.name = @destination)
 RETURNING id;
 
 -- name: OutboxCopy :copyfrom
@@ -283,7 +287,9 @@ aggregates AS (
     WHERE a.destination = ai.destination AND a.aggregate_type = ai.aggregate_type
       AND a.aggregate_id = ai.aggregate_id AND a.lease_version = ai.lease_version
       AND (a.destination, a.aggregate_type, a.aggregate_id) IN (SELECT * FROM locked_aggregates)
-    RETURNING a.destination, a.aggregate_type, a.aggregate_id
+    RETURNING a.destination, a.aggregate_type, a.aggregate_id,
+        -- More messages, due at once: see more_due below.
+        a.last_seq > a.done_seq AND NOT ai.blocked AND ai.due_in_ms <= 0 AS more_due
 ),
 applied AS (
     UPDATE switchyard.outbox o
@@ -410,7 +416,13 @@ stats AS (
 SELECT a.id, (CASE WHEN a.replay_of IS NOT NULL AND a.state <> 'pending' THEN 'applied_replay' ELSE 'applied' END)::text AS status
 FROM applied a
 UNION ALL
-SELECT b.id, 'busy'::text FROM busy b;
+SELECT b.id, 'busy'::text FROM busy b
+UNION ALL
+-- One row, with no message (id 0), when an aggregate moved on here has
+-- more messages due at once: enqueued while it was leased, their wake-ups
+-- found it leased, and the worker claims again for them. Otherwise a
+-- finalize gives it no reason to.
+SELECT 0, 'more_due'::text WHERE EXISTS (SELECT 1 FROM aggregates g WHERE g.more_due);
 
 -- name: OutboxPruneDelivered :execrows
 -- OutboxPruneDelivered deletes up to batch_size delivered messages finished
