@@ -265,6 +265,10 @@ type benchResult struct {
 	OfferedPerSec  int     `json:"offered_per_sec,omitempty"`
 	EnqueuedPerSec float64 `json:"enqueued_per_sec,omitempty"`
 	Wake           string  `json:"wake,omitempty"`
+	// The enqueuing transactions alone, BEGIN to COMMIT returned: the
+	// part of p50_ms and p99_ms before the dispatcher can see a message.
+	EnqueueP50Ms float64 `json:"enqueue_p50_ms,omitempty"`
+	EnqueueP99Ms float64 `json:"enqueue_p99_ms,omitempty"`
 	// Drain mode only: how long seeding took (not measured).
 	SeedSeconds float64 `json:"seed_seconds,omitempty"`
 	// Drain mode only: the history the outbox held before the drain
@@ -423,6 +427,7 @@ func (m benchMeasurement) result(opts benchOptions, target *benchTarget, server 
 	if opts.rate > 0 {
 		r.Mode, r.OfferedPerSec, r.Wake = "offered", opts.rate, opts.wake
 		r.EnqueuedPerSec = benchRound(float64(m.messages)/m.enqueueing.Seconds(), 0)
+		r.EnqueueP50Ms, r.EnqueueP99Ms = benchMillis(m.commits.percentile(0.5)), benchMillis(m.commits.percentile(0.99))
 	}
 	return r
 }

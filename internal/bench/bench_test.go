@@ -77,6 +77,13 @@ func TestBenchDispatchInPlace(t *testing.T) {
 			require.GreaterOrEqual(t, res.P50Ms, 0.0)
 			require.GreaterOrEqual(t, res.P99Ms, res.P50Ms)
 			require.GreaterOrEqual(t, res.MaxMs, res.P99Ms)
+			if tc.mode == "offered" {
+				// The enqueuing transactions, timed.
+				require.Positive(t, res.EnqueueP50Ms)
+				require.GreaterOrEqual(t, res.EnqueueP99Ms, res.EnqueueP50Ms)
+			} else {
+				require.Zero(t, res.EnqueueP99Ms, "a drain enqueues before it is timed")
+			}
 			require.NotEmpty(t, res.Settings.ServerVersion)
 			require.Equal(t, "off", res.Settings.Fsync, "dbtest's cluster runs with fsync off")
 			require.False(t, res.Settings.Embedded)

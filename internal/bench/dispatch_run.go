@@ -38,6 +38,10 @@ type benchRun struct {
 	dispatcher *outbox.Dispatcher
 	notifier   *outbox.Notifier // offered-load mode's shared wake-up (--wake shared)
 	closers    []func()         // run in reverse order by close
+	// commits[i] is offered message i's enqueuing transaction, BEGIN to
+	// COMMIT returned (offered-load mode only; each written once, by the
+	// goroutine that enqueued it, and read after they have all ended).
+	commits durations
 }
 
 // newBenchRun registers the bench's destination and builds (without
@@ -46,6 +50,9 @@ type benchRun struct {
 func newBenchRun(ctx context.Context, target *benchTarget, opts benchOptions, logger *slog.Logger) (*benchRun, error) {
 	b := &benchRun{opts: opts, target: target, logger: logger,
 		recorder: newDeliveryRecorder(opts.messages), statements: &statementCounter{}, notifier: outbox.NewNotifier(target.pool)}
+	if opts.rate > 0 {
+		b.commits = make(durations, opts.messages)
+	}
 	if err := b.build(ctx); err != nil {
 		b.close()
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -34,7 +35,8 @@ type benchMeasurement struct {
 	enqueueing   time.Duration // offered-load mode: first enqueue to last commit
 	statements   int64         // sent by the dispatcher during the measured phase
 	latency      durations
-	cpu          benchCPU // CPU per message over the measured phase (offered load: the enqueues' too)
+	commits      durations // offered-load mode: each enqueuing transaction, BEGIN to COMMIT returned
+	cpu          benchCPU  // CPU per message over the measured phase (offered load: the enqueues' too)
 }
 
 // drain seeds the messages, then times the dispatcher from its start until
@@ -163,6 +165,8 @@ func (b *benchRun) offered(ctx context.Context) (benchMeasurement, error) {
 		return m, err
 	}
 	m.enqueueing = took
+	m.commits = slices.Clone(b.commits)
+	slices.Sort(m.commits)
 	return b.finish(ctx, m)
 }
 
@@ -225,6 +229,7 @@ func (b *benchRun) pace(ctx context.Context, start time.Time, jobs chan<- int) e
 // not.
 func (b *benchRun) enqueueOne(ctx context.Context, i int) error {
 	msg := benchMessage(b.target.destinationName(), i, b.opts.aggregates)
+	begin := time.Now()
 	err := pgx.BeginFunc(ctx, b.target.pool, func(tx pgx.Tx) error {
 		_, err := outbox.Enqueue(ctx, tx, msg)
 		return err
@@ -232,6 +237,7 @@ func (b *benchRun) enqueueOne(ctx context.Context, i int) error {
 	if err != nil {
 		return fmt.Errorf("enqueue message %d: %w", i, err)
 	}
+	b.commits[i] = time.Since(begin)
 	switch b.opts.wake {
 	case "notify":
 		if err := outbox.Notify(ctx, b.target.pool); err != nil {
