@@ -269,6 +269,11 @@ type benchResult struct {
 	// part of p50_ms and p99_ms before the dispatcher can see a message.
 	EnqueueP50Ms float64 `json:"enqueue_p50_ms,omitempty"`
 	EnqueueP99Ms float64 `json:"enqueue_p99_ms,omitempty"`
+	// From each enqueue's COMMIT returned to the message's delivery: issue
+	// 17's measure ("enqueue-commit to delivered"), where p50_ms and
+	// p99_ms also hold the enqueuing transaction.
+	CommitP50Ms float64 `json:"commit_p50_ms,omitempty"`
+	CommitP99Ms float64 `json:"commit_p99_ms,omitempty"`
 	// Drain mode only: how long seeding took (not measured).
 	SeedSeconds float64 `json:"seed_seconds,omitempty"`
 	// Drain mode only: the history the outbox held before the drain
@@ -428,6 +433,7 @@ func (m benchMeasurement) result(opts benchOptions, target *benchTarget, server 
 		r.Mode, r.OfferedPerSec, r.Wake = "offered", opts.rate, opts.wake
 		r.EnqueuedPerSec = benchRound(float64(m.messages)/m.enqueueing.Seconds(), 0)
 		r.EnqueueP50Ms, r.EnqueueP99Ms = benchMillis(m.commits.percentile(0.5)), benchMillis(m.commits.percentile(0.99))
+		r.CommitP50Ms, r.CommitP99Ms = benchMillis(m.sinceCommit.percentile(0.5)), benchMillis(m.sinceCommit.percentile(0.99))
 	}
 	return r
 }

@@ -78,11 +78,17 @@ func TestBenchDispatchInPlace(t *testing.T) {
 			require.GreaterOrEqual(t, res.P99Ms, res.P50Ms)
 			require.GreaterOrEqual(t, res.MaxMs, res.P99Ms)
 			if tc.mode == "offered" {
-				// The enqueuing transactions, timed.
+				// The enqueuing transactions, timed; and each message from
+				// its COMMIT on, a part of its time from created_at.
 				require.Positive(t, res.EnqueueP50Ms)
 				require.GreaterOrEqual(t, res.EnqueueP99Ms, res.EnqueueP50Ms)
+				require.Positive(t, res.CommitP99Ms)
+				require.GreaterOrEqual(t, res.CommitP99Ms, res.CommitP50Ms)
+				require.LessOrEqual(t, res.CommitP50Ms, res.P50Ms)
+				require.LessOrEqual(t, res.CommitP99Ms, res.P99Ms)
 			} else {
 				require.Zero(t, res.EnqueueP99Ms, "a drain enqueues before it is timed")
+				require.Zero(t, res.CommitP99Ms)
 			}
 			require.NotEmpty(t, res.Settings.ServerVersion)
 			require.Equal(t, "off", res.Settings.Fsync, "dbtest's cluster runs with fsync off")

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"math"
@@ -9,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -39,9 +41,11 @@ type benchRun struct {
 	notifier   *outbox.Notifier // offered-load mode's shared wake-up (--wake shared)
 	closers    []func()         // run in reverse order by close
 	// commits[i] is offered message i's enqueuing transaction, BEGIN to
-	// COMMIT returned (offered-load mode only; each written once, by the
-	// goroutine that enqueued it, and read after they have all ended).
-	commits durations
+	// COMMIT returned, and committedAt[i] when COMMIT returned (offered-load
+	// mode only; each written once, by the goroutine that enqueued it, and
+	// read after they have all ended).
+	commits     durations
+	committedAt []time.Time
 }
 
 // newBenchRun registers the bench's destination and builds (without
@@ -51,7 +55,8 @@ func newBenchRun(ctx context.Context, target *benchTarget, opts benchOptions, lo
 	b := &benchRun{opts: opts, target: target, logger: logger,
 		recorder: newDeliveryRecorder(opts.messages), statements: &statementCounter{}, notifier: outbox.NewNotifier(target.pool)}
 	if opts.rate > 0 {
-		b.commits = make(durations, opts.messages)
+		b.commits, b.committedAt = make(durations, opts.messages), make([]time.Time, opts.messages)
+		b.recorder.deliveredAt = make([]atomic.Int64, opts.messages)
 	}
 	if err := b.build(ctx); err != nil {
 		b.close()
@@ -174,6 +179,10 @@ type deliveryRecorder struct {
 	all     chan struct{} // closed when accepted reaches len(samples)
 	failed  atomic.Int64
 	failure chan error // receives the first failed delivery's error
+	// deliveredAt[i], offered-load mode only, is when offered message i
+	// (its id says which: offeredMessageID) was first accepted, in Unix
+	// nanoseconds.
+	deliveredAt []atomic.Int64
 }
 
 func newDeliveryRecorder(expected int) *deliveryRecorder {
@@ -191,6 +200,11 @@ func (r *deliveryRecorder) wrap(inner destination.Destination) destination.Desti
 			return out, err
 		}
 		latency := time.Since(d.EnqueuedAt)
+		if r.deliveredAt != nil {
+			if n, ok := offeredIndex(d.MessageID); ok && n < len(r.deliveredAt) {
+				r.deliveredAt[n].CompareAndSwap(0, time.Now().UnixNano())
+			}
+		}
 		i := r.accepted.Add(1)
 		if i <= int64(len(r.samples)) {
 			r.samples[i-1] = latency
@@ -200,6 +214,43 @@ func (r *deliveryRecorder) wrap(inner destination.Destination) destination.Desti
 		}
 		return out, nil
 	})
+}
+
+// sinceCommits returns, in ascending order, each offered message's time
+// from its COMMIT returning (committedAt) to its first delivery: issue
+// 17's "enqueue-commit to delivered". A delivery can come before the
+// enqueuer has read its COMMIT's answer; it counts as 0. Call it only
+// after the dispatcher has stopped and every enqueue has ended.
+func (r *deliveryRecorder) sinceCommits(committedAt []time.Time) durations {
+	out := make(durations, 0, len(committedAt))
+	for i, c := range committedAt {
+		if at := r.deliveredAt[i].Load(); at != 0 && !c.IsZero() {
+			out = append(out, max(time.Unix(0, at).Sub(c), 0))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// offeredMessageID is offered message i's id: a new version 7 UUID whose
+// last four bytes are i, so that its delivery says which message it is.
+func offeredMessageID(i int) (uuid.UUID, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.Nil, err
+	}
+	binary.BigEndian.PutUint32(id[12:], uint32(i))
+	return id, nil
+}
+
+// offeredIndex reads i back from offeredMessageID(i), as a delivery
+// carries it (MessageID).
+func offeredIndex(messageID string) (int, bool) {
+	id, err := uuid.Parse(messageID)
+	if err != nil {
+		return 0, false
+	}
+	return int(binary.BigEndian.Uint32(id[12:])), true
 }
 
 // sorted returns the recorded latencies in ascending order. Call it only

@@ -36,6 +36,7 @@ type benchMeasurement struct {
 	statements   int64         // sent by the dispatcher during the measured phase
 	latency      durations
 	commits      durations // offered-load mode: each enqueuing transaction, BEGIN to COMMIT returned
+	sinceCommit  durations // offered-load mode: each message's COMMIT returned to its delivery
 	cpu          benchCPU  // CPU per message over the measured phase (offered load: the enqueues' too)
 }
 
@@ -167,7 +168,9 @@ func (b *benchRun) offered(ctx context.Context) (benchMeasurement, error) {
 	m.enqueueing = took
 	m.commits = slices.Clone(b.commits)
 	slices.Sort(m.commits)
-	return b.finish(ctx, m)
+	m, err = b.finish(ctx, m)
+	m.sinceCommit = b.recorder.sinceCommits(b.committedAt)
+	return m, err
 }
 
 // offer enqueues message i, each in a transaction of its own, at
@@ -229,15 +232,20 @@ func (b *benchRun) pace(ctx context.Context, start time.Time, jobs chan<- int) e
 // not.
 func (b *benchRun) enqueueOne(ctx context.Context, i int) error {
 	msg := benchMessage(b.target.destinationName(), i, b.opts.aggregates)
+	var err error
+	if msg.ID, err = offeredMessageID(i); err != nil {
+		return err
+	}
 	begin := time.Now()
-	err := pgx.BeginFunc(ctx, b.target.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, b.target.pool, func(tx pgx.Tx) error {
 		_, err := outbox.Enqueue(ctx, tx, msg)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("enqueue message %d: %w", i, err)
 	}
-	b.commits[i] = time.Since(begin)
+	b.committedAt[i] = time.Now()
+	b.commits[i] = b.committedAt[i].Sub(begin)
 	switch b.opts.wake {
 	case "notify":
 		if err := outbox.Notify(ctx, b.target.pool); err != nil {
