@@ -168,9 +168,11 @@ func (b *benchRun) offered(ctx context.Context) (benchMeasurement, error) {
 	m.enqueueing = took
 	m.commits = slices.Clone(b.commits)
 	slices.Sort(m.commits)
-	m, err = b.finish(ctx, m)
+	if m, err = b.finish(ctx, m); err != nil {
+		return m, err
+	}
 	m.sinceCommit = b.recorder.sinceCommits(b.committedAt)
-	return m, err
+	return m, nil
 }
 
 // offer enqueues message i, each in a transaction of its own, at

@@ -58,13 +58,15 @@ type Config struct {
 	// dispatcher may claim it again; a heartbeat extends it while the
 	// delivery runs. Default 30 s.
 	LeaseDuration time.Duration
-	// IdlePoll is how long a worker that found nothing waits before it
-	// claims again, unless woken earlier by Wake or a Notify from any
-	// process. Default 50 ms.
+	// IdlePoll is how long a worker whose claim was not full waits before
+	// it claims again, unless woken earlier by Wake, a Notify from any
+	// process, or a finalize that made messages due or room at a
+	// destination the worker held its share of. Default 50 ms.
 	IdlePoll time.Duration
 	// WakeCooldown is the shortest time between two wake-ups from
 	// notifications (Notify, from any process): the notifications received
-	// meanwhile wake the workers once, when it ends. Default 5 ms.
+	// meanwhile wake the workers once, when it ends. Default (zero or
+	// less) 5 ms.
 	WakeCooldown time.Duration
 	// StopGrace is how long Stop lets deliveries in flight finish before
 	// cancelling them. Default 10 s.
@@ -263,13 +265,12 @@ func (d *Dispatcher) claim(ctx context.Context, worker string, limit int, held m
 // destination that keeps up are leased several to a delivery, as an
 // aggregate's are, so that one claim and one finalize serve many messages
 // instead of a few. capped says that a destination's share (see
-// claimable) stopped the claim there: it may have more due, to be claimed
-// once deliveries there land.
+// claimable) left it out of the claim or stopped the claim there: it may
+// have more due, to be claimed once deliveries there land.
 func (d *Dispatcher) claimPaced(ctx context.Context, worker string, limit int, held map[string]int, sizes map[string]int) (claimed []group, capped bool, err error) {
-	destinations, caps := d.claimable(limit, held)
+	destinations, caps, atShare := d.claimable(limit, held)
 	if len(destinations) == 0 || limit <= 0 {
-		// Every destination is at its share, if there is one.
-		return nil, len(destinations) < len(d.routes.Load().names), nil
+		return nil, atShare, nil
 	}
 	start := time.Now()
 	lease := d.cfg.LeaseDuration.Seconds()
@@ -330,7 +331,7 @@ func (d *Dispatcher) claimPaced(ctx context.Context, worker string, limit int, h
 		claimed = append(claimed, more...)
 	}
 	d.cfg.Metrics.claimSeconds.Observe(time.Since(start).Seconds())
-	return append(claimed, ordered...), slices.Contains(caps, 0), nil
+	return append(claimed, ordered...), atShare || slices.Contains(caps, 0), nil
 }
 
 // release gives back at once what a claim leased but cannot deliver now:
@@ -362,8 +363,10 @@ func (d *Dispatcher) release(ctx context.Context, worker string, msgs []claimedM
 // of it. A destination that cannot keep up (slow, hanging, rate-limited)
 // thus never fills more than half a window with messages that only wait,
 // and other destinations always find room. held counts the worker's
-// deliveries in flight per destination.
-func (d *Dispatcher) claimable(limit int, held map[string]int) (names []string, caps []int32) {
+// deliveries in flight per destination. atShare says that a destination
+// was left out because the worker holds too much of its share (not for an
+// open breaker): deliveries landing there make room for more.
+func (d *Dispatcher) claimable(limit int, held map[string]int) (names []string, caps []int32, atShare bool) {
 	table := d.routes.Load()
 	for _, name := range table.names {
 		share := d.share(table.routes[name])
@@ -371,13 +374,15 @@ func (d *Dispatcher) claimable(limit int, held map[string]int) (names []string, 
 		// half its share is free, so that claims stay large.
 		if free := share - held[name]; free >= max(share/2, 1) {
 			names, caps = append(names, name), append(caps, int32(min(free, limit)))
+		} else if share > 0 {
+			atShare = true
 		}
 	}
 	rand.Shuffle(len(names), func(i, j int) {
 		names[i], names[j] = names[j], names[i]
 		caps[i], caps[j] = caps[j], caps[i]
 	})
-	return names, caps
+	return names, caps, atShare
 }
 
 // share is the most deliveries of route's destination one worker may hold.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1329,34 +1330,87 @@ func TestAWorkerClaimsAgainOnlyWhenSomethingMayBeDue(t *testing.T) {
 	require.True(t, giveBack(groups[1], 0), "one given back without a delay is")
 }
 
-// A claim that stopped at a destination's share (claimable) holds the
-// worker off like any claim that was not full, but the finalize of the
-// deliveries that land there lets it claim the destination's next
-// messages at once.
+// A claim that stopped at a destination's share (claimable), or left it
+// out for the deliveries the worker holds there, holds the worker off like
+// any claim that was not full, but the finalize of deliveries that land
+// lets it claim that destination's next messages at once.
 func TestAWorkerAtADestinationsShareClaimsAgainWhenItsDeliveriesLand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := setup(t, "narrow")
-	g, err := guard.New("narrow", guard.Config{Concurrency: 1}, nil) // a share of 2 deliveries
+	pool := setup(t, "narrow", "wide")
+	g, err := guard.New("narrow", guard.Config{Concurrency: 2}, nil) // a share of 4 deliveries
 	require.NoError(t, err)
 	accept := destination.Func(func(context.Context, destination.Delivery) (destination.Outcome, error) {
 		return destination.Outcome{}, nil
 	})
-	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 10, IdlePoll: time.Hour, Routes: map[string]Route{"narrow": {Destination: accept, Guard: g}}})
+	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 10, IdlePoll: time.Hour, Routes: map[string]Route{
+		"narrow": {Destination: accept, Guard: g}, "wide": {Destination: accept}}})
 	w := &worker{d: d, name: "w", results: make(chan landed, 10), flights: map[uint64]*flight{}, held: map[string]int{},
 		pace: map[string]time.Duration{}, ramp: map[string]int{}}
-	for range 5 {
+	holdsOff := func() bool { return w.nextClaim.After(time.Now()) }
+	landAll := func() {
+		for len(w.flights) > 0 {
+			w.finished(<-w.results) // the last one to land is finalized at once
+		}
+	}
+	t.Cleanup(landAll)
+	for range 8 {
 		enqueue(t, pool, Message{Topic: "t", Destination: "narrow", Payload: []byte(`{}`)})
 	}
 
 	w.claimIfRoom(ctx, ctx)
-	require.Len(t, w.flights, 2, "the destination's share")
-	require.True(t, w.nextClaim.After(time.Now()), "not full: held off")
-	for len(w.flights) > 0 {
-		w.finished(<-w.results)
-	}
-	require.Equal(t, 3, countWhere(t, pool, "state = 'pending'"))
-	require.True(t, w.nextClaim.IsZero(), "the finalize there lets the worker claim again")
+	require.Len(t, w.flights, 4, "the destination's share")
+	require.True(t, holdsOff(), "not full: held off")
+	w.finished(<-w.results)
+	w.finalize() // as the flush does
+	require.False(t, holdsOff(), "a delivery landed where the claim was capped")
+
+	enqueue(t, pool, Message{Topic: "t", Destination: "wide", Payload: []byte(`{}`)})
 	w.claimIfRoom(ctx, ctx)
-	require.Len(t, w.flights, 2, "the next two")
+	require.Len(t, w.flights, 4, "wide's message; narrow left out, three of its four still held")
+	require.True(t, holdsOff())
+	landAll()
+	require.Equal(t, 4, countWhere(t, pool, "state = 'pending'"))
+	require.False(t, holdsOff(), "deliveries landed at the destination left out")
+	clear(w.pace) // one message per delivery, as at the start
+	w.claimIfRoom(ctx, ctx)
+	require.Len(t, w.flights, 4, "narrow's next four")
+}
+
+// A finalize that makes messages due while its worker has no room to
+// claim them wakes another worker; with room, the worker claims them
+// itself and wakes no one. Either way the worker claims once it has room.
+func TestAFinalizeThatMakesMessagesDueWakesAWorkerWithRoom(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "alpha")
+	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 2, IdlePoll: time.Hour, Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	ordered := func(aggregate string) Message {
+		return Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: aggregate, Payload: []byte(`{}`)}
+	}
+	for _, full := range []bool{true, false} {
+		aggregate := strconv.FormatBool(full)
+		enqueue(t, pool, ordered(aggregate))
+		groups, err := d.claim(ctx, "w", 10, nil)
+		require.NoError(t, err)
+		i := slices.IndexFunc(groups, func(g group) bool { return g.msgs[0].AggregateID == aggregate })
+		require.GreaterOrEqual(t, i, 0, "the aggregate claimed")
+		g := groups[i]
+		enqueue(t, pool, ordered(aggregate)) // while the aggregate is leased
+		w := &worker{d: d, name: "w", flights: map[uint64]*flight{}, held: map[string]int{}, nextClaim: time.Now().Add(time.Hour)}
+		if full {
+			for id := range uint64(2) {
+				w.flights[id] = &flight{g: g, cancel: func() {}}
+			}
+		}
+		now := time.Now()
+		w.done = []result{{msg: g.msgs[0], outcome: outcomeDelivered, started: now, finished: now}}
+		w.finalize()
+		require.Equal(t, full, len(d.wake) == 1, "full %v: another worker woken", full)
+		require.True(t, w.nextClaim.IsZero(), "full %v: the worker itself claims too, once it has room", full)
+		select {
+		case <-d.wake:
+		default:
+		}
+	}
 }

@@ -10,13 +10,17 @@ import (
 )
 
 // genericPlanMost is the largest finalize sent as a prepared statement,
-// whose generic plan PostgreSQL may keep (see customPlans). A larger one is
-// planned for its arguments: planning costs about 2 ms, while the generic
+// run on its generic plan (withGenericPlans). A larger one is planned for
+// its arguments (customPlans): planning costs about 2 ms, while the generic
 // plan's worst case, a rescan of the input for every message, grows with
 // the square of the batch (0.4 ms at 32 messages, 530 ms at 1,024). Under
 // offered load finalizes carry a few messages each, and planning every one
 // of them took a third of a CPU at 1,000 messages a second.
 const genericPlanMost = 32
+
+// statusMoreDue is OutboxFinalize's row (with no message) saying that an
+// aggregate it moved on has more messages due at once.
+const statusMoreDue = "more_due"
 
 // finalize applies a batch's results, and moves on the aggregates they
 // belong to, in one statement. Results whose lease (or whose aggregate's
@@ -47,13 +51,16 @@ func (d *Dispatcher) finalize(ctx context.Context, worker string, results []resu
 	status := make(map[int64]string, len(rows))
 	for _, row := range rows {
 		status[row.ID] = row.Status
-		moreDue = moreDue || row.Status == "more_due"
+		moreDue = moreDue || row.Status == statusMoreDue
 	}
 	for _, r := range results {
 		switch {
 		case status[r.msg.ID] == "busy":
 			busy = append(busy, r)
-		case (r.outcome == outcomeReleased || r.outcome == outcomeRetry) && r.retryDelay <= 0:
+		case r.msg.AggregateID == "" && status[r.msg.ID] == "applied" &&
+			(r.outcome == outcomeReleased || r.outcome == outcomeRetry) && r.retryDelay <= 0:
+			// An unordered message given back, due at once (an ordered one
+			// is due when its aggregate is: statusMoreDue).
 			moreDue = true
 		}
 	}

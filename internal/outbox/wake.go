@@ -16,7 +16,8 @@ import (
 // that messages were committed, for a pglisten.Listener.
 var WakeChannel = pglisten.Channel{Name: "switchyard_outbox", Listen: (*queries.Queries).OutboxListen}
 
-// Notify wakes idle dispatchers on every process at once. Call it AFTER
+// Notify wakes idle dispatchers on every process, each within its
+// Config.WakeCooldown of its last wake-up. Call it AFTER
 // the transaction that enqueued has committed, never inside it: a NOTIFY
 // inside a transaction serialises every committing transaction of the
 // database. It is only an optimisation: dispatchers poll anyway
@@ -30,8 +31,9 @@ func Notify(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-// listen wakes the workers on every notification on WakeChannel (and after
-// every reconnect of the LISTEN connection) until ctx ends. Without a
+// listen wakes the workers on the notifications on WakeChannel (and after
+// every reconnect of the LISTEN connection), at most once per
+// Config.WakeCooldown (wakeGate), until ctx ends. Without a
 // shared connection (Config.Notifications) it runs one of its own.
 func (d *Dispatcher) listen(ctx context.Context) {
 	notifications := d.cfg.Notifications
@@ -42,7 +44,7 @@ func (d *Dispatcher) listen(ctx context.Context) {
 		}
 		defer notifications.Stop()
 	}
-	gate := &wakeGate{cooldown: d.cfg.WakeCooldown, wake: d.Wake}
+	gate := newWakeGate(d.cfg.WakeCooldown, d.Wake)
 	defer gate.stop()
 	defer notifications.Subscribe(WakeChannel, gate.notified)()
 	<-ctx.Done()
@@ -60,29 +62,46 @@ func (d *Dispatcher) listen(ctx context.Context) {
 type wakeGate struct {
 	cooldown time.Duration
 	wake     func()
+	// now and afterFunc are time.Now and time.AfterFunc (returning the
+	// timer's Stop); tests replace them.
+	now       func() time.Time
+	afterFunc func(time.Duration, func()) (stop func() bool)
 
-	mu      sync.Mutex  // guards the fields below
-	last    time.Time   // the last wake-up passed on
-	pending *time.Timer // a wake-up due when the cooldown ends
+	mu      sync.Mutex            // guards the fields below
+	last    time.Time             // the last wake-up passed on
+	pending func() (stopped bool) // stops the wake-up due when the cooldown ends; nil if none
 }
 
+func newWakeGate(cooldown time.Duration, wake func()) *wakeGate {
+	return &wakeGate{cooldown: cooldown, wake: wake, now: time.Now,
+		afterFunc: func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }}
+}
+
+// notified is the subscription's callback: one notification received.
 func (g *wakeGate) notified() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.pending != nil {
 		return // the wake-up due covers this notification
 	}
-	if wait := g.cooldown - time.Since(g.last); wait > 0 {
-		g.pending = time.AfterFunc(wait, g.due)
+	now := g.now()
+	if wait := g.cooldown - now.Sub(g.last); wait > 0 {
+		g.pending = g.afterFunc(wait, g.due)
 		return
 	}
-	g.last = time.Now()
+	g.last = now
 	g.wake()
 }
 
+// due passes on the notifications held back, when the cooldown ends;
+// nothing once stop has run.
 func (g *wakeGate) due() {
 	g.mu.Lock()
-	g.pending, g.last = nil, time.Now()
+	if g.pending == nil {
+		g.mu.Unlock()
+		return
+	}
+	g.pending, g.last = nil, g.now()
 	g.mu.Unlock()
 	g.wake()
 }
@@ -92,7 +111,7 @@ func (g *wakeGate) stop() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.pending != nil {
-		g.pending.Stop()
+		g.pending()
 		g.pending = nil
 	}
 }

@@ -209,39 +209,50 @@ func (t notifyTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx
 func (notifyTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // The first notification wakes the workers at once; those within the
-// cooldown after it wake them once more, together, when it ends; stop
-// drops a wake-up still due.
+// cooldown after it wake them once more, together, when it ends; one after
+// the cooldown wakes them at once again; stop drops a wake-up still due.
+// The clock and the timer are the test's.
 func TestNotificationsWakeTheWorkersAtMostOncePerCooldown(t *testing.T) {
 	t.Parallel()
-	woken := make(chan time.Time, 10)
-	wake := func() { woken <- time.Now() }
-
-	held := &wakeGate{cooldown: time.Hour, wake: wake}
-	held.notified()
-	require.Len(t, woken, 1, "the first notification wakes at once")
-	for range 5 {
-		held.notified()
+	const cooldown = 5 * time.Millisecond
+	woken := 0
+	gate := newWakeGate(cooldown, func() { woken++ })
+	now := time.Unix(1_000_000, 0)
+	gate.now = func() time.Time { return now }
+	type timer struct {
+		wait    time.Duration
+		fire    func()
+		stopped bool
 	}
-	require.Len(t, woken, 1, "the others wait for the cooldown")
-	held.stop()
-	held.mu.Lock()
-	require.Nil(t, held.pending, "stop drops the wake-up due")
-	held.mu.Unlock()
-	<-woken
+	var timers []*timer
+	gate.afterFunc = func(wait time.Duration, fire func()) func() bool {
+		tm := &timer{wait: wait, fire: fire}
+		timers = append(timers, tm)
+		return func() bool { tm.stopped = true; return true }
+	}
 
-	const cooldown = 20 * time.Millisecond
-	gate := &wakeGate{cooldown: cooldown, wake: wake}
 	gate.notified()
-	first := <-woken
+	require.Equal(t, 1, woken, "the first notification wakes at once")
+	now = now.Add(time.Millisecond)
 	for range 5 {
 		gate.notified()
 	}
-	var second time.Time
-	select {
-	case second = <-woken:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the notifications within the cooldown never woke the workers")
-	}
-	require.GreaterOrEqual(t, second.Sub(first), cooldown, "not before the cooldown ended")
-	require.Never(t, func() bool { return len(woken) > 0 }, 3*cooldown, cooldown/4, "once for all of them")
+	require.Equal(t, 1, woken, "the others wait for the cooldown")
+	require.Len(t, timers, 1, "one wake-up due for all of them")
+	require.Equal(t, cooldown-time.Millisecond, timers[0].wait, "when the cooldown ends")
+	now = now.Add(timers[0].wait)
+	timers[0].fire()
+	require.Equal(t, 2, woken, "once for all of them")
+
+	now = now.Add(cooldown)
+	gate.notified()
+	require.Equal(t, 3, woken, "after a quiet cooldown, at once again")
+	require.Len(t, timers, 1)
+
+	gate.notified()
+	require.Len(t, timers, 2)
+	gate.stop()
+	require.True(t, timers[1].stopped, "stop stops the wake-up due")
+	timers[1].fire() // as a timer that fired while being stopped would
+	require.Equal(t, 3, woken, "and a wake-up due when it stopped wakes nothing")
 }

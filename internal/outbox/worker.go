@@ -13,9 +13,10 @@ import (
 const flushInterval = 10 * time.Millisecond
 
 // finalizeMost is how many finished messages make a worker finalize before
-// its next flush. Each finalize is a statement the server plans anew (its
-// parameters are arrays; a custom plan of its many CTEs costs about 2 ms)
-// and a round trip the worker's loop waits for: finalizing every 50
+// its next flush. Each finalize of more than genericPlanMost messages is
+// a statement the server plans anew (its parameters are arrays; a custom
+// plan of its many CTEs costs about 2 ms) and a round trip the worker's
+// loop waits for: finalizing every 50
 // messages, as this did when it counted half a window of deliveries in
 // messages, cost a third of the drain's CPU (BENCHMARKS.md, "Finalize per
 // flush"). The flush already bounds the wait; this only bounds a
@@ -25,10 +26,10 @@ const finalizeMost = 1000
 // worker is one claim-deliver-finalize loop. It keeps up to BatchSize
 // deliveries in flight, each on its own goroutine (unordered messages of
 // one destination, as many as its pace allows, or an aggregate's messages
-// in order), claims again when half its capacity is
-// free, and finalizes finished deliveries in groups: one slow delivery
-// holds one slot, never a whole batch. Its fields are touched only by its
-// own goroutine.
+// in order), claims again when half its capacity is free and something
+// may be due (see claimIfRoom), and finalizes finished deliveries in
+// groups: one slow delivery holds one slot, never a whole batch. Its
+// fields are touched only by its own goroutine.
 type worker struct {
 	d       *Dispatcher
 	name    string
@@ -257,12 +258,19 @@ func (w *worker) finalize() {
 		// The leases expire and the messages are claimed again: at least
 		// once, never lost.
 		w.d.cfg.Logger.Error("finalize failed", slog.String("worker", w.name), slog.Any("error", err))
-	} else if moreDue || w.capped {
-		// A finalized head lets its aggregate's next message be claimed,
-		// whose wake-up found the aggregate leased; deliveries that landed
-		// at a capped destination leave room there for more: no need to
-		// wait for the idle poll.
-		w.nextClaim = time.Time{}
+	} else {
+		if moreDue && !w.hasRoom() {
+			// Another worker, with room, claims what is due.
+			w.d.Wake()
+		}
+		if moreDue || w.capped {
+			// A finalized head lets its aggregate's next message be
+			// claimed, whose wake-up found the aggregate leased;
+			// deliveries that landed at a destination the worker held
+			// its share of leave room there: no need to wait for the
+			// idle poll.
+			w.nextClaim = time.Time{}
+		}
 	}
 	w.d.inFlight.Add(-int64(len(w.done) - len(busy)))
 	// What an enqueuing transaction held back is tried again at the next

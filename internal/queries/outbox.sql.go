@@ -763,9 +763,10 @@ type OutboxFinalizeRow struct {
 // writes no feed row (the dispatcher sends the NOTIFY after commit,
 // reported by the status 'applied_replay').
 // One row, with no message (id 0), when an aggregate moved on here has
-// more messages due at once: enqueued while it was leased, their wake-ups
-// found it leased, and the worker claims again for them. Otherwise a
-// finalize gives it no reason to.
+// more messages due at once (enqueued while it was leased, their wake-ups
+// finding it leased; beyond what the claim took; or given back unsent):
+// the worker claims again for them. Otherwise a finalize gives it no
+// reason to.
 func (q *Queries) OutboxFinalize(ctx context.Context, arg OutboxFinalizeParams) ([]OutboxFinalizeRow, error) {
 	rows, err := q.db.Query(ctx, outboxFinalize,
 		arg.Ids,
@@ -833,7 +834,9 @@ type OutboxInsertParams struct {
 // OutboxInsert enqueues one message if its destination exists, and
 // returns no row if not: the check and the insert in one round trip, and
 // the caller's transaction stays usable (the sequence trigger's check
-// would abort it). What the check read, the trigger locks until commit.
+// would abort it). The trigger then keeps the destination from being
+// removed until commit; one removed between the two aborts the
+// transaction with the trigger's error, as after a separate check.
 func (q *Queries) OutboxInsert(ctx context.Context, arg OutboxInsertParams) (int64, error) {
 	row := q.db.QueryRow(ctx, outboxInsert,
 		arg.MessageID,

@@ -23,7 +23,9 @@ WHERE o.id = @id;
 -- OutboxInsert enqueues one message if its destination exists, and
 -- returns no row if not: the check and the insert in one round trip, and
 -- the caller's transaction stays usable (the sequence trigger's check
--- would abort it). What the check read, the trigger locks until commit.
+-- would abort it). The trigger then keeps the destination from being
+-- removed until commit; one removed between the two aborts the
+-- transaction with the trigger's error, as after a separate check.
 INSERT INTO switchyard.outbox (
     message_id, topic, destination, aggregate_type, aggregate_id, payload, headers, max_attempts, replay_of
 )
@@ -419,9 +421,10 @@ UNION ALL
 SELECT b.id, 'busy'::text FROM busy b
 UNION ALL
 -- One row, with no message (id 0), when an aggregate moved on here has
--- more messages due at once: enqueued while it was leased, their wake-ups
--- found it leased, and the worker claims again for them. Otherwise a
--- finalize gives it no reason to.
+-- more messages due at once (enqueued while it was leased, their wake-ups
+-- finding it leased; beyond what the claim took; or given back unsent):
+-- the worker claims again for them. Otherwise a finalize gives it no
+-- reason to.
 SELECT 0, 'more_due'::text WHERE EXISTS (SELECT 1 FROM aggregates g WHERE g.more_due);
 
 -- name: OutboxPruneDelivered :execrows
