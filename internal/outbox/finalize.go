@@ -28,8 +28,8 @@ const statusMoreDue = "more_due"
 // counted and logged as stale. busy are the results it could not apply yet
 // because an enqueuing transaction holds their aggregate's row: finalize
 // them again later. moreDue says that messages are due at once because of
-// it: an aggregate it moved on has more, or a message was given back
-// without a delay.
+// it: an aggregate it moved on has more, or an unordered message was given
+// back without a delay.
 func (d *Dispatcher) finalize(ctx context.Context, worker string, results []result) (busy []result, moreDue bool, err error) {
 	// Well under the lease, so that the heartbeat, which runs on the same
 	// worker loop, is never held back long enough for a lease to expire.

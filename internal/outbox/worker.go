@@ -16,11 +16,10 @@ const flushInterval = 10 * time.Millisecond
 // its next flush. Each finalize of more than genericPlanMost messages is
 // a statement the server plans anew (its parameters are arrays; a custom
 // plan of its many CTEs costs about 2 ms) and a round trip the worker's
-// loop waits for: finalizing every 50
-// messages, as this did when it counted half a window of deliveries in
-// messages, cost a third of the drain's CPU (BENCHMARKS.md, "Finalize per
-// flush"). The flush already bounds the wait; this only bounds a
-// statement's size.
+// loop waits for: finalizing every 50 messages, as this did when it
+// counted half a window of deliveries in messages, cost a third of the
+// drain's CPU (BENCHMARKS.md, "Finalize per flush"). The flush already
+// bounds the wait; this only bounds a statement's size.
 const finalizeMost = 1000
 
 // worker is one claim-deliver-finalize loop. It keeps up to BatchSize
