@@ -1048,7 +1048,7 @@ func TestFinishedDeliveriesAreFinalizedTogether(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, groups, 3, "one message per delivery")
 	a, b, c := groups[0].msgs[0], groups[1].msgs[0], groups[2].msgs[0]
-	w := &worker{d: d, name: "w", flights: map[uint64]*flight{}, held: map[string]int{}, pace: map[string]time.Duration{}, ramp: map[string]int{}}
+	w := newWorker(d, "w")
 	for id, g := range groups {
 		w.flights[uint64(id)] = &flight{g: g, cancel: func() {}}
 		w.held[g.msgs[0].Destination]++
@@ -1103,7 +1103,7 @@ func TestLargeFinalizesAndHeartbeatsAreNeverPreparedStatements(t *testing.T) {
 	const rounds = 7 // more than the five custom plans before a generic one may be kept
 	const large = genericPlanMost + 8
 	d := New(pool, Config{Logger: testlog.New(t), AggregateBatch: large, Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
-	w := &worker{d: d, name: "w", flights: map[uint64]*flight{}, held: map[string]int{}, pace: map[string]time.Duration{}, ramp: map[string]int{}}
+	w := newWorker(d, "w")
 	for range rounds {
 		msgs := []Message{{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)}}
 		for range large {
@@ -1277,18 +1277,9 @@ func TestAWorkerClaimsAgainOnlyWhenSomethingMayBeDue(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := setup(t, "alpha")
-	accept := destination.Func(func(context.Context, destination.Delivery) (destination.Outcome, error) {
-		return destination.Outcome{}, nil
-	})
-	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 2, IdlePoll: time.Hour, Routes: map[string]Route{"alpha": {Destination: accept}}})
-	w := &worker{d: d, name: "w", results: make(chan landed, 2), flights: map[uint64]*flight{}, held: map[string]int{},
-		pace: map[string]time.Duration{}, ramp: map[string]int{}}
+	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 2, IdlePoll: time.Hour, Routes: map[string]Route{"alpha": {Destination: acceptAll}}})
+	w := newWorker(d, "w")
 	holdsOff := func() bool { return w.nextClaim.After(time.Now()) }
-	land := func() {
-		for len(w.flights) > 0 {
-			w.finished(<-w.results) // the last one to land is finalized at once
-		}
-	}
 	ordered := Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: "1", Payload: []byte(`{}`)}
 
 	enqueue(t, pool, ordered)
@@ -1296,13 +1287,13 @@ func TestAWorkerClaimsAgainOnlyWhenSomethingMayBeDue(t *testing.T) {
 	require.Len(t, w.flights, 1)
 	require.True(t, holdsOff(), "a claim that came back short holds the worker off")
 	enqueue(t, pool, ordered) // while the aggregate is leased
-	land()
+	landAll(w)
 	require.Equal(t, 1, countWhere(t, pool, "state = 'pending'"), "the second message waits")
 	require.False(t, holdsOff(), "the finalize said the aggregate has more, due at once")
 
 	w.claimIfRoom(ctx, ctx)
 	require.Len(t, w.flights, 1, "the aggregate's second message")
-	land()
+	landAll(w)
 	require.Zero(t, countWhere(t, pool, "state = 'pending'"))
 	require.True(t, holdsOff(), "a finalize with nothing more due leaves the worker held off")
 
@@ -1313,7 +1304,7 @@ func TestAWorkerClaimsAgainOnlyWhenSomethingMayBeDue(t *testing.T) {
 	require.Len(t, w.flights, 2, "a full claim")
 	require.False(t, holdsOff(), "a full claim does not hold the worker off")
 	require.Len(t, d.wake, 1, "and wakes another worker: there may be more")
-	land()
+	landAll(w)
 
 	unordered := Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)}
 	enqueue(t, pool, unordered, unordered)
@@ -1340,20 +1331,11 @@ func TestAWorkerAtADestinationsShareClaimsAgainWhenItsDeliveriesLand(t *testing.
 	pool := setup(t, "narrow", "wide")
 	g, err := guard.New("narrow", guard.Config{Concurrency: 2}, nil) // a share of 4 deliveries
 	require.NoError(t, err)
-	accept := destination.Func(func(context.Context, destination.Delivery) (destination.Outcome, error) {
-		return destination.Outcome{}, nil
-	})
 	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 10, IdlePoll: time.Hour, Routes: map[string]Route{
-		"narrow": {Destination: accept, Guard: g}, "wide": {Destination: accept}}})
-	w := &worker{d: d, name: "w", results: make(chan landed, 10), flights: map[uint64]*flight{}, held: map[string]int{},
-		pace: map[string]time.Duration{}, ramp: map[string]int{}}
+		"narrow": {Destination: acceptAll, Guard: g}, "wide": {Destination: acceptAll}}})
+	w := newWorker(d, "w")
 	holdsOff := func() bool { return w.nextClaim.After(time.Now()) }
-	landAll := func() {
-		for len(w.flights) > 0 {
-			w.finished(<-w.results) // the last one to land is finalized at once
-		}
-	}
-	t.Cleanup(landAll)
+	t.Cleanup(func() { landAll(w) })
 	for range 8 {
 		enqueue(t, pool, Message{Topic: "t", Destination: "narrow", Payload: []byte(`{}`)})
 	}
@@ -1369,7 +1351,7 @@ func TestAWorkerAtADestinationsShareClaimsAgainWhenItsDeliveriesLand(t *testing.
 	w.claimIfRoom(ctx, ctx)
 	require.Len(t, w.flights, 4, "wide's message; narrow left out, three of its four still held")
 	require.True(t, holdsOff())
-	landAll()
+	landAll(w)
 	require.Equal(t, 4, countWhere(t, pool, "state = 'pending'"))
 	require.False(t, holdsOff(), "deliveries landed at the destination left out")
 	clear(w.pace) // one message per delivery, as at the start
@@ -1397,7 +1379,8 @@ func TestAFinalizeThatMakesMessagesDueWakesAWorkerWithRoom(t *testing.T) {
 		require.GreaterOrEqual(t, i, 0, "the aggregate claimed")
 		g := groups[i]
 		enqueue(t, pool, ordered(aggregate)) // while the aggregate is leased
-		w := &worker{d: d, name: "w", flights: map[uint64]*flight{}, held: map[string]int{}, nextClaim: time.Now().Add(time.Hour)}
+		w := newWorker(d, "w")
+		w.nextClaim = time.Now().Add(time.Hour)
 		if full {
 			for id := range uint64(2) {
 				w.flights[id] = &flight{g: g, cancel: func() {}}
@@ -1412,5 +1395,18 @@ func TestAFinalizeThatMakesMessagesDueWakesAWorkerWithRoom(t *testing.T) {
 		case <-d.wake:
 		default:
 		}
+	}
+}
+
+// acceptAll is a destination that accepts every delivery at once.
+var acceptAll = destination.Func(func(context.Context, destination.Delivery) (destination.Outcome, error) {
+	return destination.Outcome{}, nil
+})
+
+// landAll waits for w's deliveries in flight to land, as its loop does;
+// the last one to land is finalized at once.
+func landAll(w *worker) {
+	for len(w.flights) > 0 {
+		w.finished(<-w.results)
 	}
 }

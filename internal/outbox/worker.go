@@ -70,9 +70,14 @@ type landed struct {
 	elapsed time.Duration // from the flight's start to its last result
 }
 
-func (d *Dispatcher) work(ctx context.Context, name string) {
-	w := &worker{d: d, name: name, results: make(chan landed, d.cfg.BatchSize), flights: map[uint64]*flight{}, held: map[string]int{},
+// newWorker is a worker of d with nothing in flight.
+func newWorker(d *Dispatcher, name string) *worker {
+	return &worker{d: d, name: name, results: make(chan landed, d.cfg.BatchSize), flights: map[uint64]*flight{}, held: map[string]int{},
 		pace: map[string]time.Duration{}, ramp: map[string]int{}}
+}
+
+func (d *Dispatcher) work(ctx context.Context, name string) {
+	w := newWorker(d, name)
 	d.mu.Lock()
 	hard := d.hardCtx
 	d.mu.Unlock()
