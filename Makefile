@@ -95,6 +95,10 @@ bench-peers: ## River and Switchyard drain the same no-op messages on one server
 bench-retained: ## Switchyard drains on an empty outbox and after 10,000,000 delivered and 100,000 dead messages retained, by turns (RETAINED, RETAINED_DEAD; DATABASE_URL or a throwaway cluster)
 	cd tools/peers && $(GO) run . --messages $(or $(MESSAGES),100000) --river-workers '' --retained $(or $(RETAINED),10000000) --retained-dead $(or $(RETAINED_DEAD),100000)
 
+.PHONY: bench-http
+bench-http: ## Switchyard drains to a no-op and over signed HTTP to the bench's local receiver, by turns (MESSAGES=100000; DATABASE_URL or a throwaway cluster)
+	cd tools/peers && $(GO) run . --messages $(or $(MESSAGES),100000) --river-workers '' --http
+
 # The floor is pgbench, found beside the server binaries (postgresql-15).
 .PHONY: bench-inbox-floor
 bench-inbox-floor: ## the inbox bench and its pgbench floor by turns on one server, medians and ratio (EVENTS=50000, HANDLER=customer-upsert or forward; DATABASE_URL or the embedded server)

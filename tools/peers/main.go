@@ -40,6 +40,7 @@ type options struct {
 	riverConns   int
 	retained     int // > 0: also drain after this many delivered messages retained (issue 17, target 6)
 	retainedDead int
+	http         bool // also drain over signed HTTP (issue 17, target 4)
 	repo         string
 	console      string
 }
@@ -64,6 +65,7 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.riverConns, "river-conns", 16, "River client's pgxpool MaxConns")
 	fs.IntVar(&o.retained, "retained", 0, "also drain Switchyard's messages (ordered and unordered) after this many delivered messages retained in the outbox, and compare with the drains of an empty one")
 	fs.IntVar(&o.retainedDead, "retained-dead", 0, "with --retained: dead messages retained too")
+	fs.BoolVar(&o.http, "http", false, "also drain Switchyard's ordered messages over signed HTTP to the bench's local receiver, and compare with the no-op drain")
 	fs.StringVar(&o.repo, "repo", "", "the Switchyard repository's root (default: found from the working directory)")
 	fs.StringVar(&o.console, "console", "", "a built console binary (default: go build it from -repo into a temp dir)")
 	if err := fs.Parse(args); err != nil {
@@ -129,6 +131,7 @@ type config struct {
 	riverWorkers int    // 0 for Switchyard's
 	aggregates   int    // Switchyard's --aggregates
 	retained     bool   // Switchyard's drain after --retained and --retained-dead
+	http         bool   // Switchyard's drain with --destination http
 }
 
 // runResult is one drain's outcome.
@@ -161,20 +164,24 @@ type result struct {
 	Unordered        *series            `json:"switchyard_unordered"`
 	// With --retained: the same drains after that history (target 6), and
 	// their medians over the empty outbox's.
-	Retained               int        `json:"retained,omitempty"`
-	RetainedDead           int        `json:"retained_dead,omitempty"`
-	OrderedRetained        *series    `json:"switchyard_ordered_retained,omitempty"`
-	UnorderedRetained      *series    `json:"switchyard_unordered_retained,omitempty"`
-	RatioOrderedRetained   float64    `json:"ratio_ordered_retained_to_empty,omitempty"`
-	RatioUnorderedRetained float64    `json:"ratio_unordered_retained_to_empty,omitempty"`
-	Order                  [][]string `json:"order"` // the configurations of each round, in the order run
-	Method                 string     `json:"method"`
-	Server                 string     `json:"server"`
-	Settings               settings   `json:"settings"`
-	CPUs                   int        `json:"cpus"`
-	LoadAverageStart       string     `json:"load_average_start"`
-	LoadAverageEnd         string     `json:"load_average_end"`
-	LoadAverageByRound     []string   `json:"load_average_by_round"`
+	Retained               int     `json:"retained,omitempty"`
+	RetainedDead           int     `json:"retained_dead,omitempty"`
+	OrderedRetained        *series `json:"switchyard_ordered_retained,omitempty"`
+	UnorderedRetained      *series `json:"switchyard_unordered_retained,omitempty"`
+	RatioOrderedRetained   float64 `json:"ratio_ordered_retained_to_empty,omitempty"`
+	RatioUnorderedRetained float64 `json:"ratio_unordered_retained_to_empty,omitempty"`
+	// With --http: the ordered drain over signed HTTP (target 4), and its
+	// median over the no-op drain's.
+	OrderedHTTP        *series    `json:"switchyard_ordered_http,omitempty"`
+	RatioOrderedHTTP   float64    `json:"ratio_ordered_http_to_noop,omitempty"`
+	Order              [][]string `json:"order"` // the configurations of each round, in the order run
+	Method             string     `json:"method"`
+	Server             string     `json:"server"`
+	Settings           settings   `json:"settings"`
+	CPUs               int        `json:"cpus"`
+	LoadAverageStart   string     `json:"load_average_start"`
+	LoadAverageEnd     string     `json:"load_average_end"`
+	LoadAverageByRound []string   `json:"load_average_by_round"`
 }
 
 const method = "each round runs every configuration once, rotating which goes first; River: N jobs inserted with " +
@@ -184,7 +191,8 @@ const method = "each round runs every configuration once, rotating which goes fi
 	"messages_per_sec (fresh database, seeded untimed, timed until nothing is pending); rates are medians of the " +
 	"rounds, River's best is the worker count with the highest median, ratios are Switchyard's median / River's best; " +
 	"with --retained, Switchyard's drains again after `--retained N --retained-dead M` (that history seeded by SQL, vacuumed " +
-	"and checkpointed, untimed), and their medians / the empty outbox's"
+	"and checkpointed, untimed), and their medians / the empty outbox's; with --http, Switchyard's ordered drain again with " +
+	"`--destination http` (signed webhooks to the bench's local receiver, verified), and its median / the no-op drain's"
 
 func measure(ctx context.Context, o options, url string, throwaway bool) (*result, error) {
 	admin, err := connect(ctx, url, 2)
@@ -223,6 +231,9 @@ func measure(ctx context.Context, o options, url string, throwaway bool) (*resul
 			config{name: "switchyard-ordered-retained", aggregates: 1000, retained: true},
 			config{name: "switchyard-unordered-retained", aggregates: 0, retained: true})
 	}
+	if o.http {
+		configs = append(configs, config{name: "switchyard-ordered-http", aggregates: 1000, http: true})
+	}
 
 	r := &result{
 		Messages: o.messages, Rounds: o.rounds,
@@ -236,6 +247,9 @@ func measure(ctx context.Context, o options, url string, throwaway bool) (*resul
 	if o.retained > 0 {
 		r.Retained, r.RetainedDead = o.retained, o.retainedDead
 		r.OrderedRetained, r.UnorderedRetained = &series{}, &series{}
+	}
+	if o.http {
+		r.OrderedHTTP = &series{}
 	}
 	for round := range o.rounds {
 		r.LoadAverageByRound = append(r.LoadAverageByRound, loadAverage())
@@ -254,12 +268,17 @@ func measure(ctx context.Context, o options, url string, throwaway bool) (*resul
 				}
 				s = r.River[key]
 			} else {
-				var history []string
+				var extra []string
 				if c.retained {
-					history = []string{"--retained", strconv.Itoa(o.retained), "--retained-dead", strconv.Itoa(o.retainedDead)}
+					extra = []string{"--retained", strconv.Itoa(o.retained), "--retained-dead", strconv.Itoa(o.retainedDead)}
 				}
-				run, err = consoleDrain(ctx, o.console, url, o.messages, c.aggregates, history...)
+				if c.http {
+					extra = append(extra, "--destination", "http")
+				}
+				run, err = consoleDrain(ctx, o.console, url, o.messages, c.aggregates, extra...)
 				switch {
+				case c.http:
+					s = r.OrderedHTTP
 				case c.retained && c.aggregates == 0:
 					s = r.UnorderedRetained
 				case c.retained:
@@ -297,6 +316,10 @@ func measure(ctx context.Context, o options, url string, throwaway bool) (*resul
 		r.UnorderedRetained.summarize()
 		r.RatioOrderedRetained = round3(r.OrderedRetained.MessagesPerSec / r.OrderedPerSec)
 		r.RatioUnorderedRetained = round3(r.UnorderedRetained.MessagesPerSec / r.UnorderedPerSec)
+	}
+	if o.http {
+		r.OrderedHTTP.summarize()
+		r.RatioOrderedHTTP = round3(r.OrderedHTTP.MessagesPerSec / r.OrderedPerSec)
 	}
 	if r.RiverPerSec > 0 {
 		r.RatioOrdered = round3(r.OrderedPerSec / r.RiverPerSec)
