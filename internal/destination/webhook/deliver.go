@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/switchyard/switchyard/internal/destination"
@@ -49,7 +50,7 @@ var _ destination.Destination = (*Destination)(nil)
 // MaxResponseBytes of its body as valid UTF-8. Error texts never contain
 // the URL's userinfo or query.
 func (d *Destination) Deliver(ctx context.Context, m destination.Delivery) (destination.Outcome, error) {
-	attemptCtx, cancel := context.WithTimeout(ctx, d.timeout)
+	attemptCtx, budget, cancel := d.attemptContext(ctx)
 	defer cancel()
 	req, err := d.newRequest(attemptCtx, m)
 	if err != nil {
@@ -57,7 +58,7 @@ func (d *Destination) Deliver(ctx context.Context, m destination.Delivery) (dest
 	}
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return destination.Outcome{}, d.transportError(ctx, err)
+		return destination.Outcome{}, d.transportError(ctx, budget, err)
 	}
 	out := readResponse(resp)
 	return out, d.statusError(out, resp.Header.Get("Location"))
@@ -91,30 +92,48 @@ func (d *Destination) newRequest(ctx context.Context, m destination.Delivery) (*
 	return req, nil
 }
 
-// sign sets the webhook-* headers, one signature per key.
+// sign sets the webhook-* headers, one signature per key. The names are
+// set in their canonical forms, which Header.Set would compute anew on
+// every request.
 func (d *Destination) sign(h http.Header, id string, body []byte) {
 	unix := d.now().Unix()
-	sigs := make([]string, len(d.keys))
-	for i, key := range d.keys {
-		sigs[i] = signatureEntry(key, id, unix, body)
+	sigs := make([]string, len(d.signers))
+	for i, s := range d.signers {
+		sigs[i] = s.entry(id, unix, body)
 	}
-	h.Set(HeaderID, id)
-	h.Set(HeaderTimestamp, strconv.FormatInt(unix, 10))
-	h.Set(HeaderSignature, strings.Join(sigs, " "))
+	h[canonicalID] = []string{id}
+	h[canonicalTimestamp] = []string{strconv.FormatInt(unix, 10)}
+	h[canonicalSignature] = []string{strings.Join(sigs, " ")}
+}
+
+// attemptContext bounds one delivery by the Timeout, unless ctx ends
+// sooner already: the dispatcher gives every attempt its destination's
+// timeout, the same, and a second timer would only cost. budget is the
+// time the attempt has.
+func (d *Destination) attemptContext(ctx context.Context) (_ context.Context, budget time.Duration, cancel context.CancelFunc) {
+	if deadline, ok := ctx.Deadline(); ok {
+		if left := time.Until(deadline); left <= d.timeout {
+			return ctx, max(left, 0), func() {}
+		}
+	}
+	ctx, cancel = context.WithTimeout(ctx, d.timeout)
+	return ctx, d.timeout, cancel
 }
 
 // transportError explains a failed round trip; all are retryable. parent
-// is the caller's context, to tell its cancellation from our timeout.
-func (d *Destination) transportError(parent context.Context, err error) error {
+// is the caller's context, to tell its cancellation from the attempt's
+// deadline (its own, or the caller's when that came sooner); budget is
+// the time the attempt had.
+func (d *Destination) transportError(parent context.Context, budget time.Duration, err error) error {
 	var uerr *url.Error
 	if errors.As(err, &uerr) {
 		err = uerr.Err // its text repeats the full URL, query included
 	}
 	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("POST %s: timeout after %s: %w", d.display, budget.Round(time.Millisecond), err)
 	case parent.Err() != nil:
 		return fmt.Errorf("POST %s: %w", d.display, parent.Err())
-	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("POST %s: timeout after %s: %w", d.display, d.timeout, err)
 	default:
 		return fmt.Errorf("POST %s: %w", d.display, err)
 	}
@@ -144,6 +163,9 @@ func (d *Destination) statusError(out destination.Outcome, location string) erro
 // status is what counts.
 func readResponse(resp *http.Response) destination.Outcome {
 	defer resp.Body.Close()
+	if resp.Body == http.NoBody { // a 204, say: nothing to read
+		return destination.Outcome{StatusCode: resp.StatusCode}
+	}
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, destination.MaxResponseBytes))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrainBytes))
 	return destination.Outcome{StatusCode: resp.StatusCode, Response: responseText(head)}

@@ -6,9 +6,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"hash"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -52,18 +54,45 @@ func decodeSecret(secret string) ([]byte, error) {
 
 // signature returns the raw HMAC-SHA256 of "{id}.{timestamp}.{body}".
 func signature(key []byte, id string, unix int64, body []byte) []byte {
-	h := hmac.New(sha256.New, key)
+	return sumSigned(hmac.New(sha256.New, key), id, unix, body, nil)
+}
+
+// sumSigned appends to b the MAC that h, a fresh or reset HMAC, gives
+// "{id}.{timestamp}.{body}".
+func sumSigned(h hash.Hash, id string, unix int64, body, b []byte) []byte {
+	var digits [20]byte
 	h.Write([]byte(id))
 	h.Write([]byte{'.'})
-	h.Write(strconv.AppendInt(nil, unix, 10))
+	h.Write(strconv.AppendInt(digits[:0], unix, 10))
 	h.Write([]byte{'.'})
 	h.Write(body)
-	return h.Sum(nil)
+	return h.Sum(b)
 }
 
 // signatureEntry formats one entry of the webhook-signature header.
 func signatureEntry(key []byte, id string, unix int64, body []byte) string {
-	return "v1," + base64.StdEncoding.EncodeToString(signature(key, id, unix, body))
+	return formatEntry(signature(key, id, unix, body))
+}
+
+func formatEntry(mac []byte) string { return "v1," + base64.StdEncoding.EncodeToString(mac) }
+
+// signer signs with one key and keeps its HMAC states for reuse: hmac.New
+// hashes the key's two pads anew, and a Destination signs every delivery.
+type signer struct{ states sync.Pool }
+
+func newSigner(key []byte) *signer {
+	s := new(signer)
+	s.states.New = func() any { return hmac.New(sha256.New, key) }
+	return s
+}
+
+// entry is signatureEntry under the signer's key.
+func (s *signer) entry(id string, unix int64, body []byte) string {
+	h := s.states.Get().(hash.Hash)
+	defer s.states.Put(h)
+	h.Reset()
+	var mac [sha256.Size]byte
+	return formatEntry(sumSigned(h, id, unix, body, mac[:0]))
 }
 
 // Sign returns the webhook-signature entry ("v1,<base64>") that secret

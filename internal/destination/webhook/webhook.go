@@ -61,11 +61,11 @@ type Config struct {
 
 // Destination POSTs messages to one webhook endpoint. It is safe for
 // concurrent use and holds no state between deliveries beyond the
-// client's idle connections.
+// client's idle connections and its keys' HMAC states, kept for reuse.
 type Destination struct {
-	url       string // validated absolute http(s) URL
-	display   string // url without userinfo and query, for error texts
-	keys      [][]byte
+	url       string    // validated absolute http(s) URL
+	display   string    // url without userinfo and query, for error texts
+	signers   []*signer // one per secret, Secret first
 	permanent func(code int) bool
 	timeout   time.Duration
 	client    *http.Client
@@ -87,6 +87,10 @@ func New(cfg Config) (*Destination, error) {
 	if err != nil {
 		return nil, err
 	}
+	signers := make([]*signer, len(keys))
+	for i, key := range keys {
+		signers[i] = newSigner(key)
+	}
 	if cfg.Timeout < 0 {
 		return nil, fmt.Errorf("webhook: negative timeout %s", cfg.Timeout)
 	}
@@ -98,7 +102,7 @@ func New(cfg Config) (*Destination, error) {
 	d := &Destination{
 		url:       u.String(),
 		display:   displayURL(u),
-		keys:      keys,
+		signers:   signers,
 		timeout:   cmp.Or(cfg.Timeout, DefaultTimeout),
 		client:    noRedirects(cfg.Client),
 		headers:   cfg.Headers,

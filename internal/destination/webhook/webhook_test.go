@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -203,10 +204,10 @@ func TestDeliverPermanentStatusesPolicy(t *testing.T) {
 	}
 }
 
-// TestDeliverTimeout: a receiver that never answers costs one Timeout and
-// a retryable error that says so.
-func TestDeliverTimeout(t *testing.T) {
-	t.Parallel()
+// neverAnswers is a receiver that answers no request until the client
+// gives up or the test ends.
+func neverAnswers(t *testing.T) *httptest.Server {
+	t.Helper()
 	release := make(chan struct{})
 	srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -215,6 +216,14 @@ func TestDeliverTimeout(t *testing.T) {
 		}
 	}))
 	t.Cleanup(func() { close(release) }) // runs before srv.Close
+	return srv
+}
+
+// TestDeliverTimeout: a receiver that never answers costs one Timeout and
+// a retryable error that says so.
+func TestDeliverTimeout(t *testing.T) {
+	t.Parallel()
+	srv := neverAnswers(t)
 	d := newDest(t, srv.URL+"/slow", func(c *webhook.Config) { c.Timeout = 50 * time.Millisecond })
 
 	out, err := d.Deliver(t.Context(), delivery("msg_1"))
@@ -223,6 +232,25 @@ func TestDeliverTimeout(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "POST "+srv.URL+"/slow: timeout after 50ms")
 	assert.Zero(t, out.StatusCode)
+}
+
+// TestDeliverTimeoutOfTheCaller: a caller's deadline sooner than the
+// Timeout (the dispatcher gives each attempt one) ends the attempt as a
+// timeout too, and the error gives the time the attempt had.
+func TestDeliverTimeoutOfTheCaller(t *testing.T) {
+	t.Parallel()
+	srv := neverAnswers(t)
+	d := newDest(t, srv.URL+"/slow", nil) // DefaultTimeout, 10 s
+	ctx, cancel := context.WithTimeout(t.Context(), 80*time.Millisecond)
+	defer cancel()
+
+	start := time.Now()
+	_, err := d.Deliver(ctx, delivery("msg_1"))
+	require.Error(t, err)
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.False(t, destination.IsPermanent(err))
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Regexp(t, `^POST `+regexp.QuoteMeta(srv.URL)+`/slow: timeout after [1-8]?[0-9]ms: `, err.Error())
 }
 
 // TestDeliverCanceled: the caller's cancellation is reported as such.
