@@ -18,8 +18,8 @@ import (
 )
 
 // The bench's receiver answers 204 to every delivery signed with its
-// secret, over one kept-alive connection, and 401, a permanent failure, to
-// one signed with another, with the reason.
+// secret, over one kept-alive connection, and 401, with the reason, to one
+// signed with another.
 func TestBenchReceiverVerifiesEverySignature(t *testing.T) {
 	secret, err := newWebhookSecret()
 	require.NoError(t, err)
