@@ -128,10 +128,15 @@ leased AS (
     RETURNING a.destination, a.aggregate_type, a.aggregate_id, a.lease_version
 ),
 heads AS (
-    SELECT m.id, l.lease_version, m.n = 1 AS head
+    SELECT m.id, m.message_id, m.topic, m.destination, m.aggregate_type, m.aggregate_id, m.payload, m.headers,
+        m.attempts, m.max_attempts, m.lease_version, m.created_at, m.aggregate_seq,
+        l.lease_version AS aggregate_lease_version, m.n = 1 AS head
     FROM leased l
     CROSS JOIN LATERAL (
-        SELECT o.id, row_number() OVER (ORDER BY o.aggregate_seq) AS n FROM switchyard.outbox o
+        SELECT o.id, coalesce(o.delivery_key, o.message_id) AS message_id, o.topic, o.destination, o.aggregate_type,
+            o.aggregate_id, o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at,
+            o.aggregate_seq, row_number() OVER (ORDER BY o.aggregate_seq) AS n
+        FROM switchyard.outbox o
         WHERE o.state = 'pending' AND o.aggregate_id <> ''
           AND o.destination = l.destination AND o.aggregate_type = l.aggregate_type AND o.aggregate_id = l.aggregate_id
         ORDER BY o.aggregate_seq
@@ -145,18 +150,22 @@ counted AS (
         attempts = o.attempts + 1
     FROM heads
     WHERE o.id = heads.id AND heads.head AND o.state = 'pending'
-    RETURNING o.id, o.attempts, o.lease_version, heads.lease_version AS aggregate_lease_version
+    RETURNING o.id, coalesce(o.delivery_key, o.message_id) AS message_id, o.topic, o.destination, o.aggregate_type,
+        o.aggregate_id, o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at,
+        o.aggregate_seq, heads.aggregate_lease_version
 )
-SELECT o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
-    o.payload, o.headers, coalesce(r.attempts, o.attempts)::int AS attempts, o.max_attempts,
-    coalesce(r.lease_version, o.lease_version)::bigint AS lease_version, o.created_at,
-    o.aggregate_seq::bigint AS aggregate_seq, r.aggregate_lease_version::bigint AS aggregate_lease_version, r.counted::boolean AS counted
-FROM (
-    SELECT c.id, c.attempts, c.lease_version, c.aggregate_lease_version, true AS counted FROM counted c
-    UNION ALL
-    SELECT h.id, NULL, NULL, h.lease_version, false FROM heads h WHERE NOT h.head
-) AS r
-JOIN switchyard.outbox o ON o.id = r.id
+SELECT c.id, c.message_id::uuid AS message_id, c.topic, c.destination, c.aggregate_type, c.aggregate_id,
+    c.payload, c.headers, c.attempts::int AS attempts, c.max_attempts,
+    c.lease_version::bigint AS lease_version, c.created_at,
+    c.aggregate_seq::bigint AS aggregate_seq, c.aggregate_lease_version::bigint AS aggregate_lease_version, true AS counted
+FROM counted c
+UNION ALL
+SELECT h.id, h.message_id::uuid, h.topic, h.destination, h.aggregate_type, h.aggregate_id,
+    h.payload, h.headers, h.attempts::int, h.max_attempts,
+    h.lease_version::bigint, h.created_at,
+    h.aggregate_seq::bigint, h.aggregate_lease_version::bigint, false
+FROM heads h
+WHERE NOT h.head
 `
 
 type OutboxClaimOrderedParams struct {
@@ -195,6 +204,11 @@ type OutboxClaimOrderedRow struct {
 // + 1) keeps every other worker off its later messages until the finalize.
 // Lock order, here and in OutboxFinalize: the aggregate row, then its
 // messages.
+// Each message's columns are read here, where its row is visited anyway
+// (the index holds none of them), not again at the end through the
+// primary key: that second probe per message was two thirds of a claim's
+// buffer touches, and the part that grows as the retained history deepens
+// the index (internal/outbox/EXPLAIN.md).
 // Only the first message of each aggregate is written here: it counts its
 // attempt (so a message that crashes its dispatcher still runs out of
 // attempts) and carries the lease (lease_owner, lease_version + 1: the
@@ -210,9 +224,9 @@ type OutboxClaimOrderedRow struct {
 // what fenced them).
 // The heads that were written, with what was written (a head that was not,
 // no longer pending when counted's update read it again, is not
-// delivered), and the other messages as they stand. A union of the two,
-// not heads left-joined to counted: the generic plan, which expects one
-// row of each, made that join a nested loop that read counted once per
+// delivered), and the other messages as they were read. A union of the
+// two, not heads left-joined to counted: the generic plan, which expects
+// one row of each, made that join a nested loop that read counted once per
 // message (a claim of 100 aggregates' 3,200 messages compared 320,000
 // pairs: 102 ms, where the custom plan took 22; internal/outbox/EXPLAIN.md).
 func (q *Queries) OutboxClaimOrdered(ctx context.Context, arg OutboxClaimOrderedParams) ([]OutboxClaimOrderedRow, error) {
