@@ -309,6 +309,8 @@ BEGIN
         NEW.aggregate_seq := NULL;
         RETURN NEW;
     END IF;
+    INSERT INTO switchyard.outbox_aggregate_messages (aggregate_type, aggregate_id, message_id)
+    VALUES (NEW.aggregate_type, NEW.aggregate_id, NEW.id);
     IF NEW.replay_of IS NOT NULL AND NEW.aggregate_seq IS NOT NULL THEN
         RETURN NEW;
     END IF;
@@ -318,6 +320,22 @@ BEGIN
         DO UPDATE SET last_seq = s.last_seq + 1
     RETURNING last_seq INTO NEW.aggregate_seq;
     RETURN NEW;
+END;
+$$;
+
+--
+-- Name: outbox_forget_aggregate_messages(); Type: FUNCTION; Schema: switchyard; Owner: -
+--
+
+CREATE FUNCTION switchyard.outbox_forget_aggregate_messages() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM switchyard.outbox_aggregate_messages m
+    USING removed r
+    WHERE r.aggregate_id <> '' AND m.aggregate_type = r.aggregate_type
+      AND m.aggregate_id = r.aggregate_id AND m.message_id = r.id;
+    RETURN NULL;
 END;
 $$;
 
@@ -1052,6 +1070,16 @@ ALTER TABLE switchyard.login_failures ALTER COLUMN id ADD GENERATED ALWAYS AS ID
 );
 
 --
+-- Name: outbox_aggregate_messages; Type: TABLE; Schema: switchyard; Owner: -
+--
+
+CREATE TABLE switchyard.outbox_aggregate_messages (
+    aggregate_type text NOT NULL,
+    aggregate_id text NOT NULL,
+    message_id bigint NOT NULL
+);
+
+--
 -- Name: outbox_aggregates; Type: TABLE; Schema: switchyard; Owner: -
 --
 
@@ -1732,6 +1760,13 @@ ALTER TABLE ONLY switchyard.login_failures
     ADD CONSTRAINT login_failures_pkey PRIMARY KEY (id);
 
 --
+-- Name: outbox_aggregate_messages outbox_aggregate_messages_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.outbox_aggregate_messages
+    ADD CONSTRAINT outbox_aggregate_messages_pkey PRIMARY KEY (aggregate_type, aggregate_id, message_id);
+
+--
 -- Name: outbox_aggregates outbox_aggregates_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
 --
 
@@ -2022,12 +2057,6 @@ CREATE INDEX login_failures_at ON switchyard.login_failures USING btree (at);
 CREATE INDEX login_failures_client ON switchyard.login_failures USING btree (account, client, at);
 
 --
--- Name: outbox_aggregate; Type: INDEX; Schema: switchyard; Owner: -
---
-
-CREATE INDEX outbox_aggregate ON switchyard.outbox USING btree (aggregate_type, aggregate_id, id) WHERE (aggregate_id <> ''::text);
-
---
 -- Name: outbox_aggregates_due; Type: INDEX; Schema: switchyard; Owner: -
 --
 
@@ -2296,6 +2325,12 @@ CREATE TRIGGER destinations_keep_messages BEFORE DELETE OR UPDATE OF name ON swi
 --
 
 CREATE TRIGGER outbox_assign_seq BEFORE INSERT OR UPDATE OF destination ON switchyard.outbox FOR EACH ROW EXECUTE FUNCTION switchyard.outbox_assign_seq();
+
+--
+-- Name: outbox outbox_forget_aggregate_messages; Type: TRIGGER; Schema: switchyard; Owner: -
+--
+
+CREATE TRIGGER outbox_forget_aggregate_messages AFTER DELETE ON switchyard.outbox REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION switchyard.outbox_forget_aggregate_messages();
 
 --
 -- Name: outbox_blocked_aggregates triage_blocked_aggregate_new; Type: TRIGGER; Schema: switchyard; Owner: -

@@ -428,7 +428,8 @@ func resetInboxTables(ctx context.Context, t *benchTarget, logger *slog.Logger) 
 	if _, err := t.pool.Exec(ctx, `TRUNCATE switchyard.inbox_events, switchyard.inbox_event_attempts,
 		switchyard.inbox_event_messages, switchyard.inbox_event_duplicates, switchyard.inbox_duplicates,
 		switchyard.inbox_entity_versions,
-		switchyard.outbox, switchyard.outbox_attempts, switchyard.outbox_blocked_aggregates, switchyard.outbox_aggregates`); err != nil {
+		switchyard.outbox, switchyard.outbox_attempts, switchyard.outbox_blocked_aggregates, switchyard.outbox_aggregates,
+		switchyard.outbox_aggregate_messages`); err != nil {
 		logger.Warn("empty the inbox's tables between runs", slog.Any("error", err))
 	}
 	// The demo's customers, where the customer-upsert handler writes (a

@@ -172,11 +172,17 @@ func deadLetterSteps() []seedStep {
 // seedWithoutSequenceTrigger runs the steps, which insert messages with
 // their aggregate_seq already set, in one transaction with the outbox's
 // sequence trigger disabled: ALTER TABLE is transactional, so a failed
-// step leaves the trigger as it was.
+// step leaves the trigger as it was. The trigger also records an ordered
+// message in outbox_aggregate_messages (migration 00028); the last step
+// does that for the seeded messages, in one statement.
 func seedWithoutSequenceTrigger(ctx context.Context, pool *pgxpool.Pool, steps []seedStep, logger *slog.Logger) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		all := append([]seedStep{{"disable the sequence trigger", `ALTER TABLE switchyard.outbox DISABLE TRIGGER outbox_assign_seq`, nil}}, steps...)
-		all = append(all, seedStep{"enable the sequence trigger", `ALTER TABLE switchyard.outbox ENABLE TRIGGER outbox_assign_seq`, nil})
+		all = append(all,
+			seedStep{"aggregate messages", `INSERT INTO switchyard.outbox_aggregate_messages (aggregate_type, aggregate_id, message_id)
+				SELECT aggregate_type, aggregate_id, id FROM switchyard.outbox WHERE aggregate_id <> ''
+				ON CONFLICT DO NOTHING`, nil},
+			seedStep{"enable the sequence trigger", `ALTER TABLE switchyard.outbox ENABLE TRIGGER outbox_assign_seq`, nil})
 		return runSeedSteps(ctx, tx, all, logger)
 	})
 }

@@ -2,12 +2,15 @@ package console_test
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/PuerkitoBio/goquery"
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/queries"
 )
 
 // seedMessages writes n delivered messages (ids 1..n) and returns nothing:
@@ -56,6 +59,19 @@ func TestMessagesListKeysetPages(t *testing.T) {
 	agg := rowIDs(t, b.do(t, http.MethodGet, "/messages?aggregate_type=order&aggregate_id=1").Body.String())
 	require.Len(t, agg, 40)
 	require.Equal(t, "118", agg[0])
+	require.Equal(t, "1", agg[39])
+	// The page above its oldest message is short: the first page again.
+	require.Equal(t, agg, rowIDs(t, b.do(t, http.MethodGet, "/messages?aggregate_type=order&aggregate_id=1&after=1").Body.String()))
+	// The query under it, oldest first from above the cursor.
+	kind, id := "order", "1"
+	newer, err := queries.New(b.pool).ConsoleMessagesListAggregateNewer(context.Background(), queries.ConsoleMessagesListAggregateNewerParams{
+		AggregateType: &kind, AggregateID: &id, Floor: 0, Ceiling: math.MaxInt64, Cursor: 1, MaxRows: 4})
+	require.NoError(t, err)
+	var newerIDs []int64
+	for _, m := range newer {
+		newerIDs = append(newerIDs, m.ID)
+	}
+	require.Equal(t, []int64{4, 7, 10, 13}, newerIDs)
 }
 
 func TestMessagesListRejectsBadFilters(t *testing.T) {

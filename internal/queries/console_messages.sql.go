@@ -415,7 +415,8 @@ func (q *Queries) ConsoleMessagesEstimate(ctx context.Context, arg ConsoleMessag
 }
 
 const consoleMessagesListAggregateNewer = `-- name: ConsoleMessagesListAggregateNewer :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.outbox_aggregate_messages m
+JOIN switchyard.console_messages o ON o.id = m.message_id
 WHERE
     ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
@@ -431,10 +432,10 @@ WHERE
         WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
     AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
-    AND o.id >= $15::bigint AND o.id <= $16::bigint
-    AND o.id > $17::bigint
-    AND o.aggregate_id <> '' AND o.aggregate_type = $8::text AND o.aggregate_id = $9::text
-ORDER BY o.id ASC
+    AND m.message_id >= $15::bigint AND m.message_id <= $16::bigint
+    AND m.message_id > $17::bigint
+    AND m.aggregate_type = $8::text AND m.aggregate_id = $9::text
+ORDER BY m.message_id ASC
 LIMIT $18
 `
 
@@ -459,6 +460,7 @@ type ConsoleMessagesListAggregateNewerParams struct {
 	MaxRows           int32
 }
 
+// ConsoleMessagesListAggregateNewer: as ConsoleMessagesListAggregateOlder.
 func (q *Queries) ConsoleMessagesListAggregateNewer(ctx context.Context, arg ConsoleMessagesListAggregateNewerParams) ([]SwitchyardConsoleMessage, error) {
 	rows, err := q.db.Query(ctx, consoleMessagesListAggregateNewer,
 		arg.State,
@@ -517,7 +519,8 @@ func (q *Queries) ConsoleMessagesListAggregateNewer(ctx context.Context, arg Con
 }
 
 const consoleMessagesListAggregateOlder = `-- name: ConsoleMessagesListAggregateOlder :many
-SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.console_messages o
+SELECT o.id, o.message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id, o.aggregate_seq, o.state, o.attempts, o.last_error, o.error_fingerprint, o.created_at, o.finished_at, o.replay_of, o.status, o.replay_outcome, o.lease_owner FROM switchyard.outbox_aggregate_messages m
+JOIN switchyard.console_messages o ON o.id = m.message_id
 WHERE
     ($1::text IS NULL OR o.status = $1::text)
     AND ($2::text IS NULL OR o.topic = $2::text)
@@ -533,10 +536,10 @@ WHERE
         WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
     AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
-    AND o.id >= $15::bigint AND o.id <= $16::bigint
-    AND o.id < $17::bigint
-    AND o.aggregate_id <> '' AND o.aggregate_type = $8::text AND o.aggregate_id = $9::text
-ORDER BY o.id DESC
+    AND m.message_id >= $15::bigint AND m.message_id <= $16::bigint
+    AND m.message_id < $17::bigint
+    AND m.aggregate_type = $8::text AND m.aggregate_id = $9::text
+ORDER BY m.message_id DESC
 LIMIT $18
 `
 
@@ -561,7 +564,8 @@ type ConsoleMessagesListAggregateOlderParams struct {
 	MaxRows           int32
 }
 
-// ConsoleMessagesListAggregateOlder walks outbox_aggregate.
+// ConsoleMessagesListAggregateOlder walks the aggregate's messages in
+// outbox_aggregate_messages (migration 00028), each then read by its id.
 func (q *Queries) ConsoleMessagesListAggregateOlder(ctx context.Context, arg ConsoleMessagesListAggregateOlderParams) ([]SwitchyardConsoleMessage, error) {
 	rows, err := q.db.Query(ctx, consoleMessagesListAggregateOlder,
 		arg.State,

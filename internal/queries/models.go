@@ -294,6 +294,12 @@ type SwitchyardOutboxAggregate struct {
 	LeaseVersion  int64
 }
 
+type SwitchyardOutboxAggregateMessage struct {
+	AggregateType string
+	AggregateID   string
+	MessageID     int64
+}
+
 type SwitchyardOutboxAttempt struct {
 	ID           int64
 	MessageID    int64

@@ -430,8 +430,10 @@ ORDER BY o.id ASC
 LIMIT @max_rows;
 
 -- name: ConsoleMessagesListAggregateOlder :many
--- ConsoleMessagesListAggregateOlder walks outbox_aggregate.
-SELECT o.* FROM switchyard.console_messages o
+-- ConsoleMessagesListAggregateOlder walks the aggregate's messages in
+-- outbox_aggregate_messages (migration 00028), each then read by its id.
+SELECT o.* FROM switchyard.outbox_aggregate_messages m
+JOIN switchyard.console_messages o ON o.id = m.message_id
 WHERE
     (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
     AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
@@ -447,14 +449,16 @@ WHERE
         WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
     AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
-    AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
-    AND o.id < @cursor::bigint
-    AND o.aggregate_id <> '' AND o.aggregate_type = sqlc.narg(aggregate_type)::text AND o.aggregate_id = sqlc.narg(aggregate_id)::text
-ORDER BY o.id DESC
+    AND m.message_id >= @floor::bigint AND m.message_id <= @ceiling::bigint
+    AND m.message_id < @cursor::bigint
+    AND m.aggregate_type = sqlc.narg(aggregate_type)::text AND m.aggregate_id = sqlc.narg(aggregate_id)::text
+ORDER BY m.message_id DESC
 LIMIT @max_rows;
 
 -- name: ConsoleMessagesListAggregateNewer :many
-SELECT o.* FROM switchyard.console_messages o
+-- ConsoleMessagesListAggregateNewer: as ConsoleMessagesListAggregateOlder.
+SELECT o.* FROM switchyard.outbox_aggregate_messages m
+JOIN switchyard.console_messages o ON o.id = m.message_id
 WHERE
     (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
     AND (sqlc.narg(topic)::text IS NULL OR o.topic = sqlc.narg(topic)::text)
@@ -470,10 +474,10 @@ WHERE
         WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
     AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
-    AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
-    AND o.id > @cursor::bigint
-    AND o.aggregate_id <> '' AND o.aggregate_type = sqlc.narg(aggregate_type)::text AND o.aggregate_id = sqlc.narg(aggregate_id)::text
-ORDER BY o.id ASC
+    AND m.message_id >= @floor::bigint AND m.message_id <= @ceiling::bigint
+    AND m.message_id > @cursor::bigint
+    AND m.aggregate_type = sqlc.narg(aggregate_type)::text AND m.aggregate_id = sqlc.narg(aggregate_id)::text
+ORDER BY m.message_id ASC
 LIMIT @max_rows;
 
 -- name: ConsoleMessagesListTopicPrefixOlder :many
