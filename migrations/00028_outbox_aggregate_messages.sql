@@ -21,8 +21,11 @@
 -- No foreign key: the row is written in the outbox insert's BEFORE
 -- trigger, before the message's row exists; the id is the message's
 -- (defaults are set before BEFORE triggers run). An insert that fails
--- after the trigger rolls the row back with it. Built in the migration's
--- transaction: upgrade a large outbox at a quiet time.
+-- after the trigger rolls the row back with it; one that ON CONFLICT DO
+-- NOTHING skips (ReconcileRedeliver's second call with one request id)
+-- leaves an entry that names no message, as it leaves the aggregate's
+-- sequence advanced: the list joins the outbox and never shows it. Built
+-- in the migration's transaction: upgrade a large outbox at a quiet time.
 CREATE TABLE switchyard.outbox_aggregate_messages (
     aggregate_type text   NOT NULL,
     aggregate_id   text   NOT NULL,
