@@ -11,9 +11,10 @@
 -- place among all its history, so a drain's deliveries scattered over
 -- the index and each cost more as the history grew (an aggregate view
 -- needs that history). After 10,000,000 delivered messages retained,
--- that insert made the ordered drain 13-15 % slower than on an empty
--- outbox; without it, as fast (BENCHMARKS.md, "Where the history's cost
--- is"). A row here is written once, by the enqueue (the insert trigger,
+-- the ordered drain ran 13-14 % slower than on an empty outbox, the
+-- delivery's row update costing 24 % more, all of it that insert
+-- (BENCHMARKS.md, "Where the history's cost is"; with this table, 7 %
+-- slower in one run). A row here is written once, by the enqueue (the insert trigger,
 -- which already upserts the aggregate's sequence), and removed with its
 -- message (the delete trigger below): the enqueue pays the one scattered
 -- insert the index cost it before, the delivery none.
