@@ -34,7 +34,8 @@ var (
 // inboxFloorMethod says, in the JSON line, how the side by side measures.
 const inboxFloorMethod = "one database on one server; each round runs the inbox bench and the floor once, " +
 	"alternating which goes first; before each run (in a database the bench created) the inbox's and the demo's " +
-	"tables are emptied and a CHECKPOINT is asked for, so that every run starts from the same state. " +
+	"tables are emptied and a CHECKPOINT is asked for, so that every run starts from the same state, and autovacuum is " +
+	"off for those tables (its once-a-minute visit fell in whichever run was going on). " +
 	"Inbox: `console bench inbox` (signed HTTP requests from the senders to the receiver, in this process), " +
 	"events_per_sec = requests / wall time, connections opened before the clock. Floor: pgbench -M prepared " +
 	"with as many clients, the script internal/bench/inbox_floor.pgbench (inbox_floor_forward.pgbench with " +
@@ -134,6 +135,9 @@ func benchInboxFloor(ctx context.Context, cfg Config, opts inboxBenchOptions, lo
 		return inboxFloorResult{}, err
 	}
 	defer cleanup()
+	if err := holdAutovacuum(ctx, env.target); err != nil {
+		return inboxFloorResult{}, err
+	}
 	r := inboxFloorResult{Handler: opts.handler,
 		Events: opts.events, DuplicateShare: opts.duplicates, Concurrency: opts.concurrency, Rounds: opts.rounds,
 		Inbox: &inboxSeries{}, Floor: &inboxSeries{}, Checkpoints: true, Pgbench: floor.version,
@@ -417,6 +421,57 @@ func (s *inboxSide) setCPU(client, server time.Duration, events int) {
 	s.ClientMsPer1k, s.ServerMsPer1k, s.TotalMsPer1k = per1k(client), per1k(server), per1k(client+server)
 }
 
+// inboxFloorTables are the tables both sides of the side by side write, in
+// a database the bench created: emptied before every run
+// (resetInboxTables) and kept from autovacuum for the bench
+// (holdAutovacuum). The demo's customers, where the customer-upsert
+// handler writes, are added where the demo schema is (a forward bench has
+// none).
+var inboxFloorTables = []string{
+	"switchyard.inbox_events", "switchyard.inbox_event_attempts", "switchyard.inbox_event_messages",
+	"switchyard.inbox_event_duplicates", "switchyard.inbox_duplicates", "switchyard.inbox_entity_versions",
+	"switchyard.outbox", "switchyard.outbox_attempts", "switchyard.outbox_blocked_aggregates",
+	"switchyard.outbox_aggregates", "switchyard.outbox_aggregate_messages",
+}
+
+// floorTablesOf is inboxFloorTables, and the demo's customers where the
+// demo schema is installed.
+func floorTablesOf(ctx context.Context, t *benchTarget) ([]string, error) {
+	var demo bool
+	if err := t.pool.QueryRow(ctx, `SELECT to_regclass('switchyard_demo.customers') IS NOT NULL`).Scan(&demo); err != nil {
+		return nil, fmt.Errorf("look for the demo's customers: %w", err)
+	}
+	if demo {
+		return append(slices.Clone(inboxFloorTables), "switchyard_demo.customers"), nil
+	}
+	return inboxFloorTables, nil
+}
+
+// holdAutovacuum turns autovacuum off, in a database the bench created,
+// for the tables both sides write. Left on, its launcher visits the
+// database once a minute and vacuums and analyzes what the run before
+// wrote (and truncation emptied) in the middle of whichever run is going
+// on then: the inbox's runs, which are longer, took it more often than
+// the floor's, and its CPU counted as theirs (BENCHMARKS.md, "The inbox
+// against its floor"). Every run starts from emptied tables, so there is
+// nothing for it to keep in shape; the database is dropped afterwards.
+// In place it changes nothing.
+func holdAutovacuum(ctx context.Context, t *benchTarget) error {
+	if !t.created {
+		return nil
+	}
+	tables, err := floorTablesOf(ctx, t)
+	if err != nil {
+		return err
+	}
+	for _, table := range tables {
+		if _, err := t.pool.Exec(ctx, `ALTER TABLE `+table+` SET (autovacuum_enabled = false)`); err != nil {
+			return fmt.Errorf("hold autovacuum off %s: %w", table, err)
+		}
+	}
+	return nil
+}
+
 // resetInboxTables empties, in a database the bench created, the tables
 // both sides write, and asks for a checkpoint, so that each run starts
 // from the same state. In place it does neither (each run has its own
@@ -425,18 +480,11 @@ func resetInboxTables(ctx context.Context, t *benchTarget, logger *slog.Logger) 
 	if !t.created {
 		return false
 	}
-	if _, err := t.pool.Exec(ctx, `TRUNCATE switchyard.inbox_events, switchyard.inbox_event_attempts,
-		switchyard.inbox_event_messages, switchyard.inbox_event_duplicates, switchyard.inbox_duplicates,
-		switchyard.inbox_entity_versions,
-		switchyard.outbox, switchyard.outbox_attempts, switchyard.outbox_blocked_aggregates, switchyard.outbox_aggregates,
-		switchyard.outbox_aggregate_messages`); err != nil {
-		logger.Warn("empty the inbox's tables between runs", slog.Any("error", err))
+	tables, err := floorTablesOf(ctx, t)
+	if err == nil {
+		_, err = t.pool.Exec(ctx, `TRUNCATE `+strings.Join(tables, ", "))
 	}
-	// The demo's customers, where the customer-upsert handler writes (a
-	// forward bench has no demo schema).
-	if _, err := t.pool.Exec(ctx, `DO $$ BEGIN
-		IF to_regclass('switchyard_demo.customers') IS NOT NULL THEN TRUNCATE switchyard_demo.customers; END IF;
-	END $$`); err != nil {
+	if err != nil {
 		logger.Warn("empty the inbox's tables between runs", slog.Any("error", err))
 	}
 	if _, err := t.pool.Exec(ctx, `CHECKPOINT`); err != nil {

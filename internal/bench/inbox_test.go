@@ -6,14 +6,17 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/demo/demodb"
 	"github.com/switchyard/switchyard/internal/postgres"
 )
 
@@ -243,4 +246,33 @@ func TestFloorConninfoKeepsTheTLSMode(t *testing.T) {
 		conninfo, _ := libpqConninfo(*c)
 		require.Contains(t, conninfo, " "+want+" ", url)
 	}
+}
+
+// In a database of the bench's own, the side by side keeps autovacuum off
+// every table both sides write, the demo's customers included (its visit
+// once a minute fell in whichever run was going on); in place it changes
+// no table's settings.
+func TestBenchInboxFloorHoldsAutovacuumOnlyInItsOwnDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dbtest.NewURL(t))
+	require.NoError(t, err)
+	defer pool.Close()
+	require.NoError(t, demodb.Install(ctx, pool))
+	held := func() []string {
+		rows, err := pool.Query(ctx, `SELECT n.nspname || '.' || c.relname FROM pg_class c
+			JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE c.reloptions @> '{autovacuum_enabled=false}' ORDER BY 1`)
+		require.NoError(t, err)
+		tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return tables
+	}
+	require.NoError(t, holdAutovacuum(ctx, &benchTarget{pool: pool}))
+	require.Empty(t, held(), "in place, no table's settings change")
+
+	require.NoError(t, holdAutovacuum(ctx, &benchTarget{pool: pool, created: true}))
+	want := append(slices.Clone(inboxFloorTables), "switchyard_demo.customers")
+	slices.Sort(want)
+	require.Equal(t, want, held())
 }
