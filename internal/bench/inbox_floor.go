@@ -37,7 +37,8 @@ const inboxFloorMethod = "one database on one server; each round runs the inbox 
 	"tables are emptied and a CHECKPOINT is asked for, so that every run starts from the same state, and autovacuum is " +
 	"off for those tables (its once-a-minute visit fell in whichever run was going on). " +
 	"Inbox: `console bench inbox` (signed HTTP requests from the senders to the receiver, in this process), " +
-	"events_per_sec = requests / wall time, connections opened before the clock. Floor: pgbench -M prepared " +
+	"events_per_sec = requests / wall time, its pool's connections closed before each run and new ones opened before the clock " +
+	"(pgbench too connects anew for every run). Floor: pgbench -M prepared " +
 	"with as many clients, the script internal/bench/inbox_floor.pgbench (inbox_floor_forward.pgbench with " +
 	"--handler forward; a transaction per event: the claim " +
 	"with ON CONFLICT DO NOTHING, then the handler's one statement when the claim inserted), same event mix; " +
@@ -60,6 +61,9 @@ type inboxSide struct {
 	ServerMsPer1k float64 `json:"server_cpu_ms_per_1k_events"` // the whole PostgreSQL server; 0 where /proc is not readable
 	TotalMsPer1k  float64 `json:"total_cpu_ms_per_1k_events"`
 	LoadAverage   string  `json:"load_average"` // at its start
+	// NewConnections is how many connections the inbox opened for the run
+	// (inbox only): its pool's, all new, as pgbench's are for every run.
+	NewConnections int64 `json:"new_connections,omitempty"`
 }
 
 // inboxSeries is one side's runs and medians.
@@ -317,13 +321,21 @@ func (f *inboxFloor) runInbox(ctx context.Context, source string, logger *slog.L
 			return inboxSide{}, err
 		}
 	}
+	// Every run on new backends, as the floor's: pgbench connects anew for
+	// each run, and the pool kept from the run before gave the inbox's
+	// later rounds warm backends, which spent a third less of the server's
+	// CPU per event than new ones (BENCHMARKS.md, "The inbox against its
+	// floor"). The connections are still opened before the clock.
+	pool := f.env.target.pool
+	pool.Reset()
+	opened := pool.Stat().NewConnsCount()
 	res, err := inboxOnce(ctx, f.env, f.opts, source, logger)
 	if err != nil {
 		return inboxSide{}, err
 	}
 	run := inboxSide{
 		EventsPerSec: res.EventsPerSec, Seconds: res.Seconds, Events: res.Events, Duplicates: res.Duplicates,
-		P50Ms: res.P50Ms, P99Ms: res.P99Ms,
+		P50Ms: res.P50Ms, P99Ms: res.P99Ms, NewConnections: pool.Stat().NewConnsCount() - opened,
 	}
 	run.setCPU(res.self, res.cluster, res.Events)
 	return run, nil

@@ -85,6 +85,7 @@ func TestBenchInboxFloorInPlace(t *testing.T) {
 	for _, run := range res.Inbox.Runs {
 		require.Equal(t, 400, run.Events)
 		require.Positive(t, run.ServerMsPer1k)
+		require.GreaterOrEqual(t, run.NewConnections, int64(4), "every run on new backends, its 4 clients' at least, as pgbench's")
 	}
 	require.Positive(t, res.InboxEventsPerSec)
 	require.Positive(t, res.FloorEventsPerSec)
