@@ -157,7 +157,39 @@ type Registration struct {
 	// means none. An error makes the event malformed: the sender gets 400.
 	// Nil: the events of this handler are unordered.
 	Entity func(payload []byte) (key string, version int64, err error)
+	// Once, when set, receives an event without an entity version in one
+	// statement of the handler's own, where Handle takes three round trips
+	// (the claim with its BEGIN, Handle's statements, the COMMIT): the
+	// statement claims the event with switchyard.inbox_claim, applies
+	// Handle's effect only when the claim returns an event id above 0,
+	// and Once returns that id (0: a duplicate, counted by the claim).
+	// Any error sends the event down Handle's path, which must have the
+	// same effect, so that a failure is recorded as for any handler
+	// (docs/inbox.md, "One statement per event").
+	Once func(ctx context.Context, pool *pgxpool.Pool, ev Event, c Claim) (eventRow int64, err error)
 }
+
+// Claim is what a Registration.Once statement passes to
+// switchyard.inbox_claim(source, event_id, headers, payload, slot).
+type Claim struct {
+	Source, EventID string
+	// Headers is the JSON object of the request headers the inbox keeps.
+	Headers []byte
+	Payload []byte
+	// Slot is the row of the source's duplicate counter the event counts in.
+	Slot int16
+}
+
+func (f onceFunc) internal() func(context.Context, *pgxpool.Pool, inbox.Event, inbox.Claim) (int64, error) {
+	if f == nil {
+		return nil
+	}
+	return func(ctx context.Context, pool *pgxpool.Pool, ev inbox.Event, c inbox.Claim) (int64, error) {
+		return f(ctx, pool, eventOf(ev), Claim(c))
+	}
+}
+
+type onceFunc func(ctx context.Context, pool *pgxpool.Pool, ev Event, c Claim) (int64, error)
 
 // Handlers maps handler names to Go handlers. An inbox source
 // (switchyard.inbox_sources) runs the handler its handler column names; the
@@ -174,7 +206,7 @@ func (hs Handlers) Handle(name string, h Handler) Handlers {
 func (hs Handlers) internal() inbox.Registry {
 	reg := make(inbox.Registry, len(hs))
 	for name, r := range hs {
-		reg[name] = inbox.Registration{Handle: r.Handle.internal(), Entity: r.Entity}
+		reg[name] = inbox.Registration{Handle: r.Handle.internal(), Entity: r.Entity, Once: onceFunc(r.Once).internal()}
 	}
 	return reg
 }

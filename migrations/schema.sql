@@ -281,6 +281,31 @@ END
 $_$;
 
 --
+-- Name: inbox_claim(text, text, json, json, smallint); Type: FUNCTION; Schema: switchyard; Owner: -
+--
+
+CREATE FUNCTION switchyard.inbox_claim(p_source text, p_event_id text, p_headers json, p_payload json, p_slot smallint) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    claimed bigint;
+BEGIN
+    INSERT INTO switchyard.inbox_events AS e (source, event_id, headers, payload, entity_key, status, processed_at)
+    VALUES (p_source, p_event_id, p_headers, p_payload, '', 'processed', now())
+    ON CONFLICT (source, event_id) DO UPDATE SET status = 'processed', processed_at = now()
+        WHERE e.status = 'failed'
+    RETURNING e.id INTO claimed;
+    IF claimed IS NOT NULL THEN
+        RETURN claimed;
+    END IF;
+    INSERT INTO switchyard.inbox_duplicates AS d (source, slot, count) VALUES (p_source, p_slot, 1)
+    ON CONFLICT (source, slot) DO UPDATE SET count = d.count + 1, updated_at = now();
+    INSERT INTO switchyard.inbox_event_duplicates (source, event_id) VALUES (p_source, p_event_id);
+    RETURN 0;
+END
+$$;
+
+--
 -- Name: outbox_assign_seq(); Type: FUNCTION; Schema: switchyard; Owner: -
 --
 

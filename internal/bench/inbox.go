@@ -58,9 +58,11 @@ func printInboxBenchUsage(w io.Writer) {
 	fmt.Fprint(w, `Usage: console bench inbox [flags]
 
 Sends signed events (Standard Webhooks) to POST /inbox/{source} on an
-in-process console, whose source uses the customer-upsert handler (or,
-with --handler forward, the built-in forward handler, configured as a row
-of switchyard.inbox_sources), in a fresh database of its own (created on
+in-process console, whose source uses the customer-upsert handler (a Go
+handler whose events, without a version, are received in one statement of
+its own: inbox.Registration.Once), or, with --handler forward, the
+built-in forward handler, configured as a row of switchyard.inbox_sources,
+in a fresh database of its own (created on
 the server, dropped at the end), and prints one JSON object as its last
 line.
 

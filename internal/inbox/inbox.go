@@ -235,16 +235,17 @@ func Receive(ctx context.Context, pool *pgxpool.Pool, ev Event, h Handler) (Resu
 	return receive(ctx, pool, ev, Registration{Handle: h})
 }
 
-// receive is Receive with reg's handler. A built-in handler receives an
-// event without an entity version in one statement when it can
-// (onceReceiver), else as any handler.
+// receive is Receive with reg's handler. A built-in handler, or a Go
+// handler with Registration.Once, receives an event without an entity
+// version in one statement when it can (onceReceiver), else as any
+// handler.
 func receive(ctx context.Context, pool *pgxpool.Pool, ev Event, reg Registration) (Result, error) {
 	if err := ev.validate(); err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	headers := headersJSON(ev.Headers)
-	if reg.once != nil && ev.EntityKey == "" {
-		if res, ok := reg.once.receiveOnce(ctx, pool, ev, headers); ok {
+	if once := reg.onceOf(); once != nil && ev.EntityKey == "" {
+		if res, ok := once.receiveOnce(ctx, pool, ev, headers); ok {
 			return res, nil
 		}
 		if err := ctx.Err(); err != nil {

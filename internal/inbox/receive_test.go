@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -47,26 +46,7 @@ func TestConcurrentDeliveriesApplyOnce(t *testing.T) {
 		calls.Add(1)
 		return writeEffect(ctx, tx, ev)
 	}
-	start := make(chan struct{})
-	outcomes := make(chan Outcome, n)
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			<-start
-			res, err := Receive(context.Background(), pool, event("same"), handler)
-			if err != nil {
-				t.Error(err)
-			}
-			outcomes <- res.Outcome
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(outcomes)
-	got := map[Outcome]int{}
-	for o := range outcomes {
-		got[o]++
-	}
+	got := atOnce(t, n, func() (Result, error) { return Receive(context.Background(), pool, event("same"), handler) })
 	require.Equal(t, map[Outcome]int{OutcomeProcessed: 1, OutcomeDuplicate: n - 1}, got)
 	require.Equal(t, int64(1), calls.Load())
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM effects`))

@@ -39,9 +39,54 @@ type Registration struct {
 	// for out-of-order resolution; key "" means none. An error makes the
 	// event malformed. Nil: events of this handler are unordered.
 	Entity func(payload []byte) (key string, version int64, err error)
+	// Once, when set, receives an event without an entity version in one
+	// statement of the handler's own, where Handle takes three round trips
+	// (the claim with its BEGIN, Handle's statements, the COMMIT): the
+	// statement claims the event with switchyard.inbox_claim (migration
+	// 00029), applies Handle's effect only when the claim returns an event
+	// id above 0, and Once returns that id (0: a duplicate, which the
+	// claim counted). Run on its own, the statement's implicit transaction
+	// is the event's. Any error sends the event down Handle's path, which
+	// must have the same effect: a failure is recorded there, as for any
+	// handler (a statement that failed wrote nothing). The messages such a
+	// statement enqueues are not linked to the event.
+	Once func(ctx context.Context, pool *pgxpool.Pool, ev Event, c Claim) (eventRow int64, err error)
 	// once, for a built-in handler, receives an event without an entity
 	// version in one statement when it can (forwardSpec, sqlSpec).
 	once onceReceiver
+}
+
+// Claim is what a Registration.Once statement passes to
+// switchyard.inbox_claim: (source, event id, headers, payload, slot).
+type Claim struct {
+	Source, EventID string
+	// Headers is the JSON object of the request headers the inbox keeps.
+	Headers []byte
+	Payload []byte
+	// Slot is the row of the source's duplicate counter the event counts in.
+	Slot int16
+}
+
+// onceOf is reg's one-statement path, nil when it has none.
+func (reg Registration) onceOf() onceReceiver {
+	if reg.once == nil && reg.Once != nil {
+		return onceFunc(reg.Once)
+	}
+	return reg.once
+}
+
+// onceFunc is a Go handler's one statement (Registration.Once).
+type onceFunc func(ctx context.Context, pool *pgxpool.Pool, ev Event, c Claim) (int64, error)
+
+func (f onceFunc) receiveOnce(ctx context.Context, pool *pgxpool.Pool, ev Event, headers []byte) (Result, bool) {
+	row, err := f(ctx, pool, ev, Claim{Source: ev.Source, EventID: ev.ID, Headers: headers, Payload: ev.Payload, Slot: slot(ev.ID)})
+	switch {
+	case err != nil:
+		return Result{}, false
+	case row == 0:
+		return Result{Outcome: OutcomeDuplicate}, true
+	}
+	return Result{Outcome: OutcomeProcessed}, true
 }
 
 // onceReceiver receives an event in one statement: the claim and the

@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -49,4 +50,30 @@ func status(t *testing.T, pool *pgxpool.Pool, source, id string) (string, int) {
 
 func event(id string) Event {
 	return Event{Source: "test", ID: id, Payload: []byte(`{"n": 1}`), Headers: map[string]string{"webhook-id": id}}
+}
+
+// atOnce runs receive n times at once and counts the outcomes.
+func atOnce(t *testing.T, n int, receive func() (Result, error)) map[Outcome]int {
+	t.Helper()
+	start := make(chan struct{})
+	outcomes := make(chan Outcome, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			<-start
+			res, err := receive()
+			if err != nil {
+				t.Error(err)
+			}
+			outcomes <- res.Outcome
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(outcomes)
+	got := map[Outcome]int{}
+	for o := range outcomes {
+		got[o]++
+	}
+	return got
 }

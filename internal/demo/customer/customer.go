@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/internal/advisory"
 	"github.com/switchyard/switchyard/internal/demo/demodb"
@@ -73,9 +74,12 @@ func parse(body []byte) (payload, error) {
 	return p, nil
 }
 
-// Registration returns the inbox registration of the handler.
+// Registration returns the inbox registration of the handler. Without a
+// Destination, an event without a version is received in one statement
+// (Registration.Once: CustomerEventOnce); the announcement a Destination
+// asks for goes through outbox.Enqueue, in Handle's transaction.
 func Registration(cfg Config) inbox.Registration {
-	return inbox.Registration{
+	reg := inbox.Registration{
 		Handle: func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
 			p, err := parse(ev.Payload)
 			if err != nil {
@@ -95,6 +99,21 @@ func Registration(cfg Config) inbox.Registration {
 			return "customer/" + p.Customer.ID, p.Version, nil
 		},
 	}
+	if cfg.Destination == "" {
+		reg.Once = func(ctx context.Context, pool *pgxpool.Pool, ev inbox.Event, c inbox.Claim) (int64, error) {
+			p, err := parse(ev.Payload)
+			if err != nil {
+				return 0, err
+			}
+			row, err := demodb.New(pool).CustomerEventOnce(ctx, demodb.CustomerEventOnceParams{
+				LockKey: advisory.Key(lockNamespace, p.Customer.ID), TimeoutMs: advisory.TimeoutMillis(cfg.LockTimeout),
+				ExternalID: p.Customer.ID, Name: p.Customer.Name, Email: p.Customer.Email,
+				Source: c.Source, EventID: c.EventID, Headers: c.Headers, Payload: c.Payload, Slot: c.Slot,
+			})
+			return row.EventRow, err
+		}
+	}
+	return reg
 }
 
 // Upsert creates the customer if no customer has its external id, and

@@ -162,8 +162,10 @@ func TestUpsertWaitsForTheCustomersLock(t *testing.T) {
 
 // The same event accepted by two receivers (two console instances) on one
 // database, 50 times at once: the customer is written once, one event is
-// processed, and the other 49 count as duplicates. (Before the demo left
-// the core, cmd/console ran this against two console processes.)
+// processed, and the other 49 count as duplicates. So for an event with a
+// version (through Handle) and one without (in one statement:
+// CustomerEventOnce). (Before the demo left the core, cmd/console ran this
+// against two console processes.)
 func TestSameEventToTwoReceiversAppliesOnce(t *testing.T) {
 	t.Parallel()
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -184,38 +186,137 @@ func TestSameEventToTwoReceiversAppliesOnce(t *testing.T) {
 		}))
 	}
 	require.NoError(t, demodb.Install(ctx, pool))
-	body := []byte(`{"customer": {"id": "cus_42", "name": "Ada"}, "version": 1}`)
-	now := time.Now()
-	sig, err := webhook.Sign(secret, "evt_42", now, body)
-	require.NoError(t, err)
-	headers := http.Header{}
-	headers.Set("webhook-id", "evt_42")
-	headers.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
-	headers.Set("webhook-signature", sig)
-
-	const n = 50
-	start := make(chan struct{})
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			_, err := receivers[i%2].Accept(ctx, "crm", headers, body)
-			errs <- err
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	count := func(query string) int {
+	count := func(query string, args ...any) int {
 		var c int
-		require.NoError(t, pool.QueryRow(ctx, query).Scan(&c))
+		require.NoError(t, pool.QueryRow(ctx, query, args...).Scan(&c))
 		return c
 	}
-	require.Equal(t, 1, count(`SELECT count(*) FROM switchyard_demo.customers WHERE external_id = 'cus_42'`))
-	require.Equal(t, 1, count(`SELECT count(*) FROM switchyard.inbox_events WHERE status = 'processed'`))
-	require.Equal(t, n-1, count(`SELECT sum(count) FROM switchyard.inbox_duplicates WHERE source = 'crm'`))
+	const n = 50
+	for id, customer := range map[string]string{"evt_42": "cus_42", "evt_43": "cus_43"} {
+		body := fmt.Appendf(nil, `{"customer": {"id": %q, "name": "Ada"}, "version": 1}`, customer)
+		if id == "evt_43" {
+			body = fmt.Appendf(nil, `{"customer": {"id": %q, "name": "Ada"}}`, customer)
+		}
+		headers := signed(t, secret, id, body)
+		start := make(chan struct{})
+		errs := make(chan error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				_, err := receivers[i%2].Accept(ctx, "crm", headers, body)
+				errs <- err
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err, id)
+		}
+		require.Equal(t, 1, count(`SELECT count(*) FROM switchyard_demo.customers WHERE external_id = $1`, customer), id)
+		require.Equal(t, 1, count(`SELECT count(*) FROM switchyard.inbox_events WHERE status = 'processed' AND event_id = $1`, id), id)
+		require.Equal(t, n-1, count(`SELECT count(*) FROM switchyard.inbox_event_duplicates WHERE event_id = $1`, id), id)
+	}
+	require.Equal(t, 2*(n-1), count(`SELECT sum(count) FROM switchyard.inbox_duplicates WHERE source = 'crm'`))
 }
+
+// signed is the Standard Webhooks headers of a request carrying body.
+func signed(t *testing.T, secret, id string, body []byte) http.Header {
+	t.Helper()
+	now := time.Now()
+	sig, err := webhook.Sign(secret, id, now, body)
+	require.NoError(t, err)
+	headers := http.Header{}
+	headers.Set("webhook-id", id)
+	headers.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
+	headers.Set("webhook-signature", sig)
+	return headers
+}
+
+// Without a destination, an event without a version costs one statement
+// (CustomerEventOnce), a duplicate one too, where an event with a version
+// costs Handle's path (the claim's batch, the lock's check, the upsert,
+// the version, the commit). A customer whose lock is held past the
+// timeout fails the statement, which wrote nothing, and then Handle's
+// path, as transient: nothing is recorded and the sender retries; the
+// retry creates the customer.
+func TestRegistrationReceivesAnEventInOneStatement(t *testing.T) {
+	t.Parallel()
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	pool := setup(t)
+	ctx := context.Background()
+	cfg := pool.Config().Copy()
+	sent := &statementCount{}
+	cfg.ConnConfig.Tracer = sent
+	traced, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(traced.Close)
+	require.NoError(t, traced.Ping(ctx))
+	verifier, err := inbox.NewVerifier(inbox.SchemeStandardWebhooks, []string{secret}, time.Minute)
+	require.NoError(t, err)
+	receiver := inbox.NewReceiver(inbox.ReceiverConfig{
+		Pool: traced, Handlers: inbox.Registry{Name: Registration(Config{LockTimeout: 50 * time.Millisecond})},
+		Sources: []inbox.Source{{Name: "crm", Scheme: inbox.SchemeStandardWebhooks, Verifier: verifier, Handler: Name}},
+	})
+	accept := func(id, body string) (inbox.Outcome, int64, error) {
+		t.Helper()
+		sent.n.Store(0)
+		res, err := receiver.Accept(ctx, "crm", signed(t, secret, id, []byte(body)), []byte(body))
+		return res.Outcome, sent.n.Load(), err
+	}
+	outcome, statements, err := accept("evt_1", `{"customer": {"id": "cus_1", "name": "Ada"}}`)
+	require.NoError(t, err)
+	require.Equal(t, []any{inbox.OutcomeProcessed, int64(1)}, []any{outcome, statements}, "a new event")
+	outcome, statements, err = accept("evt_1", `{"customer": {"id": "cus_1", "name": "Ada"}}`)
+	require.NoError(t, err)
+	require.Equal(t, []any{inbox.OutcomeDuplicate, int64(1)}, []any{outcome, statements}, "a duplicate")
+	outcome, statements, err = accept("evt_2", `{"customer": {"id": "cus_1", "name": "Ada L."}}`)
+	require.NoError(t, err)
+	require.Equal(t, []any{inbox.OutcomeProcessed, int64(1)}, []any{outcome, statements}, "an update")
+	outcome, statements, err = accept("evt_3", `{"customer": {"id": "cus_2", "name": "Bo"}, "version": 1}`)
+	require.NoError(t, err)
+	require.Equal(t, inbox.OutcomeProcessed, outcome)
+	require.Greater(t, statements, int64(1), "an event with a version: Handle's path")
+
+	holder, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	require.NoError(t, advisory.Lock(ctx, holder, advisory.Key(lockNamespace, "cus_3"), time.Second))
+	_, _, err = accept("evt_4", `{"customer": {"id": "cus_3", "name": "Cy"}}`)
+	require.ErrorIs(t, err, inbox.ErrTransient)
+	require.ErrorIs(t, err, advisory.ErrLockTimeout)
+	require.NoError(t, holder.Rollback(ctx))
+	outcome, _, err = accept("evt_4", `{"customer": {"id": "cus_3", "name": "Cy"}}`)
+	require.NoError(t, err)
+	require.Equal(t, inbox.OutcomeProcessed, outcome, "the retry")
+
+	var names []string
+	rows, err := pool.Query(ctx, `SELECT external_id || ' ' || name FROM switchyard_demo.customers ORDER BY external_id`)
+	require.NoError(t, err)
+	names, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"cus_1 Ada L.", "cus_2 Bo", "cus_3 Cy"}, names)
+	var recorded, duplicates int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM switchyard.inbox_events WHERE status = 'processed' AND attempts = 0),
+		(SELECT sum(count) FROM switchyard.inbox_duplicates)`).Scan(&recorded, &duplicates))
+	require.Equal(t, []int{4, 1}, []int{recorded, duplicates}, "four events processed, none failed; one duplicate")
+}
+
+// statementCount counts the statements and batches a pool sends.
+type statementCount struct{ n atomic.Int64 }
+
+func (s *statementCount) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	s.n.Add(1)
+	return ctx
+}
+
+func (s *statementCount) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (s *statementCount) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	s.n.Add(1)
+	return ctx
+}
+
+func (s *statementCount) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (s *statementCount) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}

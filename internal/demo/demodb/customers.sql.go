@@ -9,6 +9,58 @@ import (
 	"context"
 )
 
+const customerEventOnce = `-- name: CustomerEventOnce :one
+SELECT c.event_row::bigint AS event_row,
+    coalesce(CASE WHEN c.event_row > 0
+        THEN switchyard_demo.customer_upsert($1::bigint, $2::integer, $3::text, $4::text, $5::text)
+    END, false)::boolean AS created
+FROM switchyard.inbox_claim($6::text, $7::text, $8::json, $9::json, $10::smallint) AS c (event_row)
+`
+
+type CustomerEventOnceParams struct {
+	LockKey    int64
+	TimeoutMs  int32
+	ExternalID string
+	Name       string
+	Email      string
+	Source     string
+	EventID    string
+	Headers    []byte
+	Payload    []byte
+	Slot       int16
+}
+
+type CustomerEventOnceRow struct {
+	EventRow int64
+	Created  bool
+}
+
+// CustomerEventOnce receives a customer event without an entity version
+// in one statement, run on its own (its implicit transaction is the
+// event's; inbox.Registration.Once): the inbox's claim
+// (switchyard.inbox_claim) and, for a new event, CustomerUpsert, where the
+// inbox's general path takes three round trips (the claim with its
+// BEGIN, the upsert, the COMMIT). event_row is the recorded event's id, or
+// 0 for a duplicate (counted by the claim; no customer written). A lock
+// not granted in time fails the statement, and with it the claim.
+func (q *Queries) CustomerEventOnce(ctx context.Context, arg CustomerEventOnceParams) (CustomerEventOnceRow, error) {
+	row := q.db.QueryRow(ctx, customerEventOnce,
+		arg.LockKey,
+		arg.TimeoutMs,
+		arg.ExternalID,
+		arg.Name,
+		arg.Email,
+		arg.Source,
+		arg.EventID,
+		arg.Headers,
+		arg.Payload,
+		arg.Slot,
+	)
+	var i CustomerEventOnceRow
+	err := row.Scan(&i.EventRow, &i.Created)
+	return i, err
+}
+
 const customerUpsert = `-- name: CustomerUpsert :one
 
 SELECT switchyard_demo.customer_upsert($1::bigint, $2::integer, $3::text, $4::text, $5::text)::boolean AS created
