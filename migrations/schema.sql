@@ -2163,7 +2163,7 @@ CREATE INDEX outbox_discarded_id ON switchyard.outbox USING btree (id) WHERE (st
 -- Name: outbox_due_unordered; Type: INDEX; Schema: switchyard; Owner: -
 --
 
-CREATE INDEX outbox_due_unordered ON switchyard.outbox USING btree (destination, next_attempt_at) WHERE ((state = 'pending'::text) AND (aggregate_id = ''::text));
+CREATE INDEX outbox_due_unordered ON switchyard.outbox USING btree (destination, next_attempt_at, id) WHERE ((state = 'pending'::text) AND (aggregate_id = ''::text));
 
 --
 -- Name: outbox_failed_id; Type: INDEX; Schema: switchyard; Owner: -

@@ -138,6 +138,7 @@ type Dispatcher struct {
 	inFlight   atomic.Int64 // messages claimed and not yet finalized
 	isStopping atomic.Bool  // set when Stop begins
 	stats      claimStatistics
+	marks      unorderedMarks // where the next unordered claim starts
 	life       service.Lifecycle
 
 	mu      sync.Mutex
@@ -287,13 +288,16 @@ func (d *Dispatcher) claimPaced(ctx context.Context, worker string, limit int, h
 		if len(share.names) == 0 {
 			return nil, nil
 		}
+		from := d.marks.start(share.names, time.Now())
+		limit := n * share.largest
 		rows, err := d.claimQueries(false).OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
-			Owner: worker, LeaseSeconds: lease, Destinations: share.names, Caps: share.messages,
-			BatchSize: int32(n * share.largest), Now: d.now(),
+			Owner: worker, LeaseSeconds: lease, Destinations: share.names, AfterAt: from.at, AfterID: from.id,
+			Caps: share.messages, BatchSize: int32(limit), Now: d.now(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("claim unordered: %w", err)
 		}
+		d.marks.claimed(share.names, share.messages, limit, from, rows, time.Now())
 		groups, excess := share.group(rows, n)
 		d.release(ctx, worker, excess)
 		spend(groups)

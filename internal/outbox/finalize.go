@@ -60,8 +60,10 @@ func (d *Dispatcher) finalize(ctx context.Context, worker string, results []resu
 		case r.msg.AggregateID == "" && status[r.msg.ID] == "applied" &&
 			(r.outcome == outcomeReleased || r.outcome == outcomeRetry) && r.retryDelay <= 0:
 			// An unordered message given back, due at once (an ordered one
-			// is due when its aggregate is: statusMoreDue).
+			// is due when its aggregate is: statusMoreDue), maybe behind
+			// where its destination's claims start.
 			moreDue = true
+			d.marks.forget(r.msg.Destination)
 		}
 	}
 	if d.count(results, status) {

@@ -282,12 +282,13 @@ WITH due AS (
         WHERE o.state = 'pending' AND o.aggregate_id = ''
           AND o.destination = n.destination
           AND o.next_attempt_at <= coalesce($2::timestamptz, now())
+          AND (o.next_attempt_at, o.id) > (coalesce(($5::timestamptz[])[n.i], '-infinity'), coalesce(($6::bigint[])[n.i], 0))
           AND (o.leased_until IS NULL OR o.leased_until <= coalesce($2::timestamptz, now()))
-        ORDER BY o.next_attempt_at
-        LIMIT ($5::int[])[n.i]
+        ORDER BY o.next_attempt_at, o.id
+        LIMIT ($7::int[])[n.i]
         FOR UPDATE SKIP LOCKED
     ) c
-    LIMIT $6
+    LIMIT $8
 )
 UPDATE switchyard.outbox o
 SET lease_owner = $1::text,
@@ -296,7 +297,7 @@ SET lease_owner = $1::text,
     attempts = o.attempts + 1
 WHERE o.id = ANY (ARRAY(SELECT due.id FROM due))
 RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
-    o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at
+    o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at, o.next_attempt_at
 `
 
 type OutboxClaimUnorderedParams struct {
@@ -304,6 +305,8 @@ type OutboxClaimUnorderedParams struct {
 	Now          *time.Time
 	LeaseSeconds float64
 	Destinations []string
+	AfterAt      []time.Time
+	AfterID      []int64
 	Caps         []int32
 	BatchSize    int32
 }
@@ -321,6 +324,7 @@ type OutboxClaimUnorderedRow struct {
 	MaxAttempts   *int32
 	LeaseVersion  int64
 	CreatedAt     time.Time
+	NextAttemptAt time.Time
 }
 
 // OutboxClaimUnordered leases up to batch_size due messages that have no
@@ -329,8 +333,13 @@ type OutboxClaimUnorderedRow struct {
 // that would only wait. The lease is leased_until set to its expiry and
 // lease_version + 1; a due message (next_attempt_at) is claimable while no
 // lease holds it. No indexed column changes, so the row's new version can
-// stay on its page without index entries (migrations/00024_outbox_unordered_lease.sql);
-// the scan steps over the messages in flight, which lead the index.
+// stay on its page without index entries (migrations/00024_outbox_unordered_lease.sql).
+// The messages in flight lead the index: a destination's scan starts after
+// (after_at[n], after_id[n]), the last message this dispatcher leased there
+// (none, or a time before any message's: at the head), so that it need not
+// step over them
+// (migrations/00030_outbox_due_unordered_id.sql; internal/outbox/marks.go
+// says when a dispatcher starts at the head again).
 // One probe of the primary key per claimed message. Joined to due
 // instead, the planner hashed the whole outbox, read sequentially, as soon
 // as a claim was large (a fast destination's groups: 1,024 messages), and
@@ -342,6 +351,8 @@ func (q *Queries) OutboxClaimUnordered(ctx context.Context, arg OutboxClaimUnord
 		arg.Now,
 		arg.LeaseSeconds,
 		arg.Destinations,
+		arg.AfterAt,
+		arg.AfterID,
 		arg.Caps,
 		arg.BatchSize,
 	)
@@ -365,6 +376,7 @@ func (q *Queries) OutboxClaimUnordered(ctx context.Context, arg OutboxClaimUnord
 			&i.MaxAttempts,
 			&i.LeaseVersion,
 			&i.CreatedAt,
+			&i.NextAttemptAt,
 		); err != nil {
 			return nil, err
 		}

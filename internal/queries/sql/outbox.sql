@@ -50,8 +50,13 @@ INSERT INTO switchyard.outbox (
 -- that would only wait. The lease is leased_until set to its expiry and
 -- lease_version + 1; a due message (next_attempt_at) is claimable while no
 -- lease holds it. No indexed column changes, so the row's new version can
--- stay on its page without index entries (migrations/00024_outbox_unordered_lease.sql);
--- the scan steps over the messages in flight, which lead the index.
+-- stay on its page without index entries (migrations/00024_outbox_unordered_lease.sql).
+-- The messages in flight lead the index: a destination's scan starts after
+-- (after_at[n], after_id[n]), the last message this dispatcher leased there
+-- (none, or a time before any message's: at the head), so that it need not
+-- step over them
+-- (migrations/00030_outbox_due_unordered_id.sql; internal/outbox/marks.go
+-- says when a dispatcher starts at the head again).
 WITH due AS (
     SELECT c.id
     FROM unnest(@destinations::text[]) WITH ORDINALITY AS n (destination, i)
@@ -60,8 +65,9 @@ WITH due AS (
         WHERE o.state = 'pending' AND o.aggregate_id = ''
           AND o.destination = n.destination
           AND o.next_attempt_at <= coalesce(sqlc.narg(now)::timestamptz, now())
+          AND (o.next_attempt_at, o.id) > (coalesce((@after_at::timestamptz[])[n.i], '-infinity'), coalesce((@after_id::bigint[])[n.i], 0))
           AND (o.leased_until IS NULL OR o.leased_until <= coalesce(sqlc.narg(now)::timestamptz, now()))
-        ORDER BY o.next_attempt_at
+        ORDER BY o.next_attempt_at, o.id
         LIMIT (@caps::int[])[n.i]
         FOR UPDATE SKIP LOCKED
     ) c
@@ -79,7 +85,7 @@ SET lease_owner = @owner::text,
 -- finalizes that cost what they touch").
 WHERE o.id = ANY (ARRAY(SELECT due.id FROM due))
 RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
-    o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at;
+    o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at, o.next_attempt_at;
 
 -- name: OutboxClaimOrdered :many
 -- OutboxClaimOrdered leases up to aggregates due aggregates (see
