@@ -289,15 +289,15 @@ func (d *Dispatcher) claimPaced(ctx context.Context, worker string, limit int, h
 			return nil, nil
 		}
 		from := d.marks.start(share.names, time.Now())
-		limit := n * share.largest
+		batch := n * share.largest
 		rows, err := d.claimQueries(false).OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
 			Owner: worker, LeaseSeconds: lease, Destinations: share.names, AfterAt: from.at, AfterID: from.id,
-			Caps: share.messages, BatchSize: int32(limit), Now: d.now(),
+			Caps: share.messages, BatchSize: int32(batch), Now: d.now(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("claim unordered: %w", err)
 		}
-		d.marks.claimed(share.names, share.messages, limit, from, rows, time.Now())
+		d.marks.claimed(share.names, share.messages, batch, from, rows, time.Now())
 		groups, excess := share.group(rows, n)
 		d.release(ctx, worker, excess)
 		spend(groups)
