@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard/switchyard/internal/action"
 	"github.com/switchyard/switchyard/internal/auth"
 	"github.com/switchyard/switchyard/internal/outbox"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // A replay commits the replay row, a change for the original and for the
@@ -196,16 +197,11 @@ func TestConcurrentReplaysOfOneMessageMakeOne(t *testing.T) {
 	b := setup(t)
 	id := b.message(t, "dead")
 	const n = 20
-	start := make(chan struct{})
 	errs := make(chan error, n)
-	for range n {
-		go func() {
-			<-start
-			_, err := b.svc.Replay(context.Background(), b.pool, b.operator, action.ReplayInput{MessageID: id, RequestID: uuid.New(), Mode: outbox.Redeliver})
-			errs <- err
-		}()
-	}
-	close(start)
+	testwait.Together(n, func(int) {
+		_, err := b.svc.Replay(context.Background(), b.pool, b.operator, action.ReplayInput{MessageID: id, RequestID: uuid.New(), Mode: outbox.Redeliver})
+		errs <- err
+	})
 	var ok, inFlight int
 	for range n {
 		err := <-errs

@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/internal/reconcile"
 	"github.com/switchyard/switchyard/internal/reconcile/fakeremote"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // drift makes orders 1..n locally and on a fake provider, alters every
@@ -60,33 +61,25 @@ func TestRepairFindingOnceWhateverTheClicks(t *testing.T) {
 	b := setup(t)
 	ids := drift(t, b, 20, 5)
 	const clicks = 10
-	start := make(chan struct{})
-	var wg sync.WaitGroup
 	var fresh, existing atomic.Int64
 	rows := sync.Map{}
-	for _, id := range ids {
-		for i := range clicks {
-			wg.Go(func() {
-				<-start
-				a := action.Actor{AccountID: int64(10 + i), Name: fmt.Sprintf("op%d", i), Role: b.operator.Role}
-				r, err := b.svc.RepairFinding(context.Background(), b.pool, a, action.FindingInput{FindingID: id, Reason: "customer asked"})
-				if err != nil {
-					t.Errorf("repair %d: %v", id, err)
-					return
-				}
-				if prev, loaded := rows.LoadOrStore(id, r.MessageID); loaded && prev != r.MessageID {
-					t.Errorf("finding %d answered with rows %d and %d", id, prev, r.MessageID)
-				}
-				if r.Existing {
-					existing.Add(1)
-				} else {
-					fresh.Add(1)
-				}
-			})
+	testwait.Together(len(ids)*clicks, func(k int) {
+		id, i := ids[k/clicks], k%clicks // operator i clicks on finding id
+		a := action.Actor{AccountID: int64(10 + i), Name: fmt.Sprintf("op%d", i), Role: b.operator.Role}
+		r, err := b.svc.RepairFinding(context.Background(), b.pool, a, action.FindingInput{FindingID: id, Reason: "customer asked"})
+		if err != nil {
+			t.Errorf("repair %d: %v", id, err)
+			return
 		}
-	}
-	close(start)
-	wg.Wait()
+		if prev, loaded := rows.LoadOrStore(id, r.MessageID); loaded && prev != r.MessageID {
+			t.Errorf("finding %d answered with rows %d and %d", id, prev, r.MessageID)
+		}
+		if r.Existing {
+			existing.Add(1)
+		} else {
+			fresh.Add(1)
+		}
+	})
 	require.Equal(t, int64(len(ids)), fresh.Load())
 	require.Equal(t, int64(len(ids)*(clicks-1)), existing.Load())
 	require.Equal(t, len(ids), b.count(t, `SELECT count(*) FROM switchyard.outbox`))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/switchyard/switchyard/internal/action"
 	"github.com/switchyard/switchyard/internal/inbox"
 	"github.com/switchyard/switchyard/internal/outbox"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // inboxRig is a receiver with one source, "shop", whose handler fails
@@ -127,26 +127,19 @@ func TestRetryInboxEventRace(t *testing.T) {
 	id := rig.failed(t, b, "evt-race", 5)
 
 	const n = 20
-	start := make(chan struct{})
-	var wg sync.WaitGroup
 	var processed, conflicts, other atomic.Int64
-	for range n {
-		wg.Go(func() {
-			<-start
-			res, err := b.svc.RetryInboxEvent(context.Background(), b.pool, rig.rcv, b.operator, action.InboxRetryInput{EventID: id, RequestID: uuid.New()})
-			switch r := action.AsRefusal(err); {
-			case err == nil && res.Outcome == inbox.OutcomeProcessed:
-				processed.Add(1)
-			case r != nil && r.Kind == action.KindConflict:
-				conflicts.Add(1)
-			default:
-				other.Add(1)
-				t.Errorf("unexpected answer %+v, %v", res, err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
+	testwait.Together(n, func(int) {
+		res, err := b.svc.RetryInboxEvent(context.Background(), b.pool, rig.rcv, b.operator, action.InboxRetryInput{EventID: id, RequestID: uuid.New()})
+		switch r := action.AsRefusal(err); {
+		case err == nil && res.Outcome == inbox.OutcomeProcessed:
+			processed.Add(1)
+		case r != nil && r.Kind == action.KindConflict:
+			conflicts.Add(1)
+		default:
+			other.Add(1)
+			t.Errorf("unexpected answer %+v, %v", res, err)
+		}
+	})
 	require.Equal(t, int64(1), processed.Load())
 	require.Equal(t, int64(n-1), conflicts.Load())
 	require.Zero(t, other.Load())

@@ -3,7 +3,6 @@ package audit_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/audit"
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -114,20 +114,13 @@ func TestHashChainVerifiesAndFindsTampering(t *testing.T) {
 	pool := dbtest.New(t)
 	ctx := context.Background()
 	const writers = 20
-	start := make(chan struct{})
-	var wg sync.WaitGroup
 	errs := make(chan error, writers)
-	for i := range writers {
-		wg.Go(func() {
-			<-start
-			errs <- pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-				_, err := audit.Record(ctx, tx, audit.Entry{Actor: "op", Action: "replay", Target: fmt.Sprint(i), Outcome: audit.OK})
-				return err
-			})
+	testwait.Together(writers, func(i int) {
+		errs <- pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			_, err := audit.Record(ctx, tx, audit.Entry{Actor: "op", Action: "replay", Target: fmt.Sprint(i), Outcome: audit.OK})
+			return err
 		})
-	}
-	close(start)
-	wg.Wait()
+	})
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err)

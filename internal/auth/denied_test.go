@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // A session's refusals are recorded once per interval: the first at once,
@@ -66,22 +67,13 @@ func TestConcurrentRefusalsWriteOneRow(t *testing.T) {
 	sess, err := svc.Login(ctx, "bob", goodPassword, "192.0.2.42")
 	require.NoError(t, err)
 	const n = 20
-	start := make(chan struct{})
 	results := make(chan bool, n)
 	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			recorded, err := svc.RecordDenied(ctx, sess.Principal, Denial{Target: "GET /audit", Route: "/audit", Need: Admin})
-			results <- recorded
-			errs <- err
-		}()
-	}
-	close(start)
-	wg.Wait()
+	testwait.Together(n, func(int) {
+		recorded, err := svc.RecordDenied(ctx, sess.Principal, Denial{Target: "GET /audit", Route: "/audit", Need: Admin})
+		results <- recorded
+		errs <- err
+	})
 	close(results)
 	close(errs)
 	for err := range errs {

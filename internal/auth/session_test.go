@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -210,26 +209,19 @@ func TestConcurrentGuessesAreThrottledToo(t *testing.T) {
 	t.Parallel()
 	svc, _ := setup(t, Config{AccountFreeFailures: 3, BaseDelay: time.Hour, ThrottleWindow: time.Hour})
 	const guesses = 30
-	start := make(chan struct{})
-	var wg sync.WaitGroup
 	var checked, throttled atomic.Int64
-	for i := range guesses {
-		wg.Go(func() {
-			<-start
-			_, err := svc.Login(context.Background(), "alice", "wrong password!", fmt.Sprintf("192.0.2.%d", i))
-			var th *ThrottledError
-			switch {
-			case errors.Is(err, ErrInvalidCredentials):
-				checked.Add(1)
-			case errors.As(err, &th):
-				throttled.Add(1)
-			default:
-				t.Errorf("unexpected: %v", err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
+	testwait.Together(guesses, func(i int) {
+		_, err := svc.Login(context.Background(), "alice", "wrong password!", fmt.Sprintf("192.0.2.%d", i))
+		var th *ThrottledError
+		switch {
+		case errors.Is(err, ErrInvalidCredentials):
+			checked.Add(1)
+		case errors.As(err, &th):
+			throttled.Add(1)
+		default:
+			t.Errorf("unexpected: %v", err)
+		}
+	})
 	require.Equal(t, int64(3), checked.Load(), "only as many passwords checked as the limit allows")
 	require.Equal(t, int64(guesses-3), throttled.Load())
 }

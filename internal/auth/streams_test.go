@@ -3,10 +3,11 @@ package auth
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // Live streams are capped per session and per account on one instance:
@@ -44,20 +45,11 @@ func TestStreamGuardCapHoldsUnderABurst(t *testing.T) {
 	t.Parallel()
 	const n, limit = 200, 8
 	guard := NewStreamGuardWith(StreamLimits{PerSession: limit, PerAccount: limit})
-	start := make(chan struct{})
-	var wg sync.WaitGroup
 	ctxs := make([]context.Context, n)
 	stops := make([]func(), n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			ctxs[i], stops[i] = guard.Open(context.Background(), Principal{SessionID: 1, UserID: 1})
-		}()
-	}
-	close(start)
-	wg.Wait()
+	testwait.Together(n, func(i int) {
+		ctxs[i], stops[i] = guard.Open(context.Background(), Principal{SessionID: 1, UserID: 1})
+	})
 	open, capped := 0, 0
 	for _, c := range ctxs {
 		switch {

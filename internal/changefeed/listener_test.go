@@ -241,15 +241,10 @@ func TestConcurrentWritersAreDeliveredOnceAndResumable(t *testing.T) {
 	defer cancel()
 
 	const writers, each = 12, 25
-	begin := make(chan struct{})
 	errs := make(chan error, writers)
-	for w := range writers {
-		go func() {
-			<-begin
-			errs <- write(ctx, pool, w, each)
-		}()
-	}
-	close(begin)
+	testwait.Together(writers, func(w int) {
+		errs <- write(ctx, pool, w, each)
+	})
 	for range writers {
 		require.NoError(t, <-errs)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // Many concurrent pokes fold into few NOTIFYs, and a commit before them is
@@ -32,16 +33,7 @@ func TestNotifierCoalescesPokesAndWakesListeners(t *testing.T) {
 	t.Cleanup(n.Stop)
 
 	appendCommitted(t, pool, "k", "poked")
-	begin := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 200 {
-		wg.Go(func() {
-			<-begin
-			n.Poke()
-		})
-	}
-	close(begin)
-	wg.Wait()
+	testwait.Together(200, func(int) { n.Poke() })
 	require.Equal(t, []string{"poked"}, subjects(c.waitFor(t, 1, 10*time.Second)), "no poll: the notification woke the listener")
 	n.Stop()
 	n.Stop()

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 func TestPositionRoundTripsAndRefusesWhatStringCannotProduce(t *testing.T) {
@@ -193,15 +194,10 @@ func TestNoChangeIsSkippedAroundLongAndAbortedTransactions(t *testing.T) {
 	require.NoError(t, Append(ctx, aborted, Change{Kind: "k", Subject: "aborted"}))
 
 	const writers, each = 8, 20
-	begin := make(chan struct{})
 	errs := make(chan error, writers)
-	for w := range writers {
-		go func() {
-			<-begin
-			errs <- write(ctx, pool, w, each)
-		}()
-	}
-	close(begin)
+	testwait.Together(writers, func(w int) {
+		errs <- write(ctx, pool, w, each)
+	})
 	for range writers {
 		require.NoError(t, <-errs)
 	}

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/switchyard/switchyard/internal/auth"
 	"github.com/switchyard/switchyard/internal/console"
 	"github.com/switchyard/switchyard/internal/httpserver"
+	"github.com/switchyard/switchyard/internal/testwait"
 	"github.com/switchyard/switchyard/web/static"
 )
 
@@ -186,19 +186,12 @@ func TestReplayWithOneRequestIDCreatesOneReplay(t *testing.T) {
 	body := replayBody("redeliver", "", nil, rid)
 
 	const n = 50
-	start := make(chan struct{})
 	codes := make([]int, n)
 	bodies := make([]string, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			rec := instances[i%2].api(http.MethodPost, "/api/messages/"+itoa(id)+"/replay", operator, rid, body)
-			codes[i], bodies[i] = rec.Code, rec.Body.String()
-		})
-	}
-	close(start)
-	wg.Wait()
+	testwait.Together(n, func(i int) {
+		rec := instances[i%2].api(http.MethodPost, "/api/messages/"+itoa(id)+"/replay", operator, rid, body)
+		codes[i], bodies[i] = rec.Code, rec.Body.String()
+	})
 	created, conflicts := 0, 0
 	var first string
 	for i, code := range codes {
@@ -264,19 +257,11 @@ func TestTwoOperatorsReplayingOneMessageMakeOneReplay(t *testing.T) {
 	tokens := []string{first, s.Token}
 	id := deadMessage(t, b, `{"n":2}`)
 
-	start := make(chan struct{})
 	recs := make([]*httptest.ResponseRecorder, len(tokens))
-	rids := make([]string, len(tokens))
-	var wg sync.WaitGroup
-	for i, token := range tokens {
-		rids[i] = uuid.NewString()
-		wg.Go(func() {
-			<-start
-			recs[i] = b.api(http.MethodPost, "/api/messages/"+itoa(id)+"/replay", token, rids[i], replayBody("redeliver", "", nil, rids[i]))
-		})
-	}
-	close(start)
-	wg.Wait()
+	rids := []string{uuid.NewString(), uuid.NewString()}
+	testwait.Together(len(tokens), func(i int) {
+		recs[i] = b.api(http.MethodPost, "/api/messages/"+itoa(id)+"/replay", tokens[i], rids[i], replayBody("redeliver", "", nil, rids[i]))
+	})
 	codes := []int{recs[0].Code, recs[1].Code}
 	require.ElementsMatch(t, []int{http.StatusCreated, http.StatusConflict}, codes, recs[0].Body.String()+recs[1].Body.String())
 	loser := 0

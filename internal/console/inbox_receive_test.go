@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/switchyard/switchyard/internal/destination/webhook"
 	"github.com/switchyard/switchyard/internal/httpserver"
 	"github.com/switchyard/switchyard/internal/inbox"
+	"github.com/switchyard/switchyard/internal/testwait"
 	"github.com/switchyard/switchyard/web/static"
 )
 
@@ -249,17 +249,10 @@ func TestInboxConcurrentDeliveriesOverHTTPApplyOnce(t *testing.T) {
 	body := []byte(`{"order": 7}`)
 	headers := shopHeaders(t, "same", time.Now(), body, shopSecret)
 	const n = 50
-	start := make(chan struct{})
 	codes := make(chan int, n)
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			<-start
-			codes <- b.post(t, "shop", headers, body).Code
-		})
-	}
-	close(start)
-	wg.Wait()
+	testwait.Together(n, func(int) {
+		codes <- b.post(t, "shop", headers, body).Code
+	})
 	close(codes)
 	for code := range codes {
 		require.Equal(t, 200, code)

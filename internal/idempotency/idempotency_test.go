@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -87,17 +88,10 @@ func TestConcurrentRequestsWithOneKey(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	const n = 50
-	start := make(chan struct{})
 	responses := make(chan *httptest.ResponseRecorder, n)
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			<-start
-			responses <- b.post("key-1", `{"name": "ada"}`)
-		})
-	}
-	close(start)
-	wg.Wait()
+	testwait.Together(n, func(int) {
+		responses <- b.post("key-1", `{"name": "ada"}`)
+	})
 	close(responses)
 	require.Equal(t, 1, b.things(t))
 	stored := b.post("key-1", `{"name": "ada"}`)

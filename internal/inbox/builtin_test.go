@@ -42,31 +42,23 @@ func exec(t *testing.T, pool *pgxpool.Pool, stmt string, args ...any) {
 }
 
 // storm delivers the same signed event 50 times at once, alternating
-// between the receivers, released by closing one channel, and counts the
-// outcomes.
+// between the receivers, and counts the outcomes.
 func storm(t *testing.T, receivers []*Receiver, source, id string, body []byte) map[Outcome]int {
 	t.Helper()
 	const n = 50
-	start := make(chan struct{})
 	var mu sync.Mutex
 	outcomes := map[Outcome]int{}
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			h := standardHeader(t, id, time.Now().Unix(), []string{builtinSecret}, body)
-			res, err := receivers[i%len(receivers)].Accept(context.Background(), source, h, body)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				outcomes["error: "+Outcome(err.Error())]++
-				return
-			}
-			outcomes[res.Outcome]++
-		})
-	}
-	close(start)
-	wg.Wait()
+	testwait.Together(n, func(i int) {
+		h := standardHeader(t, id, time.Now().Unix(), []string{builtinSecret}, body)
+		res, err := receivers[i%len(receivers)].Accept(context.Background(), source, h, body)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			outcomes["error: "+Outcome(err.Error())]++
+			return
+		}
+		outcomes[res.Outcome]++
+	})
 	return outcomes
 }
 

@@ -2,7 +2,6 @@ package inbox
 
 import (
 	"context"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -10,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -55,21 +55,14 @@ func event(id string) Event {
 // atOnce runs receive n times at once and counts the outcomes.
 func atOnce(t *testing.T, n int, receive func() (Result, error)) map[Outcome]int {
 	t.Helper()
-	start := make(chan struct{})
 	outcomes := make(chan Outcome, n)
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			<-start
-			res, err := receive()
-			if err != nil {
-				t.Error(err)
-			}
-			outcomes <- res.Outcome
-		})
-	}
-	close(start)
-	wg.Wait()
+	testwait.Together(n, func(int) {
+		res, err := receive()
+		if err != nil {
+			t.Error(err)
+		}
+		outcomes <- res.Outcome
+	})
 	close(outcomes)
 	got := map[Outcome]int{}
 	for o := range outcomes {

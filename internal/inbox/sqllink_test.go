@@ -206,31 +206,24 @@ func TestSQLHandlerNeverLinksConcurrentTransactionsMessages(t *testing.T) {
 		return count(t, pool, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted`) == 1
 	})
 
-	start := make(chan struct{})
 	open := make([]pgx.Tx, openers)
-	var wg sync.WaitGroup
 	errs := make(chan error, committers+openers)
-	for i := range committers + openers {
-		wg.Go(func() {
-			<-start
-			tx, err := pool.Begin(ctx)
-			if err != nil {
-				errs <- err
-				return
-			}
-			if _, err := tx.Exec(ctx, `SELECT team.enqueue($1)`, fmt.Sprintf("w/other-%d", i)); err != nil {
-				errs <- err
-				return
-			}
-			if i >= committers {
-				open[i-committers] = tx // committed after the handler has linked
-				return
-			}
-			errs <- tx.Commit(ctx)
-		})
-	}
-	close(start)
-	wg.Wait()
+	testwait.Together(committers+openers, func(i int) {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			errs <- err
+			return
+		}
+		if _, err := tx.Exec(ctx, `SELECT team.enqueue($1)`, fmt.Sprintf("w/other-%d", i)); err != nil {
+			errs <- err
+			return
+		}
+		if i >= committers {
+			open[i-committers] = tx // committed after the handler has linked
+			return
+		}
+		errs <- tx.Commit(ctx)
+	})
 	for range committers {
 		require.NoError(t, <-errs)
 	}

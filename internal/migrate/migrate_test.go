@@ -6,7 +6,6 @@ import (
 	"embed"
 	"io/fs"
 	"log/slog"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/dbtest"
 	"github.com/switchyard/switchyard/internal/migrate"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -80,23 +80,19 @@ func TestConcurrentUpIsSerialised(t *testing.T) {
 	require.NoError(t, newMigrator(t, pool).Down(ctx))
 
 	const instances = 8
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	applied := make([]int, instances)
-	errs := make([]error, instances)
-	for i := range instances {
+	migrators := make([]*migrate.Migrator, instances)
+	for i := range migrators {
 		// Each instance has its own pool, as separate processes would.
 		own, err := pgxpool.New(ctx, pool.Config().ConnString())
 		require.NoError(t, err)
 		t.Cleanup(own.Close)
-		m := newMigrator(t, own)
-		wg.Go(func() {
-			<-start
-			applied[i], errs[i] = m.Up(ctx)
-		})
+		migrators[i] = newMigrator(t, own)
 	}
-	close(start)
-	wg.Wait()
+	applied := make([]int, instances)
+	errs := make([]error, instances)
+	testwait.Together(instances, func(i int) {
+		applied[i], errs[i] = migrators[i].Up(ctx)
+	})
 	total := 0
 	for i := range instances {
 		require.NoError(t, errs[i])

@@ -86,42 +86,39 @@ func TestReplayCreatesOneRowWhateverTheRetriesAndOperators(t *testing.T) {
 	clicked := idOf(t, pool, "state = 'dead' AND payload->>'n' = '1'")
 
 	const operators = 20
-	start := make(chan struct{})
-	var wg sync.WaitGroup
 	var created, refused atomic.Int64
-	for range operators {
-		wg.Go(func() {
-			<-start
-			_, err := replay(t, pool, ReplayRequest{MessageID: raced, RequestID: uuid.New(), Mode: Redeliver, Actor: "op"})
-			switch {
-			case err == nil:
-				created.Add(1)
-			case errors.Is(err, ErrReplayInFlight):
-				refused.Add(1)
-			default:
-				t.Errorf("unexpected error: %v", err)
-			}
-		})
+	operator := func() {
+		_, err := replay(t, pool, ReplayRequest{MessageID: raced, RequestID: uuid.New(), Mode: Redeliver, Actor: "op"})
+		switch {
+		case err == nil:
+			created.Add(1)
+		case errors.Is(err, ErrReplayInFlight):
+			refused.Add(1)
+		default:
+			t.Errorf("unexpected error: %v", err)
+		}
 	}
 	request := uuid.New()
 	var fresh atomic.Int64
 	ids := make(chan int64, operators)
-	for range operators {
-		wg.Go(func() {
-			<-start
-			r, err := replay(t, pool, ReplayRequest{MessageID: clicked, RequestID: request, Mode: Redeliver, Actor: "op"})
-			if err != nil {
-				t.Errorf("a retried request: %v", err)
-				return
-			}
-			if !r.Existing {
-				fresh.Add(1)
-			}
-			ids <- r.ID
-		})
+	retry := func() {
+		r, err := replay(t, pool, ReplayRequest{MessageID: clicked, RequestID: request, Mode: Redeliver, Actor: "op"})
+		if err != nil {
+			t.Errorf("a retried request: %v", err)
+			return
+		}
+		if !r.Existing {
+			fresh.Add(1)
+		}
+		ids <- r.ID
 	}
-	close(start)
-	wg.Wait()
+	testwait.Together(2*operators, func(i int) {
+		if i < operators {
+			operator()
+		} else {
+			retry()
+		}
+	})
 	close(ids)
 	require.Equal(t, int64(1), created.Load())
 	require.Equal(t, int64(operators-1), refused.Load())

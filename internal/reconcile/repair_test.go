@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // repair runs RepairTx in a transaction of its own, as an action does.
@@ -98,28 +99,21 @@ func TestRepairMakesOneOutboxRowWhateverTheClicksAndOperators(t *testing.T) {
 	lost, mismatch := e.findingID(MissingRemote, keys[4].String()), e.findingID(Mismatch, "42")
 
 	const clicks = 20
-	start := make(chan struct{})
-	var wg sync.WaitGroup
 	fresh := map[int64]*atomic.Int64{lost: {}, mismatch: {}}
 	results := make(chan RepairResult, 2*clicks)
-	for _, f := range []int64{lost, mismatch} {
-		for i := range clicks {
-			wg.Go(func() {
-				<-start
-				r, err := e.repair(fmt.Sprintf("op%d", i), f)
-				if err != nil {
-					t.Errorf("repair %d: %v", f, err)
-					return
-				}
-				if !r.Existing {
-					fresh[f].Add(1)
-				}
-				results <- r
-			})
+	findings := []int64{lost, mismatch}
+	testwait.Together(len(findings)*clicks, func(k int) {
+		f, i := findings[k/clicks], k%clicks // operator i clicks on finding f
+		r, err := e.repair(fmt.Sprintf("op%d", i), f)
+		if err != nil {
+			t.Errorf("repair %d: %v", f, err)
+			return
 		}
-	}
-	close(start)
-	wg.Wait()
+		if !r.Existing {
+			fresh[f].Add(1)
+		}
+		results <- r
+	})
 	close(results)
 	require.Equal(t, int64(1), fresh[lost].Load())
 	require.Equal(t, int64(1), fresh[mismatch].Load())
@@ -206,21 +200,14 @@ func TestBulkRepairWalksMakeOneRowPerFinding(t *testing.T) {
 	require.Equal(t, "reconcile:orders:mismatch", groups[0].Fingerprint())
 	require.Equal(t, int64(300), groups[0].Findings)
 
-	start := make(chan struct{})
-	var wg sync.WaitGroup
 	var repaired atomic.Int64
-	for range 2 {
-		wg.Go(func() {
-			<-start
-			n, err := e.repairAll(FindingFilter{Check: "orders", Kind: Mismatch})
-			if err != nil {
-				t.Errorf("repair all: %v", err)
-			}
-			repaired.Add(int64(n))
-		})
-	}
-	close(start)
-	wg.Wait()
+	testwait.Together(2, func(int) {
+		n, err := e.repairAll(FindingFilter{Check: "orders", Kind: Mismatch})
+		if err != nil {
+			t.Errorf("repair all: %v", err)
+		}
+		repaired.Add(int64(n))
+	})
 	require.Equal(t, int64(300), repaired.Load(), "each finding repaired by one walk")
 	again, err := e.repairAll(FindingFilter{Check: "orders"})
 	require.NoError(t, err)

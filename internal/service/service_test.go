@@ -3,12 +3,13 @@ package service
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 type key struct{}
@@ -40,24 +41,17 @@ func TestLifecycle(t *testing.T) {
 	}
 	require.ErrorIs(t, l.Start(context.Background(), nil, func(context.Context) {}), ErrStarted)
 
-	var stops sync.WaitGroup
 	var firsts atomic.Int32
-	release := make(chan struct{})
-	for range 3 {
-		stops.Go(func() {
-			<-release
-			if l.Stop() {
-				firsts.Add(1)
-			}
-			select {
-			case <-finished:
-			default:
-				t.Error("Stop returned before run did")
-			}
-		})
-	}
-	close(release)
-	stops.Wait()
+	testwait.Together(3, func(int) {
+		if l.Stop() {
+			firsts.Add(1)
+		}
+		select {
+		case <-finished:
+		default:
+			t.Error("Stop returned before run did")
+		}
+	})
 	require.EqualValues(t, 1, firsts.Load(), "exactly one Stop reports that it stopped the service")
 	require.False(t, l.Stop())
 	require.ErrorIs(t, l.Start(context.Background(), nil, func(context.Context) {}), ErrStarted, "a stopped service is not restarted")

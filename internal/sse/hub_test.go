@@ -59,19 +59,14 @@ func TestFanOutToManyFastAndSlowClients(t *testing.T) {
 		require.Equal(t, "ready", c.next(t, 5*time.Second).name)
 		clients = append(clients, c)
 	}
-	begin := make(chan struct{})
 	errs := make(chan error, 4)
-	for w := range 4 {
-		go func() {
-			<-begin
-			var err error
-			for i := 0; i < changes/4/5 && err == nil; i++ {
-				err = b.tryCommit("k", subjectsN(fmt.Sprintf("w%d-%d", w, i), 5)...)
-			}
-			errs <- err
-		}()
-	}
-	close(begin)
+	testwait.Together(4, func(w int) {
+		var err error
+		for i := 0; i < changes/4/5 && err == nil; i++ {
+			err = b.tryCommit("k", subjectsN(fmt.Sprintf("w%d-%d", w, i), 5)...)
+		}
+		errs <- err
+	})
 	for range 4 {
 		require.NoError(t, <-errs)
 	}

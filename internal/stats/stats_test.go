@@ -2,7 +2,6 @@ package stats
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/dbtest"
 	"github.com/switchyard/switchyard/internal/testlog"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -175,18 +175,11 @@ func TestReaderSharesOneReadAmongViewers(t *testing.T) {
 	t.Parallel()
 	db := &countingDB{Pool: setup(t)}
 	r := NewReader(db, time.Hour)
-	release := make(chan struct{})
-	var wg sync.WaitGroup
 	errs := make(chan error, 100)
-	for range 100 {
-		wg.Go(func() {
-			<-release
-			_, err := r.Get(context.Background())
-			errs <- err
-		})
-	}
-	close(release)
-	wg.Wait()
+	testwait.Together(100, func(int) {
+		_, err := r.Get(context.Background())
+		errs <- err
+	})
 	close(errs)
 	n := 0
 	for err := range errs {

@@ -5,6 +5,7 @@
 package testwait
 
 import (
+	"sync"
 	"testing"
 	"time"
 )
@@ -55,4 +56,33 @@ func For[T any](t testing.TB, limit time.Duration, what string, ch <-chan T) T {
 		t.Fatalf("timed out after %v waiting for %s", limit, what)
 	}
 	panic("unreachable")
+}
+
+// Together runs f(0), …, f(n-1), each in a goroutine of its own, and
+// returns when every one has returned. Concurrency tests use it to make
+// their goroutines race for the same rows or locks: a race needs its
+// contenders released together, not started one after another, or the
+// first may be done before the last is launched and nothing is contended.
+// So Together launches all n goroutines first, each waiting on one
+// channel, and then closes it; when each then runs is up to the scheduler.
+// f runs off the test's goroutine, so it reports failures with t.Error,
+// not t.Fatal or require.
+func Together(n int, f func(i int)) {
+	together(n, f, func() {})
+}
+
+// together is Together calling launched after launching each goroutine,
+// so that its test can see that no f starts before the last launch.
+func together(n int, f func(i int), launched func()) {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			f(i)
+		})
+		launched()
+	}
+	close(start)
+	wg.Wait()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/auth"
 	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // Failures create their items in the transaction that records them: a
@@ -52,22 +52,15 @@ func TestIdenticalMutationsTakeEffectOnce(t *testing.T) {
 	in := Input{MutationID: uuid.New(), ItemID: item.ID, Op: OpStatus, Args: Args{Status: Acknowledged, Reason: "on it"}, SeenVersion: item.Version}
 
 	const copies = 100
-	start := make(chan struct{})
 	answers := make([][]byte, copies)
-	var wg sync.WaitGroup
-	for i := range copies {
-		wg.Go(func() {
-			<-start
-			a, err := Mutate(context.Background(), pool, alice, in)
-			if err != nil {
-				t.Errorf("copy %d: %v", i, err)
-				return
-			}
-			answers[i], _ = json.Marshal(a)
-		})
-	}
-	close(start)
-	wg.Wait()
+	testwait.Together(copies, func(i int) {
+		a, err := Mutate(context.Background(), pool, alice, in)
+		if err != nil {
+			t.Errorf("copy %d: %v", i, err)
+			return
+		}
+		answers[i], _ = json.Marshal(a)
+	})
 
 	var first Answer
 	require.NoError(t, json.Unmarshal(answers[0], &first))
@@ -102,21 +95,14 @@ func TestConcurrentClaimsMakeOneHolder(t *testing.T) {
 	for i := range actors {
 		actors[i] = account(t, pool, fmt.Sprintf("op%d", i), auth.Operator)
 	}
-	start := make(chan struct{})
 	answers := make([]Answer, clients)
-	var wg sync.WaitGroup
-	for i := range clients {
-		wg.Go(func() {
-			<-start
-			var err error
-			answers[i], err = Mutate(context.Background(), pool, actors[i], Input{MutationID: uuid.New(), ItemID: item.ID, Op: OpClaim, SeenVersion: item.Version})
-			if err != nil {
-				t.Errorf("client %d: %v", i, err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
+	testwait.Together(clients, func(i int) {
+		var err error
+		answers[i], err = Mutate(context.Background(), pool, actors[i], Input{MutationID: uuid.New(), ItemID: item.ID, Op: OpClaim, SeenVersion: item.Version})
+		if err != nil {
+			t.Errorf("client %d: %v", i, err)
+		}
+	})
 
 	var holders []string
 	for _, a := range answers {

@@ -119,28 +119,20 @@ func TestClaimsReachEveryClientLive(t *testing.T) {
 		conns[i].send(map[string]any{"type": "hello", "view": "item", "items": []int64{it.ID}})
 		conns[i].await(5*time.Second, "the item's state", func(m message) bool { return m.Type == "state" })
 	}
-	start := make(chan struct{})
-	var wg sync.WaitGroup
 	holders := make([]string, clients)
 	errs := make([]error, clients)
-	for i, c := range conns {
-		claim := mutation(it, triage.OpClaim, triage.Args{})
-		wg.Go(func() {
-			<-start
-			if errs[i] = c.sendErr(claim); errs[i] != nil {
-				return
-			}
-			m, err := c.awaitErr(30*time.Second, "the holder", func(m message) bool {
-				return m.Type == "state" && len(m.Items) == 1 && m.Items[0].ClaimHolder != ""
-			})
-			if errs[i] = err; err == nil {
-				holders[i] = m.Items[0].ClaimHolder
-			}
-		})
-	}
 	began := time.Now()
-	close(start)
-	wg.Wait()
+	testwait.Together(clients, func(i int) {
+		if errs[i] = conns[i].sendErr(mutation(it, triage.OpClaim, triage.Args{})); errs[i] != nil {
+			return
+		}
+		m, err := conns[i].awaitErr(30*time.Second, "the holder", func(m message) bool {
+			return m.Type == "state" && len(m.Items) == 1 && m.Items[0].ClaimHolder != ""
+		})
+		if errs[i] = err; err == nil {
+			holders[i] = m.Items[0].ClaimHolder
+		}
+	})
 	took := time.Since(began)
 	// The 1 s is a latency target, measured without the rest of
 	// the test suite competing for two cores by console bench triage

@@ -20,6 +20,7 @@ import (
 	"github.com/switchyard/switchyard/internal/destination/webhook"
 	"github.com/switchyard/switchyard/internal/inbox"
 	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -198,18 +199,11 @@ func TestSameEventToTwoReceiversAppliesOnce(t *testing.T) {
 			body = fmt.Appendf(nil, `{"customer": {"id": %q, "name": "Ada"}}`, customer)
 		}
 		headers := signed(t, secret, id, body)
-		start := make(chan struct{})
 		errs := make(chan error, n)
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				_, err := receivers[i%2].Accept(ctx, "crm", headers, body)
-				errs <- err
-			})
-		}
-		close(start)
-		wg.Wait()
+		testwait.Together(n, func(i int) {
+			_, err := receivers[i%2].Accept(ctx, "crm", headers, body)
+			errs <- err
+		})
 		close(errs)
 		for err := range errs {
 			require.NoError(t, err, id)

@@ -2,20 +2,19 @@ package demodb
 
 import (
 	"context"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
 // A migrated database carries no demo object, in the core schema or its
 // own; Install creates the demo schema, also when several instances
-// install at once (all released by closing one channel), and again over
-// an installed one; Uninstall removes it.
+// install at once, and again over an installed one; Uninstall removes it.
 func TestInstallIsIdempotentAndLeavesTheCoreAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -32,17 +31,10 @@ func TestInstallIsIdempotentAndLeavesTheCoreAlone(t *testing.T) {
 	require.False(t, installed, "only the demo creates its schema")
 
 	const n = 4
-	start := make(chan struct{})
 	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			<-start
-			errs <- Install(ctx, pool)
-		})
-	}
-	close(start)
-	wg.Wait()
+	testwait.Together(n, func(int) {
+		errs <- Install(ctx, pool)
+	})
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err)

@@ -168,25 +168,18 @@ func TestHalfOpenAdmitsOneProbe(t *testing.T) {
 	const callers = 8
 	var admitted, refused atomic.Int32
 	releases := make(chan func(bool, bool), callers)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for range callers {
-		wg.Go(func() {
-			<-start
-			release, err := b.g.Acquire(context.Background())
-			switch {
-			case err == nil:
-				admitted.Add(1)
-				releases <- release
-			case errors.Is(err, guard.ErrOpen):
-				refused.Add(1)
-			default:
-				t.Errorf("Acquire: %v", err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
+	testwait.Together(callers, func(int) {
+		release, err := b.g.Acquire(context.Background())
+		switch {
+		case err == nil:
+			admitted.Add(1)
+			releases <- release
+		case errors.Is(err, guard.ErrOpen):
+			refused.Add(1)
+		default:
+			t.Errorf("Acquire: %v", err)
+		}
+	})
 	require.Equal(t, int32(1), admitted.Load(), "probes admitted")
 	require.Equal(t, int32(callers-1), refused.Load(), "callers refused")
 	assert.False(t, b.g.Claimable(), "half-open with the probe out")
