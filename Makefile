@@ -99,6 +99,10 @@ bench-retained: ## Switchyard drains on an empty outbox and after 10,000,000 del
 bench-http: ## Switchyard drains to a no-op and over signed HTTP to the bench's local receiver, by turns (MESSAGES=100000; DATABASE_URL or a throwaway cluster)
 	cd tools/peers && $(GO) run . --messages $(or $(MESSAGES),100000) --river-workers '' --http
 
+.PHONY: bench-latency
+bench-latency: ## River and Switchyard under the same offered load, side by side: latency from each enqueue's commit to its delivery (RATE=1000, SECONDS=10; DATABASE_URL or a throwaway cluster)
+	cd tools/peers && $(GO) run . --rate $(or $(RATE),1000) --seconds $(or $(SECONDS),10)
+
 # The floor is pgbench, found beside the server binaries (postgresql-15).
 .PHONY: bench-inbox-floor
 bench-inbox-floor: ## the inbox bench and its pgbench floor by turns on one server, medians and ratio (EVENTS=50000, HANDLER=customer-upsert or forward; DATABASE_URL or the embedded server)

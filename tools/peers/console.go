@@ -15,8 +15,50 @@ import (
 // with the extra flags after them, against dsn and reads the JSON object
 // it prints as its last line.
 func consoleDrain(ctx context.Context, console, dsn string, n, aggregates int, extra ...string) (runResult, error) {
-	args := append([]string{"bench", "dispatch", "--messages", strconv.Itoa(n), "--aggregates", strconv.Itoa(aggregates)}, extra...)
-	cmd := exec.CommandContext(ctx, console, args...)
+	args := append([]string{"--messages", strconv.Itoa(n), "--aggregates", strconv.Itoa(aggregates)}, extra...)
+	var out struct {
+		MessagesPerSec float64         `json:"messages_per_sec"`
+		Seconds        float64         `json:"seconds"`
+		Messages       int             `json:"messages"`
+		CPU            json.RawMessage `json:"cpu"`
+	}
+	if err := consoleBench(ctx, console, dsn, args, &out); err != nil {
+		return runResult{}, err
+	}
+	if out.Messages != n || out.MessagesPerSec <= 0 {
+		return runResult{}, fmt.Errorf("console bench dispatch reported %d messages at %v/s, want %d", out.Messages, out.MessagesPerSec, n)
+	}
+	return runResult{MessagesPerSec: out.MessagesPerSec, Seconds: out.Seconds, CPU: out.CPU}, nil
+}
+
+// consoleOffered runs `console bench dispatch --rate r --seconds s
+// --aggregates k` (a NOTIFY after each enqueue, the bench's default)
+// against dsn and reads its latency from each enqueue's COMMIT to the
+// message's delivery.
+func consoleOffered(ctx context.Context, console, dsn string, rate, seconds, aggregates int) (latencyRun, error) {
+	args := []string{"--rate", strconv.Itoa(rate), "--seconds", strconv.Itoa(seconds), "--aggregates", strconv.Itoa(aggregates)}
+	var out struct {
+		Messages       int     `json:"messages"`
+		EnqueuedPerSec float64 `json:"enqueued_per_sec"`
+		CommitP50Ms    float64 `json:"commit_p50_ms"`
+		CommitP99Ms    float64 `json:"commit_p99_ms"`
+		EnqueueP99Ms   float64 `json:"enqueue_p99_ms"`
+		P99Ms          float64 `json:"p99_ms"` // from created_at: the enqueuing transaction's start
+	}
+	if err := consoleBench(ctx, console, dsn, args, &out); err != nil {
+		return latencyRun{}, err
+	}
+	if out.Messages != rate*seconds || out.CommitP99Ms <= 0 {
+		return latencyRun{}, fmt.Errorf("console bench dispatch reported %d messages, commit p99 %v ms; want %d messages", out.Messages, out.CommitP99Ms, rate*seconds)
+	}
+	return latencyRun{Messages: out.Messages, EnqueuedPerSec: out.EnqueuedPerSec,
+		P50Ms: out.CommitP50Ms, P99Ms: out.CommitP99Ms, EnqueueP99Ms: out.EnqueueP99Ms, P99FromBeginMs: out.P99Ms}, nil
+}
+
+// consoleBench runs `console bench dispatch` with args against dsn and
+// decodes the JSON object it prints as its last line into out.
+func consoleBench(ctx context.Context, console, dsn string, args []string, out any) error {
+	cmd := exec.CommandContext(ctx, console, append([]string{"bench", "dispatch"}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	env := make([]string, 0, len(os.Environ())+1)
@@ -28,20 +70,11 @@ func consoleDrain(ctx context.Context, console, dsn string, n, aggregates int, e
 	cmd.Env = append(env, "DATABASE_URL="+dsn)
 	if err := cmd.Run(); err != nil {
 		os.Stderr.Write(stderr.Bytes())
-		return runResult{}, fmt.Errorf("console bench dispatch: %w", err)
+		return fmt.Errorf("console bench dispatch: %w", err)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	var out struct {
-		MessagesPerSec float64         `json:"messages_per_sec"`
-		Seconds        float64         `json:"seconds"`
-		Messages       int             `json:"messages"`
-		CPU            json.RawMessage `json:"cpu"`
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), out); err != nil {
+		return fmt.Errorf("read the console bench's JSON line %q: %w", lines[len(lines)-1], err)
 	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &out); err != nil {
-		return runResult{}, fmt.Errorf("read the console bench's JSON line %q: %w", lines[len(lines)-1], err)
-	}
-	if out.Messages != n || out.MessagesPerSec <= 0 {
-		return runResult{}, fmt.Errorf("console bench dispatch reported %d messages at %v/s, want %d", out.Messages, out.MessagesPerSec, n)
-	}
-	return runResult{MessagesPerSec: out.MessagesPerSec, Seconds: out.Seconds, CPU: out.CPU}, nil
+	return nil
 }

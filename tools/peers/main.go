@@ -5,6 +5,10 @@
 //
 //	cd tools/peers && go run . --messages 100000
 //
+// With --rate it compares latency under offered load instead: both enqueue
+// at that rate, each message in a transaction of its own, and time it from
+// its commit to its delivery (latency.go; issue 17, target 5).
+//
 // It is a module of its own so that River never enters the product's
 // go.mod. Switchyard is measured by exec'ing the console binary, built from
 // the main module, as `console bench dispatch` with DATABASE_URL.
@@ -30,6 +34,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // options are the command's flags.
@@ -41,8 +48,14 @@ type options struct {
 	retained     int // > 0: also drain after this many delivered messages retained (issue 17, target 6)
 	retainedDead int
 	http         bool // also drain over signed HTTP (issue 17, target 4)
-	repo         string
-	console      string
+	// rate > 0: the offered-load comparison instead of the drains
+	// (issue 17, target 5; latency.go).
+	rate           int
+	seconds        int
+	riverCooldowns []time.Duration
+	latencyWorkers int
+	repo           string
+	console        string
 }
 
 func main() {
@@ -66,6 +79,10 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.retained, "retained", 0, "also drain Switchyard's messages (ordered and unordered) after this many delivered messages retained in the outbox, and compare with the drains of an empty one")
 	fs.IntVar(&o.retainedDead, "retained-dead", 0, "with --retained: dead messages retained too")
 	fs.BoolVar(&o.http, "http", false, "also drain Switchyard's ordered messages over signed HTTP to the bench's local receiver, and compare with the no-op drain")
+	fs.IntVar(&o.rate, "rate", 0, "offered load instead of drains: enqueues a second, each in a transaction of its own, for --seconds; compares the latency from each enqueue's commit to its delivery")
+	fs.IntVar(&o.seconds, "seconds", 10, "with --rate: how long to enqueue for")
+	cooldowns := fs.String("river-fetch-cooldowns", "1ms,5ms,100ms", "with --rate: River FetchCooldowns to try; the best median p99 counts (100ms is River's default, 5ms Switchyard's wake-up cooldown)")
+	fs.IntVar(&o.latencyWorkers, "river-latency-workers", 100, "with --rate: River's MaxWorkers")
 	fs.StringVar(&o.repo, "repo", "", "the Switchyard repository's root (default: found from the working directory)")
 	fs.StringVar(&o.console, "console", "", "a built console binary (default: go build it from -repo into a temp dir)")
 	if err := fs.Parse(args); err != nil {
@@ -77,8 +94,18 @@ func run(ctx context.Context, args []string) error {
 	if o.retained < 0 || o.retainedDead < 0 || (o.retainedDead > 0 && o.retained == 0) {
 		return errors.New("--retained and --retained-dead must be 0 or more, --retained-dead only with --retained")
 	}
-	for _, w := range strings.FieldsFunc(workers, func(r rune) bool { return r == ',' }) {
-		n, err := strconv.Atoi(strings.TrimSpace(w))
+	if o.rate < 0 || (o.rate > 0 && (o.seconds <= 0 || o.latencyWorkers <= 0)) {
+		return errors.New("--rate must be 0 or more; with it, --seconds and --river-latency-workers must be positive")
+	}
+	var err error
+	if o.riverCooldowns, err = parseDurations("river-fetch-cooldowns", *cooldowns); err != nil {
+		return err
+	}
+	if o.rate > 0 && len(o.riverCooldowns) == 0 {
+		return errors.New("--rate needs at least one --river-fetch-cooldowns")
+	}
+	for _, w := range splitList(workers) {
+		n, err := strconv.Atoi(w)
 		if err != nil || n <= 0 {
 			return fmt.Errorf("--river-workers: %q is not a positive number", w)
 		}
@@ -113,7 +140,12 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	result, err := measure(ctx, o, url, throwaway)
+	var result any
+	if o.rate > 0 {
+		result, err = measureLatency(ctx, o, url, throwaway)
+	} else {
+		result, err = measure(ctx, o, url, throwaway)
+	}
 	if err != nil {
 		return err
 	}
@@ -200,20 +232,13 @@ func measure(ctx context.Context, o options, url string, throwaway bool) (*resul
 		return nil, err
 	}
 	defer admin.Close()
-	server := "DATABASE_URL"
-	set, err := readSettings(ctx, admin)
+	set, server, err := checkServer(ctx, admin, throwaway)
 	if err != nil {
 		return nil, err
 	}
-	if throwaway {
-		server = "throwaway cluster: internal/dbtest/withpg -durable"
-		if set.Fsync != "on" || set.SynchronousCommit != "on" {
-			return nil, fmt.Errorf("the throwaway cluster has fsync %s, synchronous_commit %s: want both on", set.Fsync, set.SynchronousCommit)
-		}
-	}
 	var river *riverTarget
 	if len(o.riverWorkers) > 0 {
-		if river, err = openRiverTarget(ctx, admin, url, o.riverConns); err != nil {
+		if river, err = openRiverTarget(ctx, admin, url, o.riverConns, 0); err != nil {
 			return nil, err
 		}
 		defer river.close()
@@ -372,4 +397,31 @@ func loadAverage() string {
 		return ""
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// checkServer reads the server's settings and names it: DATABASE_URL, or
+// the throwaway cluster, which must have fsync and synchronous_commit on.
+func checkServer(ctx context.Context, admin *pgxpool.Pool, throwaway bool) (settings, string, error) {
+	set, err := readSettings(ctx, admin)
+	if err != nil {
+		return set, "", err
+	}
+	if !throwaway {
+		return set, "DATABASE_URL", nil
+	}
+	if set.Fsync != "on" || set.SynchronousCommit != "on" {
+		return set, "", fmt.Errorf("the throwaway cluster has fsync %s, synchronous_commit %s: want both on", set.Fsync, set.SynchronousCommit)
+	}
+	return set, "throwaway cluster: internal/dbtest/withpg -durable", nil
+}
+
+// splitList splits a comma-separated flag value, dropping blanks.
+func splitList(list string) []string {
+	var out []string
+	for _, f := range strings.Split(list, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

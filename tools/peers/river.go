@@ -46,13 +46,19 @@ func (w *noopWorker) Work(context.Context, *river.Job[noopArgs]) error {
 // riverTarget is River's database: one of its own on the server, migrated
 // once, emptied before each drain.
 type riverTarget struct {
-	admin  *pgxpool.Pool // the configured database, to drop ours at the end
-	pool   *pgxpool.Pool // River's database
-	name   string
-	logger *slog.Logger
+	admin *pgxpool.Pool // the configured database, to drop ours at the end
+	pool  *pgxpool.Pool // River's database
+	// inserts are the enqueuers' own connections to it (offered load
+	// only), apart from the client's pool as a service's would be.
+	inserts *pgxpool.Pool
+	name    string
+	logger  *slog.Logger
 }
 
-func openRiverTarget(ctx context.Context, admin *pgxpool.Pool, dsn string, conns int) (*riverTarget, error) {
+// openRiverTarget creates and migrates River's database; its client's
+// pool has conns connections, and with insertConns > 0 the enqueuers get a
+// pool of that many.
+func openRiverTarget(ctx context.Context, admin *pgxpool.Pool, dsn string, conns, insertConns int) (*riverTarget, error) {
 	b := make([]byte, 6)
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
@@ -65,6 +71,9 @@ func openRiverTarget(ctx context.Context, admin *pgxpool.Pool, dsn string, conns
 	riverDSN, err := withDatabase(dsn, t.name)
 	if err == nil {
 		t.pool, err = connect(ctx, riverDSN, int32(conns))
+	}
+	if err == nil && insertConns > 0 {
+		t.inserts, err = connect(ctx, riverDSN, int32(insertConns))
 	}
 	if err != nil {
 		t.close()
@@ -86,6 +95,9 @@ func (t *riverTarget) close() {
 	if t.pool != nil {
 		t.pool.Close()
 	}
+	if t.inserts != nil {
+		t.inserts.Close()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := t.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{t.name}.Sanitize()+" WITH (FORCE)"); err != nil {
@@ -96,19 +108,10 @@ func (t *riverTarget) close() {
 // drain inserts n jobs (untimed) and times a fresh client with maxWorkers
 // until every job has been worked and is completed in the table.
 func (t *riverTarget) drain(ctx context.Context, n, maxWorkers int) (runResult, error) {
-	if _, err := t.pool.Exec(ctx, "TRUNCATE river_job"); err != nil {
-		return runResult{}, fmt.Errorf("empty river_job: %w", err)
-	}
 	worker := &noopWorker{worked: &atomic.Int64{}, want: int64(n), done: make(chan struct{})}
-	workers := river.NewWorkers()
-	river.AddWorker(workers, worker)
-	client, err := river.NewClient(riverpgxv5.New(t.pool), &river.Config{
-		Logger:  t.logger,
-		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
-		Workers: workers,
-	})
+	client, err := t.freshClient(ctx, worker, maxWorkers, 0)
 	if err != nil {
-		return runResult{}, fmt.Errorf("new River client: %w", err)
+		return runResult{}, err
 	}
 	const batch = 5_000
 	params := make([]river.InsertManyParams, 0, batch)
@@ -130,14 +133,11 @@ func (t *riverTarget) drain(ctx context.Context, n, maxWorkers int) (runResult, 
 		return runResult{}, err
 	}
 	start := time.Now()
-	if err := client.Start(ctx); err != nil {
-		return runResult{}, fmt.Errorf("start River: %w", err)
+	stop, err := startClient(ctx, client)
+	if err != nil {
+		return runResult{}, err
 	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = client.Stop(stopCtx)
-	}()
+	defer stop()
 	select {
 	case <-worker.done:
 	case <-ctx.Done():
@@ -179,6 +179,42 @@ func (t *riverTarget) drain(ctx context.Context, n, maxWorkers int) (runResult, 
 		Seconds: round3(elapsed.Seconds()), CPU: cpu}, nil
 }
 
+// freshClient empties river_job and makes a client (not started) whose one
+// queue runs worker on maxWorkers goroutines, fetching at most once per
+// cooldown (0: River's default FetchCooldown), and polling at the larger of
+// it and River's default FetchPollInterval.
+func (t *riverTarget) freshClient(ctx context.Context, worker river.Worker[noopArgs], maxWorkers int, cooldown time.Duration) (*river.Client[pgx.Tx], error) {
+	if _, err := t.pool.Exec(ctx, "TRUNCATE river_job"); err != nil {
+		return nil, fmt.Errorf("empty river_job: %w", err)
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, worker)
+	client, err := river.NewClient(riverpgxv5.New(t.pool), &river.Config{
+		Logger:            t.logger,
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
+		Workers:           workers,
+		FetchCooldown:     cooldown,
+		FetchPollInterval: max(cooldown, river.FetchPollIntervalDefault),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("new River client: %w", err)
+	}
+	return client, nil
+}
+
+// startClient starts client; stop stops it, giving its jobs in flight up
+// to 30 seconds.
+func startClient(ctx context.Context, client *river.Client[pgx.Tx]) (stop func(), err error) {
+	if err := client.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start River: %w", err)
+	}
+	return func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = client.Stop(stopCtx)
+	}, nil
+}
+
 // riverVersion is the River module this binary was built with.
 func riverVersion() string {
 	if info, ok := debug.ReadBuildInfo(); ok {
@@ -189,4 +225,95 @@ func riverVersion() string {
 		}
 	}
 	return "unknown"
+}
+
+// latencyWorker records when each job's work starts: workedAt[seq], Unix
+// nanoseconds, the first time only. done is closed when want distinct jobs
+// have started.
+type latencyWorker struct {
+	river.WorkerDefaults[noopArgs]
+	workedAt []atomic.Int64
+	worked   atomic.Int64
+	want     int64
+	done     chan struct{}
+}
+
+func (w *latencyWorker) Work(_ context.Context, job *river.Job[noopArgs]) error {
+	if w.workedAt[job.Args.Seq].CompareAndSwap(0, time.Now().UnixNano()) && w.worked.Add(1) == w.want {
+		close(w.done)
+	}
+	return nil
+}
+
+// offered measures River under offered load, as `console bench dispatch
+// --rate` measures Switchyard: a fresh client (one queue of maxWorkers,
+// the given FetchCooldown) runs while n = rate × seconds jobs are
+// inserted, job i at start + i/rate, each with InsertTx in a transaction
+// of its own on one of enqueuers connections; each job's latency runs from
+// its COMMIT returning to its worker starting (0 if the work started
+// first), and from its transaction's start. River is warmed first: one
+// job inserted and worked, untimed.
+func (t *riverTarget) offered(ctx context.Context, rate, seconds, enqueuers, maxWorkers int, cooldown time.Duration) (latencyRun, error) {
+	n := rate * seconds
+	// Slot n is the warm-up job's.
+	worker := &latencyWorker{workedAt: make([]atomic.Int64, n+1), want: int64(n + 1), done: make(chan struct{})}
+	client, err := t.freshClient(ctx, worker, maxWorkers, cooldown)
+	if err != nil {
+		return latencyRun{}, err
+	}
+	stop, err := startClient(ctx, client)
+	if err != nil {
+		return latencyRun{}, err
+	}
+	defer stop()
+	if _, err := client.Insert(ctx, noopArgs{Seq: n, Payload: "warm-up"}, nil); err != nil {
+		return latencyRun{}, fmt.Errorf("insert the warm-up job: %w", err)
+	}
+	warm, cancelWarm := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelWarm()
+	for worker.workedAt[n].Load() == 0 {
+		select {
+		case <-warm.Done():
+			return latencyRun{}, fmt.Errorf("the warm-up job was not worked: %w", warm.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+
+	begunAt := make([]time.Time, n)
+	committedAt := make([]time.Time, n)
+	commits := make([]time.Duration, n)
+	start := time.Now()
+	err = offer(ctx, start, n, rate, enqueuers, func(ctx context.Context, i int) error {
+		begin := time.Now()
+		begunAt[i] = begin
+		err := pgx.BeginFunc(ctx, t.inserts, func(tx pgx.Tx) error {
+			_, err := client.InsertTx(ctx, tx, noopArgs{Seq: i, Payload: "order-placed:0123456789abcdef0123456789"}, nil)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("insert job %d: %w", i, err)
+		}
+		committedAt[i] = time.Now()
+		commits[i] = committedAt[i].Sub(begin)
+		return nil
+	})
+	enqueueing := time.Since(start)
+	if err != nil {
+		return latencyRun{}, err
+	}
+	select {
+	case <-worker.done:
+	case <-time.After(time.Minute):
+		return latencyRun{}, fmt.Errorf("%d of %d jobs worked a minute after the last insert", worker.worked.Load()-1, n)
+	case <-ctx.Done():
+		return latencyRun{}, ctx.Err()
+	}
+	latencies, fromBegin := make([]time.Duration, n), make([]time.Duration, n)
+	for i, c := range committedAt {
+		worked := time.Unix(0, worker.workedAt[i].Load())
+		latencies[i], fromBegin[i] = max(worked.Sub(c), 0), worked.Sub(begunAt[i])
+	}
+	return latencyRun{Messages: n, EnqueuedPerSec: round3(float64(n) / enqueueing.Seconds()),
+		P50Ms: millis(percentile(latencies, 0.5)), P99Ms: millis(percentile(latencies, 0.99)),
+		EnqueueP99Ms: millis(percentile(commits, 0.99)), P99FromBeginMs: millis(percentile(fromBegin, 0.99))}, nil
 }

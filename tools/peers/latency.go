@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+)
+
+// latencyRun is one offered-load run's outcome: from each message's (job's)
+// enqueuing COMMIT returning to its delivery (its worker starting).
+type latencyRun struct {
+	Messages       int     `json:"messages"`
+	EnqueuedPerSec float64 `json:"enqueued_per_sec"` // below the offered rate when the enqueuers fall behind
+	P50Ms          float64 `json:"commit_p50_ms"`
+	P99Ms          float64 `json:"commit_p99_ms"`
+	EnqueueP99Ms   float64 `json:"enqueue_p99_ms"` // the enqueuing transactions alone, BEGIN to COMMIT returned
+	// From each enqueuing transaction's start to the delivery: what a
+	// NOTIFY inside the transaction (River's) adds to the commit counts
+	// here too. Switchyard's is its bench's p99_ms (from created_at).
+	P99FromBeginMs float64 `json:"begin_p99_ms"`
+}
+
+// latencySeries is one configuration's offered-load runs and their medians.
+type latencySeries struct {
+	Runs           []latencyRun `json:"runs"`
+	P50Ms          float64      `json:"commit_p50_ms"`
+	P99Ms          float64      `json:"commit_p99_ms"`
+	P99FromBeginMs float64      `json:"begin_p99_ms"`
+}
+
+func (s *latencySeries) summarize() {
+	var p50, p99, begin []float64
+	for _, r := range s.Runs {
+		p50, p99, begin = append(p50, r.P50Ms), append(p99, r.P99Ms), append(begin, r.P99FromBeginMs)
+	}
+	s.P50Ms, s.P99Ms, s.P99FromBeginMs = median(p50), median(p99), median(begin)
+}
+
+// latencyResult is the JSON object printed last with --rate.
+type latencyResult struct {
+	Rate              int                       `json:"offered_per_sec"`
+	Seconds           int                       `json:"seconds"`
+	Enqueuers         int                       `json:"enqueuers"`
+	Rounds            int                       `json:"rounds"`
+	RiverVersion      string                    `json:"river_version"`
+	RiverWorkers      int                       `json:"river_workers"`
+	RiverBestCooldown string                    `json:"river_best_fetch_cooldown"`
+	RiverP99Ms        float64                   `json:"river_commit_p99_ms"`
+	OrderedP99Ms      float64                   `json:"switchyard_ordered_commit_p99_ms"`
+	UnorderedP99Ms    float64                   `json:"switchyard_unordered_commit_p99_ms"`
+	RatioOrdered      float64                   `json:"ratio_ordered_p99_to_river"` // below 1: Switchyard's p99 is the shorter
+	RatioUnordered    float64                   `json:"ratio_unordered_p99_to_river"`
+	River             map[string]*latencySeries `json:"river"` // by FetchCooldown
+	Ordered           *latencySeries            `json:"switchyard_ordered"`
+	Unordered         *latencySeries            `json:"switchyard_unordered"`
+	Order             [][]string                `json:"order"`
+	Method            string                    `json:"method"`
+	Server            string                    `json:"server"`
+	Settings          settings                  `json:"settings"`
+	CPUs              int                       `json:"cpus"`
+	LoadAverageByRun  []string                  `json:"load_average_by_run"`
+}
+
+const latencyMethod = "offered load, each round runs every configuration once, rotating which goes first; " +
+	"both sides enqueue rate × seconds messages, message i at start + i/rate, each in a transaction of its own on one of " +
+	"16 connections, and time each from its COMMIT returning to its delivery (0 if the delivery came first) and from its transaction's start; River: a " +
+	"fresh client (one queue of --river-workers, FetchCooldown as named, FetchPollInterval the larger of it and 1 s), " +
+	"warmed with one job, jobs inserted with InsertTx (River's own insert notification), latency to the worker's start; " +
+	"Switchyard: `console bench dispatch --rate R --seconds S [--aggregates 0]` (a NOTIFY after each enqueue's commit), " +
+	"its commit_p50_ms and commit_p99_ms, and p99_ms (from created_at, the enqueuing transaction's start) as begin_p99_ms; figures are medians of the rounds, River's best is the cooldown with the " +
+	"lowest median p99, ratios are Switchyard's median p99 / River's best"
+
+// latencyConfig is one of the offered-load runs a round runs.
+type latencyConfig struct {
+	name       string
+	cooldown   time.Duration // River's FetchCooldown; 0 for Switchyard's
+	aggregates int           // Switchyard's --aggregates
+}
+
+// measureLatency runs the offered-load comparison (--rate).
+func measureLatency(ctx context.Context, o options, url string, throwaway bool) (*latencyResult, error) {
+	const enqueuers = 16 // console bench dispatch's default --enqueuers
+	admin, err := connect(ctx, url, 2)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	set, server, err := checkServer(ctx, admin, throwaway)
+	if err != nil {
+		return nil, err
+	}
+	river, err := openRiverTarget(ctx, admin, url, o.riverConns, enqueuers)
+	if err != nil {
+		return nil, err
+	}
+	defer river.close()
+
+	var configs []latencyConfig
+	for _, c := range o.riverCooldowns {
+		configs = append(configs, latencyConfig{name: "river-cooldown-" + c.String(), cooldown: c})
+	}
+	configs = append(configs,
+		latencyConfig{name: "switchyard-ordered", aggregates: 1000},
+		latencyConfig{name: "switchyard-unordered", aggregates: 0})
+	r := &latencyResult{Rate: o.rate, Seconds: o.seconds, Enqueuers: enqueuers, Rounds: o.rounds,
+		RiverVersion: riverVersion(), RiverWorkers: o.latencyWorkers,
+		River: map[string]*latencySeries{}, Ordered: &latencySeries{}, Unordered: &latencySeries{},
+		Method: latencyMethod, Server: server, Settings: set, CPUs: runtime.NumCPU()}
+	for round := range o.rounds {
+		var order []string
+		for i := range configs {
+			c := configs[(i+round)%len(configs)]
+			order = append(order, c.name)
+			load := loadAverage()
+			r.LoadAverageByRun = append(r.LoadAverageByRun, load)
+			fmt.Fprintf(os.Stderr, "peers: round %d/%d: %s at %d/s (load %s)\n", round+1, o.rounds, c.name, o.rate, load)
+			var run latencyRun
+			var s *latencySeries
+			switch {
+			case c.cooldown > 0:
+				run, err = river.offered(ctx, o.rate, o.seconds, enqueuers, o.latencyWorkers, c.cooldown)
+				if r.River[c.cooldown.String()] == nil {
+					r.River[c.cooldown.String()] = &latencySeries{}
+				}
+				s = r.River[c.cooldown.String()]
+			default:
+				run, err = consoleOffered(ctx, o.console, url, o.rate, o.seconds, c.aggregates)
+				s = r.Ordered
+				if c.aggregates == 0 {
+					s = r.Unordered
+				}
+			}
+			if err != nil {
+				return nil, fmt.Errorf("round %d, %s: %w", round+1, c.name, err)
+			}
+			fmt.Fprintf(os.Stderr, "peers: round %d/%d: %s: from the commit p50 %.1f ms, p99 %.1f ms; from BEGIN p99 %.1f ms; %.0f enqueued/s\n",
+				round+1, o.rounds, c.name, run.P50Ms, run.P99Ms, run.P99FromBeginMs, run.EnqueuedPerSec)
+			s.Runs = append(s.Runs, run)
+		}
+		r.Order = append(r.Order, order)
+	}
+	r.Ordered.summarize()
+	r.Unordered.summarize()
+	for _, c := range o.riverCooldowns {
+		s := r.River[c.String()]
+		s.summarize()
+		if r.RiverBestCooldown == "" || s.P99Ms < r.RiverP99Ms {
+			r.RiverBestCooldown, r.RiverP99Ms = c.String(), s.P99Ms
+		}
+	}
+	r.OrderedP99Ms, r.UnorderedP99Ms = r.Ordered.P99Ms, r.Unordered.P99Ms
+	if r.RiverP99Ms > 0 {
+		r.RatioOrdered = round3(r.OrderedP99Ms / r.RiverP99Ms)
+		r.RatioUnordered = round3(r.UnorderedP99Ms / r.RiverP99Ms)
+	}
+	return r, nil
+}
+
+// offer calls enqueue(i) for i in 0..n-1, i at start + i/rate, on
+// enqueuers goroutines: when all of them are busy the schedule slips (the
+// run's enqueued_per_sec shows it). The first error stops it.
+func offer(ctx context.Context, start time.Time, n, rate, enqueuers int, enqueue func(context.Context, int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobs := make(chan int, enqueuers)
+	var (
+		wg       sync.WaitGroup
+		once     sync.Once
+		firstErr error // set once, read after wg.Wait
+	)
+	for range enqueuers {
+		wg.Go(func() {
+			for i := range jobs {
+				if err := enqueue(ctx, i); err != nil {
+					once.Do(func() { firstErr = err; cancel() })
+				}
+			}
+		})
+	}
+	err := pace(ctx, start, n, rate, jobs)
+	close(jobs)
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return err
+}
+
+// pace hands out message numbers on schedule.
+func pace(ctx context.Context, start time.Time, n, rate int, jobs chan<- int) error {
+	for i := range n {
+		if wait := time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(rate))); wait > 0 {
+			timer := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return ctx.Err()
+			case <-timer.C:
+			}
+		}
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// percentile of ds by nearest rank, as the console bench computes its
+// own; sorts ds.
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[max(0, min(int(math.Ceil(q*float64(len(ds))))-1, len(ds)-1))]
+}
+
+func millis(d time.Duration) float64 { return round3(float64(d) / float64(time.Millisecond)) }
+
+// parseDurations reads a comma-separated list of positive durations.
+func parseDurations(flagName, list string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, f := range splitList(list) {
+		d, err := time.ParseDuration(f)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("--%s: %q is not a positive duration", flagName, f)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
