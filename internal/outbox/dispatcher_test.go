@@ -1171,9 +1171,10 @@ func preparedStatements(t *testing.T, pool *pgxpool.Pool, name string) (statemen
 // The claims are planned for their arguments while the planner's
 // statistics of their tables describe fewer than planStatisticsFloor rows
 // (a generic plan made from them would read the tables sequentially, and
-// be kept), and are prepared statements whose generic plan PostgreSQL
-// keeps once the statistics are past it (read by the heartbeat): plans
-// that read the outbox through its indexes, and return the same rows.
+// be kept), unless the aggregates' table is small, and are prepared
+// statements whose generic plan PostgreSQL keeps once the statistics are
+// past it (read by the heartbeat): plans that read the outbox through its
+// indexes, and return the same rows.
 func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -1181,6 +1182,10 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	// Leases that outlast the test: every round claims only its own
 	// messages.
 	d := New(pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	// The statistics change only when the test says so.
+	_, err := pool.Exec(ctx, `ALTER TABLE switchyard.outbox SET (autovacuum_enabled = false);
+		ALTER TABLE switchyard.outbox_aggregates SET (autovacuum_enabled = false)`)
+	require.NoError(t, err)
 	const rounds = 8 // more than the five custom plans before a generic one may be kept
 	round := 0
 	claimRounds := func() {
@@ -1231,9 +1236,10 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 		require.Zero(t, statements, "%s is sent unnamed while the outbox has no statistics", name)
 	}
 
-	// Statistics of a thousand rows in each table: the unordered
-	// claim's alone are not enough for the ordered claim.
-	_, err := pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload, state, finished_at)
+	// Statistics of a thousand rows in the outbox: enough for the
+	// unordered claim, and for the ordered claim while the aggregates'
+	// table is small.
+	_, err = pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload, state, finished_at)
 		SELECT 't', 'alpha', '{}', 'delivered', now() FROM generate_series(1, $1::int)`, planStatisticsFloor)
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `ANALYZE switchyard.outbox`)
@@ -1247,9 +1253,30 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	require.Contains(t, unordered, "Index Scan using outbox_due_unordered", unordered)
 	require.Regexp(t, `Index Cond: .*ROW\(next_attempt_at, id\) > ROW`, unordered, "the scan starts after the mark: %s", unordered)
 	require.NotContains(t, unordered, "Seq Scan on outbox ", unordered)
-	statements, _, _ = preparedStatements(t, pool, "OutboxClaimOrdered")
-	require.Zero(t, statements, "the ordered claim waits for the aggregates' statistics")
+	// The aggregates' table, a few rows without statistics, is small
+	// enough for any plan.
+	statements, generic, _ = preparedStatements(t, pool, "OutboxClaimOrdered")
+	require.Equal(t, 1, statements, "the ordered claim is a prepared statement while the aggregates' table is small")
+	require.Positive(t, generic, "PostgreSQL kept its generic plan")
 
+	// Grown past small, still without statistics (autovacuum is off for
+	// it): planned for its arguments again, the prepared statement unused.
+	_, err = pool.Exec(ctx, `INSERT INTO switchyard.outbox_aggregates (destination, aggregate_type, aggregate_id, last_seq, done_seq)
+		SELECT 'alpha', 'grown', k::text, 1, 1 FROM generate_series(1, 3000) AS k`)
+	require.NoError(t, err)
+	var size int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT pg_relation_size('switchyard.outbox_aggregates')`).Scan(&size))
+	require.Greater(t, size, int64(smallAggregatesTable), "the aggregates' table is past small")
+	d.heartbeat(ctx)
+	_, genericBefore, customBefore := preparedStatements(t, pool, "OutboxClaimOrdered")
+	claimRounds()
+	_, genericAfter, customAfter := preparedStatements(t, pool, "OutboxClaimOrdered")
+	require.Equal(t, []int{genericBefore, customBefore}, []int{genericAfter, customAfter},
+		"the ordered claim is sent unnamed until the grown table has statistics")
+
+	// A thousand rows, described by ANALYZE.
+	_, err = pool.Exec(ctx, `DELETE FROM switchyard.outbox_aggregates WHERE aggregate_type = 'grown'`)
+	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `INSERT INTO switchyard.outbox_aggregates (destination, aggregate_type, aggregate_id, last_seq, done_seq)
 		SELECT 'alpha', 'history', k::text, 1, 1 FROM generate_series(1, $1::int) AS k`, planStatisticsFloor)
 	require.NoError(t, err)
@@ -1258,8 +1285,8 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	d.heartbeat(ctx)
 	claimRounds()
 	statements, generic, _ = preparedStatements(t, pool, "OutboxClaimOrdered")
-	require.Equal(t, 1, statements, "the ordered claim is a prepared statement")
-	require.Positive(t, generic, "PostgreSQL kept its generic plan")
+	require.Equal(t, 2, statements, "the ordered claim is a prepared statement of its own once the table has statistics")
+	require.Greater(t, generic, genericAfter, "PostgreSQL kept its generic plan")
 	ordered := plan("OutboxClaimOrdered", `('{alpha}', NULL, '{10}', 10, 'w', 30, 32)`)
 	for _, index := range []string{"outbox_aggregates_due", "outbox_pending_ordered"} {
 		require.Contains(t, ordered, "Index Scan using "+index, ordered)

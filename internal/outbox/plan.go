@@ -86,11 +86,26 @@ func withGenericPlans(ctx context.Context, pool *pgxpool.Pool, fn func(queries.D
 // VACUUM.
 const planStatisticsFloor = 1000
 
-// claimStatistics is whether the planner's statistics of the claims'
-// tables are past planStatisticsFloor, as last read (readPlanStatistics).
+// smallAggregatesTable is the size (8 pages) up to which the ordered claim
+// is a prepared statement whatever the aggregates' statistics: a generic
+// plan that reads the table sequentially reads next to nothing. Where
+// every message is unordered the table stays empty, its statistics never
+// reach the floor, and every ordered claim, each finding nothing, was
+// planned anew: at 1,000 messages a second, 2 to 3 s of the server's time
+// in 10 s, more than the claims' own execution (BENCHMARKS.md, "Latency
+// beside River under offered load"). When the table grows past this, the
+// next heartbeat (readPlanStatistics) sends the claim to be planned for its
+// arguments again until ANALYZE has described the table: a generic plan
+// made while it was small is used a heartbeat at most after that.
+const smallAggregatesTable = 8 * 8192
+
+// claimStatistics is what the claims' tables were like, as last read
+// (readPlanStatistics): whether the planner's statistics of each are past
+// planStatisticsFloor, and whether the aggregates' table is small.
 type claimStatistics struct {
-	outbox     atomic.Bool
-	aggregates atomic.Bool
+	outbox          atomic.Bool
+	aggregates      atomic.Bool
+	aggregatesSmall atomic.Bool
 }
 
 // readPlanStatistics reads the claims' tables' statistics (with each
@@ -104,14 +119,45 @@ func (d *Dispatcher) readPlanStatistics(ctx context.Context) {
 	}
 	d.stats.outbox.Store(s.Outbox >= planStatisticsFloor)
 	d.stats.aggregates.Store(s.Aggregates >= planStatisticsFloor)
+	d.stats.aggregatesSmall.Store(s.AggregatesBytes <= smallAggregatesTable)
 }
 
 // claimQueries runs a claim that reads the outbox, and the aggregates too
 // if withAggregates: as a prepared statement once their statistics are
-// past planStatisticsFloor, planned for its arguments until then.
+// past planStatisticsFloor (or the aggregates' table is small), planned
+// for its arguments until then.
 func (d *Dispatcher) claimQueries(withAggregates bool) *queries.Queries {
-	if d.stats.outbox.Load() && (!withAggregates || d.stats.aggregates.Load()) {
+	switch {
+	case !d.stats.outbox.Load():
+	case !withAggregates || d.stats.aggregates.Load():
 		return queries.New(d.pool)
+	case d.stats.aggregatesSmall.Load():
+		return queries.New(whileSmall{d.pool})
 	}
 	return queries.New(customPlans{d.pool})
+}
+
+// whileSmall sends each statement with a comment before it, so that it is
+// a prepared statement of its own, apart from the same claim's once the
+// aggregates' table has statistics. PostgreSQL keeps a prepared
+// statement's generic plan only while it is estimated no dearer than the
+// statement's custom plans so far, on average: sharing one statement, the
+// cheap custom plans of a small table kept the dearer generic plan of the
+// grown table from being used, and the claim was planned anew at every
+// execution again.
+type whileSmall struct{ queries.DBTX }
+
+// whileSmallTag marks the statements that whileSmall sends.
+const whileSmallTag = "-- while the aggregates' table is small (internal/outbox/plan.go)\n"
+
+func (c whileSmall) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return c.DBTX.Exec(ctx, whileSmallTag+sql, args...)
+}
+
+func (c whileSmall) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return c.DBTX.Query(ctx, whileSmallTag+sql, args...)
+}
+
+func (c whileSmall) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return c.DBTX.QueryRow(ctx, whileSmallTag+sql, args...)
 }

@@ -959,23 +959,26 @@ func (q *Queries) OutboxNotify(ctx context.Context) error {
 
 const outboxPlanStatistics = `-- name: OutboxPlanStatistics :one
 SELECT (SELECT c.reltuples FROM pg_catalog.pg_class c WHERE c.oid = 'switchyard.outbox'::regclass)::float8 AS outbox,
-    (SELECT c.reltuples FROM pg_catalog.pg_class c WHERE c.oid = 'switchyard.outbox_aggregates'::regclass)::float8 AS aggregates
+    (SELECT c.reltuples FROM pg_catalog.pg_class c WHERE c.oid = 'switchyard.outbox_aggregates'::regclass)::float8 AS aggregates,
+    pg_catalog.pg_relation_size('switchyard.outbox_aggregates'::regclass)::bigint AS aggregates_bytes
 `
 
 type OutboxPlanStatisticsRow struct {
-	Outbox     float64
-	Aggregates float64
+	Outbox          float64
+	Aggregates      float64
+	AggregatesBytes int64
 }
 
 // OutboxPlanStatistics is how many rows the planner's statistics say the
 // claims' tables hold, as the last ANALYZE, VACUUM or CREATE INDEX of each
-// found them (-1 on PostgreSQL 14 and later when none has run). The
-// dispatcher lets PostgreSQL keep a claim's generic plan only above a
-// floor (internal/outbox/plan.go).
+// found them (-1 on PostgreSQL 14 and later when none has run), and how
+// big the aggregates' table is now. The dispatcher lets PostgreSQL keep a
+// claim's generic plan only above a floor, or while a table is small
+// (internal/outbox/plan.go).
 func (q *Queries) OutboxPlanStatistics(ctx context.Context) (OutboxPlanStatisticsRow, error) {
 	row := q.db.QueryRow(ctx, outboxPlanStatistics)
 	var i OutboxPlanStatisticsRow
-	err := row.Scan(&i.Outbox, &i.Aggregates)
+	err := row.Scan(&i.Outbox, &i.Aggregates, &i.AggregatesBytes)
 	return i, err
 }
 

@@ -693,8 +693,10 @@ SELECT count(*) FROM restored;
 -- name: OutboxPlanStatistics :one
 -- OutboxPlanStatistics is how many rows the planner's statistics say the
 -- claims' tables hold, as the last ANALYZE, VACUUM or CREATE INDEX of each
--- found them (-1 on PostgreSQL 14 and later when none has run). The
--- dispatcher lets PostgreSQL keep a claim's generic plan only above a
--- floor (internal/outbox/plan.go).
+-- found them (-1 on PostgreSQL 14 and later when none has run), and how
+-- big the aggregates' table is now. The dispatcher lets PostgreSQL keep a
+-- claim's generic plan only above a floor, or while a table is small
+-- (internal/outbox/plan.go).
 SELECT (SELECT c.reltuples FROM pg_catalog.pg_class c WHERE c.oid = 'switchyard.outbox'::regclass)::float8 AS outbox,
-    (SELECT c.reltuples FROM pg_catalog.pg_class c WHERE c.oid = 'switchyard.outbox_aggregates'::regclass)::float8 AS aggregates;
+    (SELECT c.reltuples FROM pg_catalog.pg_class c WHERE c.oid = 'switchyard.outbox_aggregates'::regclass)::float8 AS aggregates,
+    pg_catalog.pg_relation_size('switchyard.outbox_aggregates'::regclass)::bigint AS aggregates_bytes;
