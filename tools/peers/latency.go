@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -58,12 +57,8 @@ type latencyResult struct {
 	River             map[string]*latencySeries `json:"river"` // by FetchCooldown
 	Ordered           *latencySeries            `json:"switchyard_ordered"`
 	Unordered         *latencySeries            `json:"switchyard_unordered"`
-	Order             [][]string                `json:"order"`
-	Method            string                    `json:"method"`
-	Server            string                    `json:"server"`
-	Settings          settings                  `json:"settings"`
-	CPUs              int                       `json:"cpus"`
-	LoadAverageByRun  []string                  `json:"load_average_by_run"`
+	runContext
+	LoadAverageByRun []string `json:"load_average_by_run"`
 }
 
 const latencyMethod = "offered load, each round runs every configuration once, rotating which goes first; " +
@@ -90,7 +85,7 @@ func measureLatency(ctx context.Context, o options, url string, throwaway bool) 
 		return nil, err
 	}
 	defer admin.Close()
-	set, server, err := checkServer(ctx, admin, throwaway)
+	where, err := checkServer(ctx, admin, throwaway, latencyMethod)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +105,7 @@ func measureLatency(ctx context.Context, o options, url string, throwaway bool) 
 	r := &latencyResult{Rate: o.rate, Seconds: o.seconds, Enqueuers: enqueuers, Rounds: o.rounds,
 		RiverVersion: riverVersion(), RiverWorkers: o.latencyWorkers,
 		River: map[string]*latencySeries{}, Ordered: &latencySeries{}, Unordered: &latencySeries{},
-		Method: latencyMethod, Server: server, Settings: set, CPUs: runtime.NumCPU()}
+		runContext: where}
 	for round := range o.rounds {
 		var order []string
 		for i := range configs {
@@ -163,7 +158,10 @@ func measureLatency(ctx context.Context, o options, url string, throwaway bool) 
 
 // offer calls enqueue(i) for i in 0..n-1, i at start + i/rate, on
 // enqueuers goroutines: when all of them are busy the schedule slips (the
-// run's enqueued_per_sec shows it). The first error stops it.
+// run's enqueued_per_sec shows it). The first error stops it. The same
+// schedule as the console bench's offered load (internal/bench/load.go),
+// which this module cannot import: it keeps River out of the product's
+// module and measures Switchyard only through the console binary.
 func offer(ctx context.Context, start time.Time, n, rate, enqueuers int, enqueue func(context.Context, int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

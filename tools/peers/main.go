@@ -204,16 +204,12 @@ type result struct {
 	RatioUnorderedRetained float64 `json:"ratio_unordered_retained_to_empty,omitempty"`
 	// With --http: the ordered drain over signed HTTP (target 4), and its
 	// median over the no-op drain's.
-	OrderedHTTP        *series    `json:"switchyard_ordered_http,omitempty"`
-	RatioOrderedHTTP   float64    `json:"ratio_ordered_http_to_noop,omitempty"`
-	Order              [][]string `json:"order"` // the configurations of each round, in the order run
-	Method             string     `json:"method"`
-	Server             string     `json:"server"`
-	Settings           settings   `json:"settings"`
-	CPUs               int        `json:"cpus"`
-	LoadAverageStart   string     `json:"load_average_start"`
-	LoadAverageEnd     string     `json:"load_average_end"`
-	LoadAverageByRound []string   `json:"load_average_by_round"`
+	OrderedHTTP      *series `json:"switchyard_ordered_http,omitempty"`
+	RatioOrderedHTTP float64 `json:"ratio_ordered_http_to_noop,omitempty"`
+	runContext
+	LoadAverageStart   string   `json:"load_average_start"`
+	LoadAverageEnd     string   `json:"load_average_end"`
+	LoadAverageByRound []string `json:"load_average_by_round"`
 }
 
 const method = "each round runs every configuration once, rotating which goes first; River: N jobs inserted with " +
@@ -232,7 +228,7 @@ func measure(ctx context.Context, o options, url string, throwaway bool) (*resul
 		return nil, err
 	}
 	defer admin.Close()
-	set, server, err := checkServer(ctx, admin, throwaway)
+	where, err := checkServer(ctx, admin, throwaway, method)
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +259,7 @@ func measure(ctx context.Context, o options, url string, throwaway bool) (*resul
 	r := &result{
 		Messages: o.messages, Rounds: o.rounds,
 		River: map[string]*series{}, Ordered: &series{}, Unordered: &series{},
-		Method: method, Server: server, Settings: set, CPUs: runtime.NumCPU(),
+		runContext:       where,
 		LoadAverageStart: loadAverage(),
 	}
 	if river != nil {
@@ -399,20 +395,32 @@ func loadAverage() string {
 	return strings.Join(f[:3], " ")
 }
 
-// checkServer reads the server's settings and names it: DATABASE_URL, or
-// the throwaway cluster, which must have fsync and synchronous_commit on.
-func checkServer(ctx context.Context, admin *pgxpool.Pool, throwaway bool) (settings, string, error) {
-	set, err := readSettings(ctx, admin)
-	if err != nil {
-		return set, "", err
+// runContext is what a result says of how and where it was measured.
+type runContext struct {
+	Order    [][]string `json:"order"` // the configurations of each round, in the order run
+	Method   string     `json:"method"`
+	Server   string     `json:"server"`
+	Settings settings   `json:"settings"`
+	CPUs     int        `json:"cpus"`
+}
+
+// checkServer reads the server's settings and names it (DATABASE_URL, or
+// the throwaway cluster, which must have fsync and synchronous_commit on)
+// for a result measured by method.
+func checkServer(ctx context.Context, admin *pgxpool.Pool, throwaway bool, method string) (runContext, error) {
+	run := runContext{Method: method, Server: "DATABASE_URL", CPUs: runtime.NumCPU()}
+	var err error
+	if run.Settings, err = readSettings(ctx, admin); err != nil {
+		return run, err
 	}
-	if !throwaway {
-		return set, "DATABASE_URL", nil
+	if throwaway {
+		if run.Settings.Fsync != "on" || run.Settings.SynchronousCommit != "on" {
+			return run, fmt.Errorf("the throwaway cluster has fsync %s, synchronous_commit %s: want both on",
+				run.Settings.Fsync, run.Settings.SynchronousCommit)
+		}
+		run.Server = "throwaway cluster: internal/dbtest/withpg -durable"
 	}
-	if set.Fsync != "on" || set.SynchronousCommit != "on" {
-		return set, "", fmt.Errorf("the throwaway cluster has fsync %s, synchronous_commit %s: want both on", set.Fsync, set.SynchronousCommit)
-	}
-	return set, "throwaway cluster: internal/dbtest/withpg -durable", nil
+	return run, nil
 }
 
 // splitList splits a comma-separated flag value, dropping blanks.

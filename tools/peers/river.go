@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -228,18 +229,26 @@ func riverVersion() string {
 }
 
 // latencyWorker records when each job's work starts: workedAt[seq], Unix
-// nanoseconds, the first time only. done is closed when want distinct jobs
-// have started.
+// nanoseconds, the first time only. warmed is closed when the warm-up job
+// (seq warmUp) has started, done when want distinct jobs have.
 type latencyWorker struct {
 	river.WorkerDefaults[noopArgs]
 	workedAt []atomic.Int64
 	worked   atomic.Int64
 	want     int64
+	warmUp   int
+	warmed   chan struct{}
 	done     chan struct{}
 }
 
 func (w *latencyWorker) Work(_ context.Context, job *river.Job[noopArgs]) error {
-	if w.workedAt[job.Args.Seq].CompareAndSwap(0, time.Now().UnixNano()) && w.worked.Add(1) == w.want {
+	if !w.workedAt[job.Args.Seq].CompareAndSwap(0, time.Now().UnixNano()) {
+		return nil
+	}
+	if job.Args.Seq == w.warmUp {
+		close(w.warmed)
+	}
+	if w.worked.Add(1) == w.want {
 		close(w.done)
 	}
 	return nil
@@ -256,7 +265,8 @@ func (w *latencyWorker) Work(_ context.Context, job *river.Job[noopArgs]) error 
 func (t *riverTarget) offered(ctx context.Context, rate, seconds, enqueuers, maxWorkers int, cooldown time.Duration) (latencyRun, error) {
 	n := rate * seconds
 	// Slot n is the warm-up job's.
-	worker := &latencyWorker{workedAt: make([]atomic.Int64, n+1), want: int64(n + 1), done: make(chan struct{})}
+	worker := &latencyWorker{workedAt: make([]atomic.Int64, n+1), want: int64(n + 1), warmUp: n,
+		warmed: make(chan struct{}), done: make(chan struct{})}
 	client, err := t.freshClient(ctx, worker, maxWorkers, cooldown)
 	if err != nil {
 		return latencyRun{}, err
@@ -269,14 +279,12 @@ func (t *riverTarget) offered(ctx context.Context, rate, seconds, enqueuers, max
 	if _, err := client.Insert(ctx, noopArgs{Seq: n, Payload: "warm-up"}, nil); err != nil {
 		return latencyRun{}, fmt.Errorf("insert the warm-up job: %w", err)
 	}
-	warm, cancelWarm := context.WithTimeout(ctx, 30*time.Second)
-	defer cancelWarm()
-	for worker.workedAt[n].Load() == 0 {
-		select {
-		case <-warm.Done():
-			return latencyRun{}, fmt.Errorf("the warm-up job was not worked: %w", warm.Err())
-		case <-time.After(time.Millisecond):
-		}
+	select {
+	case <-worker.warmed:
+	case <-time.After(30 * time.Second):
+		return latencyRun{}, errors.New("the warm-up job was not worked in 30 s")
+	case <-ctx.Done():
+		return latencyRun{}, ctx.Err()
 	}
 
 	begunAt := make([]time.Time, n)
