@@ -138,8 +138,11 @@ type Dispatcher struct {
 	inFlight   atomic.Int64 // messages claimed and not yet finalized
 	isStopping atomic.Bool  // set when Stop begins
 	stats      claimStatistics
-	marks      unorderedMarks // where the next unordered claim starts
-	life       service.Lifecycle
+	// statisticsDue asks the heartbeat loop to read the claims'
+	// statistics now (noteClaimed).
+	statisticsDue chan struct{}
+	marks         unorderedMarks // where the next unordered claim starts
+	life          service.Lifecycle
 
 	mu      sync.Mutex
 	hardCtx context.Context    // guarded by mu: deliveries run under it
@@ -149,7 +152,7 @@ type Dispatcher struct {
 // New returns a Dispatcher; Start runs it.
 func New(pool *pgxpool.Pool, cfg Config) *Dispatcher {
 	cfg = cfg.withDefaults()
-	d := &Dispatcher{cfg: cfg, pool: pool, wake: make(chan struct{}, 1)}
+	d := &Dispatcher{cfg: cfg, pool: pool, wake: make(chan struct{}, 1), statisticsDue: make(chan struct{}, 1)}
 	d.SetRoutes(cfg.Routes)
 	return d
 }
@@ -335,7 +338,9 @@ func (d *Dispatcher) claimPaced(ctx context.Context, worker string, limit int, h
 		claimed = append(claimed, more...)
 	}
 	d.cfg.Metrics.claimSeconds.Observe(time.Since(start).Seconds())
-	return append(claimed, ordered...), atShare || slices.Contains(caps, 0), nil
+	claimed = append(claimed, ordered...)
+	d.noteClaimed(messagesIn(claimed))
+	return claimed, atShare || slices.Contains(caps, 0), nil
 }
 
 // release gives back at once what a claim leased but cannot deliver now:

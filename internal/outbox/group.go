@@ -127,3 +127,12 @@ func aggregateOutcomes(results []result) []aggregateOutcome {
 	}
 	return out
 }
+
+// messagesIn counts the messages of groups.
+func messagesIn(groups []group) int {
+	n := 0
+	for _, g := range groups {
+		n += len(g.msgs)
+	}
+	return n
+}

@@ -13,8 +13,9 @@ import (
 )
 
 // heartbeatLoop keeps this dispatcher's row in switchyard.dispatchers fresh
-// (heartbeat_at, leases_held), and what it knows of the claims' statistics,
-// until ctx ends. Start ran the first heartbeat.
+// (heartbeat_at, leases_held), and what it knows of the claims' statistics
+// (also when noteClaimed asks), until ctx ends. Start ran the first
+// heartbeat.
 func (d *Dispatcher) heartbeatLoop(ctx context.Context) {
 	tick := time.NewTicker(d.cfg.HeartbeatInterval)
 	defer tick.Stop()
@@ -24,6 +25,10 @@ func (d *Dispatcher) heartbeatLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 			d.heartbeat(ctx)
+		case <-d.statisticsDue:
+			readCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			d.readPlanStatistics(readCtx)
+			cancel()
 		}
 	}
 }

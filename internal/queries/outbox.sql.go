@@ -102,6 +102,28 @@ func (q *Queries) OutboxActionStateGet(ctx context.Context, id int64) (OutboxAct
 	return i, err
 }
 
+const outboxAggregatesAnalyze = `-- name: OutboxAggregatesAnalyze :exec
+ANALYZE (SKIP_LOCKED) switchyard.outbox_aggregates
+`
+
+// OutboxAggregatesAnalyze is OutboxAnalyze for the aggregates' table.
+func (q *Queries) OutboxAggregatesAnalyze(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, outboxAggregatesAnalyze)
+	return err
+}
+
+const outboxAnalyze = `-- name: OutboxAnalyze :exec
+ANALYZE (SKIP_LOCKED) switchyard.outbox
+`
+
+// OutboxAnalyze describes the outbox to the planner now, rather than when
+// autovacuum next comes by (internal/outbox/plan.go). SKIP_LOCKED: if
+// autovacuum is at it already, this does nothing.
+func (q *Queries) OutboxAnalyze(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, outboxAnalyze)
+	return err
+}
+
 const outboxClaimOrdered = `-- name: OutboxClaimOrdered :many
 WITH due AS (
     SELECT c.destination, c.aggregate_type, c.aggregate_id
@@ -958,15 +980,28 @@ func (q *Queries) OutboxNotify(ctx context.Context) error {
 }
 
 const outboxPlanStatistics = `-- name: OutboxPlanStatistics :one
-SELECT (SELECT c.reltuples FROM pg_catalog.pg_class c WHERE c.oid = 'switchyard.outbox'::regclass)::float8 AS outbox,
-    (SELECT c.reltuples FROM pg_catalog.pg_class c WHERE c.oid = 'switchyard.outbox_aggregates'::regclass)::float8 AS aggregates,
-    pg_catalog.pg_relation_size('switchyard.outbox_aggregates'::regclass)::bigint AS aggregates_bytes
+WITH described AS (
+    SELECT (SELECT c.reltuples FROM pg_catalog.pg_class c WHERE c.oid = 'switchyard.outbox'::regclass)::float8 AS outbox,
+        (SELECT c.reltuples FROM pg_catalog.pg_class c WHERE c.oid = 'switchyard.outbox_aggregates'::regclass)::float8 AS aggregates
+)
+SELECT d.outbox, d.aggregates,
+    pg_catalog.pg_relation_size('switchyard.outbox_aggregates'::regclass)::bigint AS aggregates_bytes,
+    (CASE WHEN d.outbox < $1::int
+        THEN (SELECT count(*) FROM (SELECT FROM switchyard.outbox LIMIT $1::int) o) ELSE 0 END)::int AS outbox_rows,
+    (CASE WHEN d.aggregates < $1::int
+        THEN (SELECT count(*) FROM (SELECT FROM switchyard.outbox_aggregates LIMIT $1::int) a) ELSE 0 END)::int AS aggregates_rows,
+    (SELECT bool_and(pg_catalog.pg_has_role(c.relowner, 'MEMBER')) FROM pg_catalog.pg_class c
+        WHERE c.oid IN ('switchyard.outbox'::regclass, 'switchyard.outbox_aggregates'::regclass))::bool AS may_analyze
+FROM described d
 `
 
 type OutboxPlanStatisticsRow struct {
 	Outbox          float64
 	Aggregates      float64
 	AggregatesBytes int64
+	OutboxRows      int32
+	AggregatesRows  int32
+	MayAnalyze      bool
 }
 
 // OutboxPlanStatistics is how many rows the planner's statistics say the
@@ -974,11 +1009,22 @@ type OutboxPlanStatisticsRow struct {
 // found them (-1 on PostgreSQL 14 and later when none has run), and how
 // big the aggregates' table is now. The dispatcher lets PostgreSQL keep a
 // claim's generic plan only above a floor, or while a table is small
-// (internal/outbox/plan.go).
-func (q *Queries) OutboxPlanStatistics(ctx context.Context) (OutboxPlanStatisticsRow, error) {
-	row := q.db.QueryRow(ctx, outboxPlanStatistics)
+// (internal/outbox/plan.go). Where a table's statistics are below the
+// floor, *_rows counts its rows now, up to the floor (a scan that stops
+// there), and may_analyze says whether this role may ANALYZE both tables
+// (it owns them, or is a member of their owner): the dispatcher describes
+// a table that has grown past its statistics itself.
+func (q *Queries) OutboxPlanStatistics(ctx context.Context, floor int32) (OutboxPlanStatisticsRow, error) {
+	row := q.db.QueryRow(ctx, outboxPlanStatistics, floor)
 	var i OutboxPlanStatisticsRow
-	err := row.Scan(&i.Outbox, &i.Aggregates, &i.AggregatesBytes)
+	err := row.Scan(
+		&i.Outbox,
+		&i.Aggregates,
+		&i.AggregatesBytes,
+		&i.OutboxRows,
+		&i.AggregatesRows,
+		&i.MayAnalyze,
+	)
 	return i, err
 }
 

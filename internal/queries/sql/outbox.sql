@@ -696,7 +696,31 @@ SELECT count(*) FROM restored;
 -- found them (-1 on PostgreSQL 14 and later when none has run), and how
 -- big the aggregates' table is now. The dispatcher lets PostgreSQL keep a
 -- claim's generic plan only above a floor, or while a table is small
--- (internal/outbox/plan.go).
-SELECT (SELECT c.reltuples FROM pg_catalog.pg_class c WHERE c.oid = 'switchyard.outbox'::regclass)::float8 AS outbox,
-    (SELECT c.reltuples FROM pg_catalog.pg_class c WHERE c.oid = 'switchyard.outbox_aggregates'::regclass)::float8 AS aggregates,
-    pg_catalog.pg_relation_size('switchyard.outbox_aggregates'::regclass)::bigint AS aggregates_bytes;
+-- (internal/outbox/plan.go). Where a table's statistics are below the
+-- floor, *_rows counts its rows now, up to the floor (a scan that stops
+-- there), and may_analyze says whether this role may ANALYZE both tables
+-- (it owns them, or is a member of their owner): the dispatcher describes
+-- a table that has grown past its statistics itself.
+WITH described AS (
+    SELECT (SELECT c.reltuples FROM pg_catalog.pg_class c WHERE c.oid = 'switchyard.outbox'::regclass)::float8 AS outbox,
+        (SELECT c.reltuples FROM pg_catalog.pg_class c WHERE c.oid = 'switchyard.outbox_aggregates'::regclass)::float8 AS aggregates
+)
+SELECT d.outbox, d.aggregates,
+    pg_catalog.pg_relation_size('switchyard.outbox_aggregates'::regclass)::bigint AS aggregates_bytes,
+    (CASE WHEN d.outbox < @floor::int
+        THEN (SELECT count(*) FROM (SELECT FROM switchyard.outbox LIMIT @floor::int) o) ELSE 0 END)::int AS outbox_rows,
+    (CASE WHEN d.aggregates < @floor::int
+        THEN (SELECT count(*) FROM (SELECT FROM switchyard.outbox_aggregates LIMIT @floor::int) a) ELSE 0 END)::int AS aggregates_rows,
+    (SELECT bool_and(pg_catalog.pg_has_role(c.relowner, 'MEMBER')) FROM pg_catalog.pg_class c
+        WHERE c.oid IN ('switchyard.outbox'::regclass, 'switchyard.outbox_aggregates'::regclass))::bool AS may_analyze
+FROM described d;
+
+-- name: OutboxAnalyze :exec
+-- OutboxAnalyze describes the outbox to the planner now, rather than when
+-- autovacuum next comes by (internal/outbox/plan.go). SKIP_LOCKED: if
+-- autovacuum is at it already, this does nothing.
+ANALYZE (SKIP_LOCKED) switchyard.outbox;
+
+-- name: OutboxAggregatesAnalyze :exec
+-- OutboxAggregatesAnalyze is OutboxAnalyze for the aggregates' table.
+ANALYZE (SKIP_LOCKED) switchyard.outbox_aggregates;
