@@ -259,86 +259,123 @@ func (d *Dispatcher) now() *time.Time {
 // message is a delivery of its own; a worker's claims group them by pace
 // (claimPaced).
 func (d *Dispatcher) claim(ctx context.Context, worker string, limit int, held map[string]int) ([]group, error) {
-	groups, _, err := d.claimPaced(ctx, worker, limit, held, nil)
+	groups, _, err := d.claimPaced(ctx, claimRequest{worker: worker, limit: limit, held: held})
 	return groups, err
 }
 
+// claimRequest is what a worker asks of a claim (claimPaced).
+type claimRequest struct {
+	worker string
+	limit  int            // most deliveries to lease
+	held   map[string]int // the worker's deliveries in flight per destination
+	// sizes is how many unordered messages one delivery may run at each
+	// destination (worker.groupSizes); 1 where not given.
+	sizes map[string]int
+	// orderedFirst sends the ordered claim before the unordered one: the
+	// worker's last claim found ordered messages only.
+	orderedFirst bool
+	// leased, if not nil, is given each statement's deliveries as soon as
+	// it returns, to be started while the next statement runs.
+	leased func([]group)
+}
+
 // claimPaced is claim for a worker that knows how many unordered messages
-// one delivery may run at each destination (sizes, from its pace: see
-// worker.groupSizes; 1 where not given): unordered messages of a
-// destination that keeps up are leased several to a delivery, as an
-// aggregate's are, so that one claim and one finalize serve many messages
-// instead of a few. capped says that a destination's share (see
-// claimable) left it out of the claim or stopped the claim there: it may
-// have more due, to be claimed once deliveries there land.
-func (d *Dispatcher) claimPaced(ctx context.Context, worker string, limit int, held map[string]int, sizes map[string]int) (claimed []group, capped bool, err error) {
-	destinations, caps, atShare := d.claimable(limit, held)
-	if len(destinations) == 0 || limit <= 0 {
+// one delivery may run at each destination (r.sizes, from its pace):
+// unordered messages of a destination that keeps up are leased several to
+// a delivery, as an aggregate's are, so that one claim and one finalize
+// serve many messages instead of a few. capped says that a destination's
+// share (see claimable) left it out of the claim or stopped the claim
+// there: it may have more due, to be claimed once deliveries there land.
+//
+// A claim is up to three statements: the kind sent first (unordered
+// messages, or aggregates if r.orderedFirst) for half of r.limit, the
+// other kind for what is left, and the first kind again for the rest if
+// it found its half. Each kind gets at least half of a full claim, and
+// what one leaves unused goes to the other, so neither starves the other
+// and a claim is full when only one kind is waiting. What a statement
+// leased is passed to r.leased before the next is sent: a delivery never
+// waits for a statement that finds nothing for it (each one a commit,
+// 1–3 ms under load, and up to 10 at the p99; BENCHMARKS.md, "A claim's
+// deliveries start as each statement returns").
+func (d *Dispatcher) claimPaced(ctx context.Context, r claimRequest) (claimed []group, capped bool, err error) {
+	destinations, caps, atShare := d.claimable(r.limit, r.held)
+	if len(destinations) == 0 || r.limit <= 0 {
 		return nil, atShare, nil
 	}
 	start := time.Now()
 	lease := d.cfg.LeaseDuration.Seconds()
-	// spend takes what a claim step leased off the destinations' caps.
-	spend := func(groups []group) {
+	// took takes what a statement leased off the destinations' caps, and
+	// passes it on.
+	took := func(groups []group) {
 		for _, g := range groups {
 			if i := slices.Index(destinations, g.msgs[0].Destination); i >= 0 {
 				caps[i]--
 			}
 		}
+		claimed = append(claimed, groups...)
+		if r.leased != nil && len(groups) > 0 {
+			r.leased(groups)
+		}
 	}
-	claimUnordered := func(n int) ([]group, error) {
-		share := unorderedShareOf(destinations, caps, n, sizes)
+	claimUnordered := func(n int) (int, error) {
+		share := unorderedShareOf(destinations, caps, n, r.sizes)
 		if len(share.names) == 0 {
-			return nil, nil
+			return 0, nil
 		}
 		from := d.marks.start(share.names, time.Now())
 		batch := n * share.largest
 		rows, err := d.claimQueries(false).OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
-			Owner: worker, LeaseSeconds: lease, Destinations: share.names, AfterAt: from.at, AfterID: from.id,
+			Owner: r.worker, LeaseSeconds: lease, Destinations: share.names, AfterAt: from.at, AfterID: from.id,
 			Caps: share.messages, BatchSize: int32(batch), Now: d.now(),
 		})
 		if err != nil {
-			return nil, fmt.Errorf("claim unordered: %w", err)
+			return 0, fmt.Errorf("claim unordered: %w", err)
 		}
 		d.marks.claimed(share.names, share.messages, batch, from, rows, time.Now())
 		groups, excess := share.group(rows, n)
-		d.release(ctx, worker, excess)
-		spend(groups)
-		return groups, nil
+		d.release(ctx, r.worker, excess)
+		took(groups)
+		return len(groups), nil
 	}
-	// Each kind gets at least half of a full claim, and what one kind
-	// leaves unused goes to the other, so neither starves the other and a
-	// claim is full when only one kind is waiting.
-	half := max(limit/2, 1)
-	claimed, err = claimUnordered(half)
-	if err != nil {
-		return nil, false, err
-	}
-	var ordered []group
-	// No destination with room left (the unordered claim took it all):
-	// the ordered claim could lease nothing, and is not sent.
-	if aggregates := limit - len(claimed); aggregates > 0 && slices.ContainsFunc(caps, func(c int32) bool { return c > 0 }) {
+	claimOrdered := func(n int) (int, error) {
+		// No destination with room left (the other kind took it all):
+		// the ordered claim could lease nothing, and is not sent.
+		if !slices.ContainsFunc(caps, func(c int32) bool { return c > 0 }) {
+			return 0, nil
+		}
 		rows, err := d.claimQueries(true).OutboxClaimOrdered(ctx, queries.OutboxClaimOrderedParams{
-			Owner: worker, LeaseSeconds: lease, Destinations: destinations, Caps: caps,
-			Aggregates: int32(aggregates), PerAggregate: int32(d.cfg.AggregateBatch), Now: d.now(),
+			Owner: r.worker, LeaseSeconds: lease, Destinations: destinations, Caps: caps,
+			Aggregates: int32(n), PerAggregate: int32(d.cfg.AggregateBatch), Now: d.now(),
 		})
 		if err != nil {
-			// Deliver what the first statement leased rather than leave it
-			// waiting for its lease to expire.
-			return claimed, false, fmt.Errorf("claim ordered: %w", err)
+			return 0, fmt.Errorf("claim ordered: %w", err)
 		}
-		ordered = groupByAggregate(rows)
-		spend(ordered)
+		groups := groupByAggregate(rows)
+		took(groups)
+		return len(groups), nil
 	}
-	if rest := limit - len(claimed) - len(ordered); rest > 0 && len(claimed) == half {
-		more, err := claimUnordered(rest)
-		if err != nil {
-			return append(claimed, ordered...), false, err
+	first, second := claimUnordered, claimOrdered
+	if r.orderedFirst {
+		first, second = claimOrdered, claimUnordered
+	}
+	// On an error, what the statements before it leased is still returned,
+	// to be delivered rather than left waiting for its lease to expire.
+	half := max(r.limit/2, 1)
+	firstGot, err := first(half)
+	if err != nil {
+		return claimed, false, err
+	}
+	if rest := r.limit - len(claimed); rest > 0 {
+		if _, err := second(rest); err != nil {
+			return claimed, false, err
 		}
-		claimed = append(claimed, more...)
+	}
+	if rest := r.limit - len(claimed); rest > 0 && firstGot == half {
+		if _, err := first(rest); err != nil {
+			return claimed, false, err
+		}
 	}
 	d.cfg.Metrics.claimSeconds.Observe(time.Since(start).Seconds())
-	claimed = append(claimed, ordered...)
 	d.noteClaimed(messagesIn(claimed))
 	return claimed, atShare || slices.Contains(caps, 0), nil
 }

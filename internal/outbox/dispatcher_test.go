@@ -1332,6 +1332,69 @@ func TestTheDispatcherDescribesANewOutboxOnceItHasClaimedEnough(t *testing.T) {
 	})
 }
 
+// A claim's deliveries start as each of its statements returns: those of
+// the kind sent first never wait for the other kind's statement, which may
+// find nothing. A worker sends first the kind its last claim found, if it
+// found only one.
+func TestAClaimsDeliveriesStartAsEachStatementReturns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "alpha")
+	d := New(pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, IdlePoll: time.Hour,
+		Routes: map[string]Route{"alpha": {Destination: acceptAll}}})
+	// leases is what the database holds leased of the messages of topic
+	// unordered and of aggregate ordered.
+	leases := func(unordered, ordered string) [2]bool {
+		t.Helper()
+		var u, o bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT
+			EXISTS (SELECT FROM switchyard.outbox WHERE topic = $1 AND lease_owner IS NOT NULL),
+			EXISTS (SELECT FROM switchyard.outbox_aggregates WHERE aggregate_id = $2 AND lease_owner IS NOT NULL)`,
+			unordered, ordered).Scan(&u, &o))
+		return [2]bool{u, o}
+	}
+	// step is one call of claimRequest.leased: the kinds it was given, and
+	// the leases held when it was called.
+	type step struct {
+		kinds  string
+		leased [2]bool
+	}
+	claimBoth := func(n string, orderedFirst bool) []step {
+		t.Helper()
+		enqueue(t, pool, Message{Topic: "u" + n, Destination: "alpha", Payload: []byte(`{}`)},
+			Message{Topic: "o" + n, Destination: "alpha", AggregateType: "order", AggregateID: n, Payload: []byte(`{}`)})
+		var steps []step
+		groups, _, err := d.claimPaced(ctx, claimRequest{worker: "w", limit: 10, orderedFirst: orderedFirst,
+			leased: func(groups []group) {
+				kinds := ""
+				for _, g := range groups {
+					kinds += map[bool]string{true: "unordered ", false: "ordered "}[g.msgs[0].AggregateID == ""]
+				}
+				steps = append(steps, step{kinds: kinds, leased: leases("u"+n, n)})
+			}})
+		require.NoError(t, err)
+		require.Len(t, groups, 2)
+		return steps
+	}
+	require.Equal(t, []step{{"unordered ", [2]bool{true, false}}, {"ordered ", [2]bool{true, true}}}, claimBoth("1", false),
+		"the unordered message's delivery was handed over before the ordered claim was sent")
+	require.Equal(t, []step{{"ordered ", [2]bool{false, true}}, {"unordered ", [2]bool{true, true}}}, claimBoth("2", true),
+		"ordered first: the aggregate's delivery was handed over before the unordered claim was sent")
+
+	w := newWorker(d, "w")
+	enqueue(t, pool, Message{Topic: "o3", Destination: "alpha", AggregateType: "order", AggregateID: "3", Payload: []byte(`{}`)})
+	w.claimIfRoom(ctx, ctx)
+	require.Len(t, w.flights, 1)
+	require.True(t, w.orderedFirst, "a claim that found ordered messages only: the next asks for them first")
+	landAll(w)
+	enqueue(t, pool, Message{Topic: "u4", Destination: "alpha", Payload: []byte(`{}`)})
+	w.nextClaim = time.Time{}
+	w.claimIfRoom(ctx, ctx)
+	require.Len(t, w.flights, 1)
+	require.False(t, w.orderedFirst, "a claim that found unordered messages: they come first again")
+	landAll(w)
+}
+
 // A worker claims again only when something may be due: after a claim
 // that came back full (it wakes another worker too), a wake-up, or a
 // finalize that says messages are due at once because of it (an

@@ -182,7 +182,7 @@ func TestUnorderedMessagesShareDeliveriesAtAFastDestination(t *testing.T) {
 	}}})
 	fast := map[string]int{"fast": 8}
 
-	groups, _, err := d.claimPaced(ctx, "w", 4, nil, fast)
+	groups, _, err := d.claimPaced(ctx, claimRequest{worker: "w", limit: 4, sizes: fast})
 	require.NoError(t, err)
 	require.Len(t, groups, 4, "the worker's window: four deliveries")
 	var ids []int64
@@ -196,7 +196,7 @@ func TestUnorderedMessagesShareDeliveriesAtAFastDestination(t *testing.T) {
 	slices.Sort(ids)
 	require.Len(t, slices.Compact(ids), 32)
 
-	other, _, err := d.claimPaced(ctx, "other", 4, nil, fast)
+	other, _, err := d.claimPaced(ctx, claimRequest{worker: "other", limit: 4, sizes: fast})
 	require.NoError(t, err)
 	require.Equal(t, 8, len(other[0].msgs)+len(other[1].msgs), "only the 8 messages left are claimable")
 	require.Equal(t, 8, countWhere(t, pool, "lease_owner = 'other'"))

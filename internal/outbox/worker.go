@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/switchyard/switchyard/internal/queries"
@@ -50,6 +51,10 @@ type worker struct {
 	// capped is whether the last claim stopped at a destination's share
 	// (claimPaced): the next finalize claims again.
 	capped bool
+	// orderedFirst is whether the last claim that found anything found
+	// ordered messages only: the next claim asks for them first
+	// (claimRequest).
+	orderedFirst bool
 }
 
 // flight is one delivery in flight and what its heartbeat knows of it.
@@ -121,18 +126,27 @@ func (w *worker) claimIfRoom(ctx, hard context.Context) {
 	// the server ran it would leave leases nobody knows about. What a
 	// stopping worker claimed is released at once by deliverOne.
 	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.d.cfg.LeaseDuration/3)
-	claimedAt := time.Now()
-	claimed, capped, err := w.d.claimPaced(claimCtx, w.name, room, w.held, w.groupSizes())
+	leasedUntil := time.Now().Add(w.d.cfg.LeaseDuration)
+	claimed, capped, err := w.d.claimPaced(claimCtx, claimRequest{
+		worker: w.name, limit: room, held: w.held, sizes: w.groupSizes(), orderedFirst: w.orderedFirst,
+		// Each statement's deliveries start before the next statement is
+		// sent (and so before the claim's error, if any).
+		leased: func(groups []group) {
+			for _, g := range groups {
+				w.launch(ctx, hard, g, leasedUntil)
+			}
+		},
+	})
 	cancel()
 	w.capped = capped
 	if err != nil {
-		// What was claimed before the error is still delivered below.
 		w.d.cfg.Logger.Error("claim failed", slog.String("worker", w.name), slog.Any("error", err))
 	}
 	if len(claimed) == 0 {
 		w.nextClaim = time.Now().Add(w.d.cfg.IdlePoll)
 		return
 	}
+	w.orderedFirst = !slices.ContainsFunc(claimed, func(g group) bool { return g.msgs[0].AggregateID == "" })
 	if len(claimed) == room {
 		// There may be more: let another worker look.
 		w.d.Wake()
@@ -144,9 +158,6 @@ func (w *worker) claimIfRoom(ctx, hard context.Context) {
 		// retry). Claiming again at once, as the loop did, sent an empty
 		// claim after almost every claim under offered load.
 		w.nextClaim = time.Now().Add(w.d.cfg.IdlePoll)
-	}
-	for _, g := range claimed {
-		w.launch(ctx, hard, g, claimedAt.Add(w.d.cfg.LeaseDuration))
 	}
 }
 
