@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/internal/destination"
@@ -19,13 +18,14 @@ import (
 	"github.com/switchyard/switchyard/internal/destination/registry"
 	"github.com/switchyard/switchyard/internal/destination/webhook"
 	"github.com/switchyard/switchyard/internal/outbox"
+	"github.com/switchyard/switchyard/internal/pgtrace"
 	"github.com/switchyard/switchyard/internal/queries"
 )
 
 // roundTripsMethod says, in the JSON line, how round_trips_per_message is
 // counted.
-const roundTripsMethod = "pgx QueryTracer on the dispatcher's own pool: statements sent (claims including empty polls, " +
-	"heartbeats, finalizes, retention) per message; one round trip each once prepared"
+const roundTripsMethod = "pgx QueryTracer and BatchTracer on the dispatcher's own pool: statements sent on their own (claims including empty polls, " +
+	"heartbeats, large finalizes, retention) and pipelines (small finalizes) per message; one round trip each once prepared"
 
 // benchRun is the dispatcher side of one bench: the destination, wrapped
 // to record every delivery, and a dispatcher on a pool of its own whose
@@ -35,7 +35,7 @@ type benchRun struct {
 	target     *benchTarget
 	logger     *slog.Logger
 	recorder   *deliveryRecorder
-	statements *statementCounter
+	statements *pgtrace.RoundTrips
 	pool       *pgxpool.Pool // the dispatcher's
 	dispatcher *outbox.Dispatcher
 	notifier   *outbox.Notifier // offered-load mode's shared wake-up (--wake shared)
@@ -53,7 +53,7 @@ type benchRun struct {
 // them: the destination's guard, retry policy and timeout.
 func newBenchRun(ctx context.Context, target *benchTarget, opts benchOptions, logger *slog.Logger) (*benchRun, error) {
 	b := &benchRun{opts: opts, target: target, logger: logger,
-		recorder: newDeliveryRecorder(opts.messages), statements: &statementCounter{}, notifier: outbox.NewNotifier(target.pool)}
+		recorder: newDeliveryRecorder(opts.messages), statements: &pgtrace.RoundTrips{}, notifier: outbox.NewNotifier(target.pool)}
 	if opts.rate > 0 {
 		b.commits, b.committedAt = make(durations, opts.messages), make([]time.Time, opts.messages)
 		b.recorder.deliveredAt = make([]atomic.Int64, opts.messages)
@@ -79,8 +79,9 @@ func (b *benchRun) build(ctx context.Context) error {
 	b.closers = append(b.closers, b.pool.Close)
 	b.dispatcher = outbox.New(b.pool, outbox.Config{
 		Owner: b.target.owner(), Workers: b.opts.workers, BatchSize: b.opts.batch, AggregateBatch: b.opts.perAggregate,
-		Routes: map[string]outbox.Route{b.target.destinationName(): route},
-		Logger: b.logger.With(slog.String("component", "dispatcher")),
+		Routes:       map[string]outbox.Route{b.target.destinationName(): route},
+		Logger:       b.logger.With(slog.String("component", "dispatcher")),
+		WakeCooldown: b.opts.wakeCooldown,
 	})
 	b.closers = append(b.closers, b.dispatcher.Stop)
 	return nil
@@ -156,17 +157,6 @@ func upsertBenchDestination(ctx context.Context, pool *pgxpool.Pool, row queries
 	}
 	return nil
 }
-
-// statementCounter is a pgx QueryTracer that counts the statements a pool
-// sends.
-type statementCounter struct{ n atomic.Int64 }
-
-func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-
-func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // deliveryRecorder counts the deliveries the destination accepted and
 // keeps each one's enqueue-to-delivered time: now minus the message's

@@ -66,7 +66,7 @@ func (b *benchRun) drain(ctx context.Context) (benchMeasurement, error) {
 	if err := b.waitDelivered(ctx, start, nil); err != nil {
 		return m, err
 	}
-	m.elapsed, m.statements = time.Since(start), b.statements.n.Load()
+	m.elapsed, m.statements = time.Since(start), b.statements.Total()
 	if m.cpu, err = meter.stop(ctx, m.messages); err != nil {
 		return m, err
 	}
@@ -156,7 +156,7 @@ func (b *benchRun) offered(ctx context.Context) (benchMeasurement, error) {
 		took = time.Since(start)
 	}()
 	err = b.waitDelivered(ctx, start, failed)
-	m.elapsed, m.statements = time.Since(start), b.statements.n.Load()
+	m.elapsed, m.statements = time.Since(start), b.statements.Total()
 	cancel()
 	<-done
 	if err != nil {

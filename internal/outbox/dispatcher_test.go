@@ -21,6 +21,7 @@ import (
 	"github.com/switchyard/switchyard/internal/backoff"
 	"github.com/switchyard/switchyard/internal/destination"
 	"github.com/switchyard/switchyard/internal/destination/guard"
+	"github.com/switchyard/switchyard/internal/pgtrace"
 	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/internal/testlog"
 	"github.com/switchyard/switchyard/internal/testwait"
@@ -1140,11 +1141,54 @@ func TestLargeFinalizesAndHeartbeatsAreNeverPreparedStatements(t *testing.T) {
 	require.Equal(t, 1, statements, "the small finalize is a prepared statement")
 	require.Equal(t, rounds, executions, "the large finalizes are sent unnamed, planned for their arguments")
 	_, generic, _ := preparedStatements(t, pool, "OutboxFinalize")
-	require.Equal(t, rounds, generic, "the small finalize runs its generic plan every time, from the first (withGenericPlans)")
+	require.Equal(t, rounds, generic, "the small finalize runs its generic plan every time, from the first (genericPlans)")
 	statements, _ = planned("OutboxExtendLeases")
 	require.Zero(t, statements, "the heartbeat is sent unnamed, planned for its arguments")
 	statements, _ = planned("OutboxExtendAggregateLeases")
 	require.Zero(t, statements, "the aggregates' heartbeat likewise")
+}
+
+// A small finalize is one round trip (BEGIN, the plan mode, the finalize
+// and COMMIT in one pipeline), reported done only once committed; one
+// that the server refuses changes nothing and leaves no transaction open
+// on the connection.
+func TestASmallFinalizeIsOneRoundTripCommittedOrNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	shared := setup(t, "alpha")
+	config := shared.Config()
+	config.MaxConns = 1
+	trips := &pgtrace.RoundTrips{}
+	config.ConnConfig.Tracer = trips
+	pool, err := pgxpool.NewWithConfig(ctx, config)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	d := New(pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	enqueue(t, shared, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
+	groups, err := d.claim(ctx, "w", 10, nil)
+	require.NoError(t, err)
+	require.Len(t, groups, 1)
+	finalize := func(errText string) error {
+		now := time.Now()
+		_, _, err := d.finalize(ctx, "w", []result{{msg: groups[0].msgs[0], outcome: outcomeRetry, retryDelay: time.Hour,
+			err: errText, started: now, finished: now}})
+		return err
+	}
+
+	// PostgreSQL's text cannot hold a NUL: the server refuses the
+	// finalize's arguments, after the pipeline's BEGIN.
+	require.Error(t, finalize("refused\x00"))
+	require.Equal(t, 1, countWhere(t, shared, "state = 'pending' AND lease_owner = 'w' AND attempts = 1"), "the message is as the claim left it")
+	require.Zero(t, countWhere(t, shared, "last_error IS NOT NULL"))
+
+	trips.Reset()
+	require.NoError(t, finalize("retry later"), "the pool's connection is usable: no failed transaction left open on it")
+	require.Equal(t, [2]int64{0, 1}, [2]int64{trips.Statements(), trips.Pipelines()}, "one pipeline, no statement on its own")
+	require.Equal(t, 1, countWhere(t, shared, "state = 'pending' AND lease_owner IS NULL AND last_error = 'retry later'"),
+		"committed: another session sees it")
+	var status string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT CASE WHEN pg_current_xact_id_if_assigned() IS NULL THEN 'no transaction' ELSE 'open' END`).Scan(&status))
+	require.Equal(t, "no transaction", status)
 }
 
 // oneSessionPool is a pool of one connection to shared's database: one

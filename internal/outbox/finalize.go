@@ -10,7 +10,7 @@ import (
 )
 
 // genericPlanMost is the largest finalize sent as a prepared statement,
-// run on its generic plan (withGenericPlans). A larger one is planned for
+// run on its generic plan (genericPlans). A larger one is planned for
 // its arguments (customPlans): planning costs about 2 ms, while the generic
 // plan's worst case, a rescan of the input for every message, grows with
 // the square of the batch (0.4 ms at 32 messages, 530 ms at 1,024). Under
@@ -40,10 +40,7 @@ func (d *Dispatcher) finalize(ctx context.Context, worker string, results []resu
 	if len(results) > genericPlanMost {
 		rows, err = queries.New(customPlans{d.pool}).OutboxFinalize(ctx, params)
 	} else {
-		err = withGenericPlans(ctx, d.pool, func(db queries.DBTX) (err error) {
-			rows, err = queries.New(db).OutboxFinalize(ctx, params)
-			return err
-		})
+		rows, err = queries.New(genericPlans{d.pool}).OutboxFinalize(ctx, params)
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("finalize %d messages: %w", len(results), err)

@@ -2,12 +2,12 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/internal/queries"
 )
@@ -48,10 +48,11 @@ func withCustomPlan(args []any) []any {
 	return append([]any{pgx.QueryExecModeCacheDescribe}, args...)
 }
 
-// withGenericPlans runs fn's statements in a transaction of their own,
-// as prepared statements planned once, without their arguments, whatever
-// PostgreSQL would choose (plan_cache_mode = force_generic_plan, for that
-// transaction only).
+// genericPlans sends each statement run through its Exec, Query and
+// QueryRow in a transaction of its own, as a prepared statement planned
+// once, without its arguments, whatever PostgreSQL would choose
+// (plan_cache_mode = force_generic_plan, for that transaction only;
+// CopyFrom and SendBatch go through as they are).
 //
 // Left to choose, PostgreSQL plans a prepared statement for its arguments
 // as long as that plan is estimated cheaper than the generic one, and a
@@ -60,10 +61,126 @@ func withCustomPlan(args []any) []any {
 // anew at almost every execution, about 2 ms each (3.8 s of planning in
 // 15 s at 1,000 messages a second; BENCHMARKS.md, "Fewer statements per
 // offered message").
-// BEGIN and the SET go in one round trip.
-func withGenericPlans(ctx context.Context, pool *pgxpool.Pool, fn func(queries.DBTX) error) error {
-	return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan"},
-		func(tx pgx.Tx) error { return fn(tx) })
+//
+// BEGIN, the SET, the statement and COMMIT go in one round trip, a
+// pipeline (pgx.Batch): sent one after another they were three round
+// trips, each a wake-up of the server's backend and of the worker
+// (BENCHMARKS.md, "The small finalize in one round trip"). If the
+// statement fails, the server skips the rest up to the pipeline's end, the
+// transaction is left failed, and the pool closes that connection.
+type genericPlans struct{ queries.DBTX }
+
+// send queues the pipeline and reads the results of its BEGIN and SET.
+func (g genericPlans) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
+	b.Queue(sql, args...)
+	b.Queue("COMMIT")
+	results := g.DBTX.SendBatch(ctx, b)
+	for range 2 {
+		if _, err := results.Exec(); err != nil {
+			return nil, errors.Join(err, results.Close())
+		}
+	}
+	return results, nil
+}
+
+func (g genericPlans) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	results, err := g.send(ctx, sql, args)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := results.Query()
+	if err != nil {
+		return nil, errors.Join(err, results.Close())
+	}
+	return &committedRows{Rows: rows, results: results}, nil
+}
+
+func (g genericPlans) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	rows, err := g.Query(ctx, sql, args...)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	for rows.Next() {
+	}
+	return rows.CommandTag(), rows.Err()
+}
+
+func (g genericPlans) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := g.Query(ctx, sql, args...)
+	return firstRow{rows: rows, err: err}
+}
+
+// firstRow is the pgx.Row of genericPlans.QueryRow: the first of rows.
+type firstRow struct {
+	rows pgx.Rows
+	err  error
+}
+
+func (r firstRow) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}
+
+// committedRows are the rows of genericPlans' statement. Once they are
+// read, the pipeline's COMMIT is: its error, if any, is the rows' (Err), so
+// that a finalize is reported done only once it is committed.
+type committedRows struct {
+	pgx.Rows
+	results pgx.BatchResults
+	done    bool
+	err     error
+}
+
+func (r *committedRows) Next() bool {
+	if r.done {
+		return false
+	}
+	if r.Rows.Next() {
+		return true
+	}
+	r.commit()
+	return false
+}
+
+// commit ends the rows, then reads the COMMIT's result and releases the
+// connection.
+func (r *committedRows) commit() {
+	r.done = true
+	r.Rows.Close()
+	r.err = r.Rows.Err()
+	if r.err == nil {
+		_, r.err = r.results.Exec()
+	}
+	r.err = errors.Join(r.err, r.results.Close())
+}
+
+func (r *committedRows) Err() error {
+	if !r.done {
+		return r.Rows.Err()
+	}
+	return r.err
+}
+
+func (r *committedRows) Close() {
+	if !r.done {
+		r.commit()
+	}
 }
 
 // planStatisticsFloor is how many rows the planner's statistics of each

@@ -19,6 +19,7 @@ import (
 	"github.com/switchyard/switchyard/internal/demo/demodb"
 	"github.com/switchyard/switchyard/internal/destination/webhook"
 	"github.com/switchyard/switchyard/internal/inbox"
+	"github.com/switchyard/switchyard/internal/pgtrace"
 	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/internal/testwait"
 )
@@ -241,7 +242,7 @@ func TestRegistrationReceivesAnEventInOneStatement(t *testing.T) {
 	pool := setup(t)
 	ctx := context.Background()
 	cfg := pool.Config().Copy()
-	sent := &statementCount{}
+	sent := &pgtrace.RoundTrips{}
 	cfg.ConnConfig.Tracer = sent
 	traced, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
@@ -255,9 +256,9 @@ func TestRegistrationReceivesAnEventInOneStatement(t *testing.T) {
 	})
 	accept := func(id, body string) (inbox.Outcome, int64, error) {
 		t.Helper()
-		sent.n.Store(0)
+		sent.Reset()
 		res, err := receiver.Accept(ctx, "crm", signed(t, secret, id, []byte(body)), []byte(body))
-		return res.Outcome, sent.n.Load(), err
+		return res.Outcome, sent.Total(), err
 	}
 	outcome, statements, err := accept("evt_1", `{"customer": {"id": "cus_1", "name": "Ada"}}`)
 	require.NoError(t, err)
@@ -296,21 +297,3 @@ func TestRegistrationReceivesAnEventInOneStatement(t *testing.T) {
 		(SELECT sum(count) FROM switchyard.inbox_duplicates)`).Scan(&recorded, &duplicates))
 	require.Equal(t, []int{4, 1}, []int{recorded, duplicates}, "four events processed, none failed; one duplicate")
 }
-
-// statementCount counts the statements and batches a pool sends.
-type statementCount struct{ n atomic.Int64 }
-
-func (s *statementCount) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	s.n.Add(1)
-	return ctx
-}
-
-func (s *statementCount) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (s *statementCount) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	s.n.Add(1)
-	return ctx
-}
-
-func (s *statementCount) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (s *statementCount) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
