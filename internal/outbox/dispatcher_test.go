@@ -1378,8 +1378,8 @@ func TestTheDispatcherDescribesANewOutboxOnceItHasClaimedEnough(t *testing.T) {
 
 // A claim's deliveries start as each of its statements returns: those of
 // the kind sent first never wait for the other kind's statement, which may
-// find nothing. A worker sends first the kind its last claim found, if it
-// found only one.
+// find nothing. A worker sends the ordered claim first when its last claim
+// found ordered messages only, and was not full.
 func TestAClaimsDeliveriesStartAsEachStatementReturns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -1436,6 +1436,18 @@ func TestAClaimsDeliveriesStartAsEachStatementReturns(t *testing.T) {
 	w.claimIfRoom(ctx, ctx)
 	require.Len(t, w.flights, 1)
 	require.False(t, w.orderedFirst, "a claim that found unordered messages: they come first again")
+	landAll(w)
+
+	// A full claim (a backlog) of aggregates alone: unordered first, so
+	// that the ordered claim gets all the room in the second statement.
+	small := New(pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, IdlePoll: time.Hour, BatchSize: 2,
+		Routes: map[string]Route{"alpha": {Destination: acceptAll}}})
+	w = newWorker(small, "w")
+	enqueue(t, pool, Message{Topic: "o5", Destination: "alpha", AggregateType: "order", AggregateID: "5", Payload: []byte(`{}`)},
+		Message{Topic: "o6", Destination: "alpha", AggregateType: "order", AggregateID: "6", Payload: []byte(`{}`)})
+	w.claimIfRoom(ctx, ctx)
+	require.Len(t, w.flights, 2)
+	require.False(t, w.orderedFirst, "a full claim leaves unordered messages first")
 	landAll(w)
 }
 

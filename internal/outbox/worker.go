@@ -52,8 +52,8 @@ type worker struct {
 	// (claimPaced): the next finalize claims again.
 	capped bool
 	// orderedFirst is whether the last claim that found anything found
-	// ordered messages only: the next claim asks for them first
-	// (claimRequest).
+	// ordered messages only, and fewer than the worker had room for: the
+	// next claim asks for them first (claimRequest).
 	orderedFirst bool
 }
 
@@ -146,7 +146,12 @@ func (w *worker) claimIfRoom(ctx, hard context.Context) {
 		w.nextClaim = time.Now().Add(w.d.cfg.IdlePoll)
 		return
 	}
-	w.orderedFirst = !slices.ContainsFunc(claimed, func(g group) bool { return g.msgs[0].AggregateID == "" })
+	// Under a backlog (a full claim) which kind comes first changes no
+	// delivery's wait, and unordered first keeps a claim of aggregates
+	// alone at two statements (the second for all the room the first
+	// left) where ordered first would take three (half, nothing, the
+	// rest).
+	w.orderedFirst = len(claimed) < room && !slices.ContainsFunc(claimed, func(g group) bool { return g.msgs[0].AggregateID == "" })
 	if len(claimed) == room {
 		// There may be more: let another worker look.
 		w.d.Wake()
