@@ -1191,6 +1191,35 @@ func TestASmallFinalizeIsOneRoundTripCommittedOrNothing(t *testing.T) {
 	require.Equal(t, "no transaction", status)
 }
 
+// genericPlans' Exec and QueryRow run in a transaction of their own, under
+// the plan mode that forces generic plans, which ends with it: the
+// session's next statement plans as PostgreSQL chooses again.
+func TestGenericPlansHoldTheirPlanModeForTheirOwnTransactionOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	shared := setup(t)
+	pool := oneSessionPool(t, shared)
+	mode := func(db queries.DBTX) string {
+		t.Helper()
+		var m string
+		require.NoError(t, db.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&m))
+		return m
+	}
+	require.Equal(t, "force_generic_plan", mode(genericPlans{pool}))
+	require.Equal(t, "auto", mode(pool), "the same session, after the pipeline's transaction")
+
+	tag, err := genericPlans{pool}.Exec(ctx, `CREATE TABLE switchyard.plan_mode_probe AS SELECT current_setting('plan_cache_mode') AS mode`)
+	require.NoError(t, err)
+	require.Equal(t, "SELECT 1", tag.String())
+	var probed string
+	require.NoError(t, shared.QueryRow(ctx, `SELECT mode FROM switchyard.plan_mode_probe`).Scan(&probed))
+	require.Equal(t, "force_generic_plan", probed, "committed: another session sees it")
+
+	err = genericPlans{pool}.QueryRow(ctx, `SELECT 1 WHERE false`).Scan(new(int))
+	require.ErrorIs(t, err, pgx.ErrNoRows)
+	require.Equal(t, "auto", mode(pool))
+}
+
 // oneSessionPool is a pool of one connection to shared's database: one
 // session, whose prepared statements a test can read.
 func oneSessionPool(t *testing.T, shared *pgxpool.Pool) *pgxpool.Pool {
