@@ -2,12 +2,12 @@ package outbox
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/internal/queries"
 )
@@ -65,10 +65,17 @@ func withCustomPlan(args []any) []any {
 // BEGIN, the SET, the statement and COMMIT go in one round trip, a
 // pipeline (pgx.Batch): sent one after another they were three round
 // trips, each a wake-up of the server's backend and of the worker
-// (BENCHMARKS.md, "The small finalize in one round trip"). If the
-// statement fails, the server skips the rest up to the pipeline's end, the
-// transaction is left failed, and the pool closes that connection.
-type genericPlans struct{ queries.DBTX }
+// (BENCHMARKS.md, "The small finalize in one round trip"). They are
+// transaction control, not queries, so they are written here and not in
+// internal/queries. If the statement fails, the server skips the rest up
+// to the pipeline's end and the transaction is left failed: the pool
+// closes a connection it gets back in a transaction, which is why this
+// takes a pool, never a connection or a transaction. The whole pipeline
+// is sent before any result is read, so a failure on this side after
+// that (the context's deadline while reading) is reported as an error
+// although the server may have committed: for a finalize that is a
+// delivery seen again, at least once, and the fencing holds.
+type genericPlans struct{ pool *pgxpool.Pool }
 
 // send queues the pipeline and reads the results of its BEGIN and SET.
 func (g genericPlans) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
@@ -77,13 +84,20 @@ func (g genericPlans) send(ctx context.Context, sql string, args []any) (pgx.Bat
 	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
 	b.Queue(sql, args...)
 	b.Queue("COMMIT")
-	results := g.DBTX.SendBatch(ctx, b)
+	results := g.pool.SendBatch(ctx, b)
 	for range 2 {
 		if _, err := results.Exec(); err != nil {
-			return nil, errors.Join(err, results.Close())
+			return nil, closeAfter(err, results)
 		}
 	}
 	return results, nil
+}
+
+// closeAfter closes results after err and returns err: what Close reports
+// then is err again.
+func closeAfter(err error, results pgx.BatchResults) error {
+	_ = results.Close()
+	return err
 }
 
 func (g genericPlans) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
@@ -93,9 +107,17 @@ func (g genericPlans) Query(ctx context.Context, sql string, args ...any) (pgx.R
 	}
 	rows, err := results.Query()
 	if err != nil {
-		return nil, errors.Join(err, results.Close())
+		return nil, closeAfter(err, results)
 	}
 	return &committedRows{Rows: rows, results: results}, nil
+}
+
+func (g genericPlans) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, source pgx.CopyFromSource) (int64, error) {
+	return g.pool.CopyFrom(ctx, table, columns, source)
+}
+
+func (g genericPlans) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return g.pool.SendBatch(ctx, b)
 }
 
 func (g genericPlans) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
@@ -167,7 +189,11 @@ func (r *committedRows) commit() {
 	if r.err == nil {
 		_, r.err = r.results.Exec()
 	}
-	r.err = errors.Join(r.err, r.results.Close())
+	if r.err != nil {
+		r.err = closeAfter(r.err, r.results)
+		return
+	}
+	r.err = r.results.Close()
 }
 
 func (r *committedRows) Err() error {
@@ -245,6 +271,9 @@ func (s *claimStatistics) planned() bool {
 // logged and keeps what was read before: the claims stay correct either
 // way, only their planning costs more.
 func (d *Dispatcher) readPlanStatistics(ctx context.Context) {
+	// Counted from now on, whatever this read finds: a read that fails
+	// is not asked for again at every claim.
+	d.stats.claimedSince.Store(0)
 	q := queries.New(d.pool)
 	s, err := q.OutboxPlanStatistics(ctx, planStatisticsFloor)
 	if err == nil && s.MayAnalyze {
@@ -267,7 +296,6 @@ func (d *Dispatcher) readPlanStatistics(ctx context.Context) {
 	d.stats.outbox.Store(s.Outbox >= planStatisticsFloor)
 	d.stats.aggregates.Store(s.Aggregates >= planStatisticsFloor)
 	d.stats.aggregatesSmall.Store(s.AggregatesBytes <= smallAggregatesTable)
-	d.stats.claimedSince.Store(0)
 }
 
 // noteClaimed counts n messages claimed. While the claims are planned for

@@ -31,18 +31,23 @@ func (r *RoundTrips) Reset() {
 	r.pipelines.Store(0)
 }
 
+// TraceQueryStart counts a statement sent on its own.
 func (r *RoundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	r.statements.Add(1)
 	return ctx
 }
 
+// TraceQueryEnd does nothing: a statement is counted when it starts.
 func (r *RoundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+// TraceBatchStart counts a pipeline, whatever it holds.
 func (r *RoundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
 	r.pipelines.Add(1)
 	return ctx
 }
 
+// TraceBatchQuery does nothing: a pipeline's statements share its round trip.
 func (r *RoundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 
+// TraceBatchEnd does nothing.
 func (r *RoundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}

@@ -990,7 +990,7 @@ SELECT d.outbox, d.aggregates,
         THEN (SELECT count(*) FROM (SELECT FROM switchyard.outbox LIMIT $1::int) o) ELSE 0 END)::int AS outbox_rows,
     (CASE WHEN d.aggregates < $1::int
         THEN (SELECT count(*) FROM (SELECT FROM switchyard.outbox_aggregates LIMIT $1::int) a) ELSE 0 END)::int AS aggregates_rows,
-    (SELECT bool_and(pg_catalog.pg_has_role(c.relowner, 'MEMBER')) FROM pg_catalog.pg_class c
+    (SELECT bool_and(pg_catalog.pg_has_role(c.relowner, 'USAGE')) FROM pg_catalog.pg_class c
         WHERE c.oid IN ('switchyard.outbox'::regclass, 'switchyard.outbox_aggregates'::regclass))::bool AS may_analyze
 FROM described d
 `
@@ -1012,7 +1012,8 @@ type OutboxPlanStatisticsRow struct {
 // (internal/outbox/plan.go). Where a table's statistics are below the
 // floor, *_rows counts its rows now, up to the floor (a scan that stops
 // there), and may_analyze says whether this role may ANALYZE both tables
-// (it owns them, or is a member of their owner): the dispatcher describes
+// (it owns them, or has their owner's privileges: a member that inherits
+// them): the dispatcher describes
 // a table that has grown past its statistics itself.
 func (q *Queries) OutboxPlanStatistics(ctx context.Context, floor int32) (OutboxPlanStatisticsRow, error) {
 	row := q.db.QueryRow(ctx, outboxPlanStatistics, floor)
