@@ -304,82 +304,97 @@ func (d *Dispatcher) claimPaced(ctx context.Context, r claimRequest) (claimed []
 		return nil, atShare, nil
 	}
 	start := time.Now()
-	lease := d.cfg.LeaseDuration.Seconds()
-	// took takes what a statement leased off the destinations' caps, and
-	// passes it on.
-	took := func(groups []group) {
-		for _, g := range groups {
-			if i := slices.Index(destinations, g.msgs[0].Destination); i >= 0 {
-				caps[i]--
-			}
-		}
-		claimed = append(claimed, groups...)
-		if r.leased != nil && len(groups) > 0 {
-			r.leased(groups)
-		}
-	}
-	claimUnordered := func(n int) (int, error) {
-		share := unorderedShareOf(destinations, caps, n, r.sizes)
-		if len(share.names) == 0 {
-			return 0, nil
-		}
-		from := d.marks.start(share.names, time.Now())
-		batch := n * share.largest
-		rows, err := d.claimQueries(false).OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{
-			Owner: r.worker, LeaseSeconds: lease, Destinations: share.names, AfterAt: from.at, AfterID: from.id,
-			Caps: share.messages, BatchSize: int32(batch), Now: d.now(),
-		})
-		if err != nil {
-			return 0, fmt.Errorf("claim unordered: %w", err)
-		}
-		d.marks.claimed(share.names, share.messages, batch, from, rows, time.Now())
-		groups, excess := share.group(rows, n)
-		// The deliveries first: the release is a round trip of its own.
-		took(groups)
-		d.release(ctx, r.worker, excess)
-		return len(groups), nil
-	}
-	claimOrdered := func(n int) (int, error) {
-		// No destination with room left (the other kind took it all):
-		// the ordered claim could lease nothing, and is not sent.
-		if !slices.ContainsFunc(caps, func(c int32) bool { return c > 0 }) {
-			return 0, nil
-		}
-		rows, err := d.claimQueries(true).OutboxClaimOrdered(ctx, queries.OutboxClaimOrderedParams{
-			Owner: r.worker, LeaseSeconds: lease, Destinations: destinations, Caps: caps,
-			Aggregates: int32(n), PerAggregate: int32(d.cfg.AggregateBatch), Now: d.now(),
-		})
-		if err != nil {
-			return 0, fmt.Errorf("claim ordered: %w", err)
-		}
-		groups := groupByAggregate(rows)
-		took(groups)
-		return len(groups), nil
-	}
-	first, second := claimUnordered, claimOrdered
+	c := &claimStep{d: d, ctx: ctx, r: r, destinations: destinations, caps: caps}
+	first, second := c.unordered, c.ordered
 	if r.orderedFirst {
-		first, second = claimOrdered, claimUnordered
+		first, second = c.ordered, c.unordered
 	}
 	// On an error, what the statements before it leased is still returned,
 	// to be delivered rather than left waiting for its lease to expire.
 	half := max(r.limit/2, 1)
 	firstGot, err := first(half)
+	if rest := r.limit - len(c.claimed); err == nil && rest > 0 {
+		_, err = second(rest)
+	}
+	if rest := r.limit - len(c.claimed); err == nil && rest > 0 && firstGot == half {
+		_, err = first(rest)
+	}
 	if err != nil {
-		return claimed, false, err
-	}
-	if rest := r.limit - len(claimed); rest > 0 {
-		if _, err := second(rest); err != nil {
-			return claimed, false, err
-		}
-	}
-	if rest := r.limit - len(claimed); rest > 0 && firstGot == half {
-		if _, err := first(rest); err != nil {
-			return claimed, false, err
-		}
+		return c.claimed, false, err
 	}
 	d.cfg.Metrics.claimSeconds.Observe(time.Since(start).Seconds())
-	d.noteClaimed(messagesIn(claimed))
-	return claimed, atShare || slices.Contains(caps, 0), nil
+	d.noteClaimed(messagesIn(c.claimed))
+	return c.claimed, atShare || slices.Contains(c.caps, 0), nil
+}
+
+// claimStep is a claim in progress (claimPaced): the destinations it may
+// lease from, with how many deliveries each may still take, and what its
+// statements have leased so far.
+type claimStep struct {
+	d            *Dispatcher
+	ctx          context.Context
+	r            claimRequest
+	destinations []string
+	caps         []int32
+	claimed      []group
+}
+
+// took takes what a statement leased off the destinations' caps, and
+// passes it on to the request's leased.
+func (c *claimStep) took(groups []group) {
+	for _, g := range groups {
+		if i := slices.Index(c.destinations, g.msgs[0].Destination); i >= 0 {
+			c.caps[i]--
+		}
+	}
+	c.claimed = append(c.claimed, groups...)
+	if c.r.leased != nil && len(groups) > 0 {
+		c.r.leased(groups)
+	}
+}
+
+// unordered leases up to n deliveries of unordered messages, and says how
+// many it leased.
+func (c *claimStep) unordered(n int) (int, error) {
+	share := unorderedShareOf(c.destinations, c.caps, n, c.r.sizes)
+	if len(share.names) == 0 {
+		return 0, nil
+	}
+	from := c.d.marks.start(share.names, time.Now())
+	batch := n * share.largest
+	rows, err := c.d.claimQueries(false).OutboxClaimUnordered(c.ctx, queries.OutboxClaimUnorderedParams{
+		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: share.names,
+		AfterAt: from.at, AfterID: from.id, Caps: share.messages, BatchSize: int32(batch), Now: c.d.now(),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("claim unordered: %w", err)
+	}
+	c.d.marks.claimed(share.names, share.messages, batch, from, rows, time.Now())
+	groups, excess := share.group(rows, n)
+	// The deliveries first: the release is a round trip of its own.
+	c.took(groups)
+	c.d.release(c.ctx, c.r.worker, excess)
+	return len(groups), nil
+}
+
+// ordered leases up to n aggregates, each a delivery of its messages in
+// order, and says how many it leased.
+func (c *claimStep) ordered(n int) (int, error) {
+	// No destination with room left (the other kind took it all): the
+	// ordered claim could lease nothing, and is not sent.
+	if !slices.ContainsFunc(c.caps, func(left int32) bool { return left > 0 }) {
+		return 0, nil
+	}
+	rows, err := c.d.claimQueries(true).OutboxClaimOrdered(c.ctx, queries.OutboxClaimOrderedParams{
+		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: c.destinations, Caps: c.caps,
+		Aggregates: int32(n), PerAggregate: int32(c.d.cfg.AggregateBatch), Now: c.d.now(),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("claim ordered: %w", err)
+	}
+	groups := groupByAggregate(rows)
+	c.took(groups)
+	return len(groups), nil
 }
 
 // release gives back at once what a claim leased but cannot deliver now:
