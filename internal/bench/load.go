@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/internal/outbox"
+	"github.com/switchyard/switchyard/internal/pgwarm"
 )
 
 // benchSeedBatch is how many messages one seeding transaction enqueues (by
@@ -132,6 +133,12 @@ func (b *benchRun) offered(ctx context.Context) (benchMeasurement, error) {
 	m := benchMeasurement{messages: b.opts.messages}
 	if err := b.retain(ctx, &m); err != nil {
 		return m, err
+	}
+	// The enqueuers' connections are a service's, open long before its
+	// messages: made during the timed phase, they were part of what it
+	// timed (tools/peers opens River's enqueuers' the same way).
+	if err := pgwarm.Open(ctx, b.target.pool, b.opts.enqueuers); err != nil {
+		return m, fmt.Errorf("open the enqueuers' connections: %w", err)
 	}
 	meter, err := b.startMeter(ctx)
 	if err != nil {

@@ -1304,3 +1304,19 @@ func landAll(w *worker) {
 		w.finished(<-w.results)
 	}
 }
+
+// Start opens a connection for each worker and one more before the first
+// claim (openConnections): the first messages do not wait for connections
+// to be made. No destination here, so nothing but Start opens them.
+func TestTheDispatcherOpensItsWorkersConnectionsAtStart(t *testing.T) {
+	t.Parallel()
+	config := setup(t).Config()
+	config.MaxConns = 10
+	pool, err := pgxpool.NewWithConfig(context.Background(), config)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	require.Zero(t, pool.Stat().TotalConns())
+	startDispatcher(t, pool, Config{Workers: 3, HeartbeatInterval: time.Hour})
+	require.EqualValues(t, 4, pool.Stat().TotalConns(), "three workers' connections and one more, open")
+	require.EqualValues(t, 4, pool.Stat().IdleConns(), "and given back")
+}

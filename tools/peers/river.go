@@ -287,6 +287,10 @@ func (t *riverTarget) offered(ctx context.Context, rate, seconds, enqueuers, max
 		return latencyRun{}, ctx.Err()
 	}
 
+	if err := openConns(ctx, t.inserts, enqueuers); err != nil {
+		return latencyRun{}, fmt.Errorf("open the enqueuers' connections: %w", err)
+	}
+
 	begunAt := make([]time.Time, n)
 	committedAt := make([]time.Time, n)
 	commits := make([]time.Duration, n)

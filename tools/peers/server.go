@@ -133,3 +133,23 @@ func withDatabase(dsn, name string) (string, error) {
 	u.Path = "/" + name
 	return u.String(), nil
 }
+
+// openConns opens n of pool's connections and leaves them idle: the
+// enqueuers' connections, open before the timed phase, as Switchyard's
+// bench opens its own (internal/pgwarm in the console's module).
+func openConns(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	held := make([]*pgxpool.Conn, 0, n)
+	defer func() {
+		for _, c := range held {
+			c.Release()
+		}
+	}()
+	for range n {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		held = append(held, c)
+	}
+	return nil
+}
