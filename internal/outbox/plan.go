@@ -104,7 +104,7 @@ func (g genericPlans) send(ctx context.Context, sql string, args []any) (pgx.Bat
 	b.Queue(sql, args...)
 	b.Queue("COMMIT")
 	results := g.pool.SendBatch(ctx, b)
-	for range len(b.QueuedQueries) - 2 {
+	for range b.Len() - 2 { // BEGIN and the SETs
 		if _, err := results.Exec(); err != nil {
 			return nil, closeAfter(err, results)
 		}
@@ -273,8 +273,11 @@ type claimStatistics struct {
 	claimedSince    atomic.Int64
 }
 
-// planned reports whether the claims are planned for their arguments (see
-// claimQueries): a table they read has statistics below the floor.
+// planned reports whether the ordered claim is planned for its arguments
+// (see claimQueries): the outbox's statistics, or the aggregates' table's
+// while it is past small, are below the floor. While only the outbox's
+// are, the unordered claim runs a generic plan made without sequential
+// scans.
 func (s *claimStatistics) planned() bool {
 	return !s.outbox.Load() || !(s.aggregates.Load() || s.aggregatesSmall.Load())
 }
@@ -350,7 +353,7 @@ func (d *Dispatcher) noteClaimed(n int) {
 // itself (BENCHMARKS.md, "The unordered claim's generic plan on a new
 // outbox"). The ordered claim cannot be sent so: made on an empty outbox,
 // its plan reads all pending messages through an index to find the heads
-// it writes (internal/outbox/EXPLAIN.md).
+// it writes (the same section).
 func (d *Dispatcher) claimQueries(withAggregates bool) *queries.Queries {
 	described := d.stats.outbox.Load()
 	switch {
