@@ -40,7 +40,7 @@ func (d *Dispatcher) finalize(ctx context.Context, worker string, results []resu
 	if len(results) > genericPlanMost {
 		rows, err = queries.New(customPlans{d.pool}).OutboxFinalize(ctx, params)
 	} else {
-		rows, err = queries.New(genericPlans{pool: d.pool}).OutboxFinalize(ctx, params)
+		rows, err = queries.New(genericPlans{d.pool}).OutboxFinalize(ctx, params)
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("finalize %d messages: %w", len(results), err)

@@ -75,36 +75,17 @@ func withCustomPlan(args []any) []any {
 // that (the context's deadline while reading) is reported as an error
 // although the server may have committed: for a finalize that is a
 // delivery seen again, at least once, and the fencing holds.
-type genericPlans struct {
-	pool *pgxpool.Pool
-	// indexesOnly makes the generic plan without sequential scans
-	// (enable_seqscan off, for the transaction only), for a statement that
-	// may be planned while its tables are new and nearly empty: a generic
-	// plan is kept as the tables grow, and one made on an empty table
-	// reads it whole (see claimQueries). The statement is sent with a
-	// comment before it (indexesOnlyTag), so that its prepared statement,
-	// and the plan kept in it, are its own, apart from the same
-	// statement's when sent otherwise.
-	indexesOnly bool
-}
+type genericPlans struct{ pool *pgxpool.Pool }
 
-// indexesOnlyTag marks the statements that genericPlans sends with
-// indexesOnly.
-const indexesOnlyTag = "-- a generic plan without sequential scans (internal/outbox/plan.go)\n"
-
-// send queues the pipeline and reads the results of its BEGIN and SETs.
+// send queues the pipeline and reads the results of its BEGIN and SET.
 func (g genericPlans) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
-	if g.indexesOnly {
-		b.Queue("SET LOCAL enable_seqscan = off")
-		sql = indexesOnlyTag + sql
-	}
 	b.Queue(sql, args...)
 	b.Queue("COMMIT")
 	results := g.pool.SendBatch(ctx, b)
-	for range b.Len() - 2 { // BEGIN and the SETs
+	for range 2 {
 		if _, err := results.Exec(); err != nil {
 			return nil, closeAfter(err, results)
 		}
@@ -273,11 +254,8 @@ type claimStatistics struct {
 	claimedSince    atomic.Int64
 }
 
-// planned reports whether the ordered claim is planned for its arguments
-// (see claimQueries): the outbox's statistics, or the aggregates' table's
-// while it is past small, are below the floor. While only the outbox's
-// are, the unordered claim runs a generic plan made without sequential
-// scans.
+// planned reports whether the claims are planned for their arguments (see
+// claimQueries): a table they read has statistics below the floor.
 func (s *claimStatistics) planned() bool {
 	return !s.outbox.Load() || !(s.aggregates.Load() || s.aggregatesSmall.Load())
 }
@@ -339,27 +317,11 @@ func (d *Dispatcher) noteClaimed(n int) {
 
 // claimQueries runs a claim that reads the outbox, and the aggregates too
 // if withAggregates: as a prepared statement once their statistics are
-// past planStatisticsFloor (or the aggregates' table is small), and until
-// then the ordered claim planned for its arguments, the unordered one on
-// a generic plan made without sequential scans.
-//
-// The unordered claim's plan reads the outbox through two indexes, one
-// range scan and one probe of the primary key per message claimed, the
-// same whatever the planner expects the table to hold; all a plan made on
-// an empty outbox could do differently is read it whole, and without
-// sequential scans it does not (TestANewOutboxsUnorderedClaimKeepsToItsIndexes).
-// Planned for its arguments instead, each claim cost 2 to 3 ms of the
-// server's time until the outbox was described, more than the claim
-// itself (BENCHMARKS.md, "The unordered claim's generic plan on a new
-// outbox"). The ordered claim cannot be sent so: made on an empty outbox,
-// its plan reads all pending messages through an index to find the heads
-// it writes (the same section).
+// past planStatisticsFloor (or the aggregates' table is small), planned
+// for its arguments until then.
 func (d *Dispatcher) claimQueries(withAggregates bool) *queries.Queries {
-	described := d.stats.outbox.Load()
 	switch {
-	case !withAggregates && !described:
-		return queries.New(genericPlans{pool: d.pool, indexesOnly: true})
-	case !described:
+	case !d.stats.outbox.Load():
 	case !withAggregates || d.stats.aggregates.Load():
 		return queries.New(d.pool)
 	case d.stats.aggregatesSmall.Load():

@@ -114,25 +114,25 @@ func TestGenericPlansHoldTheirPlanModeForTheirOwnTransactionOnly(t *testing.T) {
 		return m
 	}
 	session := backend(t, pool)
-	require.Equal(t, "force_generic_plan", mode(genericPlans{pool: pool}))
+	require.Equal(t, "force_generic_plan", mode(genericPlans{pool}))
 	require.Equal(t, "auto", mode(pool), "after the pipeline's transaction")
 	require.Equal(t, session, backend(t, pool), "in the same session")
 
-	tag, err := genericPlans{pool: pool}.Exec(ctx, `CREATE TABLE switchyard.plan_mode_probe AS SELECT current_setting('plan_cache_mode') AS mode`)
+	tag, err := genericPlans{pool}.Exec(ctx, `CREATE TABLE switchyard.plan_mode_probe AS SELECT current_setting('plan_cache_mode') AS mode`)
 	require.NoError(t, err)
 	require.Equal(t, "SELECT 1", tag.String())
 	var probed string
 	require.NoError(t, shared.QueryRow(ctx, `SELECT mode FROM switchyard.plan_mode_probe`).Scan(&probed))
 	require.Equal(t, "force_generic_plan", probed, "committed: another session sees it")
 
-	err = genericPlans{pool: pool}.QueryRow(ctx, `SELECT 1 WHERE false`).Scan(new(int))
+	err = genericPlans{pool}.QueryRow(ctx, `SELECT 1 WHERE false`).Scan(new(int))
 	require.ErrorIs(t, err, pgx.ErrNoRows)
 	require.Equal(t, session, backend(t, pool))
 	require.True(t, idle(t, pool))
 
 	_, err = shared.Exec(ctx, `CREATE TABLE switchyard.commit_probe (v int UNIQUE DEFERRABLE INITIALLY DEFERRED)`)
 	require.NoError(t, err)
-	_, err = genericPlans{pool: pool}.Exec(ctx, `INSERT INTO switchyard.commit_probe VALUES (1), (1)`)
+	_, err = genericPlans{pool}.Exec(ctx, `INSERT INTO switchyard.commit_probe VALUES (1), (1)`)
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, err, &pgErr, "the COMMIT's error")
 	require.Equal(t, "23505", pgErr.Code)
@@ -202,44 +202,12 @@ func oneSessionPool(t *testing.T, shared *pgxpool.Pool) *pgxpool.Pool {
 }
 
 // preparedStatements is how many prepared statements of the sqlc query name
-// the pool's one session holds, and how often they were planned each way;
-// those sent by genericPlans with indexesOnly are not counted
-// (indexesOnlyStatements).
+// the pool's one session holds, and how often they were planned each way.
 func preparedStatements(t *testing.T, pool *pgxpool.Pool, name string) (statements, generic, custom int) {
 	t.Helper()
-	return countPrepared(t, pool, name, false)
-}
-
-// indexesOnlyStatements is preparedStatements of the statements that
-// genericPlans sent with indexesOnly.
-func indexesOnlyStatements(t *testing.T, pool *pgxpool.Pool, name string) (statements, generic, custom int) {
-	t.Helper()
-	return countPrepared(t, pool, name, true)
-}
-
-func countPrepared(t *testing.T, pool *pgxpool.Pool, name string, indexesOnly bool) (statements, generic, custom int) {
-	t.Helper()
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*), coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
-		FROM pg_prepared_statements WHERE statement LIKE '%name: ' || $1 || ' %' AND starts_with(statement, $2) = $3`,
-		name, indexesOnlyTag, indexesOnly).Scan(&statements, &generic, &custom))
+		FROM pg_prepared_statements WHERE statement LIKE '%name: ' || $1 || ' %'`, name).Scan(&statements, &generic, &custom))
 	return statements, generic, custom
-}
-
-// preparedPlan is EXPLAIN of the session's prepared statement of a claim
-// (the one indexesOnly sent, or the other), with args: the plan PostgreSQL
-// would run. Under force_generic_plan, the generic plan the session keeps.
-func preparedPlan(t *testing.T, pool *pgxpool.Pool, name string, indexesOnly bool, args string) string {
-	t.Helper()
-	ctx := context.Background()
-	var statement string
-	require.NoError(t, pool.QueryRow(ctx, `SELECT name FROM pg_prepared_statements
-		WHERE statement LIKE '%name: ' || $1 || ' %' AND starts_with(statement, $2) = $3`,
-		name, indexesOnlyTag, indexesOnly).Scan(&statement))
-	rows, err := pool.Query(ctx, "EXPLAIN EXECUTE "+pgx.Identifier{statement}.Sanitize()+args)
-	require.NoError(t, err)
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
-	return strings.Join(lines, "\n")
 }
 
 // The claims are planned for their arguments while the planner's
@@ -293,17 +261,25 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 			require.Positive(t, head.AggregateLeaseVersion)
 		}
 	}
+	// plan is EXPLAIN of the session's prepared statement of a claim, with
+	// args: the plan PostgreSQL would run.
+	plan := func(name, args string) string {
+		t.Helper()
+		var statement string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement LIKE '%name: ' || $1 || ' %'`, name).Scan(&statement))
+		rows, err := pool.Query(ctx, "EXPLAIN EXECUTE "+pgx.Identifier{statement}.Sanitize()+args)
+		require.NoError(t, err)
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return strings.Join(lines, "\n")
+	}
+
 	d.heartbeat(ctx)
 	claimRounds()
 	for _, name := range []string{"OutboxClaimUnordered", "OutboxClaimOrdered"} {
 		statements, _, _ := preparedStatements(t, pool, name)
-		require.Zero(t, statements, "%s is not a prepared statement of its own while the outbox has no statistics", name)
+		require.Zero(t, statements, "%s is sent unnamed while the outbox has no statistics", name)
 	}
-	statements, generic, custom := indexesOnlyStatements(t, pool, "OutboxClaimUnordered")
-	require.Equal(t, []int{1, rounds, 0}, []int{statements, generic, custom},
-		"the unordered claim runs a generic plan made without sequential scans (TestANewOutboxsUnorderedClaimKeepsToItsIndexes)")
-	statements, _, _ = indexesOnlyStatements(t, pool, "OutboxClaimOrdered")
-	require.Zero(t, statements, "the ordered claim is planned for its arguments")
 
 	// statistics is what the planner's statistics say of a table's rows.
 	statistics := func(table string) float64 {
@@ -323,10 +299,10 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	d.heartbeat(ctx)
 	require.GreaterOrEqual(t, statistics("switchyard.outbox"), float64(planStatisticsFloor), "the heartbeat described the outbox")
 	claimRounds()
-	statements, generic, _ = preparedStatements(t, pool, "OutboxClaimUnordered")
+	statements, generic, _ := preparedStatements(t, pool, "OutboxClaimUnordered")
 	require.Equal(t, 1, statements, "the unordered claim is a prepared statement")
 	require.Positive(t, generic, "PostgreSQL kept its generic plan")
-	unordered := preparedPlan(t, pool, "OutboxClaimUnordered", false, `('w', NULL, 30, '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{10}', 10)`)
+	unordered := plan("OutboxClaimUnordered", `('w', NULL, 30, '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{10}', 10)`)
 	require.Contains(t, unordered, "Index Scan using outbox_due_unordered", unordered)
 	require.Regexp(t, `Index Cond: .*ROW\(next_attempt_at, id\) > ROW`, unordered, "the scan starts after the mark: %s", unordered)
 	require.NotContains(t, unordered, "Seq Scan on outbox ", unordered)
@@ -365,62 +341,11 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	statements, generic, _ = preparedStatements(t, pool, "OutboxClaimOrdered")
 	require.Equal(t, 2, statements, "the ordered claim is a prepared statement of its own once the table has statistics")
 	require.Greater(t, generic, genericAfter, "PostgreSQL kept its generic plan")
-	ordered := preparedPlan(t, pool, "OutboxClaimOrdered", false, `('{alpha}', NULL, '{10}', 10, 'w', 30, 32)`)
+	ordered := plan("OutboxClaimOrdered", `('{alpha}', NULL, '{10}', 10, 'w', 30, 32)`)
 	for _, index := range []string{"outbox_aggregates_due", "outbox_pending_ordered"} {
 		require.Contains(t, ordered, "Index Scan using "+index, ordered)
 	}
 	require.NotContains(t, ordered, "Seq Scan on outbox ", ordered)
-}
-
-// On a new outbox, before the planner's statistics describe it, the
-// unordered claim runs a generic plan made without sequential scans
-// (genericPlans with indexesOnly, see claimQueries): made on the empty
-// table, kept as it grows, it still reads the outbox through its indexes,
-// a range of the due messages and one probe of the primary key per message
-// claimed. Without the setting, the plan PostgreSQL makes on the empty
-// table reads it whole, and would go on doing so.
-func TestANewOutboxsUnorderedClaimKeepsToItsIndexes(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := oneSessionPool(t, setup(t, "alpha"))
-	_, err := pool.Exec(ctx, `ALTER TABLE switchyard.outbox SET (autovacuum_enabled = false)`)
-	require.NoError(t, err)
-	d := New(pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
-	d.heartbeat(ctx)
-	require.True(t, d.stats.planned(), "a new outbox has no statistics")
-
-	enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
-	groups, err := d.claim(ctx, "w", 10, nil)
-	require.NoError(t, err)
-	require.Len(t, groups, 1)
-	statements, generic, custom := indexesOnlyStatements(t, pool, "OutboxClaimUnordered")
-	require.Equal(t, []int{1, 1, 0}, []int{statements, generic, custom}, "one prepared statement, run on its generic plan")
-
-	// Grown, without statistics: the plan made on the empty table is kept.
-	_, err = pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload)
-		SELECT 't', 'alpha', '{}' FROM generate_series(1, 20000)`)
-	require.NoError(t, err)
-	groups, err = d.claim(ctx, "w", 10, nil)
-	require.NoError(t, err)
-	require.Len(t, groups, 10, "the grown outbox's first ten")
-	var described float64
-	require.NoError(t, pool.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = 'switchyard.outbox'::regclass`).Scan(&described))
-	require.Less(t, described, float64(planStatisticsFloor), "still not described")
-	statements, generic, custom = indexesOnlyStatements(t, pool, "OutboxClaimUnordered")
-	require.Equal(t, []int{1, 0}, []int{statements, custom}, "the same prepared statement, never planned for its arguments")
-	require.Greater(t, generic, 1, "its generic plan run again")
-
-	// The kept plan, as EXPLAIN shows it when told to use the generic
-	// plan (a plan dropped since would be made again here, with
-	// sequential scans allowed, and the test would fail).
-	_, err = pool.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
-	require.NoError(t, err)
-	plan := preparedPlan(t, pool, "OutboxClaimUnordered", true, `('w', NULL, 30, '{alpha}', '{}', '{}', '{10}', 10)`)
-	_, err = pool.Exec(ctx, `RESET plan_cache_mode`)
-	require.NoError(t, err)
-	require.Contains(t, plan, "Index Scan using outbox_due_unordered", plan)
-	require.Contains(t, plan, "Index Scan using outbox_pkey", plan)
-	require.NotContains(t, plan, "Seq Scan", plan)
 }
 
 // A new outbox is described as soon as the dispatcher has claimed as many
