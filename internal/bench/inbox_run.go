@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/internal/demo/demodb"
 	"github.com/switchyard/switchyard/internal/inbox"
+	"github.com/switchyard/switchyard/internal/pgwarm"
 )
 
 // inboxMeasurement is what the measured phase saw.
@@ -44,8 +44,11 @@ func (r *inboxBenchRun) measure(ctx context.Context) (inboxMeasurement, error) {
 	fail := func(err error) {
 		once.Do(func() { firstErr = err; cancel() })
 	}
-	if err := warmPool(ctx, r.target.pool, r.opts.concurrency); err != nil {
-		return inboxMeasurement{}, err
+	// The receiver's connections are opened before the clock starts, so
+	// that the measured phase neither waits for nor pays the server's
+	// process starts, and the CPU sample at its start lists them.
+	if err := pgwarm.Open(ctx, r.target.pool, r.opts.concurrency); err != nil {
+		return inboxMeasurement{}, fmt.Errorf("open the receiver's connections: %w", err)
 	}
 	stopProfile, err := startCPUProfile(r.opts.cpuProfile)
 	if err != nil {
@@ -108,28 +111,6 @@ func (r *inboxBenchRun) measure(ctx context.Context) (inboxMeasurement, error) {
 		elapsed: elapsed, latency: latencies, cpu: cpuSince(cpuStart, cpuEnd, len(r.requests)),
 		self: cpuEnd.self - cpuStart.self, cluster: clusterEnd.since(clusterStart),
 	}, nil
-}
-
-// warmPool opens n of pool's connections (at most its size) before the
-// clock starts, so that the measured phase neither waits for nor pays
-// the server's process starts, and the CPU sample at its start lists
-// those processes.
-func warmPool(ctx context.Context, pool *pgxpool.Pool, n int) error {
-	n = min(n, int(pool.Config().MaxConns))
-	conns := make([]*pgxpool.Conn, 0, n)
-	defer func() {
-		for _, c := range conns {
-			c.Release()
-		}
-	}()
-	for range n {
-		c, err := pool.Acquire(ctx)
-		if err != nil {
-			return fmt.Errorf("open the receiver's connections: %w", err)
-		}
-		conns = append(conns, c)
-	}
-	return nil
 }
 
 // sender is one sender's keep-alive connection to the receiver. It writes

@@ -158,7 +158,10 @@ func New(pool *pgxpool.Pool, cfg Config) *Dispatcher {
 	return d
 }
 
-// Start launches the workers. It returns an error if already started.
+// Start launches the workers, once it has registered the dispatcher and
+// opened the workers' connections (openConnections: up to
+// openConnectionsWait when the pool has no room). It returns an error if
+// already started.
 func (d *Dispatcher) Start(ctx context.Context) error {
 	setup := func(ctx context.Context) error {
 		// Registered before the first lease, so that the console never
@@ -178,14 +181,15 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 const openConnectionsWait = 5 * time.Second
 
 // openConnections makes sure the pool holds a connection for each worker
-// and one more (a worker's claim and another's finalize at once, the
-// heartbeat), open and idle, before the first claim. Made as the first
-// messages arrived instead, each connection delayed the claim or finalize
-// that asked for it, and took the CPU that the others needed: on a new
-// dispatcher under 1,000 messages a second, the p99 of the first second's
-// messages was twice the next seconds' (BENCHMARKS.md, "The dispatcher's
-// connections opened at its start"). A failure is logged, and the workers
-// open what they need as before.
+// and one more (a worker's claim, another's finalize and the heartbeat
+// overlap: four workers used five in the bench), open and idle before the
+// first claim. Made as the first messages
+// arrived, each connection delayed the claim or finalize that asked for
+// it, and took CPU that the others needed. On a new dispatcher at 1,000
+// messages a second, the first second's p99 was 63–94 ms with no
+// connection open beforehand, and 33–35 with the dispatcher's open
+// (BENCHMARKS.md, "The dispatcher's connections opened at its start").
+// A failure is logged, and the workers open what they need as before.
 func (d *Dispatcher) openConnections(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, openConnectionsWait)
 	defer cancel()

@@ -10,15 +10,18 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Open makes sure pool holds at least n connections (at most its
-// MaxConns), opening those it lacks together, and leaves them idle in the
-// pool. It waits until they are open or ctx ends, and reports the first
-// failure; the connections opened are kept either way.
+// Open acquires n of pool's connections together, which opens those the
+// pool has not got idle, and gives them back: the pool then holds at
+// least n. It takes no more than the pool has room for beside the
+// connections in use when it is called, so that it never waits for one
+// of those; it waits for the rest until ctx ends, and reports the first
+// failure. The connections it opened are kept either way.
 func Open(ctx context.Context, pool *pgxpool.Pool, n int) error {
-	n = min(n, int(pool.Config().MaxConns))
-	if int(pool.Stat().TotalConns()) >= n {
+	stat := pool.Stat()
+	if int(stat.TotalConns()) >= n {
 		return nil
 	}
+	n = min(n, int(stat.MaxConns()-stat.AcquiredConns()))
 	conns := make(chan *pgxpool.Conn, n)
 	errs := make(chan error, n)
 	for range n {
@@ -39,7 +42,9 @@ func Open(ctx context.Context, pool *pgxpool.Pool, n int) error {
 		case c := <-conns:
 			defer c.Release()
 		case err := <-errs:
-			failed = err
+			if failed == nil {
+				failed = err
+			}
 		}
 	}
 	return failed

@@ -2,7 +2,9 @@ package pgwarm
 
 import (
 	"context"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -30,7 +32,7 @@ func backends(t *testing.T, url string) int {
 	probe := newPool(t, url, 1)
 	var n int
 	require.NoError(t, probe.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-		WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n))
+		WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()`).Scan(&n))
 	return n
 }
 
@@ -52,6 +54,48 @@ func TestOpenLeavesNConnectionsOpenAndIdle(t *testing.T) {
 	require.NoError(t, Open(ctx, pool, 9), "more than its size: all it may hold")
 	require.EqualValues(t, 5, pool.Stat().TotalConns())
 	require.EqualValues(t, 5, pool.Stat().IdleConns())
+}
+
+// Open never waits for a connection that another holds: it takes only the
+// room the pool has beside them (asked for all three of a pool of three,
+// one held, it would wait until its deadline).
+func TestOpenTakesOnlyTheRoomLeftBesideConnectionsInUse(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, dbtest.NewURL(t), 3)
+	held, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer held.Release()
+	bounded, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	require.NoError(t, Open(bounded, pool, 3))
+	require.EqualValues(t, 3, pool.Stat().TotalConns())
+	require.EqualValues(t, 2, pool.Stat().IdleConns(), "the two it opened, given back")
+}
+
+// Open waits for a connection no longer than its context: a server that
+// never answers is reported as the deadline.
+func TestOpenWaitsAtMostItsContext(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = conn.Close() }) // accepted, never answered
+		}
+	}()
+	pool := newPool(t, "postgres://nobody@"+ln.Addr().String()+"/silent", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = Open(ctx, pool, 2)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 5*time.Second, "returned at its deadline, not the server's")
 }
 
 // A pool that cannot connect is reported, and Open returns.

@@ -138,6 +138,7 @@ func withDatabase(dsn, name string) (string, error) {
 // enqueuers' connections, open before the timed phase, as Switchyard's
 // bench opens its own (internal/pgwarm in the console's module).
 func openConns(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	n = min(n, int(pool.Stat().MaxConns()))
 	held := make([]*pgxpool.Conn, 0, n)
 	defer func() {
 		for _, c := range held {
