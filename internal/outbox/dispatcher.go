@@ -148,6 +148,8 @@ type Dispatcher struct {
 	mu      sync.Mutex
 	hardCtx context.Context    // guarded by mu: deliveries run under it
 	hardEnd context.CancelFunc // guarded by mu
+	// stopListening ends the wake-ups (startListening); guarded by mu.
+	stopListening func()
 }
 
 // New returns a Dispatcher; Start runs it.
@@ -158,9 +160,10 @@ func New(pool *pgxpool.Pool, cfg Config) *Dispatcher {
 	return d
 }
 
-// Start launches the workers, once it has registered the dispatcher and
+// Start launches the workers, once it has registered the dispatcher,
 // opened the workers' connections (openConnections: up to
-// openConnectionsWait when the pool has no room). It returns an error if
+// openConnectionsWait when the pool has no room) and put its LISTEN in
+// place (startListening: up to listenWait). It returns an error if
 // already started.
 func (d *Dispatcher) Start(ctx context.Context) error {
 	setup := func(ctx context.Context) error {
@@ -168,8 +171,10 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		// sees leases held by a dispatcher it does not know.
 		d.heartbeat(ctx)
 		d.openConnections(ctx)
+		stopListening := d.startListening(ctx)
 		d.mu.Lock()
 		d.hardCtx, d.hardEnd = context.WithCancel(context.WithoutCancel(ctx))
+		d.stopListening = stopListening
 		d.mu.Unlock()
 		return nil
 	}
@@ -202,14 +207,17 @@ func (d *Dispatcher) openConnections(ctx context.Context) {
 // StopGrace to finish before cancelling them.
 func (d *Dispatcher) run(ctx context.Context) {
 	d.mu.Lock()
-	hardEnd := d.hardEnd
+	hardEnd, stopListening := d.hardEnd, d.stopListening
 	d.mu.Unlock()
 	var wg sync.WaitGroup
 	for i := range d.cfg.Workers {
 		wg.Go(func() { d.work(ctx, fmt.Sprintf("%s/%d", d.cfg.Owner, i)) })
 	}
 	wg.Go(func() { d.retentionLoop(ctx) })
-	wg.Go(func() { d.listen(ctx) })
+	wg.Go(func() {
+		<-ctx.Done()
+		stopListening()
+	})
 	wg.Go(func() { d.heartbeatLoop(ctx) })
 	// Once stopping, deliveries in flight get StopGrace, then are
 	// cancelled.

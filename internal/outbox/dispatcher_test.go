@@ -1320,3 +1320,16 @@ func TestTheDispatcherOpensItsWorkersConnectionsAtStart(t *testing.T) {
 	require.EqualValues(t, 4, pool.Stat().TotalConns(), "three workers' connections and one more, open")
 	require.EqualValues(t, 4, pool.Stat().IdleConns(), "and given back")
 }
+
+// Start returns once the dispatcher's LISTEN is in place (startListening):
+// a NOTIFY sent as soon as it has returned wakes the workers, and is
+// never lost to a LISTEN connection still being made.
+func TestStartReturnsOnceTheDispatcherListens(t *testing.T) {
+	t.Parallel()
+	pool := setup(t)
+	startDispatcher(t, pool, Config{HeartbeatInterval: time.Hour})
+	var listening int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%LISTEN switchyard_outbox%'`).Scan(&listening))
+	require.Equal(t, 1, listening, "the LISTEN connection, listening")
+}

@@ -31,23 +31,49 @@ func Notify(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-// listen wakes the workers on the notifications on WakeChannel (and after
-// every reconnect of the LISTEN connection), at most once per
-// Config.WakeCooldown (wakeGate), until ctx ends. Without a
-// shared connection (Config.Notifications) it runs one of its own.
-func (d *Dispatcher) listen(ctx context.Context) {
+// listenWait bounds how long Start waits for the LISTEN on WakeChannel to
+// be in place (startListening).
+const listenWait = 5 * time.Second
+
+// startListening wakes the workers on the notifications on WakeChannel
+// (and after every reconnect of the LISTEN connection), at most once per
+// Config.WakeCooldown (wakeGate), until stop is called. Without a shared
+// connection (Config.Notifications) it runs one of its own. It returns
+// once the LISTEN is in place, or after listenWait: a message enqueued
+// after Start has returned is then never left waiting for the LISTEN
+// connection to be made, a few milliseconds to tens of them on a busy
+// server, with the workers idle. If the LISTEN is late, the wake-up that
+// follows it still catches up on what was enqueued meanwhile.
+func (d *Dispatcher) startListening(ctx context.Context) (stop func()) {
 	notifications := d.cfg.Notifications
+	stopOwn := func() {}
 	if notifications == nil {
 		notifications = pglisten.New(d.pool, pglisten.Config{Logger: d.cfg.Logger})
 		if err := notifications.Start(ctx); err != nil {
 			d.cfg.Logger.Error("outbox: start LISTEN connection; polling only", "error", err)
 		}
-		defer notifications.Stop()
+		stopOwn = notifications.Stop
 	}
 	gate := newWakeGate(d.cfg.WakeCooldown, d.Wake)
-	defer gate.stop()
-	defer notifications.Subscribe(WakeChannel, gate.notified)()
-	<-ctx.Done()
+	listening := make(chan struct{})
+	var once sync.Once
+	unsubscribe := notifications.Subscribe(WakeChannel, func() {
+		gate.notified()
+		once.Do(func() { close(listening) })
+	})
+	wait := time.NewTimer(listenWait)
+	defer wait.Stop()
+	select {
+	case <-listening:
+	case <-wait.C:
+		d.cfg.Logger.Warn("outbox: no LISTEN yet; the workers poll until it is in place", "waited", listenWait)
+	case <-ctx.Done():
+	}
+	return func() {
+		unsubscribe()
+		gate.stop()
+		stopOwn()
+	}
 }
 
 // wakeGate passes the notifications on WakeChannel to the workers as
