@@ -22,9 +22,10 @@ type database struct {
 func databaseConfig(cfg config) postgres.Config {
 	return postgres.Config{
 		URL: cfg.databaseURL, DataDir: cfg.dataDir, BinDir: cfg.pgBinDir, SearchRoots: cfg.pgSearchRoots,
-		// Each dispatcher worker holds a connection while it claims or
-		// finalizes, besides the web handlers and the listener.
-		MaxConns: int32(max(8, 2*cfg.workers+4)),
+		// Each dispatcher worker holds a connection while it claims and
+		// another while it finalizes, besides the web handlers and the
+		// listener.
+		MaxConns: int32(max(8, 3*cfg.workers+4)),
 	}
 }
 

@@ -185,10 +185,9 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // pool shared with others may have no room.
 const openConnectionsWait = 5 * time.Second
 
-// openConnections makes sure the pool holds a connection for each worker
-// and one more (a worker's claim, another's finalize and the heartbeat
-// overlap: four workers used five in the bench), open and idle before the
-// first claim. Made as the first messages arrived, each connection
+// openConnections makes sure the pool holds two connections for each
+// worker and one more (a worker's claim and its finalize overlap, and the
+// statistics' reads with both), open and idle before the first claim. Made as the first messages arrived, each connection
 // delayed the claim or finalize that asked for it, and took CPU that the
 // others needed. On a new dispatcher at 1,000 messages a second, the first
 // second's p99 was 63–94 ms with no connection open beforehand, and 33–35
@@ -198,7 +197,7 @@ const openConnectionsWait = 5 * time.Second
 func (d *Dispatcher) openConnections(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, openConnectionsWait)
 	defer cancel()
-	if err := pgwarm.Open(ctx, d.pool, d.cfg.Workers+1); err != nil {
+	if err := pgwarm.Open(ctx, d.pool, 2*d.cfg.Workers+1); err != nil {
 		d.cfg.Logger.Warn("outbox: opening the workers' connections failed; they open them as they need them", "error", err)
 	}
 }

@@ -1077,11 +1077,14 @@ func TestFinishedDeliveriesAreFinalizedTogether(t *testing.T) {
 		w.done = append(w.done, stale)
 	}
 	w.finished(landed{id: 1, results: delivered(b)})
-	require.True(t, isDelivered(a) && isDelivered(b), "a full finalize does not wait for the flush")
-	require.Empty(t, w.done)
+	require.Empty(t, w.done, "a full finalize does not wait for the flush")
+	w.applyFinalize(<-w.finalized)
+	require.True(t, isDelivered(a) && isDelivered(b))
 
 	w.finished(landed{id: 2, results: delivered(c)})
-	require.True(t, isDelivered(c), "the last delivery in flight is finalized at once")
+	require.Empty(t, w.done, "the last delivery in flight is finalized at once")
+	w.applyFinalize(<-w.finalized)
+	require.True(t, isDelivered(c))
 	require.Empty(t, w.flights)
 }
 
@@ -1238,7 +1241,7 @@ func TestAWorkerAtADestinationsShareClaimsAgainWhenItsDeliveriesLand(t *testing.
 	require.Len(t, w.flights, 4, "the destination's share")
 	require.True(t, holdsOff(), "not full: held off")
 	w.finished(<-w.results)
-	w.finalize() // as the flush does
+	w.finalizeAll() // as the flush does, and waits for it
 	require.False(t, holdsOff(), "a delivery landed where the claim was capped")
 
 	enqueue(t, pool, Message{Topic: "t", Destination: "wide", Payload: []byte(`{}`)})
@@ -1282,7 +1285,7 @@ func TestAFinalizeThatMakesMessagesDueWakesAWorkerWithRoom(t *testing.T) {
 		}
 		now := time.Now()
 		w.done = []result{{msg: g.msgs[0], outcome: outcomeDelivered, started: now, finished: now}}
-		w.finalize()
+		w.finalizeAll()
 		require.Equal(t, full, len(d.wake) == 1, "full %v: another worker woken", full)
 		require.True(t, w.nextClaim.IsZero(), "full %v: the worker itself claims too, once it has room", full)
 		select {
@@ -1292,22 +1295,77 @@ func TestAFinalizeThatMakesMessagesDueWakesAWorkerWithRoom(t *testing.T) {
 	}
 }
 
+// A worker claims and delivers while its finalize waits: the finalize
+// runs beside the worker's loop (startFinalize), so one held up by a lock
+// (here a transaction holding the delivered message's row) never holds
+// back the next messages. Finalized on the loop, the second message
+// waited for the finalize's timeout, a third of the lease.
+func TestAWorkerDeliversWhileItsFinalizeWaits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "alpha")
+	landedFirst, finishFirst := make(chan struct{}), make(chan struct{})
+	secondDelivered := make(chan struct{}, 1)
+	startDispatcher(t, pool, Config{Workers: 1, LeaseDuration: time.Minute, HeartbeatInterval: time.Hour, Routes: map[string]Route{
+		"alpha": {Destination: destination.Func(func(_ context.Context, d destination.Delivery) (destination.Outcome, error) {
+			if d.Topic == "first" {
+				close(landedFirst)
+				<-finishFirst
+			} else {
+				secondDelivered <- struct{}{}
+			}
+			return destination.Outcome{}, nil
+		})}}})
+	enqueue(t, pool, Message{Topic: "first", Destination: "alpha", Payload: []byte(`{}`)})
+	<-landedFirst
+	// Leased and being delivered: its finalize will wait for this lock.
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	var leased bool
+	require.NoError(t, tx.QueryRow(ctx, `SELECT lease_owner IS NOT NULL FROM switchyard.outbox WHERE topic = 'first' FOR UPDATE`).Scan(&leased))
+	require.True(t, leased)
+	close(finishFirst)
+	testwait.Until(t, 10*time.Second, "the finalize waiting for the lock", func() bool {
+		var waiting int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()
+			  AND wait_event_type = 'Lock' AND query LIKE '%OutboxFinalize%'`).Scan(&waiting))
+		return waiting == 1
+	})
+
+	enqueue(t, pool, Message{Topic: "second", Destination: "alpha", Payload: []byte(`{}`)})
+	select {
+	case <-secondDelivered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second message waited for the first one's finalize")
+	}
+	require.Equal(t, 1, countWhereIn(t, tx, "topic = 'first' AND state = 'pending'"), "the first one's finalize still waits")
+
+	require.NoError(t, tx.Rollback(ctx))
+	testwait.Until(t, 10*time.Second, "both finalized", func() bool {
+		return countWhere(t, pool, "state = 'delivered'") == 2
+	})
+}
+
 // acceptAll is a destination that accepts every delivery at once.
 var acceptAll = destination.Func(func(context.Context, destination.Delivery) (destination.Outcome, error) {
 	return destination.Outcome{}, nil
 })
 
-// landAll waits for w's deliveries in flight to land, as its loop does;
-// the last one to land is finalized at once.
+// landAll waits for w's deliveries in flight to land, as its loop does,
+// and for their finalize: the last one to land is finalized at once.
 func landAll(w *worker) {
 	for len(w.flights) > 0 {
 		w.finished(<-w.results)
 	}
+	w.finalizeAll()
 }
 
-// Start opens a connection for each worker and one more before the first
-// claim (openConnections): the first messages do not wait for connections
-// to be made. No destination here, so nothing but Start opens them.
+// Start opens two connections for each worker (its claims and its
+// finalizes) and one more before the first claim (openConnections): the
+// first messages do not wait for connections to be made. No destination
+// here, so nothing but Start opens them.
 func TestTheDispatcherOpensItsWorkersConnectionsAtStart(t *testing.T) {
 	t.Parallel()
 	config := setup(t).Config()
@@ -1317,8 +1375,8 @@ func TestTheDispatcherOpensItsWorkersConnectionsAtStart(t *testing.T) {
 	t.Cleanup(pool.Close)
 	require.Zero(t, pool.Stat().TotalConns())
 	startDispatcher(t, pool, Config{Workers: 3, HeartbeatInterval: time.Hour})
-	require.EqualValues(t, 4, pool.Stat().TotalConns(), "three workers' connections and one more, open")
-	require.EqualValues(t, 4, pool.Stat().IdleConns(), "and given back")
+	require.EqualValues(t, 7, pool.Stat().TotalConns(), "three workers' two connections and one more, open")
+	require.EqualValues(t, 7, pool.Stat().IdleConns(), "and given back")
 }
 
 // Start returns once the dispatcher's LISTEN is in place (startListening):

@@ -31,8 +31,8 @@ const statusMoreDue = "more_due"
 // it: an aggregate it moved on has more, or an unordered message was given
 // back without a delay.
 func (d *Dispatcher) finalize(ctx context.Context, worker string, results []result) (busy []result, moreDue bool, err error) {
-	// Well under the lease, so that the heartbeat, which runs on the same
-	// worker loop, is never held back long enough for a lease to expire.
+	// Well under the lease: the worker's next finalize waits for this
+	// one, and its leases run out meanwhile.
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.LeaseDuration/3)
 	defer cancel()
 	params := d.finalizeParams(worker, results)

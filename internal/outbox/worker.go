@@ -16,11 +16,11 @@ const flushInterval = 10 * time.Millisecond
 // finalizeMost is how many finished messages make a worker finalize before
 // its next flush. Each finalize of more than genericPlanMost messages is
 // a statement the server plans anew (its parameters are arrays; a custom
-// plan of its many CTEs costs about 2 ms) and a round trip the worker's
-// loop waits for: finalizing every 50 messages, as this did when it
-// counted half a window of deliveries in messages, cost a third of the
-// drain's CPU (BENCHMARKS.md, "Finalize per flush"). The flush already
-// bounds the wait; this only bounds a statement's size.
+// plan of its many CTEs costs about 2 ms) and a round trip: finalizing
+// every 50 messages, as this did when it counted half a window of
+// deliveries in messages, cost a third of the drain's CPU (BENCHMARKS.md,
+// "Finalize per flush"). The flush already bounds the wait; this only
+// bounds a statement's size.
 const finalizeMost = 1000
 
 // worker is one claim-deliver-finalize loop. It keeps up to BatchSize
@@ -28,8 +28,10 @@ const finalizeMost = 1000
 // one destination, as many as its pace allows, or an aggregate's messages
 // in order), claims again when half its capacity is free and something
 // may be due (see claimIfRoom), and finalizes finished deliveries in
-// groups: one slow delivery holds one slot, never a whole batch. Its
-// fields are touched only by its own goroutine.
+// groups: one slow delivery holds one slot, never a whole batch. A
+// finalize runs on a goroutine of its own, one at a time (startFinalize),
+// while the loop goes on claiming and beating. Its fields are touched only
+// by its own goroutine.
 type worker struct {
 	d       *Dispatcher
 	name    string
@@ -44,7 +46,12 @@ type worker struct {
 	pace   map[string]time.Duration
 	ramp   map[string]int
 	nextID uint64
-	done   []result
+	// done are the finished deliveries not yet sent to a finalize.
+	done []result
+	// finalizing says a finalize is in flight; finalized receives its
+	// outcome (startFinalize).
+	finalizing bool
+	finalized  chan finalizeOutcome
 	// nextClaim holds off claiming after a claim that was not full, until
 	// the idle poll, a wake-up or a finalize that makes more due.
 	nextClaim time.Time
@@ -78,7 +85,7 @@ type landed struct {
 // newWorker is a worker of d with nothing in flight.
 func newWorker(d *Dispatcher, name string) *worker {
 	return &worker{d: d, name: name, results: make(chan landed, d.cfg.BatchSize), flights: map[uint64]*flight{}, held: map[string]int{},
-		pace: map[string]time.Duration{}, ramp: map[string]int{}}
+		pace: map[string]time.Duration{}, ramp: map[string]int{}, finalized: make(chan finalizeOutcome, 1)}
 }
 
 func (d *Dispatcher) work(ctx context.Context, name string) {
@@ -97,14 +104,16 @@ func (d *Dispatcher) work(ctx context.Context, name string) {
 			w.claimIfRoom(ctx, hard)
 		}
 		if stopping && len(w.flights) == 0 {
-			w.finalize()
+			w.finalizeAll()
 			return
 		}
 		select {
 		case l := <-w.results:
 			w.finished(l)
+		case o := <-w.finalized:
+			w.applyFinalize(o)
 		case <-flush.C:
-			w.finalize()
+			w.startFinalize()
 		case <-beat.C:
 			w.extendLeases(hard)
 		case <-w.wakeups():
@@ -220,9 +229,16 @@ func (w *worker) finished(l landed) {
 	w.held[l.results[0].msg.Destination]--
 	w.clock(l)
 	w.done = append(w.done, l.results...)
-	if len(w.done) >= finalizeMost || len(w.flights) == 0 {
-		w.finalize()
+	if w.finalizeNow() {
+		w.startFinalize()
 	}
+}
+
+// finalizeNow reports whether the finished deliveries should be finalized
+// before the next flush: they are a full finalize, or the last in flight
+// (nothing else is coming to share the statement with).
+func (w *worker) finalizeNow() bool {
+	return len(w.done) >= finalizeMost || len(w.flights) == 0
 }
 
 // clock updates the pace of the landed flight's destination: the flight's
@@ -267,23 +283,48 @@ func (w *worker) groupSizes() map[string]int {
 	return sizes
 }
 
-// finalize applies the finished deliveries, even while stopping: their
-// outcomes happened.
-func (w *worker) finalize() {
-	if len(w.done) == 0 {
+// finalizeOutcome is what a finalize of results answered (startFinalize).
+type finalizeOutcome struct {
+	results []result
+	busy    []result
+	moreDue bool
+	err     error
+}
+
+// startFinalize sends the finished deliveries to be finalized on a
+// goroutine of its own, unless a finalize is in flight already: its
+// outcome starts the next (applyFinalize), or the flush does. Finalized on
+// the loop, each finalize held the worker's claims back for a round trip:
+// under 1,000 messages a second a wake-up waited up to tens of
+// milliseconds for a worker free to claim, and a drain's claims waited
+// for every finalize (BENCHMARKS.md, "The finalize off the worker's
+// loop").
+func (w *worker) startFinalize() {
+	if w.finalizing || len(w.done) == 0 {
 		return
 	}
-	busy, moreDue, err := w.d.finalize(context.Background(), w.name, w.done)
-	if err != nil {
+	batch := w.done
+	w.done, w.finalizing = nil, true
+	go func() {
+		busy, moreDue, err := w.d.finalize(context.Background(), w.name, batch)
+		w.finalized <- finalizeOutcome{results: batch, busy: busy, moreDue: moreDue, err: err}
+	}()
+}
+
+// applyFinalize takes in the outcome of the finalize in flight, and
+// starts the next if the deliveries finished meanwhile call for it.
+func (w *worker) applyFinalize(o finalizeOutcome) {
+	w.finalizing = false
+	if o.err != nil {
 		// The leases expire and the messages are claimed again: at least
 		// once, never lost.
-		w.d.cfg.Logger.Error("finalize failed", slog.String("worker", w.name), slog.Any("error", err))
+		w.d.cfg.Logger.Error("finalize failed", slog.String("worker", w.name), slog.Any("error", o.err))
 	} else {
-		if moreDue && !w.hasRoom() {
+		if o.moreDue && !w.hasRoom() {
 			// Another worker, with room, claims what is due.
 			w.d.Wake()
 		}
-		if moreDue || w.capped {
+		if o.moreDue || w.capped {
 			// A finalized head lets its aggregate's next message be
 			// claimed, whose wake-up found the aggregate leased;
 			// deliveries that landed at a destination the worker held
@@ -292,11 +333,30 @@ func (w *worker) finalize() {
 			w.nextClaim = time.Time{}
 		}
 	}
-	w.d.inFlight.Add(-int64(len(w.done) - len(busy)))
-	// What an enqueuing transaction held back is tried again at the next
-	// flush (its aggregate's lease may run out meanwhile: the messages are
-	// then delivered again, at least once).
-	w.done = append(w.done[:0], busy...)
+	w.d.inFlight.Add(-int64(len(o.results) - len(o.busy)))
+	finishedMeanwhile := len(w.done) > 0
+	// What an enqueuing transaction held back is tried again with the next
+	// finalize, at the next flush at the earliest (its aggregate's lease
+	// may run out meanwhile: the messages are then delivered again, at
+	// least once).
+	w.done = append(w.done, o.busy...)
+	if finishedMeanwhile && w.finalizeNow() {
+		w.startFinalize()
+	}
+}
+
+// finalizeAll waits for the finalize in flight, then finalizes what is
+// left, even while stopping: their outcomes happened. What an enqueuing
+// transaction still holds back is left to its lease's expiry.
+func (w *worker) finalizeAll() {
+	for range 2 {
+		if !w.finalizing {
+			w.startFinalize()
+		}
+		if w.finalizing {
+			w.applyFinalize(<-w.finalized)
+		}
+	}
 }
 
 // extendLeases is the heartbeat of the deliveries in flight: of each
