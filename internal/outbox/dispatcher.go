@@ -109,7 +109,7 @@ func (c Config) withDefaults() Config {
 	c.AggregateBatch = defaultInt(c.AggregateBatch, 32)
 	c.LeaseDuration = defaultDuration(c.LeaseDuration, 30*time.Second)
 	c.IdlePoll = defaultDuration(c.IdlePoll, 50*time.Millisecond)
-	c.WakeCooldown = defaultDuration(c.WakeCooldown, 5*time.Millisecond)
+	c.WakeCooldown = defaultDuration(c.WakeCooldown, defaultWakeCooldown)
 	c.StopGrace = defaultDuration(c.StopGrace, 10*time.Second)
 	c.HeartbeatInterval = defaultDuration(c.HeartbeatInterval, 5*time.Second)
 	c.Retention = c.Retention.withDefaults()

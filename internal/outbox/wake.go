@@ -31,6 +31,10 @@ func Notify(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
+// defaultWakeCooldown is Config.WakeCooldown's default, and how far apart
+// a Notifier's NOTIFYs start.
+const defaultWakeCooldown = 5 * time.Millisecond
+
 // listenWait bounds how long Start waits for the LISTEN on WakeChannel to
 // be in place (startListening).
 const listenWait = 5 * time.Second
@@ -148,20 +152,30 @@ const notifyTimeout = 10 * time.Second
 // Notifier is Notify for many enqueuers that commit at once. Every NOTIFY
 // is a transaction with a commit of its own (PostgreSQL gives the
 // notification a transaction id), so one per enqueue doubles the commits
-// of a busy producer. A Notifier has at most one NOTIFY in flight: a call
-// made meanwhile waits for the next one, which starts when that one ends
-// and covers every call made in between. A call still returns only after
-// a NOTIFY that began after it: a wake-up sent after the caller's commit,
-// as Notify's would be. Safe for concurrent use; the zero value is not
-// usable (NewNotifier). It has nothing to stop: the goroutine that sends
-// starts with a call and ends once no call waits, each NOTIFY bounded by
-// notifyTimeout.
+// of a busy producer. A Notifier has at most one NOTIFY in flight, and
+// starts them at least the dispatchers' default WakeCooldown apart: a call
+// made meanwhile waits for the next one, which covers every call made in
+// between. A dispatcher passes on at most one wake-up per cooldown
+// (wakeGate), so NOTIFYs closer together wake nobody sooner; sent for
+// every enqueue, they were a quarter of the server's CPU per message at
+// 1,000 messages a second (BENCHMARKS.md, "NOTIFYs paced by the
+// Notifier"). The first call after a quiet spell waits for nothing. A
+// call still returns only after a NOTIFY that began after it: a wake-up
+// sent after the caller's commit, as Notify's would be. Safe for
+// concurrent use; the zero value is not usable (NewNotifier). It has
+// nothing to stop: the goroutine that sends starts with a call and ends
+// once no call waits, each NOTIFY bounded by notifyTimeout.
 type Notifier struct {
 	send func(context.Context) error
+	// every is the shortest time between the starts of two NOTIFYs;
+	// sleep waits (time.Sleep; tests replace it).
+	every time.Duration
+	sleep func(time.Duration)
 
-	mu      sync.Mutex   // guards sending and next
-	sending bool         // a goroutine is sending rounds (run)
-	next    *notifyRound // the calls waiting for a NOTIFY not yet begun
+	mu       sync.Mutex   // guards the fields below
+	sending  bool         // a goroutine is sending rounds (run)
+	next     *notifyRound // the calls waiting for a NOTIFY not yet begun
+	lastSent time.Time    // when the last NOTIFY began
 }
 
 // notifyRound is one NOTIFY and the calls it answers.
@@ -173,7 +187,7 @@ type notifyRound struct {
 
 // NewNotifier returns a Notifier that sends through pool.
 func NewNotifier(pool *pgxpool.Pool) *Notifier {
-	return &Notifier{send: func(ctx context.Context) error { return Notify(ctx, pool) }}
+	return &Notifier{send: func(ctx context.Context) error { return Notify(ctx, pool) }, every: defaultWakeCooldown, sleep: time.Sleep}
 }
 
 // Notify returns once a NOTIFY that began after the call has been sent,
@@ -201,18 +215,25 @@ func (n *Notifier) Notify(ctx context.Context) error {
 	}
 }
 
-// run sends one NOTIFY per round until no call waits. A round answers
-// many callers, so it runs under none of their contexts.
+// run sends one NOTIFY per round until no call waits, each at least
+// n.every after the last began; calls made while it waits join the round.
+// A round answers many callers, so it runs under none of their contexts.
 func (n *Notifier) run() {
 	for {
 		n.mu.Lock()
-		r := n.next
-		n.next = nil
-		if r == nil {
+		if n.next == nil {
 			n.sending = false
 			n.mu.Unlock()
 			return
 		}
+		wait := n.every - time.Since(n.lastSent)
+		n.mu.Unlock()
+		if wait > 0 {
+			n.sleep(wait)
+		}
+		n.mu.Lock()
+		r := n.next
+		n.next, n.lastSent = nil, time.Now()
 		n.mu.Unlock()
 		sctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
 		r.err = n.send(sctx)

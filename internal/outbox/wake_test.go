@@ -74,6 +74,41 @@ func TestNotifierSendsOneNotifyForTheCallsMadeDuringOne(t *testing.T) {
 	require.Equal(t, int32(3), begun.Load())
 }
 
+// A Notifier starts its NOTIFYs at least its interval apart: the first
+// call after a quiet spell waits for nothing; the calls made within the
+// interval wait for its end, and share one NOTIFY then.
+func TestNotifierStartsItsNotifiesAnIntervalApart(t *testing.T) {
+	t.Parallel()
+	var begun atomic.Int32
+	asked := make(chan time.Duration, 1)
+	release := make(chan struct{})
+	var once sync.Once
+	releaseAll := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(releaseAll)
+	n := &Notifier{send: func(context.Context) error { begun.Add(1); return nil }, every: time.Hour,
+		sleep: func(d time.Duration) { asked <- d; <-release }}
+	ctx := context.Background()
+	first := make(chan error, 1)
+	go func() { first <- n.Notify(ctx) }()
+	require.NoError(t, testwait.For(t, 10*time.Second, "the first call, answered at once", first))
+	require.Equal(t, int32(1), begun.Load())
+
+	const callers = 20
+	errs := make(chan error, callers)
+	for range callers {
+		go func() { errs <- n.Notify(ctx) }()
+	}
+	waited := testwait.For(t, 10*time.Second, "the next NOTIFY to wait for the interval", asked)
+	require.True(t, waited > 59*time.Minute && waited <= time.Hour, "waits out the rest of the interval, not %v", waited)
+	testwait.Until(t, 10*time.Second, "every call to wait for it", func() bool { return n.waitingIn() == callers })
+	require.Equal(t, int32(1), begun.Load(), "no NOTIFY within the interval")
+	releaseAll()
+	for range callers {
+		require.NoError(t, testwait.For(t, 10*time.Second, "a call to return", errs))
+	}
+	require.Equal(t, int32(2), begun.Load(), "one NOTIFY for the twenty calls")
+}
+
 // A failed NOTIFY's error reaches every call it answers; a caller whose
 // context ends stops waiting without the others.
 func TestNotifierReturnsTheRoundsErrorAndHonoursTheContext(t *testing.T) {
