@@ -32,11 +32,10 @@ func consoleDrain(ctx context.Context, console, dsn string, n, aggregates int, e
 }
 
 // consoleOffered runs `console bench dispatch --rate r --seconds s
-// --aggregates k` (a NOTIFY after each enqueue, the bench's default)
-// against dsn and reads its latency from each enqueue's COMMIT to the
-// message's delivery.
-func consoleOffered(ctx context.Context, console, dsn string, rate, seconds, aggregates int) (latencyRun, error) {
-	args := []string{"--rate", strconv.Itoa(rate), "--seconds", strconv.Itoa(seconds), "--aggregates", strconv.Itoa(aggregates)}
+// --aggregates k --wake w` against dsn and reads its latency from each
+// enqueue's COMMIT to the message's delivery.
+func consoleOffered(ctx context.Context, console, dsn string, rate, seconds, aggregates int, wake string) (latencyRun, error) {
+	args := []string{"--rate", strconv.Itoa(rate), "--seconds", strconv.Itoa(seconds), "--aggregates", strconv.Itoa(aggregates), "--wake", wake}
 	var out struct {
 		Messages       int     `json:"messages"`
 		EnqueuedPerSec float64 `json:"enqueued_per_sec"`

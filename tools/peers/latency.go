@@ -49,6 +49,7 @@ type latencyResult struct {
 	RiverVersion      string                    `json:"river_version"`
 	RiverWorkers      int                       `json:"river_workers"`
 	RiverBestCooldown string                    `json:"river_best_fetch_cooldown"`
+	SwitchyardWake    string                    `json:"switchyard_wake"`
 	RiverP99Ms        float64                   `json:"river_commit_p99_ms"`
 	OrderedP99Ms      float64                   `json:"switchyard_ordered_commit_p99_ms"`
 	UnorderedP99Ms    float64                   `json:"switchyard_unordered_commit_p99_ms"`
@@ -66,7 +67,7 @@ const latencyMethod = "offered load, each round runs every configuration once, r
 	"16 connections, and time each from its COMMIT returning to its delivery (0 if the delivery came first) and from its transaction's start; River: a " +
 	"fresh client (one queue of --river-workers, FetchCooldown as named, FetchPollInterval the larger of it and 1 s), " +
 	"warmed with one job, jobs inserted with InsertTx (River's own insert notification), latency to the worker's start; " +
-	"Switchyard: `console bench dispatch --rate R --seconds S [--aggregates 0]` (a NOTIFY after each enqueue's commit), " +
+	"Switchyard: `console bench dispatch --rate R --seconds S --wake W [--aggregates 0]` (W: shared, an outbox.Notifier, which paces the NOTIFYs the enqueuers send after their commits as River's insert limiter paces its own; or notify, one after every commit), " +
 	"its commit_p50_ms and commit_p99_ms, and p99_ms (from created_at, the enqueuing transaction's start) as begin_p99_ms; figures are medians of the rounds, River's best is the cooldown with the " +
 	"lowest median p99, ratios are Switchyard's median p99 / River's best"
 
@@ -103,7 +104,7 @@ func measureLatency(ctx context.Context, o options, url string, throwaway bool) 
 		latencyConfig{name: "switchyard-ordered", aggregates: 1000},
 		latencyConfig{name: "switchyard-unordered", aggregates: 0})
 	r := &latencyResult{Rate: o.rate, Seconds: o.seconds, Enqueuers: enqueuers, Rounds: o.rounds,
-		RiverVersion: riverVersion(), RiverWorkers: o.latencyWorkers,
+		RiverVersion: riverVersion(), RiverWorkers: o.latencyWorkers, SwitchyardWake: o.wake,
 		River: map[string]*latencySeries{}, Ordered: &latencySeries{}, Unordered: &latencySeries{},
 		runContext: where}
 	for round := range o.rounds {
@@ -124,7 +125,7 @@ func measureLatency(ctx context.Context, o options, url string, throwaway bool) 
 				}
 				s = r.River[c.cooldown.String()]
 			default:
-				run, err = consoleOffered(ctx, o.console, url, o.rate, o.seconds, c.aggregates)
+				run, err = consoleOffered(ctx, o.console, url, o.rate, o.seconds, c.aggregates, o.wake)
 				s = r.Ordered
 				if c.aggregates == 0 {
 					s = r.Unordered

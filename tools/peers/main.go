@@ -54,8 +54,11 @@ type options struct {
 	seconds        int
 	riverCooldowns []time.Duration
 	latencyWorkers int
-	repo           string
-	console        string
+	// wake is how Switchyard's enqueuers wake the dispatcher under
+	// offered load (the bench's --wake).
+	wake    string
+	repo    string
+	console string
 }
 
 func main() {
@@ -83,6 +86,7 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.seconds, "seconds", 10, "with --rate: how long to enqueue for")
 	cooldowns := fs.String("river-fetch-cooldowns", "1ms,5ms,100ms", "with --rate: River FetchCooldowns to try; the best median p99 counts (100ms is River's default, 5ms Switchyard's wake-up cooldown)")
 	fs.IntVar(&o.latencyWorkers, "river-latency-workers", 100, "with --rate: River's MaxWorkers")
+	fs.StringVar(&o.wake, "switchyard-wake", "shared", "with --rate: how Switchyard's enqueuers wake the dispatcher, the bench's --wake: shared (an outbox.Notifier, a producer's way, as River's InsertTx paces its own notifications) or notify (a NOTIFY after every commit)")
 	fs.StringVar(&o.repo, "repo", "", "the Switchyard repository's root (default: found from the working directory)")
 	fs.StringVar(&o.console, "console", "", "a built console binary (default: go build it from -repo into a temp dir)")
 	if err := fs.Parse(args); err != nil {
@@ -96,6 +100,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	if o.rate < 0 || (o.rate > 0 && (o.seconds <= 0 || o.latencyWorkers <= 0)) {
 		return errors.New("--rate must be 0 or more; with it, --seconds and --river-latency-workers must be positive")
+	}
+	if o.wake != "shared" && o.wake != "notify" {
+		return fmt.Errorf("--switchyard-wake: %q is neither shared nor notify", o.wake)
 	}
 	var err error
 	if o.riverCooldowns, err = parseDurations("river-fetch-cooldowns", *cooldowns); err != nil {
