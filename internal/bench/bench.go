@@ -57,7 +57,7 @@ func newBenchFlags(o *benchOptions) *flag.FlagSet {
 	fs.IntVar(&o.rate, "rate", 0, "offered-load mode: transactional enqueues per second while dispatching (0: drain mode)")
 	fs.IntVar(&o.seconds, "seconds", 10, "offered-load mode: how many seconds to enqueue for")
 	fs.IntVar(&o.enqueuers, "enqueuers", 16, "offered-load mode: concurrent enqueuing transactions")
-	fs.StringVar(&o.wake, "wake", "notify", "offered-load mode: after each commit, notify (outbox.Notify: a NOTIFY through PostgreSQL, which wakes dispatchers in any process), shared (an outbox.Notifier: a NOTIFY shared by the enqueues that commit while one is in flight), local (Dispatcher.Wake, in-process only) or none (the dispatcher polls)")
+	fs.StringVar(&o.wake, "wake", "notify", "offered-load mode: after each commit, notify (outbox.Notify: a NOTIFY through PostgreSQL, which wakes dispatchers in any process), shared (an outbox.Notifier: a NOTIFY shared by the enqueues that commit while one is in flight or within 5 ms of the last), local (Dispatcher.Wake, in-process only) or none (the dispatcher polls)")
 	fs.DurationVar(&o.wakeCooldown, "wake-cooldown", 0, "the dispatcher's WakeCooldown: the shortest time between two wake-ups from notifications (0: the dispatcher's default)")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up when the measured phase takes longer")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the measured phase to this file (go tool pprof)")

@@ -1088,6 +1088,50 @@ func TestFinishedDeliveriesAreFinalizedTogether(t *testing.T) {
 	require.Empty(t, w.flights)
 }
 
+// A finalize carries finalizeMost results at most: the rest wait for the
+// next, which the outcome starts at once. A flush that comes while a
+// finalize is in flight is not lost: the outcome starts the next
+// finalize for what finished meanwhile, although deliveries are still in
+// flight.
+func TestFinalizesStayBoundedAndKeepTheirFlush(t *testing.T) {
+	t.Parallel()
+	pool := setup(t, "alpha")
+	enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
+	d := New(pool, Config{Logger: testlog.New(t), Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	groups, err := d.claim(context.Background(), "w", 10, nil)
+	require.NoError(t, err)
+	require.Len(t, groups, 1)
+	now := time.Now()
+	// A stale copy: its finalize changes nothing, whatever the count.
+	stale := result{msg: groups[0].msgs[0], outcome: outcomeDelivered, started: now, finished: now}
+	stale.msg.LeaseVersion--
+	w := newWorker(d, "w")
+
+	for range finalizeMost + 500 {
+		w.done = append(w.done, stale)
+	}
+	w.startFinalize()
+	require.Len(t, w.done, 500, "one finalize carries finalizeMost")
+	w.applyFinalize(<-w.finalized)
+	require.True(t, w.finalizing, "the rest at once: nothing else is in flight")
+	require.Empty(t, w.done)
+	w.applyFinalize(<-w.finalized)
+	require.False(t, w.finalizing)
+
+	w.flights[0] = &flight{g: groups[0], cancel: func() {}} // a delivery still in flight
+	w.done = append(w.done, stale)
+	w.flush()
+	require.True(t, w.finalizing)
+	w.done = append(w.done, stale) // landed meanwhile
+	w.flush()                      // while the finalize is in flight
+	require.Len(t, w.done, 1, "no second finalize in flight")
+	w.applyFinalize(<-w.finalized)
+	require.True(t, w.finalizing, "the flush that came meanwhile starts the next finalize")
+	require.Empty(t, w.done)
+	w.applyFinalize(<-w.finalized)
+	require.False(t, w.finalizing)
+}
+
 // A claim's deliveries start as each of its statements returns: those of
 // the kind sent first never wait for the other kind's statement, which may
 // find nothing. A worker sends the ordered claim first when its last claim

@@ -31,8 +31,13 @@ const statusMoreDue = "more_due"
 // it: an aggregate it moved on has more, or an unordered message was given
 // back without a delay.
 func (d *Dispatcher) finalize(ctx context.Context, worker string, results []result) (busy []result, moreDue bool, err error) {
-	// Well under the lease: the worker's next finalize waits for this
-	// one, and its leases run out meanwhile.
+	// A third of the lease. The heartbeat extends only deliveries in
+	// flight: a result holds what its lease had left when it landed, at
+	// least two thirds of a lease after a heartbeat on time, while it
+	// waits for the worker's finalize in flight and then for its own. Only
+	// when both run into this timeout can its lease run out first; its
+	// finalize is then stale, changes nothing, and the message is
+	// delivered again: at least once, as after any lost lease.
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.LeaseDuration/3)
 	defer cancel()
 	params := d.finalizeParams(worker, results)

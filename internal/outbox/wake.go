@@ -157,9 +157,10 @@ const notifyTimeout = 10 * time.Second
 // made meanwhile waits for the next one, which covers every call made in
 // between. A dispatcher passes on at most one wake-up per cooldown
 // (wakeGate), so NOTIFYs closer together wake nobody sooner; sent for
-// every enqueue, they were a quarter of the server's CPU per message at
-// 1,000 messages a second (BENCHMARKS.md, "NOTIFYs paced by the
-// Notifier"). The first call after a quiet spell waits for nothing. A
+// every enqueue, they were about a quarter of the server's CPU per
+// message at 1,000 messages a second (BENCHMARKS.md, "Where a message's
+// time goes under offered load", and "NOTIFYs paced by the Notifier").
+// The first call after a quiet spell waits for nothing. A
 // call still returns only after a NOTIFY that began after it: a wake-up
 // sent after the caller's commit, as Notify's would be. Safe for
 // concurrent use; the zero value is not usable (NewNotifier). It has

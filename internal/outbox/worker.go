@@ -49,9 +49,11 @@ type worker struct {
 	// done are the finished deliveries not yet sent to a finalize.
 	done []result
 	// finalizing says a finalize is in flight; finalized receives its
-	// outcome (startFinalize).
+	// outcome (startFinalize). flushDue says the flush came meanwhile:
+	// the outcome starts the next finalize at once.
 	finalizing bool
 	finalized  chan finalizeOutcome
+	flushDue   bool
 	// nextClaim holds off claiming after a claim that was not full, until
 	// the idle poll, a wake-up or a finalize that makes more due.
 	nextClaim time.Time
@@ -113,7 +115,7 @@ func (d *Dispatcher) work(ctx context.Context, name string) {
 		case o := <-w.finalized:
 			w.applyFinalize(o)
 		case <-flush.C:
-			w.startFinalize()
+			w.flush()
 		case <-beat.C:
 			w.extendLeases(hard)
 		case <-w.wakeups():
@@ -291,11 +293,11 @@ type finalizeOutcome struct {
 	err     error
 }
 
-// startFinalize sends the finished deliveries to be finalized on a
-// goroutine of its own, unless a finalize is in flight already: its
-// outcome starts the next (applyFinalize), or the flush does. Finalized on
-// the loop, each finalize held the worker's claims back for a round trip:
-// under 1,000 messages a second a wake-up waited up to tens of
+// startFinalize sends the finished deliveries, finalizeMost at most, to
+// be finalized on a goroutine of its own, unless a finalize is in flight
+// already: its outcome starts the next (applyFinalize), or the flush does.
+// Finalized on the loop, each finalize held the worker's claims back for a
+// round trip: under 1,000 messages a second a wake-up waited up to tens of
 // milliseconds for a worker free to claim, and a drain's claims waited
 // for every finalize (BENCHMARKS.md, "The finalize off the worker's
 // loop").
@@ -303,17 +305,40 @@ func (w *worker) startFinalize() {
 	if w.finalizing || len(w.done) == 0 {
 		return
 	}
-	batch := w.done
-	w.done, w.finalizing = nil, true
+	n := min(len(w.done), finalizeMost)
+	batch := slices.Clone(w.done[:n])
+	w.done = append(w.done[:0], w.done[n:]...)
+	w.finalizing, w.flushDue = true, false
 	go func() {
 		busy, moreDue, err := w.d.finalize(context.Background(), w.name, batch)
 		w.finalized <- finalizeOutcome{results: batch, busy: busy, moreDue: moreDue, err: err}
 	}()
 }
 
-// applyFinalize takes in the outcome of the finalize in flight, and
-// starts the next if the deliveries finished meanwhile call for it.
+// flush is the flush ticker's: it finalizes the finished deliveries, or,
+// with a finalize in flight, has its outcome start the next at once.
+func (w *worker) flush() {
+	w.flushDue = w.finalizing
+	w.startFinalize()
+}
+
+// applyFinalize takes in the outcome of the finalize in flight (settle),
+// keeps what an enqueuing transaction held back for the next finalize, at
+// the next flush at the earliest (its aggregate's lease may run out
+// meanwhile: the messages are then delivered again, at least once), and
+// starts the next finalize at once if the deliveries that finished
+// meanwhile call for it, or the flush came meanwhile.
 func (w *worker) applyFinalize(o finalizeOutcome) {
+	w.settle(o)
+	finishedMeanwhile := len(w.done) > 0
+	w.done = append(w.done, o.busy...)
+	if finishedMeanwhile && (w.finalizeNow() || w.flushDue) {
+		w.startFinalize()
+	}
+}
+
+// settle takes in a finalize's outcome, all but the results it held back.
+func (w *worker) settle(o finalizeOutcome) {
 	w.finalizing = false
 	if o.err != nil {
 		// The leases expire and the messages are claimed again: at least
@@ -334,28 +359,22 @@ func (w *worker) applyFinalize(o finalizeOutcome) {
 		}
 	}
 	w.d.inFlight.Add(-int64(len(o.results) - len(o.busy)))
-	finishedMeanwhile := len(w.done) > 0
-	// What an enqueuing transaction held back is tried again with the next
-	// finalize, at the next flush at the earliest (its aggregate's lease
-	// may run out meanwhile: the messages are then delivered again, at
-	// least once).
-	w.done = append(w.done, o.busy...)
-	if finishedMeanwhile && w.finalizeNow() {
-		w.startFinalize()
-	}
 }
 
 // finalizeAll waits for the finalize in flight, then finalizes what is
-// left, even while stopping: their outcomes happened. What an enqueuing
-// transaction still holds back is left to its lease's expiry.
+// left, finalizeMost at a time, even while stopping: their outcomes
+// happened. What the finalize in flight held back is tried once more;
+// what an enqueuing transaction still holds back after that is left to
+// its lease's expiry.
 func (w *worker) finalizeAll() {
-	for range 2 {
-		if !w.finalizing {
-			w.startFinalize()
-		}
-		if w.finalizing {
-			w.applyFinalize(<-w.finalized)
-		}
+	if w.finalizing {
+		o := <-w.finalized
+		w.settle(o)
+		w.done = append(w.done, o.busy...)
+	}
+	for len(w.done) > 0 {
+		w.startFinalize()
+		w.settle(<-w.finalized)
 	}
 }
 
