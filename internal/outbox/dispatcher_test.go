@@ -1106,17 +1106,22 @@ func TestFinalizesStayBoundedAndKeepTheirFlush(t *testing.T) {
 	stale := result{msg: groups[0].msgs[0], outcome: outcomeDelivered, started: now, finished: now}
 	stale.msg.LeaseVersion--
 	w := newWorker(d, "w")
+	// nextStarted takes in the finalize in flight's outcome, which must
+	// start the next for everything left, whose outcome starts none.
+	nextStarted := func(why string) {
+		w.applyFinalize(<-w.finalized)
+		require.True(t, w.finalizing, why)
+		require.Empty(t, w.done)
+		w.applyFinalize(<-w.finalized)
+		require.False(t, w.finalizing)
+	}
 
 	for range finalizeMost + 500 {
 		w.done = append(w.done, stale)
 	}
 	w.startFinalize()
 	require.Len(t, w.done, 500, "one finalize carries finalizeMost")
-	w.applyFinalize(<-w.finalized)
-	require.True(t, w.finalizing, "the rest at once: nothing else is in flight")
-	require.Empty(t, w.done)
-	w.applyFinalize(<-w.finalized)
-	require.False(t, w.finalizing)
+	nextStarted("the rest at once: nothing else is in flight")
 
 	w.flights[0] = &flight{g: groups[0], cancel: func() {}} // a delivery still in flight
 	w.done = append(w.done, stale)
@@ -1125,11 +1130,7 @@ func TestFinalizesStayBoundedAndKeepTheirFlush(t *testing.T) {
 	w.done = append(w.done, stale) // landed meanwhile
 	w.flush()                      // while the finalize is in flight
 	require.Len(t, w.done, 1, "no second finalize in flight")
-	w.applyFinalize(<-w.finalized)
-	require.True(t, w.finalizing, "the flush that came meanwhile starts the next finalize")
-	require.Empty(t, w.done)
-	w.applyFinalize(<-w.finalized)
-	require.False(t, w.finalizing)
+	nextStarted("the flush that came meanwhile starts the next finalize")
 }
 
 // A claim's deliveries start as each of its statements returns: those of
