@@ -189,11 +189,12 @@ const openConnectionsWait = 5 * time.Second
 // worker and one more (a worker's claim and its finalize overlap, and the
 // statistics' reads with both), open and idle before the first claim.
 // Made as the first messages arrived, each connection delayed the claim or
-// finalize that asked for it, and took CPU that the others needed. On a new dispatcher at 1,000 messages a second, the first
-// second's p99 was 63–94 ms with no connection open beforehand, and 33–35
-// with the dispatcher's open (BENCHMARKS.md, "The dispatcher's connections
-// opened at its start"). A failure is logged, and the workers open what
-// they need as before.
+// finalize that asked for it, and took CPU that the others needed. On a
+// new dispatcher at 1,000 messages a second, the first second's p99 was
+// 63–94 ms with no connection open beforehand, and 33–35 with the
+// dispatcher's open (BENCHMARKS.md, "The dispatcher's connections opened
+// at its start"). A failure is logged, and the workers open what they
+// need as before.
 func (d *Dispatcher) openConnections(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, openConnectionsWait)
 	defer cancel()

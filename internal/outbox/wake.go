@@ -160,12 +160,12 @@ const notifyTimeout = 10 * time.Second
 // every enqueue, they were about a quarter of the server's CPU per
 // message at 1,000 messages a second (BENCHMARKS.md, "Where a message's
 // time goes under offered load", and "NOTIFYs paced by the Notifier").
-// The first call after a quiet spell waits for nothing. A
-// call still returns only after a NOTIFY that began after it: a wake-up
-// sent after the caller's commit, as Notify's would be. Safe for
-// concurrent use; the zero value is not usable (NewNotifier). It has
-// nothing to stop: the goroutine that sends starts with a call and ends
-// once no call waits, each NOTIFY bounded by notifyTimeout.
+// The first call after a quiet spell waits for nothing. A call still
+// returns only after a NOTIFY that began after it: a wake-up sent after
+// the caller's commit, as Notify's would be. Safe for concurrent use; the
+// zero value is not usable (NewNotifier). It has nothing to stop: the
+// goroutine that sends starts with a call and ends once no call waits,
+// each NOTIFY bounded by notifyTimeout.
 type Notifier struct {
 	send func(context.Context) error
 	// every is the shortest time between the starts of two NOTIFYs;

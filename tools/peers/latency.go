@@ -67,7 +67,7 @@ const latencyMethod = "offered load, each round runs every configuration once, r
 	"16 connections, and time each from its COMMIT returning to its delivery (0 if the delivery came first) and from its transaction's start; River: a " +
 	"fresh client (one queue of --river-workers, FetchCooldown as named, FetchPollInterval the larger of it and 1 s), " +
 	"warmed with one job, jobs inserted with InsertTx (River's own insert notification), latency to the worker's start; " +
-	"Switchyard: `console bench dispatch --rate R --seconds S --wake W [--aggregates 0]` (W: shared, an outbox.Notifier, which paces the NOTIFYs the enqueuers send after their commits as River's insert limiter paces its own; or notify, one after every commit), " +
+	"Switchyard: `console bench dispatch --rate R --seconds S --wake W [--aggregates 0]` (W: shared, an outbox.Notifier, which paces the NOTIFYs the enqueuers send after their commits to at most one per 5 ms, the bound River's insert limiter sets on its own at a 5 ms FetchCooldown; or notify, one after every commit), " +
 	"its commit_p50_ms and commit_p99_ms, and p99_ms (from created_at, the enqueuing transaction's start) as begin_p99_ms; figures are medians of the rounds, River's best is the cooldown with the " +
 	"lowest median p99, ratios are Switchyard's median p99 / River's best"
 

@@ -86,7 +86,7 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.seconds, "seconds", 10, "with --rate: how long to enqueue for")
 	cooldowns := fs.String("river-fetch-cooldowns", "1ms,5ms,100ms", "with --rate: River FetchCooldowns to try; the best median p99 counts (100ms is River's default, 5ms Switchyard's wake-up cooldown)")
 	fs.IntVar(&o.latencyWorkers, "river-latency-workers", 100, "with --rate: River's MaxWorkers")
-	fs.StringVar(&o.wake, "switchyard-wake", "shared", "with --rate: how Switchyard's enqueuers wake the dispatcher, the bench's --wake: shared (an outbox.Notifier, a producer's way, as River's InsertTx paces its own notifications) or notify (a NOTIFY after every commit)")
+	fs.StringVar(&o.wake, "switchyard-wake", "shared", "with --rate: how Switchyard's enqueuers wake the dispatcher, the bench's --wake: shared (an outbox.Notifier, a busy producer's way, as River's InsertTx bounds its own notifications) or notify (a NOTIFY after every commit)")
 	fs.StringVar(&o.repo, "repo", "", "the Switchyard repository's root (default: found from the working directory)")
 	fs.StringVar(&o.console, "console", "", "a built console binary (default: go build it from -repo into a temp dir)")
 	if err := fs.Parse(args); err != nil {
