@@ -1354,15 +1354,18 @@ func TestAWorkerDeliversWhileItsFinalizeWaits(t *testing.T) {
 	startDispatcher(t, pool, Config{Workers: 1, LeaseDuration: time.Minute, HeartbeatInterval: time.Hour, Routes: map[string]Route{
 		"alpha": {Destination: destination.Func(func(_ context.Context, d destination.Delivery) (destination.Outcome, error) {
 			if d.Topic == "first" {
-				close(landedFirst)
+				close(landedFirst) // once: its lease (a minute) outlasts the test
 				<-finishFirst
-			} else {
-				secondDelivered <- struct{}{}
+				return destination.Outcome{}, nil
+			}
+			select {
+			case secondDelivered <- struct{}{}:
+			default: // seen already
 			}
 			return destination.Outcome{}, nil
 		})}}})
 	enqueue(t, pool, Message{Topic: "first", Destination: "alpha", Payload: []byte(`{}`)})
-	<-landedFirst
+	testwait.For(t, 10*time.Second, "the first message delivered", landedFirst)
 	// Leased and being delivered: its finalize will wait for this lock.
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
@@ -1380,11 +1383,7 @@ func TestAWorkerDeliversWhileItsFinalizeWaits(t *testing.T) {
 	})
 
 	enqueue(t, pool, Message{Topic: "second", Destination: "alpha", Payload: []byte(`{}`)})
-	select {
-	case <-secondDelivered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the second message waited for the first one's finalize")
-	}
+	testwait.For(t, 10*time.Second, "the second message delivered while the first one's finalize waits", secondDelivered)
 	require.Equal(t, 1, countWhereIn(t, tx, "topic = 'first' AND state = 'pending'"), "the first one's finalize still waits")
 
 	require.NoError(t, tx.Rollback(ctx))
