@@ -306,8 +306,9 @@ func (w *worker) startFinalize() {
 		return
 	}
 	n := min(len(w.done), finalizeMost)
-	batch := slices.Clone(w.done[:n])
-	w.done = append(w.done[:0], w.done[n:]...)
+	// Capped at n, so that results appended to the rest never reach it.
+	batch := w.done[:n:n]
+	w.done = w.done[n:]
 	w.finalizing, w.flushDue = true, false
 	go func() {
 		busy, moreDue, err := w.d.finalize(context.Background(), w.name, batch)
