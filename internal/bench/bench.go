@@ -28,7 +28,8 @@ type benchOptions struct {
 	destination  string        // noop or http
 	concurrency  int           // the destination's bulkhead (switchyard.destinations.concurrency)
 	rate         int           // offered-load mode when > 0: enqueues per second
-	seconds      int           // offered-load mode: how long to enqueue
+	seconds      int           // offered-load mode: how long to enqueue, timed
+	warmup       int           // offered-load mode: seconds of the same load offered first, untimed
 	enqueuers    int           // offered-load mode: concurrent enqueuing transactions
 	wake         string        // offered-load mode: after each commit, notify, local or none
 	wakeCooldown time.Duration // outbox.Config.WakeCooldown; 0: its default
@@ -56,6 +57,7 @@ func newBenchFlags(o *benchOptions) *flag.FlagSet {
 	fs.IntVar(&o.concurrency, "concurrency", 16, "the destination's bulkhead: most deliveries in flight (the destinations table's default)")
 	fs.IntVar(&o.rate, "rate", 0, "offered-load mode: transactional enqueues per second while dispatching (0: drain mode)")
 	fs.IntVar(&o.seconds, "seconds", 10, "offered-load mode: how many seconds to enqueue for")
+	fs.IntVar(&o.warmup, "warmup-seconds", 0, "offered-load mode: offer the same load for this many seconds first, untimed, then --seconds timed: the latency of a dispatcher past its start (its connections' first plans made, the outbox analyzed); the warm-up's own p99 is warmup_commit_p99_ms")
 	fs.IntVar(&o.enqueuers, "enqueuers", 16, "offered-load mode: concurrent enqueuing transactions")
 	fs.StringVar(&o.wake, "wake", "notify", "offered-load mode: after each commit, notify (outbox.Notify: a NOTIFY through PostgreSQL, which wakes dispatchers in any process), shared (an outbox.Notifier: a NOTIFY shared by the enqueues that commit while one is in flight or within 5 ms of the last), local (Dispatcher.Wake, in-process only) or none (the dispatcher polls)")
 	fs.DurationVar(&o.wakeCooldown, "wake-cooldown", 0, "the dispatcher's WakeCooldown: the shortest time between two wake-ups from notifications (0: the dispatcher's default)")
@@ -96,8 +98,8 @@ func parseBenchOptions(args []string) (benchOptions, error) {
 		return o, fmt.Errorf("invalid wake %q: want notify, shared, local or none", o.wake)
 	case o.workers < 1 || o.batch < 1 || o.perAggregate < 1 || o.concurrency < 1 || o.enqueuers < 1:
 		return o, errors.New("--workers, --batch, --aggregate-batch, --concurrency and --enqueuers must be 1 or more")
-	case o.aggregates < 0 || o.rate < 0 || o.timeout <= 0:
-		return o, errors.New("--aggregates and --rate must be 0 or more, --timeout positive")
+	case o.aggregates < 0 || o.rate < 0 || o.warmup < 0 || o.timeout <= 0:
+		return o, errors.New("--aggregates, --rate and --warmup-seconds must be 0 or more, --timeout positive")
 	case o.retained < 0 || o.retainedDead < 0:
 		return o, errors.New("--retained and --retained-dead must be 0 or more")
 	case o.rate == 0 && o.messages < 1:
@@ -106,10 +108,14 @@ func parseBenchOptions(args []string) (benchOptions, error) {
 		return o, errors.New("--seconds must be 1 or more with --rate")
 	}
 	if o.rate > 0 {
-		o.messages = o.rate * o.seconds
+		o.messages = o.rate * (o.warmup + o.seconds)
 	}
 	return o, nil
 }
+
+// untimed is how many of offered-load mode's messages the warm-up offers:
+// the first ones, numbered 0 to untimed-1.
+func (o benchOptions) untimed() int { return o.rate * o.warmup }
 
 // Command is one `console bench` command, as help texts list it.
 type Command struct {
@@ -246,16 +252,19 @@ func runInboxBench(ctx context.Context, cfg Config, args []string, logger *slog.
 // benchResult is the JSON line `console bench dispatch` prints. Fields
 // without omitempty are the contract BENCHMARKS.md and scripts read.
 type benchResult struct {
-	Messages             int     `json:"messages"`
-	Aggregates           int     `json:"aggregates"`
-	Workers              int     `json:"workers"`
-	Batch                int     `json:"batch"`
-	AggregateBatch       int     `json:"aggregate_batch"`
-	Destination          string  `json:"destination"`
-	Mode                 string  `json:"mode"`    // drain or offered
-	Seconds              float64 `json:"seconds"` // the measured phase
-	MessagesPerSec       float64 `json:"messages_per_sec"`
-	P50Ms                float64 `json:"p50_ms"` // enqueue (created_at) to accepted by the destination
+	Messages       int     `json:"messages"`
+	Aggregates     int     `json:"aggregates"`
+	Workers        int     `json:"workers"`
+	Batch          int     `json:"batch"`
+	AggregateBatch int     `json:"aggregate_batch"`
+	Destination    string  `json:"destination"`
+	Mode           string  `json:"mode"`    // drain or offered
+	Seconds        float64 `json:"seconds"` // the measured phase
+	MessagesPerSec float64 `json:"messages_per_sec"`
+	// Enqueue to accepted by the destination: in drain mode from created_at
+	// (the server's now() in the enqueuing transaction), in offered-load
+	// mode from the enqueuing transaction's BEGIN.
+	P50Ms                float64 `json:"p50_ms"`
 	P99Ms                float64 `json:"p99_ms"`
 	MaxMs                float64 `json:"max_ms"`
 	RoundTripsPerMessage float64 `json:"round_trips_per_message"`
@@ -276,6 +285,11 @@ type benchResult struct {
 	// p99_ms also hold the enqueuing transaction.
 	CommitP50Ms float64 `json:"commit_p50_ms,omitempty"`
 	CommitP99Ms float64 `json:"commit_p99_ms,omitempty"`
+	// The warm-up (--warmup-seconds), offered before the timed phase and
+	// left out of every other figure: its commit_p99_ms, the dispatcher's
+	// start included.
+	WarmupSeconds     int     `json:"warmup_seconds,omitempty"`
+	WarmupCommitP99Ms float64 `json:"warmup_commit_p99_ms,omitempty"`
 	// Drain mode only: how long seeding took (not measured).
 	SeedSeconds float64 `json:"seed_seconds,omitempty"`
 	// Drain mode only: the history the outbox held before the drain
@@ -436,6 +450,9 @@ func (m benchMeasurement) result(opts benchOptions, target *benchTarget, server 
 		r.EnqueuedPerSec = benchRound(float64(m.messages)/m.enqueueing.Seconds(), 0)
 		r.EnqueueP50Ms, r.EnqueueP99Ms = benchMillis(m.commits.percentile(0.5)), benchMillis(m.commits.percentile(0.99))
 		r.CommitP50Ms, r.CommitP99Ms = benchMillis(m.sinceCommit.percentile(0.5)), benchMillis(m.sinceCommit.percentile(0.99))
+		if opts.warmup > 0 {
+			r.WarmupSeconds, r.WarmupCommitP99Ms = opts.warmup, benchMillis(m.warmupSinceCommit.percentile(0.99))
+		}
 	}
 	return r
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -62,6 +63,8 @@ func TestBenchDispatchInPlace(t *testing.T) {
 		{"offered load", []string{"--rate", "200", "--seconds", "2", "--aggregates", "50", "--workers", "2"}, "offered", 400},
 		{"offered load, local wake", []string{"--rate", "100", "--seconds", "1", "--workers", "2", "--wake", "local"}, "offered", 100},
 		{"offered load, shared NOTIFY", []string{"--rate", "200", "--seconds", "1", "--workers", "2", "--wake", "shared"}, "offered", 200},
+		// 100 untimed messages first: the figures describe the 100 after them.
+		{"offered load after a warm-up", []string{"--rate", "100", "--warmup-seconds", "1", "--seconds", "1", "--workers", "2", "--wake", "shared"}, "offered", 100},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,6 +89,12 @@ func TestBenchDispatchInPlace(t *testing.T) {
 				require.GreaterOrEqual(t, res.CommitP99Ms, res.CommitP50Ms)
 				require.LessOrEqual(t, res.CommitP50Ms, res.P50Ms)
 				require.LessOrEqual(t, res.CommitP99Ms, res.P99Ms)
+				if slices.Contains(tc.args, "--warmup-seconds") {
+					require.Equal(t, 1, res.WarmupSeconds)
+					require.Positive(t, res.WarmupCommitP99Ms, "the warm-up's own latency is reported apart")
+				} else {
+					require.Zero(t, res.WarmupCommitP99Ms)
+				}
 			} else {
 				require.Zero(t, res.EnqueueP99Ms, "a drain enqueues before it is timed")
 				require.Zero(t, res.CommitP99Ms)
@@ -170,6 +179,7 @@ func TestBenchCommandRejectsBadArguments(t *testing.T) {
 		{"dispatch", "--workers", "0"},
 		{"dispatch", "--rate", "100", "--seconds", "0"},
 		{"dispatch", "--rate", "100", "--wake", "shout"},
+		{"dispatch", "--rate", "100", "--warmup-seconds", "-1"},
 		{"dispatch", "extra"},
 		{"dispatch", "--retained", "-1"},
 		{"dispatch", "--no-such-flag"},

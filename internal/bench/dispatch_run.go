@@ -41,10 +41,11 @@ type benchRun struct {
 	notifier   *outbox.Notifier // offered-load mode's shared wake-up (--wake shared)
 	closers    []func()         // run in reverse order by close
 	// commits[i] is offered message i's enqueuing transaction, BEGIN to
-	// COMMIT returned, and committedAt[i] when COMMIT returned (offered-load
-	// mode only; each written once, by the goroutine that enqueued it, and
-	// read after they have all ended).
+	// COMMIT returned, begunAt[i] when it began and committedAt[i] when
+	// COMMIT returned (offered-load mode only; each written once, by the
+	// goroutine that enqueued it, and read after they have all ended).
 	commits     durations
+	begunAt     []time.Time
 	committedAt []time.Time
 }
 
@@ -55,7 +56,7 @@ func newBenchRun(ctx context.Context, target *benchTarget, opts benchOptions, lo
 	b := &benchRun{opts: opts, target: target, logger: logger,
 		recorder: newDeliveryRecorder(opts.messages), statements: &pgtrace.RoundTrips{}, notifier: outbox.NewNotifier(target.pool)}
 	if opts.rate > 0 {
-		b.commits, b.committedAt = make(durations, opts.messages), make([]time.Time, opts.messages)
+		b.commits, b.begunAt, b.committedAt = make(durations, opts.messages), make([]time.Time, opts.messages), make([]time.Time, opts.messages)
 		b.recorder.deliveredAt = make([]atomic.Int64, opts.messages)
 	}
 	if err := b.build(ctx); err != nil {
@@ -206,16 +207,17 @@ func (r *deliveryRecorder) wrap(inner destination.Destination) destination.Desti
 	})
 }
 
-// sinceCommits returns, in ascending order, each offered message's time
-// from its COMMIT returning (committedAt) to its first delivery: issue
-// 17's "enqueue-commit to delivered". A delivery can come before the
-// enqueuer has read its COMMIT's answer; it counts as 0. Call it only
-// after the dispatcher has stopped and every enqueue has ended.
-func (r *deliveryRecorder) sinceCommits(committedAt []time.Time) durations {
-	out := make(durations, 0, len(committedAt))
-	for i, c := range committedAt {
-		if at := r.deliveredAt[i].Load(); at != 0 && !c.IsZero() {
-			out = append(out, max(time.Unix(0, at).Sub(c), 0))
+// deliveredSince returns, in ascending order, the time from at[i] to
+// offered message i's first delivery, for i from first to end-1: from its
+// COMMIT returning (committedAt), issue 17's "enqueue-commit to
+// delivered", or from its BEGIN. A delivery can come before the enqueuer
+// has read its COMMIT's answer; it counts as 0. Call it only after the
+// dispatcher has stopped and every enqueue has ended.
+func (r *deliveryRecorder) deliveredSince(at []time.Time, first, end int) durations {
+	out := make(durations, 0, end-first)
+	for i := first; i < end; i++ {
+		if delivered := r.deliveredAt[i].Load(); delivered != 0 && !at[i].IsZero() {
+			out = append(out, max(time.Unix(0, delivered).Sub(at[i]), 0))
 		}
 	}
 	slices.Sort(out)

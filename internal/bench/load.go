@@ -38,7 +38,9 @@ type benchMeasurement struct {
 	latency      durations
 	commits      durations // offered-load mode: each enqueuing transaction, BEGIN to COMMIT returned
 	sinceCommit  durations // offered-load mode: each message's COMMIT returned to its delivery
-	cpu          benchCPU  // CPU per message over the measured phase (offered load: the enqueues' too)
+	// offered-load mode: sinceCommit of the warm-up's messages
+	warmupSinceCommit durations
+	cpu               benchCPU // CPU per message over the measured phase (offered load: the enqueues' too)
 }
 
 // drain seeds the messages, then times the dispatcher from its start until
@@ -128,7 +130,9 @@ func benchMessage(dest string, i, aggregates int) outbox.Message {
 }
 
 // offered enqueues at the offered rate while the dispatcher runs, and
-// times from the first enqueue until every message is delivered.
+// times from the first enqueue until every message is delivered. With a
+// warm-up (--warmup-seconds) the same load runs first, without a pause,
+// and everything but warmupSinceCommit describes the messages after it.
 func (b *benchRun) offered(ctx context.Context) (benchMeasurement, error) {
 	m := benchMeasurement{messages: b.opts.messages}
 	if err := b.retain(ctx, &m); err != nil {
@@ -140,18 +144,15 @@ func (b *benchRun) offered(ctx context.Context) (benchMeasurement, error) {
 	if err := pgwarm.Open(ctx, b.target.pool, b.opts.enqueuers); err != nil {
 		return m, fmt.Errorf("open the enqueuers' connections: %w", err)
 	}
-	meter, err := b.startMeter(ctx)
-	if err != nil {
-		return m, err
-	}
-	defer meter.close()
 	if err := b.dispatcher.Start(ctx); err != nil {
 		return m, fmt.Errorf("start the dispatcher: %w", err)
 	}
 	offerCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	b.logger.Info("offering load", slog.Int("per_sec", b.opts.rate), slog.Int("seconds", b.opts.seconds), slog.String("wake", b.opts.wake))
+	b.logger.Info("offering load", slog.Int("per_sec", b.opts.rate), slog.Int("warmup_seconds", b.opts.warmup),
+		slog.Int("seconds", b.opts.seconds), slog.String("wake", b.opts.wake))
 	start := time.Now()
+	timed := start.Add(time.Duration(b.opts.warmup) * time.Second) // when message untimed is due
 	failed := make(chan error, 1)
 	done := make(chan struct{})
 	var took time.Duration // written before done is closed
@@ -162,24 +163,50 @@ func (b *benchRun) offered(ctx context.Context) (benchMeasurement, error) {
 		}
 		took = time.Since(start)
 	}()
+	meter, statementsBefore, err := b.startMeterAt(ctx, timed)
+	if err != nil {
+		return m, err
+	}
+	defer meter.close()
 	err = b.waitDelivered(ctx, start, failed)
-	m.elapsed, m.statements = time.Since(start), b.statements.Total()
+	m.elapsed, m.statements = time.Since(timed), b.statements.Total()-statementsBefore
 	cancel()
 	<-done
 	if err != nil {
 		return m, err
 	}
-	if m.cpu, err = meter.stop(ctx, m.messages); err != nil {
+	untimed := b.opts.untimed()
+	if m.cpu, err = meter.stop(ctx, m.messages-untimed); err != nil {
 		return m, err
 	}
-	m.enqueueing = took
-	m.commits = slices.Clone(b.commits)
+	m.enqueueing = took - timed.Sub(start)
+	m.commits = slices.Clone(b.commits[untimed:])
 	slices.Sort(m.commits)
 	if m, err = b.finish(ctx, m); err != nil {
 		return m, err
 	}
-	m.sinceCommit = b.recorder.sinceCommits(b.committedAt)
+	m.messages -= untimed
+	m.latency = b.recorder.deliveredSince(b.begunAt, untimed, len(b.begunAt))
+	m.sinceCommit = b.recorder.deliveredSince(b.committedAt, untimed, len(b.committedAt))
+	m.warmupSinceCommit = b.recorder.deliveredSince(b.committedAt, 0, untimed)
 	return m, nil
+}
+
+// startMeterAt waits until at (the timed phase's start), then starts the
+// CPU meter and reads how many statements the dispatcher has sent so far.
+func (b *benchRun) startMeterAt(ctx context.Context, at time.Time) (*cpuMeter, int64, error) {
+	if wait := time.Until(at); wait > 0 {
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, 0, ctx.Err()
+		case <-timer.C:
+		}
+	}
+	statements := b.statements.Total()
+	meter, err := b.startMeter(ctx)
+	return meter, statements, err
 }
 
 // offer enqueues message i, each in a transaction of its own, at
@@ -246,6 +273,7 @@ func (b *benchRun) enqueueOne(ctx context.Context, i int) error {
 		return err
 	}
 	begin := time.Now()
+	b.begunAt[i] = begin
 	err = pgx.BeginFunc(ctx, b.target.pool, func(tx pgx.Tx) error {
 		_, err := outbox.Enqueue(ctx, tx, msg)
 		return err

@@ -31,18 +31,20 @@ func consoleDrain(ctx context.Context, console, dsn string, n, aggregates int, e
 	return runResult{MessagesPerSec: out.MessagesPerSec, Seconds: out.Seconds, CPU: out.CPU}, nil
 }
 
-// consoleOffered runs `console bench dispatch --rate r --seconds s
-// --aggregates k --wake w` against dsn and reads its latency from each
-// enqueue's COMMIT to the message's delivery.
-func consoleOffered(ctx context.Context, console, dsn string, rate, seconds, aggregates int, wake string) (latencyRun, error) {
-	args := []string{"--rate", strconv.Itoa(rate), "--seconds", strconv.Itoa(seconds), "--aggregates", strconv.Itoa(aggregates), "--wake", wake}
+// consoleOffered runs `console bench dispatch --rate r --warmup-seconds
+// warmup --seconds s --aggregates k --wake w` against dsn and reads its
+// latency from each enqueue's COMMIT to the message's delivery.
+func consoleOffered(ctx context.Context, console, dsn string, rate, warmup, seconds, aggregates int, wake string) (latencyRun, error) {
+	args := []string{"--rate", strconv.Itoa(rate), "--warmup-seconds", strconv.Itoa(warmup), "--seconds", strconv.Itoa(seconds),
+		"--aggregates", strconv.Itoa(aggregates), "--wake", wake}
 	var out struct {
 		Messages       int     `json:"messages"`
 		EnqueuedPerSec float64 `json:"enqueued_per_sec"`
 		CommitP50Ms    float64 `json:"commit_p50_ms"`
 		CommitP99Ms    float64 `json:"commit_p99_ms"`
 		EnqueueP99Ms   float64 `json:"enqueue_p99_ms"`
-		P99Ms          float64 `json:"p99_ms"` // from created_at: the enqueuing transaction's start
+		P99Ms          float64 `json:"p99_ms"` // from the enqueuing transaction's start
+		WarmupP99Ms    float64 `json:"warmup_commit_p99_ms"`
 	}
 	if err := consoleBench(ctx, console, dsn, args, &out); err != nil {
 		return latencyRun{}, err
@@ -51,7 +53,8 @@ func consoleOffered(ctx context.Context, console, dsn string, rate, seconds, agg
 		return latencyRun{}, fmt.Errorf("console bench dispatch reported %d messages, commit p99 %v ms; want %d messages", out.Messages, out.CommitP99Ms, rate*seconds)
 	}
 	return latencyRun{Messages: out.Messages, EnqueuedPerSec: out.EnqueuedPerSec,
-		P50Ms: out.CommitP50Ms, P99Ms: out.CommitP99Ms, EnqueueP99Ms: out.EnqueueP99Ms, P99FromBeginMs: out.P99Ms}, nil
+		P50Ms: out.CommitP50Ms, P99Ms: out.CommitP99Ms, EnqueueP99Ms: out.EnqueueP99Ms, P99FromBeginMs: out.P99Ms,
+		WarmupP99Ms: out.WarmupP99Ms}, nil
 }
 
 // consoleBench runs `console bench dispatch` with args against dsn and

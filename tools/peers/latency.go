@@ -20,8 +20,12 @@ type latencyRun struct {
 	EnqueueP99Ms   float64 `json:"enqueue_p99_ms"` // the enqueuing transactions alone, BEGIN to COMMIT returned
 	// From each enqueuing transaction's start to the delivery: what a
 	// NOTIFY inside the transaction (River's) adds to the commit counts
-	// here too. Switchyard's is its bench's p99_ms (from created_at).
+	// here too. Switchyard's is its bench's p99_ms.
 	P99FromBeginMs float64 `json:"begin_p99_ms"`
+	// The warm-up's messages (--warmup-seconds), offered just before and
+	// left out of the figures above: their P99Ms, each side's start
+	// included.
+	WarmupP99Ms float64 `json:"warmup_commit_p99_ms,omitempty"`
 }
 
 // latencySeries is one configuration's offered-load runs and their medians.
@@ -44,6 +48,7 @@ func (s *latencySeries) summarize() {
 type latencyResult struct {
 	Rate              int                       `json:"offered_per_sec"`
 	Seconds           int                       `json:"seconds"`
+	WarmupSeconds     int                       `json:"warmup_seconds"`
 	Enqueuers         int                       `json:"enqueuers"`
 	Rounds            int                       `json:"rounds"`
 	RiverVersion      string                    `json:"river_version"`
@@ -63,12 +68,13 @@ type latencyResult struct {
 }
 
 const latencyMethod = "offered load, each round runs every configuration once, rotating which goes first; " +
-	"both sides enqueue rate × seconds messages, message i at start + i/rate, each in a transaction of its own on one of " +
-	"16 connections, and time each from its COMMIT returning to its delivery (0 if the delivery came first) and from its transaction's start; River: a " +
+	"both sides enqueue rate × (warmup_seconds + seconds) messages, message i at start + i/rate, each in a transaction of its own on one of " +
+	"16 connections, and time each of the last rate × seconds (the first warmup_seconds are a warm-up, untimed; their own p99 is warmup_commit_p99_ms) " +
+	"from its COMMIT returning to its delivery (0 if the delivery came first) and from its transaction's start; River: a " +
 	"fresh client (one queue of --river-workers, FetchCooldown as named, FetchPollInterval the larger of it and 1 s), " +
 	"warmed with one job, jobs inserted with InsertTx (River's own insert notification), latency to the worker's start; " +
-	"Switchyard: `console bench dispatch --rate R --seconds S --wake W [--aggregates 0]` (W: shared, an outbox.Notifier, which paces the NOTIFYs the enqueuers send after their commits to at most one per 5 ms, the bound River's insert limiter sets on its own at a 5 ms FetchCooldown; or notify, one after every commit), " +
-	"its commit_p50_ms and commit_p99_ms, and p99_ms (from created_at, the enqueuing transaction's start) as begin_p99_ms; figures are medians of the rounds, River's best is the cooldown with the " +
+	"Switchyard: `console bench dispatch --rate R --warmup-seconds WS --seconds S --wake W [--aggregates 0]` (W: shared, an outbox.Notifier, which paces the NOTIFYs the enqueuers send after their commits to at most one per 5 ms, the bound River's insert limiter sets on its own at a 5 ms FetchCooldown; or notify, one after every commit), " +
+	"its commit_p50_ms and commit_p99_ms, and p99_ms (from the enqueuing transaction's start) as begin_p99_ms; figures are medians of the rounds, River's best is the cooldown with the " +
 	"lowest median p99, ratios are Switchyard's median p99 / River's best"
 
 // latencyConfig is one of the offered-load runs a round runs.
@@ -103,7 +109,7 @@ func measureLatency(ctx context.Context, o options, url string, throwaway bool) 
 	configs = append(configs,
 		latencyConfig{name: "switchyard-ordered", aggregates: 1000},
 		latencyConfig{name: "switchyard-unordered", aggregates: 0})
-	r := &latencyResult{Rate: o.rate, Seconds: o.seconds, Enqueuers: enqueuers, Rounds: o.rounds,
+	r := &latencyResult{Rate: o.rate, Seconds: o.seconds, WarmupSeconds: o.warmup, Enqueuers: enqueuers, Rounds: o.rounds,
 		RiverVersion: riverVersion(), RiverWorkers: o.latencyWorkers, SwitchyardWake: o.wake,
 		River: map[string]*latencySeries{}, Ordered: &latencySeries{}, Unordered: &latencySeries{},
 		runContext: where}
@@ -119,13 +125,13 @@ func measureLatency(ctx context.Context, o options, url string, throwaway bool) 
 			var s *latencySeries
 			switch {
 			case c.cooldown > 0:
-				run, err = river.offered(ctx, o.rate, o.seconds, enqueuers, o.latencyWorkers, c.cooldown)
+				run, err = river.offered(ctx, o.rate, o.warmup, o.seconds, enqueuers, o.latencyWorkers, c.cooldown)
 				if r.River[c.cooldown.String()] == nil {
 					r.River[c.cooldown.String()] = &latencySeries{}
 				}
 				s = r.River[c.cooldown.String()]
 			default:
-				run, err = consoleOffered(ctx, o.console, url, o.rate, o.seconds, c.aggregates, o.wake)
+				run, err = consoleOffered(ctx, o.console, url, o.rate, o.warmup, o.seconds, c.aggregates, o.wake)
 				s = r.Ordered
 				if c.aggregates == 0 {
 					s = r.Unordered
@@ -134,8 +140,8 @@ func measureLatency(ctx context.Context, o options, url string, throwaway bool) 
 			if err != nil {
 				return nil, fmt.Errorf("round %d, %s: %w", round+1, c.name, err)
 			}
-			fmt.Fprintf(os.Stderr, "peers: round %d/%d: %s: from the commit p50 %.1f ms, p99 %.1f ms; from BEGIN p99 %.1f ms; %.0f enqueued/s\n",
-				round+1, o.rounds, c.name, run.P50Ms, run.P99Ms, run.P99FromBeginMs, run.EnqueuedPerSec)
+			fmt.Fprintf(os.Stderr, "peers: round %d/%d: %s: from the commit p50 %.1f ms, p99 %.1f ms; from BEGIN p99 %.1f ms; %.0f enqueued/s; the warm-up's p99 %.1f ms\n",
+				round+1, o.rounds, c.name, run.P50Ms, run.P99Ms, run.P99FromBeginMs, run.EnqueuedPerSec, run.WarmupP99Ms)
 			s.Runs = append(s.Runs, run)
 		}
 		r.Order = append(r.Order, order)

@@ -51,6 +51,7 @@ type options struct {
 	// rate > 0: the offered-load comparison instead of the drains
 	// (issue 17, target 5; latency.go).
 	rate           int
+	warmup         int // seconds of the same load offered first, untimed
 	seconds        int
 	riverCooldowns []time.Duration
 	latencyWorkers int
@@ -83,7 +84,8 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.retainedDead, "retained-dead", 0, "with --retained: dead messages retained too")
 	fs.BoolVar(&o.http, "http", false, "also drain Switchyard's ordered messages over signed HTTP to the bench's local receiver, and compare with the no-op drain")
 	fs.IntVar(&o.rate, "rate", 0, "offered load instead of drains: enqueues a second, each in a transaction of its own, for --seconds; compares the latency from each enqueue's commit to its delivery")
-	fs.IntVar(&o.seconds, "seconds", 10, "with --rate: how long to enqueue for")
+	fs.IntVar(&o.seconds, "seconds", 10, "with --rate: how long to enqueue for, timed")
+	fs.IntVar(&o.warmup, "warmup-seconds", 2, "with --rate: offer the same load for this many seconds first, untimed, on both sides: the latency then describes each side past its start (0: time from the first message)")
 	cooldowns := fs.String("river-fetch-cooldowns", "1ms,5ms,100ms", "with --rate: River FetchCooldowns to try; the best median p99 counts (100ms is River's default, 5ms Switchyard's wake-up cooldown)")
 	fs.IntVar(&o.latencyWorkers, "river-latency-workers", 100, "with --rate: River's MaxWorkers")
 	fs.StringVar(&o.wake, "switchyard-wake", "shared", "with --rate: how Switchyard's enqueuers wake the dispatcher, the bench's --wake: shared (an outbox.Notifier, a busy producer's way, as River's InsertTx bounds its own notifications) or notify (a NOTIFY after every commit)")
@@ -98,8 +100,8 @@ func run(ctx context.Context, args []string) error {
 	if o.retained < 0 || o.retainedDead < 0 || (o.retainedDead > 0 && o.retained == 0) {
 		return errors.New("--retained and --retained-dead must be 0 or more, --retained-dead only with --retained")
 	}
-	if o.rate < 0 || (o.rate > 0 && (o.seconds <= 0 || o.latencyWorkers <= 0)) {
-		return errors.New("--rate must be 0 or more; with it, --seconds and --river-latency-workers must be positive")
+	if o.rate < 0 || o.warmup < 0 || (o.rate > 0 && (o.seconds <= 0 || o.latencyWorkers <= 0)) {
+		return errors.New("--rate and --warmup-seconds must be 0 or more; with --rate, --seconds and --river-latency-workers must be positive")
 	}
 	if o.wake != "shared" && o.wake != "notify" {
 		return fmt.Errorf("--switchyard-wake: %q is neither shared nor notify", o.wake)

@@ -256,16 +256,18 @@ func (w *latencyWorker) Work(_ context.Context, job *river.Job[noopArgs]) error 
 
 // offered measures River under offered load, as `console bench dispatch
 // --rate` measures Switchyard: a fresh client (one queue of maxWorkers,
-// the given FetchCooldown) runs while n = rate × seconds jobs are
+// the given FetchCooldown) runs while rate × (warmup + seconds) jobs are
 // inserted, job i at start + i/rate, each with InsertTx in a transaction
 // of its own on one of enqueuers connections; each job's latency runs from
 // its COMMIT returning to its worker starting (0 if the work started
-// first), and from its transaction's start. River is warmed first: one
-// job inserted and worked, untimed.
-func (t *riverTarget) offered(ctx context.Context, rate, seconds, enqueuers, maxWorkers int, cooldown time.Duration) (latencyRun, error) {
-	n := rate * seconds
-	// Slot n is the warm-up job's.
-	worker := &latencyWorker{workedAt: make([]atomic.Int64, n+1), want: int64(n + 1), warmUp: n,
+// first), and from its transaction's start. The first rate × warmup jobs
+// are a warm-up, left out of every figure but WarmupP99Ms. Before them
+// River is warmed with one job inserted and worked, untimed.
+func (t *riverTarget) offered(ctx context.Context, rate, warmup, seconds, enqueuers, maxWorkers int, cooldown time.Duration) (latencyRun, error) {
+	untimed, n := rate*warmup, rate*seconds
+	total := untimed + n
+	// Slot total is the warm-up job's.
+	worker := &latencyWorker{workedAt: make([]atomic.Int64, total+1), want: int64(total + 1), warmUp: total,
 		warmed: make(chan struct{}), done: make(chan struct{})}
 	client, err := t.freshClient(ctx, worker, maxWorkers, cooldown)
 	if err != nil {
@@ -276,7 +278,7 @@ func (t *riverTarget) offered(ctx context.Context, rate, seconds, enqueuers, max
 		return latencyRun{}, err
 	}
 	defer stop()
-	if _, err := client.Insert(ctx, noopArgs{Seq: n, Payload: "warm-up"}, nil); err != nil {
+	if _, err := client.Insert(ctx, noopArgs{Seq: total, Payload: "warm-up"}, nil); err != nil {
 		return latencyRun{}, fmt.Errorf("insert the warm-up job: %w", err)
 	}
 	select {
@@ -291,11 +293,11 @@ func (t *riverTarget) offered(ctx context.Context, rate, seconds, enqueuers, max
 		return latencyRun{}, fmt.Errorf("open the enqueuers' connections: %w", err)
 	}
 
-	begunAt := make([]time.Time, n)
-	committedAt := make([]time.Time, n)
-	commits := make([]time.Duration, n)
+	begunAt := make([]time.Time, total)
+	committedAt := make([]time.Time, total)
+	commits := make([]time.Duration, total)
 	start := time.Now()
-	err = offer(ctx, start, n, rate, enqueuers, func(ctx context.Context, i int) error {
+	err = offer(ctx, start, total, rate, enqueuers, func(ctx context.Context, i int) error {
 		begin := time.Now()
 		begunAt[i] = begin
 		err := pgx.BeginFunc(ctx, t.inserts, func(tx pgx.Tx) error {
@@ -309,23 +311,27 @@ func (t *riverTarget) offered(ctx context.Context, rate, seconds, enqueuers, max
 		commits[i] = committedAt[i].Sub(begin)
 		return nil
 	})
-	enqueueing := time.Since(start)
+	enqueueing := time.Since(start) - time.Duration(warmup)*time.Second
 	if err != nil {
 		return latencyRun{}, err
 	}
 	select {
 	case <-worker.done:
 	case <-time.After(time.Minute):
-		return latencyRun{}, fmt.Errorf("%d of %d jobs worked a minute after the last insert", worker.worked.Load()-1, n)
+		return latencyRun{}, fmt.Errorf("%d of %d jobs worked a minute after the last insert", worker.worked.Load()-1, total)
 	case <-ctx.Done():
 		return latencyRun{}, ctx.Err()
 	}
-	latencies, fromBegin := make([]time.Duration, n), make([]time.Duration, n)
+	latencies, fromBegin := make([]time.Duration, total), make([]time.Duration, total)
 	for i, c := range committedAt {
 		worked := time.Unix(0, worker.workedAt[i].Load())
 		latencies[i], fromBegin[i] = max(worked.Sub(c), 0), worked.Sub(begunAt[i])
 	}
-	return latencyRun{Messages: n, EnqueuedPerSec: round3(float64(n) / enqueueing.Seconds()),
-		P50Ms: millis(percentile(latencies, 0.5)), P99Ms: millis(percentile(latencies, 0.99)),
-		EnqueueP99Ms: millis(percentile(commits, 0.99)), P99FromBeginMs: millis(percentile(fromBegin, 0.99))}, nil
+	run := latencyRun{Messages: n, EnqueuedPerSec: round3(float64(n) / enqueueing.Seconds()),
+		P50Ms: millis(percentile(latencies[untimed:], 0.5)), P99Ms: millis(percentile(latencies[untimed:], 0.99)),
+		EnqueueP99Ms: millis(percentile(commits[untimed:], 0.99)), P99FromBeginMs: millis(percentile(fromBegin[untimed:], 0.99))}
+	if untimed > 0 {
+		run.WarmupP99Ms = millis(percentile(latencies[:untimed], 0.99))
+	}
+	return run, nil
 }
