@@ -18,7 +18,7 @@ import (
 
 // benchOptions are the flags of `console bench dispatch`.
 type benchOptions struct {
-	messages     int           // drain mode: messages seeded before the dispatcher starts
+	messages     int           // drain mode: messages seeded before the dispatcher starts; offered-load mode: all enqueued, the warm-up's too
 	retained     int           // delivered messages the outbox already holds
 	retainedDead int           // dead messages the outbox already holds
 	aggregates   int           // messages spread over this many aggregates; 0: unordered
@@ -56,8 +56,8 @@ func newBenchFlags(o *benchOptions) *flag.FlagSet {
 	fs.StringVar(&o.destination, "destination", "noop", "noop (an in-process function) or http (a signed webhook to a local receiver)")
 	fs.IntVar(&o.concurrency, "concurrency", 16, "the destination's bulkhead: most deliveries in flight (the destinations table's default)")
 	fs.IntVar(&o.rate, "rate", 0, "offered-load mode: transactional enqueues per second while dispatching (0: drain mode)")
-	fs.IntVar(&o.seconds, "seconds", 10, "offered-load mode: how many seconds to enqueue for")
-	fs.IntVar(&o.warmup, "warmup-seconds", 0, "offered-load mode: offer the same load for this many seconds first, untimed, then --seconds timed: the latency of a dispatcher past its start (its connections' first plans made, the outbox analyzed); the warm-up's own p99 is warmup_commit_p99_ms")
+	fs.IntVar(&o.seconds, "seconds", 10, "offered-load mode: how many seconds to enqueue for, timed (after --warmup-seconds)")
+	fs.IntVar(&o.warmup, "warmup-seconds", 0, "offered-load mode: offer the same load for this many seconds first, untimed, then --seconds timed: the latency of a dispatcher past its start (its connections' statements planned; on a new outbox, its claims' statistics once it holds 1,000 messages); the warm-up's own p99 is warmup_commit_p99_ms")
 	fs.IntVar(&o.enqueuers, "enqueuers", 16, "offered-load mode: concurrent enqueuing transactions")
 	fs.StringVar(&o.wake, "wake", "notify", "offered-load mode: after each commit, notify (outbox.Notify: a NOTIFY through PostgreSQL, which wakes dispatchers in any process), shared (an outbox.Notifier: a NOTIFY shared by the enqueues that commit while one is in flight or within 5 ms of the last), local (Dispatcher.Wake, in-process only) or none (the dispatcher polls)")
 	fs.DurationVar(&o.wakeCooldown, "wake-cooldown", 0, "the dispatcher's WakeCooldown: the shortest time between two wake-ups from notifications (0: the dispatcher's default)")
@@ -75,7 +75,8 @@ func printBenchUsage(w io.Writer) {
 Runs the dispatcher against a fresh database of its own (created on the
 server, dropped at the end) and prints one JSON object as its last line.
 Drain mode seeds --messages, then times their delivery; offered-load mode
-(--rate) enqueues at that rate for --seconds and reports latency.
+(--rate) enqueues at that rate for --warmup-seconds, untimed, then for
+--seconds, and reports the latency of the messages enqueued in those.
 
 Flags:
 `)
@@ -106,6 +107,8 @@ func parseBenchOptions(args []string) (benchOptions, error) {
 		return o, errors.New("--messages must be 1 or more")
 	case o.rate > 0 && o.seconds < 1:
 		return o, errors.New("--seconds must be 1 or more with --rate")
+	case o.rate == 0 && o.warmup > 0:
+		return o, errors.New("--warmup-seconds is for offered load (--rate)")
 	}
 	if o.rate > 0 {
 		o.messages = o.rate * (o.warmup + o.seconds)
@@ -113,9 +116,9 @@ func parseBenchOptions(args []string) (benchOptions, error) {
 	return o, nil
 }
 
-// untimed is how many of offered-load mode's messages the warm-up offers:
-// the first ones, numbered 0 to untimed-1.
-func (o benchOptions) untimed() int { return o.rate * o.warmup }
+// warmupMessages is how many of offered-load mode's messages the warm-up
+// offers: the first ones, numbered from 0.
+func (o benchOptions) warmupMessages() int { return o.rate * o.warmup }
 
 // Command is one `console bench` command, as help texts list it.
 type Command struct {

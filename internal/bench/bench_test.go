@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -82,7 +84,7 @@ func TestBenchDispatchInPlace(t *testing.T) {
 			require.GreaterOrEqual(t, res.MaxMs, res.P99Ms)
 			if tc.mode == "offered" {
 				// The enqueuing transactions, timed; and each message from
-				// its COMMIT on, a part of its time from created_at.
+				// its COMMIT on, a part of its time from BEGIN.
 				require.Positive(t, res.EnqueueP50Ms)
 				require.GreaterOrEqual(t, res.EnqueueP99Ms, res.EnqueueP50Ms)
 				require.Positive(t, res.CommitP99Ms)
@@ -105,6 +107,26 @@ func TestBenchDispatchInPlace(t *testing.T) {
 			requireNoBenchRows(t, url)
 		})
 	}
+}
+
+// deliveredSince reads only its range of messages: the warm-up's stay out
+// of the timed figures, and the timed ones out of the warm-up's.
+func TestDeliveredSinceReadsOnlyItsRange(t *testing.T) {
+	t.Parallel()
+	base := time.Now()
+	r := &deliveryRecorder{deliveredAt: make([]atomic.Int64, 4)}
+	at := make([]time.Time, 4)
+	for i := range at {
+		at[i] = base
+		r.deliveredAt[i].Store(base.Add(time.Duration(i+1) * time.Millisecond).UnixNano())
+	}
+	require.Equal(t, durations{time.Millisecond, 2 * time.Millisecond}, r.deliveredSince(at, 0, 2))
+	require.Equal(t, durations{3 * time.Millisecond, 4 * time.Millisecond}, r.deliveredSince(at, 2, 4))
+	// A delivery that came before its commit was read counts as 0; a
+	// message not delivered, not at all.
+	at[3] = base.Add(time.Second)
+	r.deliveredAt[2].Store(0)
+	require.Equal(t, durations{0}, r.deliveredSince(at, 2, 4))
 }
 
 // requireNoBenchRows checks that an in-place bench removed everything it
@@ -180,6 +202,7 @@ func TestBenchCommandRejectsBadArguments(t *testing.T) {
 		{"dispatch", "--rate", "100", "--seconds", "0"},
 		{"dispatch", "--rate", "100", "--wake", "shout"},
 		{"dispatch", "--rate", "100", "--warmup-seconds", "-1"},
+		{"dispatch", "--messages", "100", "--warmup-seconds", "1"},
 		{"dispatch", "extra"},
 		{"dispatch", "--retained", "-1"},
 		{"dispatch", "--no-such-flag"},

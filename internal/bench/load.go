@@ -28,12 +28,12 @@ const benchFinalizeWait = time.Minute
 
 // benchMeasurement is what one measured phase observed.
 type benchMeasurement struct {
-	messages     int
+	messages     int           // measured (offered-load mode: after the warm-up)
 	elapsed      time.Duration // the measured phase
 	seed         time.Duration // drain mode: seeding, before the measured phase
 	retainedSeed time.Duration // seeding the history (--retained), before the measured phase
 	firstID      int64         // the id after which the measured messages are
-	enqueueing   time.Duration // offered-load mode: first enqueue to last commit
+	enqueueing   time.Duration // offered-load mode: from when the first timed message was due to the last commit
 	statements   int64         // sent by the dispatcher during the measured phase
 	latency      durations
 	commits      durations // offered-load mode: each enqueuing transaction, BEGIN to COMMIT returned
@@ -73,7 +73,11 @@ func (b *benchRun) drain(ctx context.Context) (benchMeasurement, error) {
 	if m.cpu, err = meter.stop(ctx, m.messages); err != nil {
 		return m, err
 	}
-	return b.finish(ctx, m)
+	if m, err = b.finish(ctx, m); err != nil {
+		return m, err
+	}
+	m.latency = b.recorder.sorted()
+	return m, nil
 }
 
 // retain seeds the retained history (--retained, --retained-dead), if
@@ -130,11 +134,13 @@ func benchMessage(dest string, i, aggregates int) outbox.Message {
 }
 
 // offered enqueues at the offered rate while the dispatcher runs, and
-// times from the first enqueue until every message is delivered. With a
-// warm-up (--warmup-seconds) the same load runs first, without a pause,
-// and everything but warmupSinceCommit describes the messages after it.
+// times from the first timed enqueue until every message is delivered.
+// With a warm-up (--warmup-seconds) the same load runs first, without a
+// pause, and its messages are left out of every figure but
+// warmupSinceCommit.
 func (b *benchRun) offered(ctx context.Context) (benchMeasurement, error) {
-	m := benchMeasurement{messages: b.opts.messages}
+	warmup := b.opts.warmupMessages()
+	m := benchMeasurement{messages: b.opts.messages - warmup}
 	if err := b.retain(ctx, &m); err != nil {
 		return m, err
 	}
@@ -147,12 +153,32 @@ func (b *benchRun) offered(ctx context.Context) (benchMeasurement, error) {
 	if err := b.dispatcher.Start(ctx); err != nil {
 		return m, fmt.Errorf("start the dispatcher: %w", err)
 	}
+	if err := b.offerAndWait(ctx, &m); err != nil {
+		return m, err
+	}
+	m, err := b.finish(ctx, m)
+	if err != nil {
+		return m, err
+	}
+	m.commits = slices.Sorted(slices.Values(b.commits[warmup:]))
+	// From the client's BEGIN, as tools/peers times River's jobs
+	// (begin_p99_ms): one clock for both sides.
+	m.latency = b.recorder.deliveredSince(b.begunAt, warmup, len(b.begunAt))
+	m.sinceCommit = b.recorder.deliveredSince(b.committedAt, warmup, len(b.committedAt))
+	m.warmupSinceCommit = b.recorder.deliveredSince(b.committedAt, 0, warmup)
+	return m, nil
+}
+
+// offerAndWait offers every message, the warm-up's first, and waits until
+// all are delivered. Into m go the timed phase's figures: its time, the
+// statements the dispatcher sent and the CPU, from when its first message
+// was due, and how long its messages took to enqueue.
+func (b *benchRun) offerAndWait(ctx context.Context, m *benchMeasurement) error {
 	offerCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	b.logger.Info("offering load", slog.Int("per_sec", b.opts.rate), slog.Int("warmup_seconds", b.opts.warmup),
 		slog.Int("seconds", b.opts.seconds), slog.String("wake", b.opts.wake))
 	start := time.Now()
-	timed := start.Add(time.Duration(b.opts.warmup) * time.Second) // when message untimed is due
+	timedFrom := start.Add(time.Duration(b.opts.warmup) * time.Second)
 	failed := make(chan error, 1)
 	done := make(chan struct{})
 	var took time.Duration // written before done is closed
@@ -163,44 +189,37 @@ func (b *benchRun) offered(ctx context.Context) (benchMeasurement, error) {
 		}
 		took = time.Since(start)
 	}()
-	meter, statementsBefore, err := b.startMeterAt(ctx, timed)
+	// No enqueuer outlives this call, whatever way it returns.
+	stopOffering := sync.OnceFunc(func() { cancel(); <-done })
+	defer stopOffering()
+	meter, statementsBefore, err := b.startMeterAt(ctx, timedFrom, done)
 	if err != nil {
-		return m, err
+		return err
 	}
 	defer meter.close()
 	err = b.waitDelivered(ctx, start, failed)
-	m.elapsed, m.statements = time.Since(timed), b.statements.Total()-statementsBefore
-	cancel()
-	<-done
+	m.elapsed, m.statements = time.Since(timedFrom), b.statements.Total()-statementsBefore
+	stopOffering()
 	if err != nil {
-		return m, err
+		return err
 	}
-	untimed := b.opts.untimed()
-	if m.cpu, err = meter.stop(ctx, m.messages-untimed); err != nil {
-		return m, err
-	}
-	m.enqueueing = took - timed.Sub(start)
-	m.commits = slices.Clone(b.commits[untimed:])
-	slices.Sort(m.commits)
-	if m, err = b.finish(ctx, m); err != nil {
-		return m, err
-	}
-	m.messages -= untimed
-	m.latency = b.recorder.deliveredSince(b.begunAt, untimed, len(b.begunAt))
-	m.sinceCommit = b.recorder.deliveredSince(b.committedAt, untimed, len(b.committedAt))
-	m.warmupSinceCommit = b.recorder.deliveredSince(b.committedAt, 0, untimed)
-	return m, nil
+	m.enqueueing = took - timedFrom.Sub(start)
+	m.cpu, err = meter.stop(ctx, m.messages)
+	return err
 }
 
-// startMeterAt waits until at (the timed phase's start), then starts the
-// CPU meter and reads how many statements the dispatcher has sent so far.
-func (b *benchRun) startMeterAt(ctx context.Context, at time.Time) (*cpuMeter, int64, error) {
+// startMeterAt waits until at (the timed phase's start), or until the
+// offer ended early (an enqueue failed: waitDelivered reports it), then
+// starts the CPU meter and reads how many statements the dispatcher has
+// sent so far.
+func (b *benchRun) startMeterAt(ctx context.Context, at time.Time, offerDone <-chan struct{}) (*cpuMeter, int64, error) {
 	if wait := time.Until(at); wait > 0 {
 		timer := time.NewTimer(wait)
+		defer timer.Stop()
 		select {
 		case <-ctx.Done():
-			timer.Stop()
 			return nil, 0, ctx.Err()
+		case <-offerDone:
 		case <-timer.C:
 		}
 	}
@@ -355,9 +374,8 @@ func (b *benchRun) waitFinalized(ctx context.Context) error {
 	}
 }
 
-// finish stops the dispatcher, confirms with one count that every
-// measured message (after the retained history) ended delivered, and
-// collects the latencies.
+// finish stops the dispatcher and confirms with one count that every
+// message enqueued after the retained history ended delivered.
 func (b *benchRun) finish(ctx context.Context, m benchMeasurement) (benchMeasurement, error) {
 	b.dispatcher.Stop()
 	var delivered, other int
@@ -366,10 +384,10 @@ func (b *benchRun) finish(ctx context.Context, m benchMeasurement) (benchMeasure
 	if err != nil {
 		return m, fmt.Errorf("count delivered messages: %w", err)
 	}
-	if delivered != m.messages || other != 0 {
-		return m, fmt.Errorf("%d of %d messages delivered, %d not", delivered, m.messages, other)
+	// Every message enqueued, the warm-up's too.
+	if delivered != b.opts.messages || other != 0 {
+		return m, fmt.Errorf("%d of %d messages delivered, %d not", delivered, b.opts.messages, other)
 	}
-	m.latency = b.recorder.sorted()
 	b.logger.Info("done", slog.Int("messages", m.messages), slog.Duration("elapsed", m.elapsed.Round(time.Millisecond)),
 		slog.Int("per_sec", int(float64(m.messages)/m.elapsed.Seconds())))
 	return m, nil
