@@ -45,6 +45,7 @@ func consoleOffered(ctx context.Context, console, dsn string, rate, warmup, seco
 		EnqueueP99Ms   float64 `json:"enqueue_p99_ms"`
 		P99Ms          float64 `json:"p99_ms"` // from the enqueuing transaction's start
 		WarmupP99Ms    float64 `json:"warmup_commit_p99_ms"`
+		CPU            cpu     `json:"cpu"`
 	}
 	if err := consoleBench(ctx, console, dsn, args, &out); err != nil {
 		return latencyRun{}, err
@@ -54,7 +55,7 @@ func consoleOffered(ctx context.Context, console, dsn string, rate, warmup, seco
 	}
 	return latencyRun{Messages: out.Messages, EnqueuedPerSec: out.EnqueuedPerSec,
 		P50Ms: out.CommitP50Ms, P99Ms: out.CommitP99Ms, EnqueueP99Ms: out.EnqueueP99Ms, P99FromBeginMs: out.P99Ms,
-		WarmupP99Ms: out.WarmupP99Ms}, nil
+		WarmupP99Ms: out.WarmupP99Ms, CPU: out.CPU}, nil
 }
 
 // consoleBench runs `console bench dispatch` with args against dsn and

@@ -26,6 +26,9 @@ type latencyRun struct {
 	// left out of the figures above: their P99Ms, each side's start
 	// included.
 	WarmupP99Ms float64 `json:"warmup_commit_p99_ms,omitempty"`
+	// CPU per message over the timed phase, enqueues included, measured
+	// the same way on both sides (cpu.go).
+	CPU cpu `json:"cpu"`
 }
 
 // latencySeries is one configuration's offered-load runs and their medians.
@@ -34,35 +37,42 @@ type latencySeries struct {
 	P50Ms          float64      `json:"commit_p50_ms"`
 	P99Ms          float64      `json:"commit_p99_ms"`
 	P99FromBeginMs float64      `json:"begin_p99_ms"`
+	// The server's CPU per 1,000 messages, the median of the runs.
+	PostgresMsPer1k float64 `json:"postgres_ms_per_1k_messages"`
 }
 
 func (s *latencySeries) summarize() {
-	var p50, p99, begin []float64
+	var p50, p99, begin, server []float64
 	for _, r := range s.Runs {
 		p50, p99, begin = append(p50, r.P50Ms), append(p99, r.P99Ms), append(begin, r.P99FromBeginMs)
+		server = append(server, r.CPU.PostgresMsPer1k)
 	}
-	s.P50Ms, s.P99Ms, s.P99FromBeginMs = median(p50), median(p99), median(begin)
+	s.P50Ms, s.P99Ms, s.P99FromBeginMs, s.PostgresMsPer1k = median(p50), median(p99), median(begin), median(server)
 }
 
 // latencyResult is the JSON object printed last with --rate.
 type latencyResult struct {
-	Rate              int                       `json:"offered_per_sec"`
-	Seconds           int                       `json:"seconds"`
-	WarmupSeconds     int                       `json:"warmup_seconds"`
-	Enqueuers         int                       `json:"enqueuers"`
-	Rounds            int                       `json:"rounds"`
-	RiverVersion      string                    `json:"river_version"`
-	RiverWorkers      int                       `json:"river_workers"`
-	RiverBestCooldown string                    `json:"river_best_fetch_cooldown"`
-	SwitchyardWake    string                    `json:"switchyard_wake"`
-	RiverP99Ms        float64                   `json:"river_commit_p99_ms"`
-	OrderedP99Ms      float64                   `json:"switchyard_ordered_commit_p99_ms"`
-	UnorderedP99Ms    float64                   `json:"switchyard_unordered_commit_p99_ms"`
-	RatioOrdered      float64                   `json:"ratio_ordered_p99_to_river"` // below 1: Switchyard's p99 is the shorter
-	RatioUnordered    float64                   `json:"ratio_unordered_p99_to_river"`
-	River             map[string]*latencySeries `json:"river"` // by FetchCooldown
-	Ordered           *latencySeries            `json:"switchyard_ordered"`
-	Unordered         *latencySeries            `json:"switchyard_unordered"`
+	Rate              int     `json:"offered_per_sec"`
+	Seconds           int     `json:"seconds"`
+	WarmupSeconds     int     `json:"warmup_seconds"`
+	Enqueuers         int     `json:"enqueuers"`
+	Rounds            int     `json:"rounds"`
+	RiverVersion      string  `json:"river_version"`
+	RiverWorkers      int     `json:"river_workers"`
+	RiverBestCooldown string  `json:"river_best_fetch_cooldown"`
+	SwitchyardWake    string  `json:"switchyard_wake"`
+	RiverP99Ms        float64 `json:"river_commit_p99_ms"`
+	OrderedP99Ms      float64 `json:"switchyard_ordered_commit_p99_ms"`
+	UnorderedP99Ms    float64 `json:"switchyard_unordered_commit_p99_ms"`
+	RatioOrdered      float64 `json:"ratio_ordered_p99_to_river"` // below 1: Switchyard's p99 is the shorter
+	RatioUnordered    float64 `json:"ratio_unordered_p99_to_river"`
+	// The server's CPU per message, Switchyard's median over River's at
+	// its best cooldown: what a 2-core machine's queueing makes latency of.
+	ServerCPURatioOrdered   float64                   `json:"server_cpu_ratio_ordered_to_river"`
+	ServerCPURatioUnordered float64                   `json:"server_cpu_ratio_unordered_to_river"`
+	River                   map[string]*latencySeries `json:"river"` // by FetchCooldown
+	Ordered                 *latencySeries            `json:"switchyard_ordered"`
+	Unordered               *latencySeries            `json:"switchyard_unordered"`
 	runContext
 	LoadAverageByRun []string `json:"load_average_by_run"`
 }
@@ -75,7 +85,8 @@ const latencyMethod = "offered load, each round runs every configuration once, r
 	"warmed with one job, jobs inserted with InsertTx (River's own insert notification), latency to the worker's start; " +
 	"Switchyard: `console bench dispatch --rate R --warmup-seconds WS --seconds S --wake W [--aggregates 0]` (W: shared, an outbox.Notifier, which paces the NOTIFYs the enqueuers send after their commits to at most one per 5 ms, the bound River's insert limiter sets on its own at a 5 ms FetchCooldown; or notify, one after every commit), " +
 	"its commit_p50_ms and commit_p99_ms, and p99_ms (from the enqueuing transaction's start) as begin_p99_ms; figures are medians of the rounds, River's best is the cooldown with the " +
-	"lowest median p99, ratios are Switchyard's median p99 / River's best"
+	"lowest median p99, ratios are Switchyard's median p99 / River's best; cpu per run over the timed phase, enqueues included " +
+	"(River's measured by this process as the console bench measures Switchyard's), server_cpu_ratio_* Switchyard's median server CPU per message / River's at its best cooldown"
 
 // latencyConfig is one of the offered-load runs a round runs.
 type latencyConfig struct {
@@ -140,8 +151,8 @@ func measureLatency(ctx context.Context, o options, url string, throwaway bool) 
 			if err != nil {
 				return nil, fmt.Errorf("round %d, %s: %w", round+1, c.name, err)
 			}
-			fmt.Fprintf(os.Stderr, "peers: round %d/%d: %s: from the commit p50 %.1f ms, p99 %.1f ms; from BEGIN p99 %.1f ms; %.0f enqueued/s; the warm-up's p99 %.1f ms\n",
-				round+1, o.rounds, c.name, run.P50Ms, run.P99Ms, run.P99FromBeginMs, run.EnqueuedPerSec, run.WarmupP99Ms)
+			fmt.Fprintf(os.Stderr, "peers: round %d/%d: %s: from the commit p50 %.1f ms, p99 %.1f ms; from BEGIN p99 %.1f ms; %.0f enqueued/s; the warm-up's p99 %.1f ms; server CPU %.0f ms per 1,000\n",
+				round+1, o.rounds, c.name, run.P50Ms, run.P99Ms, run.P99FromBeginMs, run.EnqueuedPerSec, run.WarmupP99Ms, run.CPU.PostgresMsPer1k)
 			s.Runs = append(s.Runs, run)
 		}
 		r.Order = append(r.Order, order)
@@ -159,6 +170,10 @@ func measureLatency(ctx context.Context, o options, url string, throwaway bool) 
 	if r.RiverP99Ms > 0 {
 		r.RatioOrdered = round3(r.OrderedP99Ms / r.RiverP99Ms)
 		r.RatioUnordered = round3(r.UnorderedP99Ms / r.RiverP99Ms)
+	}
+	if server := r.River[r.RiverBestCooldown].PostgresMsPer1k; server > 0 {
+		r.ServerCPURatioOrdered = round3(r.Ordered.PostgresMsPer1k / server)
+		r.ServerCPURatioUnordered = round3(r.Unordered.PostgresMsPer1k / server)
 	}
 	return r, nil
 }

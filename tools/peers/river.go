@@ -180,6 +180,32 @@ func (t *riverTarget) drain(ctx context.Context, n, maxWorkers int) (runResult, 
 		Seconds: round3(elapsed.Seconds()), CPU: cpu}, nil
 }
 
+// timedSample is the CPU sample taken when a timed phase began.
+type timedSample struct {
+	sample cpuSample
+	err    error
+}
+
+// sampleCPUAt samples the CPU at time at (the timed phase's start, the
+// warm-up's inserts running meanwhile) and sends the sample on the channel
+// it returns.
+func (t *riverTarget) sampleCPUAt(ctx context.Context, at time.Time) <-chan timedSample {
+	out := make(chan timedSample, 1)
+	go func() {
+		timer := time.NewTimer(time.Until(at))
+		defer timer.Stop()
+		select {
+		case <-ctx.Done():
+			out <- timedSample{err: ctx.Err()}
+			return
+		case <-timer.C:
+		}
+		s, err := sampleCPU(ctx, t.pool)
+		out <- timedSample{sample: s, err: err}
+	}()
+	return out
+}
+
 // freshClient empties river_job and makes a client (not started) whose one
 // queue runs worker on maxWorkers goroutines, fetching at most once per
 // cooldown (0: River's default FetchCooldown), and polling at the larger of
@@ -297,6 +323,7 @@ func (t *riverTarget) offered(ctx context.Context, rate, warmup, seconds, enqueu
 	committedAt := make([]time.Time, total)
 	commits := make([]time.Duration, total)
 	start := time.Now()
+	cpuStart := t.sampleCPUAt(ctx, start.Add(time.Duration(warmup)*time.Second))
 	err = offer(ctx, start, total, rate, enqueuers, func(ctx context.Context, i int) error {
 		begin := time.Now()
 		begunAt[i] = begin
@@ -322,6 +349,14 @@ func (t *riverTarget) offered(ctx context.Context, rate, warmup, seconds, enqueu
 	case <-ctx.Done():
 		return latencyRun{}, ctx.Err()
 	}
+	first := <-cpuStart
+	if first.err != nil {
+		return latencyRun{}, first.err
+	}
+	cpuEnd, err := sampleCPU(ctx, t.pool)
+	if err != nil {
+		return latencyRun{}, err
+	}
 	latencies, fromBegin := make([]time.Duration, total), make([]time.Duration, total)
 	for i, c := range committedAt {
 		worked := time.Unix(0, worker.workedAt[i].Load())
@@ -329,7 +364,8 @@ func (t *riverTarget) offered(ctx context.Context, rate, warmup, seconds, enqueu
 	}
 	run := latencyRun{Messages: n, EnqueuedPerSec: round3(float64(n) / enqueueing.Seconds()),
 		P50Ms: millis(percentile(latencies[untimed:], 0.5)), P99Ms: millis(percentile(latencies[untimed:], 0.99)),
-		EnqueueP99Ms: millis(percentile(commits[untimed:], 0.99)), P99FromBeginMs: millis(percentile(fromBegin[untimed:], 0.99))}
+		EnqueueP99Ms: millis(percentile(commits[untimed:], 0.99)), P99FromBeginMs: millis(percentile(fromBegin[untimed:], 0.99)),
+		CPU: cpuSince(first.sample, cpuEnd, n)}
 	if untimed > 0 {
 		run.WarmupP99Ms = millis(percentile(latencies[:untimed], 0.99))
 	}
