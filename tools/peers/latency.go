@@ -23,8 +23,10 @@ type latencyRun struct {
 	// here too. Switchyard's is its bench's p99_ms.
 	P99FromBeginMs float64 `json:"begin_p99_ms"`
 	// The warm-up's messages (--warmup-seconds), offered just before and
-	// left out of the figures above: their P99Ms, each side's start
-	// included.
+	// left out of the figures above: their P99Ms. Not like for like:
+	// Switchyard's include its new process and database, River's follow a
+	// client started and warmed with one job, on a pool kept from the
+	// rounds before.
 	WarmupP99Ms float64 `json:"warmup_commit_p99_ms,omitempty"`
 	// CPU per message over the timed phase, enqueues included, measured
 	// the same way on both sides (cpu.go).

@@ -290,9 +290,9 @@ func (w *latencyWorker) Work(_ context.Context, job *river.Job[noopArgs]) error 
 // are a warm-up, left out of every figure but WarmupP99Ms. Before them
 // River is warmed with one job inserted and worked, untimed.
 func (t *riverTarget) offered(ctx context.Context, rate, warmup, seconds, enqueuers, maxWorkers int, cooldown time.Duration) (latencyRun, error) {
-	untimed, n := rate*warmup, rate*seconds
-	total := untimed + n
-	// Slot total is the warm-up job's.
+	warmupJobs, n := rate*warmup, rate*seconds
+	total := warmupJobs + n
+	// Slot total is the one job that warms the client, before the warm-up phase.
 	worker := &latencyWorker{workedAt: make([]atomic.Int64, total+1), want: int64(total + 1), warmUp: total,
 		warmed: make(chan struct{}), done: make(chan struct{})}
 	client, err := t.freshClient(ctx, worker, maxWorkers, cooldown)
@@ -363,11 +363,11 @@ func (t *riverTarget) offered(ctx context.Context, rate, warmup, seconds, enqueu
 		latencies[i], fromBegin[i] = max(worked.Sub(c), 0), worked.Sub(begunAt[i])
 	}
 	run := latencyRun{Messages: n, EnqueuedPerSec: round3(float64(n) / enqueueing.Seconds()),
-		P50Ms: millis(percentile(latencies[untimed:], 0.5)), P99Ms: millis(percentile(latencies[untimed:], 0.99)),
-		EnqueueP99Ms: millis(percentile(commits[untimed:], 0.99)), P99FromBeginMs: millis(percentile(fromBegin[untimed:], 0.99)),
+		P50Ms: millis(percentile(latencies[warmupJobs:], 0.5)), P99Ms: millis(percentile(latencies[warmupJobs:], 0.99)),
+		EnqueueP99Ms: millis(percentile(commits[warmupJobs:], 0.99)), P99FromBeginMs: millis(percentile(fromBegin[warmupJobs:], 0.99)),
 		CPU: cpuSince(first.sample, cpuEnd, n)}
-	if untimed > 0 {
-		run.WarmupP99Ms = millis(percentile(latencies[:untimed], 0.99))
+	if warmupJobs > 0 {
+		run.WarmupP99Ms = millis(percentile(latencies[:warmupJobs], 0.99))
 	}
 	return run, nil
 }
