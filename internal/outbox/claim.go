@@ -116,6 +116,23 @@ func (c *claimStep) unordered(n int) (int, error) {
 	if len(share.names) == 0 {
 		return 0, nil
 	}
+	rows, err := c.leaseUnordered(share, n)
+	if err != nil {
+		return 0, fmt.Errorf("claim unordered: %w", err)
+	}
+	groups, excess := share.group(rows, n)
+	// The deliveries first: the release is a round trip of its own.
+	c.took(groups)
+	c.d.release(c.ctx, c.r.worker, excess)
+	return len(groups), nil
+}
+
+// leaseUnordered sends the unordered claim for n deliveries of share,
+// from the marks and moving them on: one worker of the dispatcher at a
+// time (Dispatcher.unorderedClaim).
+func (c *claimStep) leaseUnordered(share unorderedShare, n int) ([]queries.OutboxClaimUnorderedRow, error) {
+	c.d.unorderedClaim.Lock()
+	defer c.d.unorderedClaim.Unlock()
 	from := c.d.marks.start(share.names, time.Now())
 	batch := n * share.largest
 	rows, err := c.d.claimQueries(false).OutboxClaimUnordered(c.ctx, queries.OutboxClaimUnorderedParams{
@@ -123,14 +140,10 @@ func (c *claimStep) unordered(n int) (int, error) {
 		AfterAt: from.at, AfterID: from.id, Caps: share.messages, BatchSize: int32(batch), Now: c.d.now(),
 	})
 	if err != nil {
-		return 0, fmt.Errorf("claim unordered: %w", err)
+		return nil, err
 	}
 	c.d.marks.claimed(share.names, share.messages, batch, from, rows, time.Now())
-	groups, excess := share.group(rows, n)
-	// The deliveries first: the release is a round trip of its own.
-	c.took(groups)
-	c.d.release(c.ctx, c.r.worker, excess)
-	return len(groups), nil
+	return rows, nil
 }
 
 // ordered leases up to n aggregates, each a delivery of its messages in
@@ -141,14 +154,22 @@ func (c *claimStep) ordered(n int) (int, error) {
 	if !slices.ContainsFunc(c.caps, func(left int32) bool { return left > 0 }) {
 		return 0, nil
 	}
-	rows, err := c.d.claimQueries(true).OutboxClaimOrdered(c.ctx, queries.OutboxClaimOrderedParams{
-		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: c.destinations, Caps: c.caps,
-		Aggregates: int32(n), PerAggregate: int32(c.d.cfg.AggregateBatch), Now: c.d.now(),
-	})
+	rows, err := c.leaseAggregates(n)
 	if err != nil {
 		return 0, fmt.Errorf("claim ordered: %w", err)
 	}
 	groups := groupByAggregate(rows)
 	c.took(groups)
 	return len(groups), nil
+}
+
+// leaseAggregates sends the ordered claim for n aggregates: one worker of
+// the dispatcher at a time (Dispatcher.orderedClaim).
+func (c *claimStep) leaseAggregates(n int) ([]queries.OutboxClaimOrderedRow, error) {
+	c.d.orderedClaim.Lock()
+	defer c.d.orderedClaim.Unlock()
+	return c.d.claimQueries(true).OutboxClaimOrdered(c.ctx, queries.OutboxClaimOrderedParams{
+		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: c.destinations, Caps: c.caps,
+		Aggregates: int32(n), PerAggregate: int32(c.d.cfg.AggregateBatch), Now: c.d.now(),
+	})
 }

@@ -145,6 +145,19 @@ type Dispatcher struct {
 	marks         unorderedMarks // where the next unordered claim starts
 	life          service.Lifecycle
 
+	// The dispatcher's claims of one kind take turns, each kind's under
+	// its lock: unordered messages (claimStep.leaseUnordered) and
+	// aggregates (claimStep.leaseAggregates). Claims sent side by side
+	// read the same rows first (the same mark, the same due aggregates)
+	// and each steps over the rows the other has locked (SKIP LOCKED) to
+	// lease those past them: the server's CPU spent on nothing. One after
+	// another, each starts where the last one ended. In drains of 100,000
+	// messages that cut the claims' time on the server by about half
+	// (BENCHMARKS.md, "Claims that take turns"). The two kinds lease
+	// different rows, and do not wait for each other.
+	unorderedClaim sync.Mutex
+	orderedClaim   sync.Mutex
+
 	mu      sync.Mutex
 	hardCtx context.Context    // guarded by mu: deliveries run under it
 	hardEnd context.CancelFunc // guarded by mu

@@ -18,6 +18,13 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 func setup(t *testing.T, destinations ...string) *pgxpool.Pool {
 	t.Helper()
 	pool := dbtest.New(t)
+	addDestinations(t, pool, destinations...)
+	return pool
+}
+
+// addDestinations registers the named destinations, with setup's settings.
+func addDestinations(t *testing.T, pool *pgxpool.Pool, destinations ...string) {
+	t.Helper()
 	q := queries.New(pool)
 	for _, name := range destinations {
 		require.NoError(t, q.DestinationUpsert(context.Background(), queries.DestinationUpsertParams{
@@ -26,7 +33,6 @@ func setup(t *testing.T, destinations ...string) *pgxpool.Pool {
 			BreakerMinRequests: 10, BreakerOpenMs: 30000,
 		}))
 	}
-	return pool
 }
 
 // enqueue commits msgs in a transaction of their own.

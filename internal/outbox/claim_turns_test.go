@@ -1,0 +1,104 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/testwait"
+)
+
+// claimOverlap is a pgx QueryTracer (a pool's ConnConfig.Tracer) that
+// counts each kind of claim in flight, and the most of it there ever were
+// at once. Each claim is held back a little before it is sent, so that
+// claims sent side by side would overlap on any machine.
+type claimOverlap struct {
+	mu       sync.Mutex
+	inFlight map[string]int
+	most     map[string]int
+	sent     map[string]int
+}
+
+type claimKindKey struct{}
+
+// claimKinds are the statements claimOverlap counts, by the name sqlc
+// puts in their first line.
+var claimKinds = []string{"OutboxClaimUnordered", "OutboxClaimOrdered"}
+
+func newClaimOverlap() *claimOverlap {
+	return &claimOverlap{inFlight: map[string]int{}, most: map[string]int{}, sent: map[string]int{}}
+}
+
+func (c *claimOverlap) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	for _, kind := range claimKinds {
+		if strings.Contains(data.SQL, "-- name: "+kind+" ") {
+			c.mu.Lock()
+			c.inFlight[kind]++
+			c.sent[kind]++
+			c.most[kind] = max(c.most[kind], c.inFlight[kind])
+			c.mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+			return context.WithValue(ctx, claimKindKey{}, kind)
+		}
+	}
+	return ctx
+}
+
+func (c *claimOverlap) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	if kind, ok := ctx.Value(claimKindKey{}).(string); ok {
+		c.mu.Lock()
+		c.inFlight[kind]--
+		c.mu.Unlock()
+	}
+}
+
+// A dispatcher's claims of one kind take turns: claims sent side by side
+// would read the same rows first and step over each other's locked rows
+// (Dispatcher.unorderedClaim). Every message is still delivered once, in
+// order within its aggregate, by all four workers.
+func TestADispatchersClaimsOfOneKindTakeTurns(t *testing.T) {
+	t.Parallel()
+	const messages = 2000
+	conf, err := pgxpool.ParseConfig(dbtest.NewURL(t))
+	require.NoError(t, err)
+	overlap := newClaimOverlap()
+	conf.ConnConfig.Tracer = overlap
+	pool, err := pgxpool.NewWithConfig(context.Background(), conf)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	addDestinations(t, pool, "alpha")
+	var msgs []Message
+	for i := range messages / 2 {
+		msgs = append(msgs, Message{Topic: "t", Destination: "alpha", Payload: fmt.Appendf(nil, `{"n":%d}`, i)},
+			// Ten messages in each of 100 aggregates, numbered in order.
+			Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: fmt.Sprint(i % 100),
+				Payload: fmt.Appendf(nil, `{"n":%d}`, i/100)})
+	}
+	enqueue(t, pool, msgs...)
+
+	dest := newFlaky(0, 0)
+	startDispatcher(t, pool, Config{Workers: 4, BatchSize: 10, AggregateBatch: 2,
+		Routes: map[string]Route{"alpha": {Destination: dest}}})
+	testwait.Until(t, time.Minute, "every message delivered", func() bool {
+		return countWhere(t, pool, "state = 'delivered'") == messages
+	})
+
+	overlap.mu.Lock()
+	defer overlap.mu.Unlock()
+	for _, kind := range claimKinds {
+		require.Greater(t, overlap.sent[kind], 8, "the workers sent many claims of %s", kind)
+		require.Equal(t, 1, overlap.most[kind], "no two claims of %s in flight at once", kind)
+	}
+	dest.mu.Lock()
+	defer dest.mu.Unlock()
+	require.Empty(t, dest.violations)
+	require.Len(t, dest.delivered, messages)
+}
