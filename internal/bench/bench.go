@@ -35,6 +35,7 @@ type benchOptions struct {
 	wakeCooldown time.Duration // outbox.Config.WakeCooldown; 0: its default
 	timeout      time.Duration // bounds the measured phase
 	cpuProfile   string        // where to write a CPU profile of the measured phase; "": none
+	httpFloor    bool          // drain mode, --destination http: measure signed HTTP alone after the drain (benchHTTPFloor)
 }
 
 // newBenchFlags defines the bench's flags on a FlagSet of their own: they
@@ -63,6 +64,7 @@ func newBenchFlags(o *benchOptions) *flag.FlagSet {
 	fs.DurationVar(&o.wakeCooldown, "wake-cooldown", 0, "the dispatcher's WakeCooldown: the shortest time between two wake-ups from notifications (0: the dispatcher's default)")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up when the measured phase takes longer")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the measured phase to this file (go tool pprof)")
+	fs.BoolVar(&o.httpFloor, "http-floor", false, "drain mode with --destination http: after the drain, send as many deliveries again straight through the webhook destination, --concurrency at a time, no database or dispatcher, and report their CPU (http_floor): what signed HTTP alone costs")
 	return fs
 }
 
@@ -107,6 +109,8 @@ func parseBenchOptions(args []string) (benchOptions, error) {
 		return o, errors.New("--messages must be 1 or more")
 	case o.rate > 0 && o.seconds < 1:
 		return o, errors.New("--seconds must be 1 or more with --rate")
+	case o.httpFloor && (o.destination != "http" || o.rate > 0):
+		return o, errors.New("--http-floor needs --destination http in drain mode")
 	case o.rate == 0 && o.warmup > 0:
 		return o, errors.New("--warmup-seconds is for offered load (--rate)")
 	}
@@ -310,6 +314,8 @@ type benchResult struct {
 	// start: on a shared machine, how busy it was with other work.
 	LoadAverage string        `json:"load_average,omitempty"`
 	Settings    benchSettings `json:"settings"`
+	// With --http-floor: signed HTTP alone, after the drain.
+	HTTPFloor *benchHTTPFloor `json:"http_floor,omitempty"`
 }
 
 // benchSettings are the server settings that decide what a commit costs.
@@ -390,6 +396,13 @@ func benchDispatch(ctx context.Context, cfg Config, opts benchOptions, logger *s
 	}
 	r := m.result(opts, target, env.server)
 	r.LoadAverage = env.load
+	if opts.httpFloor {
+		floor, err := bench.httpFloor(ctx)
+		if err != nil {
+			return benchResult{}, err
+		}
+		r.HTTPFloor = &floor
+	}
 	return r, nil
 }
 

@@ -61,7 +61,7 @@ func TestBenchDispatchInPlace(t *testing.T) {
 	}{
 		{"noop ordered", []string{"--messages", "2000", "--aggregates", "50", "--workers", "2"}, "drain", 2000},
 		{"noop unordered", []string{"--messages", "1000", "--aggregates", "0", "--workers", "2", "--batch", "100"}, "drain", 1000},
-		{"http ordered", []string{"--messages", "500", "--aggregates", "20", "--workers", "2", "--destination", "http"}, "drain", 500},
+		{"http ordered", []string{"--messages", "500", "--aggregates", "20", "--workers", "2", "--destination", "http", "--http-floor"}, "drain", 500},
 		{"offered load", []string{"--rate", "200", "--seconds", "2", "--aggregates", "50", "--workers", "2"}, "offered", 400},
 		{"offered load, local wake", []string{"--rate", "100", "--seconds", "1", "--workers", "2", "--wake", "local"}, "offered", 100},
 		{"offered load, shared NOTIFY", []string{"--rate", "200", "--seconds", "1", "--workers", "2", "--wake", "shared"}, "offered", 200},
@@ -100,6 +100,17 @@ func TestBenchDispatchInPlace(t *testing.T) {
 			} else {
 				require.Zero(t, res.EnqueueP99Ms, "a drain enqueues before it is timed")
 				require.Zero(t, res.CommitP99Ms)
+			}
+			if slices.Contains(tc.args, "--http-floor") {
+				// As many signed requests again, each verified by the
+				// receiver (a refused one fails the bench), measured apart.
+				require.NotNil(t, res.HTTPFloor)
+				require.Equal(t, tc.want, res.HTTPFloor.Requests)
+				require.Equal(t, 16, res.HTTPFloor.Concurrency)
+				require.Positive(t, res.HTTPFloor.RequestsPerSec)
+				require.Positive(t, res.HTTPFloor.GoMsPer1k)
+			} else {
+				require.Nil(t, res.HTTPFloor)
 			}
 			require.NotEmpty(t, res.Settings.ServerVersion)
 			require.Equal(t, "off", res.Settings.Fsync, "dbtest's cluster runs with fsync off")
@@ -203,6 +214,8 @@ func TestBenchCommandRejectsBadArguments(t *testing.T) {
 		{"dispatch", "--rate", "100", "--wake", "shout"},
 		{"dispatch", "--rate", "100", "--warmup-seconds", "-1"},
 		{"dispatch", "--messages", "100", "--warmup-seconds", "1"},
+		{"dispatch", "--messages", "100", "--http-floor"},
+		{"dispatch", "--rate", "100", "--destination", "http", "--http-floor"},
 		{"dispatch", "extra"},
 		{"dispatch", "--retained", "-1"},
 		{"dispatch", "--no-such-flag"},

@@ -38,8 +38,10 @@ type benchRun struct {
 	statements *pgtrace.RoundTrips
 	pool       *pgxpool.Pool // the dispatcher's
 	dispatcher *outbox.Dispatcher
-	notifier   *outbox.Notifier // offered-load mode's shared wake-up (--wake shared)
-	closers    []func()         // run in reverse order by close
+	notifier   *outbox.Notifier     // offered-load mode's shared wake-up (--wake shared)
+	webhook    *webhook.Destination // --destination http: the destination the route wraps
+	receiver   *benchReceiver       // --destination http: where webhook sends
+	closers    []func()             // run in reverse order by close
 	// commits[i] is offered message i's enqueuing transaction, BEGIN to
 	// COMMIT returned, begunAt[i] when it began and committedAt[i] when
 	// COMMIT returned (offered-load mode only; each written once, by the
@@ -105,13 +107,14 @@ func (b *benchRun) route(ctx context.Context) (outbox.Route, error) {
 			return outbox.Route{}, err
 		}
 		b.closers = append(b.closers, receiver.close)
+		b.receiver = receiver
 		row.Address = receiver.url
 		wh, err := webhook.New(webhook.Config{URL: receiver.url, Secret: secret, Timeout: time.Duration(row.TimeoutMs) * time.Millisecond})
 		if err != nil {
 			return outbox.Route{}, fmt.Errorf("webhook destination: %w", err)
 		}
 		b.closers = append(b.closers, wh.CloseIdleConnections)
-		dest = wh
+		dest, b.webhook = wh, wh
 	}
 	if err := upsertBenchDestination(ctx, b.target.pool, row); err != nil {
 		return outbox.Route{}, err

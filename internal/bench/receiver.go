@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchyard/switchyard/internal/destination/webhook"
@@ -38,6 +39,8 @@ type benchReceiver struct {
 	ln     net.Listener
 	keys   webhook.Keys
 	logger *slog.Logger
+	// verified counts the requests answered 204.
+	verified atomic.Int64
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -136,6 +139,7 @@ func (r *benchReceiver) answer(req *http.Request, body *bytes.Buffer) (int, stri
 	if err := r.keys.Verify(req.Header, body.Bytes(), webhook.DefaultTolerance, time.Now()); err != nil {
 		return http.StatusUnauthorized, err.Error()
 	}
+	r.verified.Add(1)
 	return http.StatusNoContent, ""
 }
 

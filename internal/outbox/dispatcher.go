@@ -152,7 +152,7 @@ type Dispatcher struct {
 	// and each steps over the rows the other has locked (SKIP LOCKED) to
 	// lease those past them: the server's CPU spent on nothing. One after
 	// another, each starts where the last one ended. In drains of 100,000
-	// messages that cut the claims' time on the server by about half
+	// messages that cut the claims' time on the server by more than half
 	// (BENCHMARKS.md, "Claims that take turns"). The two kinds lease
 	// different rows, and do not wait for each other.
 	unorderedClaim sync.Mutex

@@ -21,6 +21,7 @@ func consoleDrain(ctx context.Context, console, dsn string, n, aggregates int, e
 		Seconds        float64         `json:"seconds"`
 		Messages       int             `json:"messages"`
 		CPU            json.RawMessage `json:"cpu"`
+		HTTPFloor      *httpFloor      `json:"http_floor"`
 	}
 	if err := consoleBench(ctx, console, dsn, args, &out); err != nil {
 		return runResult{}, err
@@ -28,7 +29,7 @@ func consoleDrain(ctx context.Context, console, dsn string, n, aggregates int, e
 	if out.Messages != n || out.MessagesPerSec <= 0 {
 		return runResult{}, fmt.Errorf("console bench dispatch reported %d messages at %v/s, want %d", out.Messages, out.MessagesPerSec, n)
 	}
-	return runResult{MessagesPerSec: out.MessagesPerSec, Seconds: out.Seconds, CPU: out.CPU}, nil
+	return runResult{MessagesPerSec: out.MessagesPerSec, Seconds: out.Seconds, CPU: out.CPU, HTTPFloor: out.HTTPFloor}, nil
 }
 
 // consoleOffered runs `console bench dispatch --rate r --warmup-seconds

@@ -180,6 +180,15 @@ type runResult struct {
 	MessagesPerSec float64         `json:"messages_per_sec"`
 	Seconds        float64         `json:"seconds"`
 	CPU            json.RawMessage `json:"cpu,omitempty"`
+	HTTPFloor      *httpFloor      `json:"http_floor,omitempty"` // the HTTP drain's (--http-floor)
+}
+
+// httpFloor is the part of `console bench dispatch --http-floor`'s
+// http_floor that the ratios use: signed HTTP alone, the same requests
+// as the drain's sent again with no database or dispatcher.
+type httpFloor struct {
+	RequestsPerSec float64 `json:"requests_per_sec"`
+	GoMsPer1k      float64 `json:"go_ms_per_1k_requests"`
 }
 
 // series is one configuration's runs and their median.
@@ -215,6 +224,16 @@ type result struct {
 	// median over the no-op drain's.
 	OrderedHTTP      *series `json:"switchyard_ordered_http,omitempty"`
 	RatioOrderedHTTP float64 `json:"ratio_ordered_http_to_noop,omitempty"`
+	// And its floor: signed HTTP alone costs HTTPFloorMsPer1k of CPU per
+	// 1,000 requests (median), so the HTTP drain can cost no less than
+	// the no-op drain's CPU per message and that together; on CPUs the
+	// drains fill, its rate can be at most RatioHTTPBound of the no-op's
+	// (no-op total / (no-op total + floor)). RatioHTTPToBound is the
+	// measured ratio over that bound: 1 would be HTTP at no cost beyond
+	// its own.
+	HTTPFloorMsPer1k float64 `json:"http_floor_ms_per_1k_requests,omitempty"`
+	RatioHTTPBound   float64 `json:"ratio_ordered_http_to_noop_bound,omitempty"`
+	RatioHTTPToBound float64 `json:"ratio_ordered_http_to_bound,omitempty"`
 	runContext
 	LoadAverageStart   string   `json:"load_average_start"`
 	LoadAverageEnd     string   `json:"load_average_end"`
@@ -229,7 +248,10 @@ const method = "each round runs every configuration once, rotating which goes fi
 	"rounds, River's best is the worker count with the highest median, ratios are Switchyard's median / River's best; " +
 	"with --retained, Switchyard's drains again after `--retained N --retained-dead M` (that history seeded by SQL, vacuumed " +
 	"and checkpointed, untimed), and their medians / the empty outbox's; with --http, Switchyard's ordered drain again with " +
-	"`--destination http` (signed webhooks to the bench's local receiver, verified), and its median / the no-op drain's"
+	"`--destination http --http-floor` (signed webhooks to the bench's local receiver, verified), and its median / the no-op drain's; " +
+	"http_floor_ms_per_1k_requests is the median CPU of the same requests sent again with no database or dispatcher (the webhook " +
+	"client and the receiver), ratio_ordered_http_to_noop_bound the most the HTTP drain could reach on CPUs the drains fill, " +
+	"no-op CPU / (no-op CPU + that floor), and ratio_ordered_http_to_bound the measured ratio over it"
 
 func measure(ctx context.Context, o options, url string, throwaway bool) (*result, error) {
 	admin, err := connect(ctx, url, 2)
@@ -303,7 +325,7 @@ func measure(ctx context.Context, o options, url string, throwaway bool) (*resul
 					extra = []string{"--retained", strconv.Itoa(o.retained), "--retained-dead", strconv.Itoa(o.retainedDead)}
 				}
 				if c.http {
-					extra = append(extra, "--destination", "http")
+					extra = append(extra, "--destination", "http", "--http-floor")
 				}
 				run, err = consoleDrain(ctx, o.console, url, o.messages, c.aggregates, extra...)
 				switch {
@@ -350,6 +372,16 @@ func measure(ctx context.Context, o options, url string, throwaway bool) (*resul
 	if o.http {
 		r.OrderedHTTP.summarize()
 		r.RatioOrderedHTTP = round3(r.OrderedHTTP.MessagesPerSec / r.OrderedPerSec)
+		var floors []float64
+		for _, run := range r.OrderedHTTP.Runs {
+			if run.HTTPFloor != nil {
+				floors = append(floors, run.HTTPFloor.GoMsPer1k)
+			}
+		}
+		if r.HTTPFloorMsPer1k = median(floors); r.HTTPFloorMsPer1k > 0 && r.Ordered.CPUTotalMsPer1k > 0 {
+			r.RatioHTTPBound = round3(r.Ordered.CPUTotalMsPer1k / (r.Ordered.CPUTotalMsPer1k + r.HTTPFloorMsPer1k))
+			r.RatioHTTPToBound = round3(r.RatioOrderedHTTP / r.RatioHTTPBound)
+		}
 	}
 	if r.RiverPerSec > 0 {
 		r.RatioOrdered = round3(r.OrderedPerSec / r.RiverPerSec)
