@@ -129,10 +129,13 @@ func (c *claimStep) unordered(n int) (int, error) {
 
 // leaseUnordered sends the unordered claim for n deliveries of share,
 // from the marks and moving them on: one worker of the dispatcher at a
-// time (Dispatcher.unorderedClaim).
+// time (Dispatcher.unorderedTurn).
 func (c *claimStep) leaseUnordered(share unorderedShare, n int) ([]queries.OutboxClaimUnorderedRow, error) {
-	c.d.unorderedClaim.Lock()
-	defer c.d.unorderedClaim.Unlock()
+	release, err := takeTurn(c.ctx, c.d.unorderedTurn)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	from := c.d.marks.start(share.names, time.Now())
 	batch := n * share.largest
 	rows, err := c.d.claimQueries(false).OutboxClaimUnordered(c.ctx, queries.OutboxClaimUnorderedParams{
@@ -144,6 +147,18 @@ func (c *claimStep) leaseUnordered(share unorderedShare, n int) ([]queries.Outbo
 	}
 	c.d.marks.claimed(share.names, share.messages, batch, from, rows, time.Now())
 	return rows, nil
+}
+
+// takeTurn waits for turn's one slot, or for ctx (the claim's, bounded
+// by its timeout: a worker waits out another's statement no longer than
+// it would wait for its own), and returns what gives the slot back.
+func takeTurn(ctx context.Context, turn chan struct{}) (release func(), err error) {
+	select {
+	case turn <- struct{}{}:
+		return func() { <-turn }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for another worker's claim: %w", context.Cause(ctx))
+	}
 }
 
 // ordered leases up to n aggregates, each a delivery of its messages in
@@ -164,10 +179,13 @@ func (c *claimStep) ordered(n int) (int, error) {
 }
 
 // leaseAggregates sends the ordered claim for n aggregates: one worker of
-// the dispatcher at a time (Dispatcher.orderedClaim).
+// the dispatcher at a time (Dispatcher.orderedTurn).
 func (c *claimStep) leaseAggregates(n int) ([]queries.OutboxClaimOrderedRow, error) {
-	c.d.orderedClaim.Lock()
-	defer c.d.orderedClaim.Unlock()
+	release, err := takeTurn(c.ctx, c.d.orderedTurn)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	return c.d.claimQueries(true).OutboxClaimOrdered(c.ctx, queries.OutboxClaimOrderedParams{
 		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: c.destinations, Caps: c.caps,
 		Aggregates: int32(n), PerAggregate: int32(c.d.cfg.AggregateBatch), Now: c.d.now(),

@@ -18,8 +18,10 @@ import (
 
 // claimOverlap is a pgx QueryTracer (a pool's ConnConfig.Tracer) that
 // counts each kind of claim in flight, and the most of it there ever were
-// at once. Each claim is held back a little before it is sent, so that
-// claims sent side by side would overlap on any machine.
+// at once. Each claim is held back 5 ms before it is sent: not a wait for
+// anything, only a window wide enough that claims sent side by side
+// overlap in it on any machine (the workers' first claims all go at the
+// dispatcher's start).
 type claimOverlap struct {
 	mu       sync.Mutex
 	inFlight map[string]int
@@ -62,8 +64,8 @@ func (c *claimOverlap) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 
 // A dispatcher's claims of one kind take turns: claims sent side by side
 // would read the same rows first and step over each other's locked rows
-// (Dispatcher.unorderedClaim). Every message is still delivered once, in
-// order within its aggregate, by all four workers.
+// (Dispatcher.unorderedTurn, orderedTurn). Every message is still
+// delivered exactly once, in order within its aggregate.
 func TestADispatchersClaimsOfOneKindTakeTurns(t *testing.T) {
 	t.Parallel()
 	const messages = 2000
@@ -101,4 +103,24 @@ func TestADispatchersClaimsOfOneKindTakeTurns(t *testing.T) {
 	defer dest.mu.Unlock()
 	require.Empty(t, dest.violations)
 	require.Len(t, dest.delivered, messages)
+	for id, n := range dest.delivered {
+		require.Equal(t, 1, n, "message %s acknowledged more than once", id)
+	}
+}
+
+// A worker waits for another's claim no longer than its own claim's
+// context lets it, and a turn given back can be taken again.
+func TestATurnIsWaitedForUnderTheClaimsContext(t *testing.T) {
+	t.Parallel()
+	turn := make(chan struct{}, 1)
+	release, err := takeTurn(context.Background(), turn)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	_, err = takeTurn(ctx, turn)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the turn is held: the wait ends with the claim's deadline")
+	release()
+	again, err := takeTurn(context.Background(), turn)
+	require.NoError(t, err, "a turn given back is free again")
+	again()
 }

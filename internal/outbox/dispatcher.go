@@ -145,18 +145,22 @@ type Dispatcher struct {
 	marks         unorderedMarks // where the next unordered claim starts
 	life          service.Lifecycle
 
-	// The dispatcher's claims of one kind take turns, each kind's under
-	// its lock: unordered messages (claimStep.leaseUnordered) and
-	// aggregates (claimStep.leaseAggregates). Claims sent side by side
-	// read the same rows first (the same mark, the same due aggregates)
-	// and each steps over the rows the other has locked (SKIP LOCKED) to
-	// lease those past them: the server's CPU spent on nothing. One after
-	// another, each starts where the last one ended. In drains of 100,000
-	// messages that cut the claims' time on the server by more than half
-	// (BENCHMARKS.md, "Claims that take turns"). The two kinds lease
-	// different rows, and do not wait for each other.
-	unorderedClaim sync.Mutex
-	orderedClaim   sync.Mutex
+	// The dispatcher's claims of one kind take turns, each kind holding its
+	// turn (a channel of one slot) while its statement runs: unordered
+	// messages (claimStep.leaseUnordered, with the marks) and aggregates
+	// (claimStep.leaseAggregates). Claims sent side by side read the same
+	// rows first (the same mark, the same due aggregates) and each steps
+	// over the rows the other has locked (SKIP LOCKED) to lease those past
+	// them: the server's CPU spent on nothing. One after another, each
+	// starts where the last one ended. In drains of 100,000 messages that
+	// cut the claims' time on the server by more than half (BENCHMARKS.md,
+	// "Claims that take turns"). A turn is held around that one statement
+	// only, never across a delivery's start or a release, and never two
+	// at once; the two kinds lease different rows and do not wait for
+	// each other. Claims of different destinations take turns too: they
+	// are one statement for all of a worker's destinations.
+	unorderedTurn chan struct{}
+	orderedTurn   chan struct{}
 
 	mu      sync.Mutex
 	hardCtx context.Context    // guarded by mu: deliveries run under it
@@ -168,7 +172,8 @@ type Dispatcher struct {
 // New returns a Dispatcher; Start runs it.
 func New(pool *pgxpool.Pool, cfg Config) *Dispatcher {
 	cfg = cfg.withDefaults()
-	d := &Dispatcher{cfg: cfg, pool: pool, wake: make(chan struct{}, 1), statisticsDue: make(chan struct{}, 1)}
+	d := &Dispatcher{cfg: cfg, pool: pool, wake: make(chan struct{}, 1), statisticsDue: make(chan struct{}, 1),
+		unorderedTurn: make(chan struct{}, 1), orderedTurn: make(chan struct{}, 1)}
 	d.SetRoutes(cfg.Routes)
 	return d
 }

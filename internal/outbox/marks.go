@@ -97,7 +97,7 @@ func (u *unorderedMarks) claimed(destinations []string, asked []int32, limit int
 			continue
 		case !ok:
 			m.since = now
-		case compareMarks(prev, m) >= 0: // another worker's claim went further
+		case compareMarks(prev, m) >= 0: // the mark is past it already (a guard: the dispatcher's claims take turns)
 			continue
 		default:
 			m.since = prev.since

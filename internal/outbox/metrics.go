@@ -25,7 +25,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"destination"}),
 		claimSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "switchyard", Subsystem: "outbox", Name: "claim_seconds",
-			Help: "Time to claim one batch.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+			Help: "Time to claim one batch, waits for another worker's claim of the same kind included.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
 		deliverySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "switchyard", Subsystem: "outbox", Name: "delivery_seconds",
