@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,8 +21,8 @@ import (
 // can cost no less per message than the no-op drain and this together:
 // its floor (issue 17, target 4; tools/peers --http).
 type benchHTTPFloor struct {
-	// Requests the receiver verified and answered 204: every one sent,
-	// or the floor fails.
+	// Requests the receiver verified (then answered 204): every one
+	// sent, or the floor fails.
 	Requests       int     `json:"requests"`
 	Concurrency    int     `json:"concurrency"`
 	Seconds        float64 `json:"seconds"`
@@ -31,15 +33,25 @@ type benchHTTPFloor struct {
 	Method    string  `json:"method"`
 }
 
-const httpFloorMethod = "after the drain, the same number of deliveries (the drain's payloads, a new message id each) " +
+const httpFloorMethod = "after the drain, the same number of deliveries (the drain's payloads, a new message id each, made before the clock starts) " +
 	"sent by --concurrency goroutines straight through the drain's webhook destination (signed, to the same receiver, " +
 	"which verifies them), no database or dispatcher involved; the process's CPU from getrusage over those requests"
 
 // httpFloor sends n deliveries like the drain's through b's webhook
-// destination, concurrency at a time, and measures them.
+// destination, concurrency at a time, and measures them. The deliveries
+// are made before the clock starts, and the first failure stops the rest.
 func (b *benchRun) httpFloor(ctx context.Context) (benchHTTPFloor, error) {
 	n, concurrency := b.opts.messages, b.opts.concurrency
 	f := benchHTTPFloor{Concurrency: concurrency, Method: httpFloorMethod}
+	deliveries := make([]destination.Delivery, n)
+	for i := range deliveries {
+		m := benchMessage(b.target.destinationName(), i, b.opts.aggregates)
+		deliveries[i] = destination.Delivery{MessageID: uuid.NewString(), Topic: m.Topic, AggregateType: m.AggregateType,
+			AggregateID: m.AggregateID, Payload: m.Payload, Attempt: 1, EnqueuedAt: time.Now()}
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, b.opts.timeout, errors.New("the http floor took longer than --timeout"))
+	defer cancel()
+	runtime.GC() // the drain's garbage, collected before the clock starts
 	verifiedBefore := b.receiver.verified.Load()
 	startCPU, err := selfCPU()
 	if err != nil {
@@ -48,15 +60,16 @@ func (b *benchRun) httpFloor(ctx context.Context) (benchHTTPFloor, error) {
 	start := time.Now()
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	errs := make(chan error, concurrency)
+	var failure error
+	var failOnce sync.Once
 	for range concurrency {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < n && ctx.Err() == nil; i = int(next.Add(1)) - 1 {
-				m := benchMessage(b.target.destinationName(), i, b.opts.aggregates)
-				d := destination.Delivery{MessageID: uuid.NewString(), Topic: m.Topic, AggregateType: m.AggregateType,
-					AggregateID: m.AggregateID, Payload: m.Payload, Attempt: 1, EnqueuedAt: time.Now()}
-				if _, err := b.webhook.Deliver(ctx, d); err != nil {
-					errs <- fmt.Errorf("http floor: delivery %d: %w", i, err)
+				if _, err := b.webhook.Deliver(ctx, deliveries[i]); err != nil {
+					failOnce.Do(func() {
+						failure = fmt.Errorf("http floor: delivery %d: %w", i, err)
+						cancel()
+					})
 					return
 				}
 			}
@@ -64,9 +77,11 @@ func (b *benchRun) httpFloor(ctx context.Context) (benchHTTPFloor, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	close(errs)
-	if err := <-errs; err != nil {
-		return f, err
+	if failure != nil {
+		return f, failure
+	}
+	if err := context.Cause(ctx); err != nil {
+		return f, fmt.Errorf("http floor: %w", err)
 	}
 	endCPU, err := selfCPU()
 	if err != nil {

@@ -225,15 +225,15 @@ type result struct {
 	OrderedHTTP      *series `json:"switchyard_ordered_http,omitempty"`
 	RatioOrderedHTTP float64 `json:"ratio_ordered_http_to_noop,omitempty"`
 	// And its floor: signed HTTP alone costs HTTPFloorMsPer1k of CPU per
-	// 1,000 requests (median), so the HTTP drain can cost no less than
-	// the no-op drain's CPU per message and that together; on CPUs the
-	// drains fill, its rate can be at most RatioHTTPBound of the no-op's
-	// (no-op total / (no-op total + floor)). RatioHTTPToBound is the
-	// measured ratio over that bound: 1 would be HTTP at no cost beyond
-	// its own.
-	HTTPFloorMsPer1k float64 `json:"http_floor_ms_per_1k_requests,omitempty"`
-	RatioHTTPBound   float64 `json:"ratio_ordered_http_to_noop_bound,omitempty"`
-	RatioHTTPToBound float64 `json:"ratio_ordered_http_to_bound,omitempty"`
+	// 1,000 requests (median). An HTTP drain does the no-op drain's work
+	// and sends the same requests, so it costs at least the no-op drain's
+	// CPU per message and that floor together; with every CPU of the
+	// machine busy it could then reach at most RatioHTTPCeiling of the
+	// no-op drain's rate (NumCPU / that cost, over the no-op median).
+	// RatioHTTPToCeiling is the measured ratio over it.
+	HTTPFloorMsPer1k   float64 `json:"http_floor_ms_per_1k_requests,omitempty"`
+	RatioHTTPCeiling   float64 `json:"ratio_ordered_http_to_noop_ceiling,omitempty"`
+	RatioHTTPToCeiling float64 `json:"ratio_ordered_http_to_ceiling,omitempty"`
 	runContext
 	LoadAverageStart   string   `json:"load_average_start"`
 	LoadAverageEnd     string   `json:"load_average_end"`
@@ -250,8 +250,9 @@ const method = "each round runs every configuration once, rotating which goes fi
 	"and checkpointed, untimed), and their medians / the empty outbox's; with --http, Switchyard's ordered drain again with " +
 	"`--destination http --http-floor` (signed webhooks to the bench's local receiver, verified), and its median / the no-op drain's; " +
 	"http_floor_ms_per_1k_requests is the median CPU of the same requests sent again with no database or dispatcher (the webhook " +
-	"client and the receiver), ratio_ordered_http_to_noop_bound the most the HTTP drain could reach on CPUs the drains fill, " +
-	"no-op CPU / (no-op CPU + that floor), and ratio_ordered_http_to_bound the measured ratio over it"
+	"client and the receiver), ratio_ordered_http_to_noop_ceiling the most the HTTP drain could reach with every CPU busy at " +
+	"no-op CPU + that floor per message (NumCPU / that cost, over the no-op median), and ratio_ordered_http_to_ceiling the " +
+	"measured ratio over it"
 
 func measure(ctx context.Context, o options, url string, throwaway bool) (*result, error) {
 	admin, err := connect(ctx, url, 2)
@@ -379,8 +380,10 @@ func measure(ctx context.Context, o options, url string, throwaway bool) (*resul
 			}
 		}
 		if r.HTTPFloorMsPer1k = median(floors); r.HTTPFloorMsPer1k > 0 && r.Ordered.CPUTotalMsPer1k > 0 {
-			r.RatioHTTPBound = round3(r.Ordered.CPUTotalMsPer1k / (r.Ordered.CPUTotalMsPer1k + r.HTTPFloorMsPer1k))
-			r.RatioHTTPToBound = round3(r.RatioOrderedHTTP / r.RatioHTTPBound)
+			// ms per 1,000 messages is µs per message.
+			ceiling := float64(runtime.NumCPU()) * 1e6 / (r.Ordered.CPUTotalMsPer1k + r.HTTPFloorMsPer1k)
+			r.RatioHTTPCeiling = round3(ceiling / r.OrderedPerSec)
+			r.RatioHTTPToCeiling = round3(r.RatioOrderedHTTP / r.RatioHTTPCeiling)
 		}
 	}
 	if r.RiverPerSec > 0 {
