@@ -184,8 +184,8 @@ type runResult struct {
 }
 
 // httpFloor is the part of `console bench dispatch --http-floor`'s
-// http_floor that the ratios use: signed HTTP alone, the same requests
-// as the drain's sent again with no database or dispatcher.
+// http_floor that peers keeps: signed HTTP alone, the same requests as
+// the drain's sent again with no database or dispatcher.
 type httpFloor struct {
 	RequestsPerSec float64 `json:"requests_per_sec"`
 	GoMsPer1k      float64 `json:"go_ms_per_1k_requests"`
