@@ -313,9 +313,6 @@ CREATE FUNCTION switchyard.outbox_assign_seq() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    IF TG_OP = 'UPDATE' AND NEW.destination = OLD.destination THEN
-        RETURN NEW;
-    END IF;
     IF current_setting('transaction_isolation') = 'read committed' THEN
         PERFORM pg_advisory_xact_lock_shared(1398359124, hashtext(NEW.destination));
         -- A statement of its own: its snapshot is taken after the lock.
@@ -328,7 +325,7 @@ BEGIN
             USING ERRCODE = 'foreign_key_violation', TABLE = 'outbox', COLUMN = 'destination';
     END IF;
     IF TG_OP = 'UPDATE' THEN
-        RETURN NEW;
+        RETURN NULL; -- the AFTER trigger: only checked
     END IF;
     IF NEW.aggregate_id = '' THEN
         NEW.aggregate_seq := NULL;
@@ -2349,7 +2346,13 @@ CREATE TRIGGER destinations_keep_messages BEFORE DELETE OR UPDATE OF name ON swi
 -- Name: outbox outbox_assign_seq; Type: TRIGGER; Schema: switchyard; Owner: -
 --
 
-CREATE TRIGGER outbox_assign_seq BEFORE INSERT OR UPDATE OF destination ON switchyard.outbox FOR EACH ROW EXECUTE FUNCTION switchyard.outbox_assign_seq();
+CREATE TRIGGER outbox_assign_seq BEFORE INSERT ON switchyard.outbox FOR EACH ROW EXECUTE FUNCTION switchyard.outbox_assign_seq();
+
+--
+-- Name: outbox outbox_check_moved_destination; Type: TRIGGER; Schema: switchyard; Owner: -
+--
+
+CREATE TRIGGER outbox_check_moved_destination AFTER UPDATE OF destination ON switchyard.outbox FOR EACH ROW WHEN ((new.destination IS DISTINCT FROM old.destination)) EXECUTE FUNCTION switchyard.outbox_assign_seq();
 
 --
 -- Name: outbox outbox_forget_aggregate_messages; Type: TRIGGER; Schema: switchyard; Owner: -

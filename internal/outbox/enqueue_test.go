@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -79,8 +80,9 @@ func TestEnqueueRejectsInvalidMessagesAndKeepsTheTransactionUsable(t *testing.T)
 
 // A message written by hand (SQL, not Enqueue) to a destination that does
 // not exist is refused with the foreign key's error, in every isolation
-// level and through COPY, and so is an UPDATE that moves a message to one;
-// a move to a destination that exists is not (migration 00022).
+// level and through COPY, and so is an UPDATE that moves a message to one
+// (checked after the update since migration 00031); a move to a
+// destination that exists is not (migration 00022).
 func TestHandWrittenSQLCannotNameAnUnknownDestination(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -92,6 +94,7 @@ func TestHandWrittenSQLCannotNameAnUnknownDestination(t *testing.T) {
 		require.Equal(t, "23503", pgErr.Code)
 		require.Equal(t, `destination "nowhere" does not exist`, pgErr.Message)
 	}
+	enqueue(t, pool, Message{Topic: "t", Destination: "billing", Payload: []byte(`{}`)})
 	for _, iso := range []pgx.TxIsoLevel{pgx.ReadCommitted, pgx.RepeatableRead, pgx.Serializable} {
 		t.Run(string(iso), func(t *testing.T) {
 			err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: iso}, func(tx pgx.Tx) error {
@@ -105,19 +108,55 @@ func TestHandWrittenSQLCannotNameAnUnknownDestination(t *testing.T) {
 				return err
 			})
 			requireUnknown(t, err)
+			err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: iso}, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `UPDATE switchyard.outbox SET destination = 'nowhere'`)
+				return err
+			})
+			requireUnknown(t, err)
 		})
 	}
-	require.Zero(t, countWhere(t, pool, "true"))
+	require.Equal(t, 1, countWhere(t, pool, "destination = 'billing'"), "only the message enqueued before")
 	var numbered int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM switchyard.outbox_aggregates`).Scan(&numbered))
 	require.Zero(t, numbered, "nothing numbered for a refused message")
 
-	enqueue(t, pool, Message{Topic: "t", Destination: "billing", Payload: []byte(`{}`)})
 	_, err := pool.Exec(ctx, `UPDATE switchyard.outbox SET destination = 'nowhere'`)
 	requireUnknown(t, err)
 	_, err = pool.Exec(ctx, `UPDATE switchyard.outbox SET destination = 'crm'`)
 	require.NoError(t, err)
 	require.Equal(t, 1, countWhere(t, pool, "destination = 'crm'"))
+}
+
+// An UPDATE of messages' rows, such as every claim's and every
+// finalize's, writes the update alone: PostgreSQL locks each row first,
+// with a WAL record of its own, whenever the table has a BEFORE UPDATE row
+// trigger, even one whose column list keeps it from firing (migration
+// 00031). A HOT update of n rows writes about n records; with that lock,
+// 2n.
+func TestAnUpdateOfMessagesLocksNoRowFirst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "billing")
+	const n = 50
+	msgs := make([]Message, n)
+	for i := range msgs {
+		msgs[i] = Message{Topic: "t", Destination: "billing", Payload: []byte(`{}`)}
+	}
+	enqueue(t, pool, msgs...)
+	var text string
+	require.NoError(t, pool.QueryRow(ctx,
+		`EXPLAIN (ANALYZE, WAL, FORMAT JSON) UPDATE switchyard.outbox SET lease_owner = 'test'`).Scan(&text))
+	var plans []struct {
+		Plan struct {
+			WALRecords int64 `json:"WAL Records"`
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(text), &plans))
+	require.Len(t, plans, 1)
+	require.Equal(t, n, countWhere(t, pool, "lease_owner = 'test'"), "every row updated")
+	records := plans[0].Plan.WALRecords
+	require.GreaterOrEqual(t, records, int64(n), "one record per row updated, at least")
+	require.Less(t, records, int64(n+n/2), "a record per row for a lock before its update")
 }
 
 // A destination that a message names cannot be deleted or renamed by
