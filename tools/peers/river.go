@@ -107,13 +107,22 @@ func (t *riverTarget) close() {
 }
 
 // drain inserts n jobs (untimed) and times a fresh client with maxWorkers
-// until every job has been worked and is completed in the table.
-func (t *riverTarget) drain(ctx context.Context, n, maxWorkers int) (runResult, error) {
+// until every job has been worked and is completed in the table. Once the
+// client has stopped it empties river_job, untimed: otherwise autovacuum
+// cleans up the completed jobs during the round's next drain, and with the
+// rounds rotating one list that is always the same configuration
+// (Switchyard's ordered drain, after River at 1,000 workers).
+func (t *riverTarget) drain(ctx context.Context, n, maxWorkers int) (_ runResult, err error) {
 	worker := &noopWorker{worked: &atomic.Int64{}, want: int64(n), done: make(chan struct{})}
 	client, err := t.freshClient(ctx, worker, maxWorkers, 0)
 	if err != nil {
 		return runResult{}, err
 	}
+	defer func() { // deferred before stop below, so it runs after it
+		if _, terr := t.pool.Exec(context.WithoutCancel(ctx), "TRUNCATE river_job"); terr != nil && err == nil {
+			err = fmt.Errorf("empty river_job after the drain: %w", terr)
+		}
+	}()
 	const batch = 5_000
 	params := make([]river.InsertManyParams, 0, batch)
 	for i := range n {
