@@ -119,7 +119,9 @@ func (t *riverTarget) drain(ctx context.Context, n, maxWorkers int) (_ runResult
 		return runResult{}, err
 	}
 	defer func() { // deferred before stop below, so it runs after it
-		if _, terr := t.pool.Exec(context.WithoutCancel(ctx), "TRUNCATE river_job"); terr != nil && err == nil {
+		emptyCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if _, terr := t.pool.Exec(emptyCtx, "TRUNCATE river_job"); terr != nil && err == nil {
 			err = fmt.Errorf("empty river_job after the drain: %w", terr)
 		}
 	}()
