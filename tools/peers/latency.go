@@ -81,7 +81,7 @@ type latencyResult struct {
 
 const latencyMethod = "offered load, each round runs every configuration once, rotating which goes first; " +
 	"both sides enqueue rate × (warmup_seconds + seconds) messages, message i at start + i/rate, each in a transaction of its own on one of " +
-	"16 connections, and time each of the last rate × seconds (the first warmup_seconds are a warm-up, untimed; their own p99 is warmup_commit_p99_ms) " +
+	"--enqueuers connections (16 unless given), and time each of the last rate × seconds (the first warmup_seconds are a warm-up, untimed; their own p99 is warmup_commit_p99_ms) " +
 	"from its COMMIT returning to its delivery (0 if the delivery came first) and from its transaction's start; River: a " +
 	"fresh client (one queue of --river-workers, FetchCooldown as named, FetchPollInterval the larger of it and 1 s), " +
 	"warmed with one job, jobs inserted with InsertTx (River's own insert notification), latency to the worker's start; " +
@@ -99,7 +99,7 @@ type latencyConfig struct {
 
 // measureLatency runs the offered-load comparison (--rate).
 func measureLatency(ctx context.Context, o options, url string, throwaway bool) (*latencyResult, error) {
-	const enqueuers = 16 // console bench dispatch's default --enqueuers
+	enqueuers := o.enqueuers
 	admin, err := connect(ctx, url, 2)
 	if err != nil {
 		return nil, err
@@ -144,7 +144,7 @@ func measureLatency(ctx context.Context, o options, url string, throwaway bool) 
 				}
 				s = r.River[c.cooldown.String()]
 			default:
-				run, err = consoleOffered(ctx, o.console, url, o.rate, o.warmup, o.seconds, c.aggregates, o.wake)
+				run, err = consoleOffered(ctx, o.console, url, o.rate, o.warmup, o.seconds, enqueuers, c.aggregates, o.wake)
 				s = r.Ordered
 				if c.aggregates == 0 {
 					s = r.Unordered

@@ -55,6 +55,10 @@ type options struct {
 	seconds        int
 	riverCooldowns []time.Duration
 	latencyWorkers int
+	// enqueuers is how many transactions enqueue at once on each side
+	// under offered load (the bench's --enqueuers): at 5,000 a second, 16
+	// connections waiting on their commits cannot offer the load.
+	enqueuers int
 	// wake is how Switchyard's enqueuers wake the dispatcher under
 	// offered load (the bench's --wake).
 	wake    string
@@ -88,6 +92,7 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.warmup, "warmup-seconds", 2, "with --rate: offer the same load for this many seconds first, untimed, on both sides: the latency then describes each side past its start (0: time from the first message)")
 	cooldowns := fs.String("river-fetch-cooldowns", "1ms,5ms,100ms", "with --rate: River FetchCooldowns to try; the best median p99 counts (100ms is River's default, 5ms Switchyard's wake-up cooldown)")
 	fs.IntVar(&o.latencyWorkers, "river-latency-workers", 100, "with --rate: River's MaxWorkers")
+	fs.IntVar(&o.enqueuers, "enqueuers", 16, "with --rate: transactions enqueuing at once on each side, each on a connection of its own (console bench dispatch's --enqueuers)")
 	fs.StringVar(&o.wake, "switchyard-wake", "shared", "with --rate: how Switchyard's enqueuers wake the dispatcher, the bench's --wake: shared (an outbox.Notifier, a busy producer's way, as River's InsertTx bounds its own notifications) or notify (a NOTIFY after every commit)")
 	fs.StringVar(&o.repo, "repo", "", "the Switchyard repository's root (default: found from the working directory)")
 	fs.StringVar(&o.console, "console", "", "a built console binary (default: go build it from -repo into a temp dir)")
@@ -100,8 +105,8 @@ func run(ctx context.Context, args []string) error {
 	if o.retained < 0 || o.retainedDead < 0 || (o.retainedDead > 0 && o.retained == 0) {
 		return errors.New("--retained and --retained-dead must be 0 or more, --retained-dead only with --retained")
 	}
-	if o.rate < 0 || o.warmup < 0 || (o.rate > 0 && (o.seconds <= 0 || o.latencyWorkers <= 0)) {
-		return errors.New("--rate and --warmup-seconds must be 0 or more; with --rate, --seconds and --river-latency-workers must be positive")
+	if o.rate < 0 || o.warmup < 0 || (o.rate > 0 && (o.seconds <= 0 || o.latencyWorkers <= 0 || o.enqueuers <= 0)) {
+		return errors.New("--rate and --warmup-seconds must be 0 or more; with --rate, --seconds, --river-latency-workers and --enqueuers must be positive")
 	}
 	if o.wake != "shared" && o.wake != "notify" {
 		return fmt.Errorf("--switchyard-wake: %q is neither shared nor notify", o.wake)
