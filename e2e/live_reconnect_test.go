@@ -82,10 +82,19 @@ func TestLivePagesConvergeAfterTheStreamIsCut(t *testing.T) {
 	// may be, not what converged the pages.
 
 	var streams atomic.Int64
+	// The dashboard's reads of its region, with when they were sent: if
+	// the fresh read never comes, the failure says what came instead.
+	var readsMu sync.Mutex
+	var reads []string
 	dash := outagePage(t, first.URL)
 	dash.OnRequest(func(r playwright.Request) {
-		if strings.Contains(r.URL(), "/events?") {
+		switch u := r.URL(); {
+		case strings.Contains(u, "/events?"):
 			streams.Add(1)
+		case strings.Contains(u, "/dashboard/live"):
+			readsMu.Lock()
+			reads = append(reads, time.Now().Format("15:04:05.000")+" "+u)
+			readsMu.Unlock()
 		}
 	})
 	_, err = dash.Goto("/")
@@ -156,7 +165,10 @@ func TestLivePagesConvergeAfterTheStreamIsCut(t *testing.T) {
 	select {
 	case <-freshAnswered:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("the dashboard asked for no fresh read within 30 s of the new console being ready (streams opened: %d before the cut, %d now)", opened, streams.Load())
+		readsMu.Lock()
+		defer readsMu.Unlock()
+		t.Fatalf("the dashboard asked for no fresh read within 30 s of the new console being ready (streams opened: %d before the cut, %d now); its reads of the region:\n%s",
+			opened, streams.Load(), strings.Join(reads, "\n"))
 	}
 	require.NoError(t, expect.Locator(pending).ToHaveText("4"),
 		"the dashboard did not converge after its stream was cut")
