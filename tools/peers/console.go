@@ -33,8 +33,9 @@ func consoleDrain(ctx context.Context, console, dsn string, n, aggregates int, e
 }
 
 // consoleOffered runs `console bench dispatch --rate r --warmup-seconds
-// warmup --seconds s --enqueuers e --aggregates k --wake w` against dsn and reads its
-// latency from each enqueue's COMMIT to the message's delivery.
+// warmup --seconds s --enqueuers e --aggregates k --wake w` against dsn
+// and reads its latency from each enqueue's COMMIT to the message's
+// delivery.
 func consoleOffered(ctx context.Context, console, dsn string, rate, warmup, seconds, enqueuers, aggregates int, wake string) (latencyRun, error) {
 	args := []string{"--rate", strconv.Itoa(rate), "--warmup-seconds", strconv.Itoa(warmup), "--seconds", strconv.Itoa(seconds),
 		"--enqueuers", strconv.Itoa(enqueuers), "--aggregates", strconv.Itoa(aggregates), "--wake", wake}

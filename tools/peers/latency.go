@@ -60,8 +60,8 @@ func (s *latencySeries) summarize() {
 // (its median) for its latency to count as River's best: a FetchCooldown
 // whose fetches take the CPU its own enqueuers need answers fast because
 // it was offered less (at 5,000 a second, 1 ms enqueued 1,160–1,602 a
-// second with a p99 of 10 ms, while 5 ms enqueued 2,700–3,050 with one of
-// 440–750 ms; BENCHMARKS.md).
+// second with a p99 of 10–11 ms, while 5 ms enqueued 2,673–3,052 with one
+// of 437–745 ms; BENCHMARKS.md).
 const tookLoad = 0.95
 
 // bestCooldown is River's best FetchCooldown: the lowest median p99 among
