@@ -55,7 +55,7 @@ type claimRequest struct {
 // messages a second; BENCHMARKS.md, "Planned claims on a new outbox" and
 // "A claim's deliveries start as each statement returns").
 func (d *Dispatcher) claimPaced(ctx context.Context, r claimRequest) (claimed []group, capped bool, err error) {
-	destinations, caps, atShare := d.claimable(r.limit, r.held, r.sizes)
+	destinations, caps, atShare := d.claimable(r.limit, r.held)
 	if len(destinations) == 0 || r.limit <= 0 {
 		return nil, atShare, nil
 	}

@@ -338,22 +338,10 @@ func (d *Dispatcher) release(ctx context.Context, worker string, msgs []claimedM
 // deliveries in flight per destination. atShare says that a destination
 // was left out because the worker holds too much of its share (not for an
 // open breaker): deliveries landing there make room for more.
-//
-// A destination that keeps up fast (sizes, the worker's group sizes from
-// its pace: more than one message fits in a delivery's 20 ms) may have
-// half the window whatever its bulkhead: its deliveries wait for a slot
-// for moments, not for the lease. Under offered load an aggregate brings
-// one or two messages to a claim, and at twice a bulkhead of 16 the
-// ordered claims leased too few of them to keep up at about 2,000
-// messages a second on two cores (BENCHMARKS.md, "Offered load at 1,000
-// and 5,000 a second on a fresh machine").
-func (d *Dispatcher) claimable(limit int, held map[string]int, sizes map[string]int) (names []string, caps []int32, atShare bool) {
+func (d *Dispatcher) claimable(limit int, held map[string]int) (names []string, caps []int32, atShare bool) {
 	table := d.routes.Load()
 	for _, name := range table.names {
 		share := d.share(table.routes[name])
-		if share > 0 && sizes[name] > 1 {
-			share = max(share, d.cfg.BatchSize/2)
-		}
 		// Like the window itself, a destination is claimed for only once
 		// half its share is free, so that claims stay large.
 		if free := share - held[name]; free >= max(share/2, 1) {

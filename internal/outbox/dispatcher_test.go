@@ -1288,10 +1288,6 @@ func TestAWorkerAtADestinationsShareClaimsAgainWhenItsDeliveriesLand(t *testing.
 	w.finished(<-w.results)
 	w.finalizeAll() // as the flush does, and waits for it
 	require.False(t, holdsOff(), "a delivery landed where the claim was capped")
-	// One message per delivery, as at the start: a share of twice the
-	// bulkhead (a fast pace gives half the window instead: see
-	// TestAFastDestinationMayFillHalfTheWindow).
-	clear(w.pace)
 
 	enqueue(t, pool, Message{Topic: "t", Destination: "wide", Payload: []byte(`{}`)})
 	w.claimIfRoom(ctx, ctx)
@@ -1303,46 +1299,6 @@ func TestAWorkerAtADestinationsShareClaimsAgainWhenItsDeliveriesLand(t *testing.
 	clear(w.pace) // one message per delivery, as at the start
 	w.claimIfRoom(ctx, ctx)
 	require.Len(t, w.flights, 4, "narrow's next four")
-}
-
-// A destination that keeps up fast (at the worker's pace more than one
-// message fits in a delivery's 20 ms) may fill half the worker's window
-// whatever its bulkhead: under offered load each of its aggregates brings
-// a message or two to a claim, and twice the bulkhead's aggregates a
-// claim were too few to keep up. Until its pace is known, while it is
-// slow, and after a failure (the ramp back at one message), it gets twice
-// its bulkhead, as before.
-func TestAFastDestinationMayFillHalfTheWindow(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := setup(t, "narrow")
-	g, err := guard.New("narrow", guard.Config{Concurrency: 2}, nil) // a share of 4 deliveries
-	require.NoError(t, err)
-	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 20, IdlePoll: time.Hour, Routes: map[string]Route{
-		"narrow": {Destination: acceptAll, Guard: g}}})
-	for i := range 30 {
-		enqueue(t, pool, Message{Topic: "t", Destination: "narrow", AggregateType: "order", AggregateID: strconv.Itoa(i), Payload: []byte(`{}`)})
-	}
-	for i, c := range []struct {
-		name string
-		pace time.Duration // 0: not known
-		ramp int
-		want int
-	}{
-		{"pace not known", 0, 0, 4},
-		{"slow: one message a delivery", 15 * time.Millisecond, 32, 4},
-		{"fast, after a failure", time.Millisecond, 1, 4},
-		{"fast", time.Millisecond, 2, 10},
-	} {
-		w := newWorker(d, "w"+strconv.Itoa(i))
-		if c.pace > 0 {
-			w.pace["narrow"], w.ramp["narrow"] = c.pace, c.ramp
-		}
-		w.claimIfRoom(ctx, ctx)
-		require.Len(t, w.flights, c.want, c.name)
-		landAll(w)
-	}
-	require.Equal(t, 30-22, countWhere(t, pool, "state = 'pending'"))
 }
 
 // A finalize that makes messages due while its worker has no room to
