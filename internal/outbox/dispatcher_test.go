@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -1086,6 +1087,47 @@ func TestFinishedDeliveriesAreFinalizedTogether(t *testing.T) {
 	w.applyFinalize(<-w.finalized)
 	require.True(t, isDelivered(c))
 	require.Empty(t, w.flights)
+}
+
+// A finalize never carries part of an aggregate's results, even past
+// finalizeMost: the finalize of the first part would move the aggregate
+// on and free it, the next claim would lease the rest again, and the
+// finalize of the rest would be stale (the messages delivered twice).
+func TestAFinalizeNeverSplitsAnAggregatesResults(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "alpha")
+	enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
+	for range 5 {
+		enqueue(t, pool, Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: "1", Payload: []byte(`{}`)})
+	}
+	d := New(pool, Config{Logger: testlog.New(t), Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	groups, err := d.claim(ctx, "w", 10, nil)
+	require.NoError(t, err)
+	require.Len(t, groups, 2)
+	slices.SortFunc(groups, func(a, b group) int { return cmp.Compare(len(a.msgs), len(b.msgs)) })
+	require.Len(t, groups[1].msgs, 5, "the aggregate's messages in one delivery")
+	now := time.Now()
+	// Stale copies of the unordered message fill the finalize up to two
+	// short of finalizeMost: they change nothing.
+	stale := result{msg: groups[0].msgs[0], outcome: outcomeDelivered, started: now, finished: now}
+	stale.msg.LeaseVersion--
+	w := newWorker(d, "w")
+	for range finalizeMost - 2 {
+		w.done = append(w.done, stale)
+	}
+	for _, m := range groups[1].msgs {
+		w.done = append(w.done, result{msg: m, outcome: outcomeDelivered, started: now, finished: now})
+	}
+
+	w.startFinalize()
+	require.Empty(t, w.done, "the aggregate's five results in the same finalize")
+	o := <-w.finalized
+	require.NoError(t, o.err)
+	require.Equal(t, 5, countWhere(t, pool, "state = 'delivered' AND aggregate_id = '1'"))
+	again, err := d.claim(ctx, "w", 10, nil)
+	require.NoError(t, err)
+	require.Empty(t, again, "nothing left to lease again")
 }
 
 // A finalize carries finalizeMost results at most: the rest wait for the

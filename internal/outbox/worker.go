@@ -293,9 +293,10 @@ type finalizeOutcome struct {
 	err     error
 }
 
-// startFinalize sends the finished deliveries, finalizeMost at most, to
-// be finalized on a goroutine of its own, unless a finalize is in flight
-// already: its outcome starts the next (applyFinalize), or the flush does.
+// startFinalize sends the finished deliveries, finalizeMost at most (more
+// only to end with the whole of an aggregate's results), to be finalized
+// on a goroutine of its own, unless a finalize is in flight already: its
+// outcome starts the next (applyFinalize), or the flush does.
 // Finalized on the loop, each finalize held the worker's claims back for a
 // round trip: under 1,000 messages a second a wake-up waited up to tens of
 // milliseconds for a worker free to claim, and a drain's claims waited
@@ -306,6 +307,13 @@ func (w *worker) startFinalize() {
 		return
 	}
 	n := min(len(w.done), finalizeMost)
+	// Never part of an aggregate's results (a delivery's, appended
+	// together): the finalize of the first part would move the aggregate
+	// on and free it, a claim would lease the rest again, and their own
+	// finalize would be stale, the messages delivered twice.
+	for n < len(w.done) && w.done[n].msg.AggregateID != "" && keyOf(w.done[n].msg) == keyOf(w.done[n-1].msg) {
+		n++
+	}
 	// Capped at n, so that results appended to the rest never reach it.
 	batch := w.done[:n:n]
 	w.done = w.done[n:]
