@@ -55,12 +55,12 @@ type claimRequest struct {
 // messages a second; BENCHMARKS.md, "Planned claims on a new outbox" and
 // "A claim's deliveries start as each statement returns").
 func (d *Dispatcher) claimPaced(ctx context.Context, r claimRequest) (claimed []group, capped bool, err error) {
-	destinations, caps, atShare := d.claimable(r.limit, r.held)
-	if len(destinations) == 0 || r.limit <= 0 {
+	caps, atShare := d.claimable(r.limit, r.held, r.sizes)
+	if len(caps.names) == 0 || r.limit <= 0 {
 		return nil, atShare, nil
 	}
 	start := time.Now()
-	c := &claimStep{d: d, ctx: ctx, r: r, destinations: destinations, caps: caps}
+	c := &claimStep{d: d, ctx: ctx, r: r, caps: caps}
 	first, second := c.unordered, c.ordered
 	if r.orderedFirst {
 		first, second = c.ordered, c.unordered
@@ -80,27 +80,29 @@ func (d *Dispatcher) claimPaced(ctx context.Context, r claimRequest) (claimed []
 	}
 	d.cfg.Metrics.claimSeconds.Observe(time.Since(start).Seconds())
 	d.noteClaimed(messagesIn(c.claimed))
-	return c.claimed, atShare || slices.Contains(c.caps, 0), nil
+	return c.claimed, atShare || slices.Contains(c.caps.unordered, 0) || slices.Contains(c.caps.ordered, 0), nil
 }
 
 // claimStep is a claim in progress (claimPaced): the destinations it may
-// lease from, with how many deliveries each may still take, and what its
-// statements have leased so far.
+// lease from, with how many deliveries of each kind each may still take,
+// and what its statements have leased so far.
 type claimStep struct {
-	d            *Dispatcher
-	ctx          context.Context
-	r            claimRequest
-	destinations []string
-	caps         []int32
-	claimed      []group
+	d       *Dispatcher
+	ctx     context.Context
+	r       claimRequest
+	caps    claimCaps
+	claimed []group
 }
 
-// took takes what a statement leased off the destinations' caps, and
-// passes it on to the request's leased.
+// took takes what a statement leased off the destinations' caps of both
+// kinds (never below 0: a destination's aggregates may have a larger
+// share than its unordered messages), and passes it on to the request's
+// leased.
 func (c *claimStep) took(groups []group) {
 	for _, g := range groups {
-		if i := slices.Index(c.destinations, g.msgs[0].Destination); i >= 0 {
-			c.caps[i]--
+		if i := slices.Index(c.caps.names, g.msgs[0].Destination); i >= 0 {
+			c.caps.unordered[i] = max(c.caps.unordered[i]-1, 0)
+			c.caps.ordered[i] = max(c.caps.ordered[i]-1, 0)
 		}
 	}
 	c.claimed = append(c.claimed, groups...)
@@ -112,7 +114,7 @@ func (c *claimStep) took(groups []group) {
 // unordered leases up to n deliveries of unordered messages, and says how
 // many it leased.
 func (c *claimStep) unordered(n int) (int, error) {
-	share := unorderedShareOf(c.destinations, c.caps, n, c.r.sizes)
+	share := unorderedShareOf(c.caps.names, c.caps.unordered, n, c.r.sizes)
 	if len(share.names) == 0 {
 		return 0, nil
 	}
@@ -166,7 +168,7 @@ func takeTurn(ctx context.Context, turn chan struct{}) (release func(), err erro
 func (c *claimStep) ordered(n int) (int, error) {
 	// No destination with room left (the other kind took it all): the
 	// ordered claim could lease nothing, and is not sent.
-	if !slices.ContainsFunc(c.caps, func(left int32) bool { return left > 0 }) {
+	if !slices.ContainsFunc(c.caps.ordered, func(left int32) bool { return left > 0 }) {
 		return 0, nil
 	}
 	rows, err := c.leaseAggregates(n)
@@ -187,7 +189,7 @@ func (c *claimStep) leaseAggregates(n int) ([]queries.OutboxClaimOrderedRow, err
 	}
 	defer release()
 	return c.d.claimQueries(true).OutboxClaimOrdered(c.ctx, queries.OutboxClaimOrderedParams{
-		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: c.destinations, Caps: c.caps,
+		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: c.caps.names, Caps: c.caps.ordered,
 		Aggregates: int32(n), PerAggregate: int32(c.d.cfg.AggregateBatch), Now: c.d.now(),
 	})
 }

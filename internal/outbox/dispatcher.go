@@ -338,23 +338,41 @@ func (d *Dispatcher) release(ctx context.Context, worker string, msgs []claimedM
 // deliveries in flight per destination. atShare says that a destination
 // was left out because the worker holds too much of its share (not for an
 // open breaker): deliveries landing there make room for more.
-func (d *Dispatcher) claimable(limit int, held map[string]int) (names []string, caps []int32, atShare bool) {
+//
+// Aggregates may have a larger share (orderedShare): once a destination
+// is claimed for, its ordered claim may lease up to that, less what the
+// worker holds.
+func (d *Dispatcher) claimable(limit int, held, sizes map[string]int) (c claimCaps, atShare bool) {
 	table := d.routes.Load()
 	for _, name := range table.names {
-		share := d.share(table.routes[name])
+		route := table.routes[name]
+		share := d.share(route)
 		// Like the window itself, a destination is claimed for only once
 		// half its share is free, so that claims stay large.
-		if free := share - held[name]; free >= max(share/2, 1) {
-			names, caps = append(names, name), append(caps, int32(min(free, limit)))
-		} else if share > 0 {
-			atShare = true
+		free := share - held[name]
+		if free < max(share/2, 1) {
+			atShare = atShare || share > 0
+			continue
 		}
+		c.names = append(c.names, name)
+		c.unordered = append(c.unordered, int32(min(free, limit)))
+		c.ordered = append(c.ordered, int32(min(d.orderedShare(route, share, sizes[name])-held[name], limit)))
 	}
-	rand.Shuffle(len(names), func(i, j int) {
-		names[i], names[j] = names[j], names[i]
-		caps[i], caps[j] = caps[j], caps[i]
+	rand.Shuffle(len(c.names), func(i, j int) {
+		c.names[i], c.names[j] = c.names[j], c.names[i]
+		c.unordered[i], c.unordered[j] = c.unordered[j], c.unordered[i]
+		c.ordered[i], c.ordered[j] = c.ordered[j], c.ordered[i]
 	})
-	return names, caps, atShare
+	return c, atShare
+}
+
+// claimCaps are the destinations a claim may lease from, and how many
+// deliveries each may still take: of unordered messages, and of
+// aggregates (claimable).
+type claimCaps struct {
+	names     []string
+	unordered []int32
+	ordered   []int32
 }
 
 // share is the most deliveries of route's destination one worker may hold.
@@ -372,6 +390,35 @@ func (d *Dispatcher) share(route Route) int {
 		most = min(most, int(math.Ceil(cfg.Rate))+cfg.Burst)
 	}
 	return max(min(2*most, d.cfg.BatchSize/2), 1)
+}
+
+// fastGroupSize is the unordered group size (worker.groupSizes) from
+// which a destination counts as keeping up fast: two deliveries in a row
+// went through since its last failure (the ramp: 1, 2, 4), at 5 ms a
+// message or less (unorderedGroupTime / 4).
+const fastGroupSize = 4
+
+// orderedShare is the most aggregates of route's destination one worker
+// may hold, given its share and its unordered group size there (size, 0:
+// pace not known): half the window, whatever its bulkhead, where the
+// destination keeps up fast and has no rate limit; its share elsewhere.
+// Under offered load an aggregate brings one or two messages to a claim,
+// and at twice a bulkhead of 16 the ordered claims leased too few of them
+// to keep up at about 2,000 messages a second on two cores
+// (BENCHMARKS.md, "Offered load at 1,000 and 5,000 a second on a fresh
+// machine"). Unordered messages keep their share: there a delivery grows
+// with the pace instead, and the larger share made their claims larger
+// and drains slower ("A fast destination's share of half the window").
+// A rate-limited destination's fast pace may only mean that its burst's
+// tokens are not spent yet.
+func (d *Dispatcher) orderedShare(route Route, share, size int) int {
+	if share == 0 || size < fastGroupSize {
+		return share
+	}
+	if g := route.Guard; g != nil && g.Config().Rate > 0 {
+		return share
+	}
+	return max(share, d.cfg.BatchSize/2)
 }
 
 // claimedMessage is a leased message as a claim returns it. An ordered one

@@ -1343,6 +1343,65 @@ func TestAWorkerAtADestinationsShareClaimsAgainWhenItsDeliveriesLand(t *testing.
 	require.Len(t, w.flights, 4, "narrow's next four")
 }
 
+// A destination that keeps up fast (two deliveries in a row went through
+// at 5 ms a message or less since its last failure) may fill half the
+// worker's window with aggregates, whatever its bulkhead: under offered
+// load each aggregate brings a message or two to a claim, and twice the
+// bulkhead's aggregates a claim were too few to keep up. Its unordered
+// messages keep twice the bulkhead (their deliveries grow with the pace
+// instead), and so does a rate-limited destination, whose fast pace may
+// only mean unspent burst. The pace comes from deliveries landing
+// (worker.clock), as in a running worker.
+func TestAFastDestinationsAggregatesMayFillHalfTheWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "narrow", "limited")
+	narrow, err := guard.New("narrow", guard.Config{Concurrency: 2}, nil) // a share of 4 deliveries
+	require.NoError(t, err)
+	limited, err := guard.New("limited", guard.Config{Concurrency: 2, Rate: 1000, Burst: 10}, nil) // also 4
+	require.NoError(t, err)
+	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 20, IdlePoll: time.Hour, Routes: map[string]Route{
+		"narrow": {Destination: acceptAll, Guard: narrow}, "limited": {Destination: acceptAll, Guard: limited}}})
+	landing := func(name, outcome string, elapsed time.Duration) landed {
+		msg := claimedMessage{OutboxClaimUnorderedRow: queries.OutboxClaimUnorderedRow{Destination: name}}
+		return landed{results: []result{{msg: msg, outcome: outcome}}, elapsed: elapsed}
+	}
+	fast := func(name string) landed { return landing(name, outcomeDelivered, time.Millisecond) }
+	slow := landing("narrow", outcomeDelivered, 15*time.Millisecond)
+	for _, c := range []struct {
+		name        string
+		destination string
+		aggregates  bool
+		landings    []landed // before the claim, in order
+		want        int      // deliveries claimed
+	}{
+		{"pace not known", "narrow", true, nil, 4},
+		{"slow", "narrow", true, []landed{slow, slow}, 4},
+		{"fast once", "narrow", true, []landed{fast("narrow")}, 4},
+		{"fast twice", "narrow", true, []landed{fast("narrow"), fast("narrow")}, 10},
+		{"fast twice, then a failure", "narrow", true, []landed{fast("narrow"), fast("narrow"), landing("narrow", outcomeRetry, time.Millisecond)}, 4},
+		{"fast twice, rate-limited", "limited", true, []landed{fast("limited"), fast("limited")}, 4},
+		{"fast twice, unordered", "narrow", false, []landed{fast("narrow"), fast("narrow")}, 4},
+	} {
+		for i := range 30 {
+			m := Message{Topic: "t", Destination: c.destination, Payload: []byte(`{}`)}
+			if c.aggregates {
+				m.AggregateType, m.AggregateID = "order", strconv.Itoa(i)
+			}
+			enqueue(t, pool, m)
+		}
+		w := newWorker(d, "w")
+		for _, l := range c.landings {
+			w.clock(l)
+		}
+		w.claimIfRoom(ctx, ctx)
+		require.Len(t, w.flights, c.want, c.name)
+		landAll(w)
+		_, err := pool.Exec(ctx, "DELETE FROM switchyard.outbox")
+		require.NoError(t, err)
+	}
+}
+
 // A finalize that makes messages due while its worker has no room to
 // claim them wakes another worker; with room, the worker claims them
 // itself and wakes no one. Either way the worker claims once it has room.
