@@ -11,7 +11,8 @@ import (
 
 // claim leases up to limit deliveries: messages without an aggregate (at
 // least half of limit when that many are due) and aggregates for the rest,
-// each destination within its share (see claimable). Each unordered
+// each destination within its share, or its aggregates within theirs (see
+// claimable). Each unordered
 // message is a delivery of its own; a worker's claims group them by pace
 // (claimPaced).
 func (d *Dispatcher) claim(ctx context.Context, worker string, limit int, held map[string]int) ([]group, error) {
@@ -25,7 +26,8 @@ type claimRequest struct {
 	limit  int            // most deliveries to lease
 	held   map[string]int // the worker's deliveries in flight per destination
 	// sizes is how many unordered messages one delivery may run at each
-	// destination (worker.groupSizes); 1 where not given.
+	// destination (worker.groupSizes); 1 where not given. They also say
+	// which destinations keep up fast (Dispatcher.orderedShare).
 	sizes map[string]int
 	// orderedFirst sends the ordered claim before the unordered one: the
 	// worker's last claim found ordered messages only, and was not full.
@@ -166,8 +168,8 @@ func takeTurn(ctx context.Context, turn chan struct{}) (release func(), err erro
 // ordered leases up to n aggregates, each a delivery of its messages in
 // order, and says how many it leased.
 func (c *claimStep) ordered(n int) (int, error) {
-	// No destination with room left (the other kind took it all): the
-	// ordered claim could lease nothing, and is not sent.
+	// No destination with room left for aggregates (the other kind took
+	// it all): the ordered claim could lease nothing, and is not sent.
 	if !slices.ContainsFunc(c.caps.ordered, func(left int32) bool { return left > 0 }) {
 		return 0, nil
 	}

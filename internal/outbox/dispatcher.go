@@ -395,7 +395,8 @@ func (d *Dispatcher) share(route Route) int {
 // fastGroupSize is the unordered group size (worker.groupSizes) from
 // which a destination counts as keeping up fast: two deliveries in a row
 // went through since its last failure (the ramp: 1, 2, 4), at 5 ms a
-// message or less (unorderedGroupTime / 4).
+// message or less (unorderedGroupTime / 4). With an AggregateBatch under
+// 4 no destination gets there, and aggregates keep the share.
 const fastGroupSize = 4
 
 // orderedShare is the most aggregates of route's destination one worker

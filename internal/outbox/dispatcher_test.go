@@ -1124,10 +1124,40 @@ func TestAFinalizeNeverSplitsAnAggregatesResults(t *testing.T) {
 	require.Empty(t, w.done, "the aggregate's five results in the same finalize")
 	o := <-w.finalized
 	require.NoError(t, o.err)
+	w.applyFinalize(o)
 	require.Equal(t, 5, countWhere(t, pool, "state = 'delivered' AND aggregate_id = '1'"))
 	again, err := d.claim(ctx, "w", 10, nil)
 	require.NoError(t, err)
 	require.Empty(t, again, "nothing left to lease again")
+
+	// Results of an earlier lease of an aggregate (run out while they
+	// waited for their finalize) followed by the next lease's: the batch
+	// ends with the earlier lease's, and the next lease's apply in the
+	// next finalize, under their own lease.
+	for range 3 {
+		enqueue(t, pool, Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: "2", Payload: []byte(`{}`)})
+	}
+	groups, err = d.claim(ctx, "w", 10, nil)
+	require.NoError(t, err)
+	require.Len(t, groups, 1)
+	require.Len(t, groups[0].msgs, 3)
+	for range finalizeMost - 2 {
+		w.done = append(w.done, stale)
+	}
+	for _, m := range groups[0].msgs[:2] {
+		earlier := result{msg: m, outcome: outcomeDelivered, started: now, finished: now}
+		earlier.msg.AggregateLeaseVersion--
+		w.done = append(w.done, earlier)
+	}
+	for _, m := range groups[0].msgs {
+		w.done = append(w.done, result{msg: m, outcome: outcomeDelivered, started: now, finished: now})
+	}
+	w.startFinalize()
+	require.Len(t, w.done, 3, "the next lease's results wait for the next finalize")
+	w.applyFinalize(<-w.finalized)
+	require.True(t, w.finalizing, "the outcome starts the next finalize")
+	w.applyFinalize(<-w.finalized)
+	require.Equal(t, 3, countWhere(t, pool, "state = 'delivered' AND aggregate_id = '2'"))
 }
 
 // A finalize carries finalizeMost results at most: the rest wait for the
@@ -1369,26 +1399,32 @@ func TestAFastDestinationsAggregatesMayFillHalfTheWindow(t *testing.T) {
 	fast := func(name string) landed { return landing(name, outcomeDelivered, time.Millisecond) }
 	slow := landing("narrow", outcomeDelivered, 15*time.Millisecond)
 	for _, c := range []struct {
-		name        string
-		destination string
-		aggregates  bool
-		landings    []landed // before the claim, in order
-		want        int      // deliveries claimed
+		name          string
+		destination   string
+		aggregates    bool     // 30 messages in 30 aggregates
+		unordered     bool     // 30 unordered messages
+		landings      []landed // before the claim, in order
+		want          int      // deliveries claimed
+		wantUnordered int      // of them, of unordered messages
 	}{
-		{"pace not known", "narrow", true, nil, 4},
-		{"slow", "narrow", true, []landed{slow, slow}, 4},
-		{"fast once", "narrow", true, []landed{fast("narrow")}, 4},
-		{"fast twice", "narrow", true, []landed{fast("narrow"), fast("narrow")}, 10},
-		{"fast twice, then a failure", "narrow", true, []landed{fast("narrow"), fast("narrow"), landing("narrow", outcomeRetry, time.Millisecond)}, 4},
-		{"fast twice, rate-limited", "limited", true, []landed{fast("limited"), fast("limited")}, 4},
-		{"fast twice, unordered", "narrow", false, []landed{fast("narrow"), fast("narrow")}, 4},
+		{"pace not known", "narrow", true, false, nil, 4, 0},
+		{"slow", "narrow", true, false, []landed{slow, slow}, 4, 0},
+		{"fast once", "narrow", true, false, []landed{fast("narrow")}, 4, 0},
+		{"fast twice", "narrow", true, false, []landed{fast("narrow"), fast("narrow")}, 10, 0},
+		{"fast twice, then a failure", "narrow", true, false, []landed{fast("narrow"), fast("narrow"), landing("narrow", outcomeRetry, time.Millisecond)}, 4, 0},
+		{"fast twice, rate-limited", "limited", true, false, []landed{fast("limited"), fast("limited")}, 4, 0},
+		{"fast twice, unordered", "narrow", false, true, []landed{fast("narrow"), fast("narrow")}, 4, 4},
+		// The unordered statement first: its share, then aggregates up to
+		// theirs, the unordered deliveries counted against it.
+		{"fast twice, both kinds", "narrow", true, true, []landed{fast("narrow"), fast("narrow")}, 10, 4},
 	} {
 		for i := range 30 {
-			m := Message{Topic: "t", Destination: c.destination, Payload: []byte(`{}`)}
 			if c.aggregates {
-				m.AggregateType, m.AggregateID = "order", strconv.Itoa(i)
+				enqueue(t, pool, Message{Topic: "t", Destination: c.destination, AggregateType: "order", AggregateID: strconv.Itoa(i), Payload: []byte(`{}`)})
 			}
-			enqueue(t, pool, m)
+			if c.unordered {
+				enqueue(t, pool, Message{Topic: "t", Destination: c.destination, Payload: []byte(`{}`)})
+			}
 		}
 		w := newWorker(d, "w")
 		for _, l := range c.landings {
@@ -1396,6 +1432,13 @@ func TestAFastDestinationsAggregatesMayFillHalfTheWindow(t *testing.T) {
 		}
 		w.claimIfRoom(ctx, ctx)
 		require.Len(t, w.flights, c.want, c.name)
+		unordered := 0
+		for _, f := range w.flights {
+			if f.g.msgs[0].AggregateID == "" {
+				unordered++
+			}
+		}
+		require.Equal(t, c.wantUnordered, unordered, c.name)
 		landAll(w)
 		_, err := pool.Exec(ctx, "DELETE FROM switchyard.outbox")
 		require.NoError(t, err)

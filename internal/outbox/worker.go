@@ -20,7 +20,8 @@ const flushInterval = 10 * time.Millisecond
 // every 50 messages, as this did when it counted half a window of
 // deliveries in messages, cost a third of the drain's CPU (BENCHMARKS.md,
 // "Finalize per flush"). The flush already bounds the wait; this only
-// bounds a statement's size.
+// bounds a statement's size, which may pass it by less than an
+// aggregate's delivery (startFinalize).
 const finalizeMost = 1000
 
 // worker is one claim-deliver-finalize loop. It keeps up to BatchSize
@@ -311,7 +312,7 @@ func (w *worker) startFinalize() {
 	// together): the finalize of the first part would move the aggregate
 	// on and free it, a claim would lease the rest again, and their own
 	// finalize would be stale, the messages delivered twice.
-	for n < len(w.done) && w.done[n].msg.AggregateID != "" && keyOf(w.done[n].msg) == keyOf(w.done[n-1].msg) {
+	for n < len(w.done) && w.done[n].msg.AggregateID != "" && sameDelivery(w.done[n].msg, w.done[n-1].msg) {
 		n++
 	}
 	// Capped at n, so that results appended to the rest never reach it.
@@ -371,7 +372,7 @@ func (w *worker) settle(o finalizeOutcome) {
 }
 
 // finalizeAll waits for the finalize in flight, then finalizes what is
-// left, finalizeMost at a time, even while stopping: their outcomes
+// left, about finalizeMost at a time (startFinalize), even while stopping: their outcomes
 // happened. What the finalize in flight held back is tried once more;
 // what an enqueuing transaction still holds back after that is left to
 // its lease's expiry.
