@@ -12,9 +12,8 @@ import (
 // claim leases up to limit deliveries: messages without an aggregate (at
 // least half of limit when that many are due) and aggregates for the rest,
 // each destination within its share, or its aggregates within theirs (see
-// claimable). Each unordered
-// message is a delivery of its own; a worker's claims group them by pace
-// (claimPaced).
+// claimable). Each unordered message is a delivery of its own; a worker's
+// claims group them by pace (claimPaced).
 func (d *Dispatcher) claim(ctx context.Context, worker string, limit int, held map[string]int) ([]group, error) {
 	groups, _, err := d.claimPaced(ctx, claimRequest{worker: worker, limit: limit, held: held})
 	return groups, err

@@ -1089,10 +1089,12 @@ func TestFinishedDeliveriesAreFinalizedTogether(t *testing.T) {
 	require.Empty(t, w.flights)
 }
 
-// A finalize never carries part of an aggregate's results, even past
+// A finalize never carries part of an aggregate's delivery, even past
 // finalizeMost: the finalize of the first part would move the aggregate
 // on and free it, the next claim would lease the rest again, and the
-// finalize of the rest would be stale (the messages delivered twice).
+// finalize of the rest would be stale (the messages delivered twice). Nor
+// does it pass finalizeMost for the next lease of the same aggregate,
+// whose results then apply under their own lease.
 func TestAFinalizeNeverSplitsAnAggregatesResults(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
