@@ -103,6 +103,7 @@ func (d *Dispatcher) finalizeParams(worker string, results []result) queries.Out
 		p.FinishedAts = append(p.FinishedAts, r.finished)
 	}
 	for _, a := range aggregates {
+		p.AggregatePositions = append(p.AggregatePositions, position[a.key])
 		p.AggregateDestinations = append(p.AggregateDestinations, a.key.destination)
 		p.AggregateTypes = append(p.AggregateTypes, a.key.aggregateType)
 		p.AggregateIds = append(p.AggregateIds, a.key.aggregateID)

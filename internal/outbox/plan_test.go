@@ -2,6 +2,8 @@ package outbox
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -373,3 +375,88 @@ func TestTheDispatcherDescribesANewOutboxOnceItHasClaimedEnough(t *testing.T) {
 		return rows >= planStatisticsFloor && d.stats.outbox.Load()
 	})
 }
+
+// A small finalize's generic plan expects no more aggregates than
+// messages: both come as unnests of array parameters. The aggregates'
+// positions were a generate_series over one, which a generic plan takes
+// to be a thousand rows, and each small finalize then read and hashed all
+// of outbox_aggregates to lock the few rows it moves on.
+func TestASmallFinalizesGenericPlanExpectsNoMoreAggregatesThanMessages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "alpha")
+	var finalize capturedQuery
+	_, err := queries.New(&finalize).OutboxFinalize(ctx, queries.OutboxFinalizeParams{})
+	require.ErrorIs(t, err, errCaptured)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`, pgx.QueryExecModeSimpleProtocol)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `PREPARE small_finalize AS `+finalize.sql, pgx.QueryExecModeSimpleProtocol)
+	require.NoError(t, err)
+	// The generic plan does not depend on the arguments, and EXPLAIN
+	// without ANALYZE runs nothing.
+	nulls := strings.Repeat("NULL, ", len(finalize.args)-1) + "NULL"
+	var plan []byte
+	require.NoError(t, tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE small_finalize(`+nulls+`)`,
+		pgx.QueryExecModeSimpleProtocol).Scan(&plan))
+	var explained []struct{ Plan map[string]any }
+	require.NoError(t, json.Unmarshal(plan, &explained))
+	require.Len(t, explained, 1)
+	messages, aggregates := cteRows(explained[0].Plan, "input"), cteRows(explained[0].Plan, "aggregate_input")
+	require.Positive(t, messages, "input's estimate: %s", plan)
+	require.Positive(t, aggregates, "aggregate_input's estimate: %s", plan)
+	require.LessOrEqual(t, aggregates, messages, "the aggregates are expected to be no more than the messages")
+}
+
+// cteRows is the planner's estimate of the rows of the CTE named name in
+// an EXPLAIN (FORMAT JSON) plan, or 0 if it has none.
+func cteRows(node map[string]any, name string) float64 {
+	if node["Subplan Name"] == "CTE "+name {
+		rows, _ := node["Plan Rows"].(float64)
+		return rows
+	}
+	children, _ := node["Plans"].([]any)
+	for _, c := range children {
+		if child, ok := c.(map[string]any); ok {
+			if rows := cteRows(child, name); rows > 0 {
+				return rows
+			}
+		}
+	}
+	return 0
+}
+
+// errCaptured is what capturedQuery returns instead of running a query.
+var errCaptured = errors.New("captured, not run")
+
+// capturedQuery is a queries.DBTX that keeps the SQL and arguments of the
+// query it is given, and runs nothing (CopyFrom and SendBatch, of the nil
+// DBTX it embeds, are not for it).
+type capturedQuery struct {
+	queries.DBTX
+	sql  string
+	args []any
+}
+
+func (c *capturedQuery) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	c.sql, c.args = sql, args
+	return pgconn.CommandTag{}, errCaptured
+}
+
+func (c *capturedQuery) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
+	c.sql, c.args = sql, args
+	return nil, errCaptured
+}
+
+func (c *capturedQuery) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	c.sql, c.args = sql, args
+	return capturedRow{}
+}
+
+// capturedRow is capturedQuery's row: its Scan reports errCaptured.
+type capturedRow struct{}
+
+func (capturedRow) Scan(...any) error { return errCaptured }

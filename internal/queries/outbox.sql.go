@@ -600,14 +600,20 @@ WITH input AS (
         unnest($13::timestamptz[]) AS finished_at
 ),
 aggregate_input AS (
-    SELECT generate_series(1, cardinality($14::text[])) AS position,
-        unnest($14::text[]) AS destination,
-        unnest($15::text[]) AS aggregate_type,
-        unnest($16::text[]) AS aggregate_id,
-        unnest($17::bigint[]) AS lease_version,
-        unnest($18::bigint[]) AS done_seq,
-        unnest($19::float8[]) AS due_in_ms,
-        unnest($20::boolean[]) AS blocked
+    -- The positions (1, 2, ...) come as an array too: an unnest of an
+    -- array parameter is planned as ten rows, as input's are, where a
+    -- generate_series over one was a thousand, and a small finalize's
+    -- generic plan then read and hashed all of outbox_aggregates to lock
+    -- its few rows (BENCHMARKS.md, "A small finalize that expects as many
+    -- aggregates as messages").
+    SELECT unnest($14::int[]) AS position,
+        unnest($15::text[]) AS destination,
+        unnest($16::text[]) AS aggregate_type,
+        unnest($17::text[]) AS aggregate_id,
+        unnest($18::bigint[]) AS lease_version,
+        unnest($19::bigint[]) AS done_seq,
+        unnest($20::float8[]) AS due_in_ms,
+        unnest($21::boolean[]) AS blocked
 ),
 locked_aggregates AS (
     SELECT a.destination, a.aggregate_type, a.aggregate_id
@@ -626,7 +632,7 @@ aggregates AS (
     UPDATE switchyard.outbox_aggregates a
     SET done_seq = greatest(a.done_seq, ai.done_seq),
         due_at = CASE WHEN ai.blocked THEN 'infinity'::timestamptz
-            ELSE coalesce($21::timestamptz, now()) + make_interval(secs => ai.due_in_ms / 1000) END,
+            ELSE coalesce($22::timestamptz, now()) + make_interval(secs => ai.due_in_ms / 1000) END,
         lease_owner = NULL
     FROM aggregate_input ai
     WHERE a.destination = ai.destination AND a.aggregate_type = ai.aggregate_type
@@ -641,7 +647,7 @@ applied AS (
     SET state = CASE i.outcome WHEN 'delivered' THEN 'delivered' WHEN 'dead' THEN 'dead' ELSE 'pending' END,
         -- Retry times come from the database's clock, like every claim's.
         next_attempt_at = CASE WHEN i.outcome IN ('retry', 'released')
-            THEN coalesce($21::timestamptz, now()) + make_interval(secs => i.retry_delay_ms / 1000)
+            THEN coalesce($22::timestamptz, now()) + make_interval(secs => i.retry_delay_ms / 1000)
             ELSE o.next_attempt_at END,
         attempts = o.attempts + i.attempt_delta,
         lease_owner = NULL,
@@ -651,7 +657,7 @@ applied AS (
         finished_at = CASE WHEN i.outcome IN ('delivered', 'dead') THEN now() END,
         -- The attempt that delivered the message is recorded here, not in
         -- outbox_attempts (migrations/00023_outbox_delivered_attempt.sql).
-        delivered_by = CASE WHEN i.outcome = 'delivered' THEN $22::text END,
+        delivered_by = CASE WHEN i.outcome = 'delivered' THEN $23::text END,
         delivered_started_at = CASE WHEN i.outcome = 'delivered' THEN i.started_at END,
         delivered_ms = CASE WHEN i.outcome = 'delivered' THEN extract(epoch FROM i.finished_at - i.started_at) * 1000 END,
         delivered_status = CASE WHEN i.outcome = 'delivered' THEN NULLIF(i.status_code, 0) END,
@@ -672,7 +678,7 @@ attempts AS (
     INSERT INTO switchyard.outbox_attempts (
         message_id, attempt, worker, lease_version, started_at, finished_at,
         outcome, applied, status_code, response, error, duration_ms)
-    SELECT i.id, i.attempt, $22::text, i.lease_version, i.started_at, i.finished_at,
+    SELECT i.id, i.attempt, $23::text, i.lease_version, i.started_at, i.finished_at,
         i.outcome, i.applied, NULLIF(i.status_code, 0),
         NULLIF(i.response, ''), NULLIF(i.error, ''),
         extract(epoch FROM i.finished_at - i.started_at) * 1000
@@ -732,7 +738,7 @@ dead_hours AS (
 ),
 stats AS (
     INSERT INTO switchyard.delivery_stats AS s (second, destination, topic, worker, delivered, retried, dead, latency_ms_sum)
-    SELECT date_trunc('second', now()), a.destination, a.topic, $22::text,
+    SELECT date_trunc('second', now()), a.destination, a.topic, $23::text,
         count(*) FILTER (WHERE i.outcome = 'delivered'),
         count(*) FILTER (WHERE i.outcome = 'retry'),
         count(*) FILTER (WHERE i.outcome = 'dead'),
@@ -768,6 +774,7 @@ type OutboxFinalizeParams struct {
 	Responses              []string
 	StartedAts             []time.Time
 	FinishedAts            []time.Time
+	AggregatePositions     []int32
 	AggregateDestinations  []string
 	AggregateTypes         []string
 	AggregateIds           []string
@@ -830,6 +837,7 @@ func (q *Queries) OutboxFinalize(ctx context.Context, arg OutboxFinalizeParams) 
 		arg.Responses,
 		arg.StartedAts,
 		arg.FinishedAts,
+		arg.AggregatePositions,
 		arg.AggregateDestinations,
 		arg.AggregateTypes,
 		arg.AggregateIds,

@@ -270,7 +270,13 @@ WITH input AS (
         unnest(@finished_ats::timestamptz[]) AS finished_at
 ),
 aggregate_input AS (
-    SELECT generate_series(1, cardinality(@aggregate_destinations::text[])) AS position,
+    -- The positions (1, 2, ...) come as an array too: an unnest of an
+    -- array parameter is planned as ten rows, as input's are, where a
+    -- generate_series over one was a thousand, and a small finalize's
+    -- generic plan then read and hashed all of outbox_aggregates to lock
+    -- its few rows (BENCHMARKS.md, "A small finalize that expects as many
+    -- aggregates as messages").
+    SELECT unnest(@aggregate_positions::int[]) AS position,
         unnest(@aggregate_destinations::text[]) AS destination,
         unnest(@aggregate_types::text[]) AS aggregate_type,
         unnest(@aggregate_ids::text[]) AS aggregate_id,
