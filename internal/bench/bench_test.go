@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -65,14 +66,20 @@ func TestBenchDispatchInPlace(t *testing.T) {
 		{"offered load", []string{"--rate", "200", "--seconds", "2", "--aggregates", "50", "--workers", "2"}, "offered", 400},
 		{"offered load, local wake", []string{"--rate", "100", "--seconds", "1", "--workers", "2", "--wake", "local"}, "offered", 100},
 		{"offered load, shared NOTIFY", []string{"--rate", "200", "--seconds", "1", "--workers", "2", "--wake", "shared"}, "offered", 200},
-		// 100 untimed messages first: the figures describe the 100 after them.
-		{"offered load after a warm-up", []string{"--rate", "100", "--warmup-seconds", "1", "--seconds", "1", "--workers", "2", "--wake", "shared"}, "offered", 100},
+		// 100 untimed messages first: the figures describe the 100 after
+		// them, and --latency-out (a file of the test's own) lists them.
+		{"offered load after a warm-up", []string{"--rate", "100", "--warmup-seconds", "1", "--seconds", "1", "--workers", "2", "--wake", "shared", "--latency-out", latencyFile}, "offered", 100},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			url := dbtest.NewURL(t)
-			res, err := runBench(t, Config{Database: postgres.Config{URL: url}}, append([]string{"dispatch"}, tc.args...)...)
+			args := slices.Clone(tc.args)
+			latencies := filepath.Join(t.TempDir(), "latencies.csv")
+			if i := slices.Index(args, latencyFile); i >= 0 {
+				args[i] = latencies
+			}
+			res, err := runBench(t, Config{Database: postgres.Config{URL: url}}, append([]string{"dispatch"}, args...)...)
 			require.NoError(t, err)
 			require.Equal(t, tc.want, res.Messages)
 			require.Equal(t, tc.mode, res.Mode)
@@ -91,6 +98,13 @@ func TestBenchDispatchInPlace(t *testing.T) {
 				require.GreaterOrEqual(t, res.CommitP99Ms, res.CommitP50Ms)
 				require.LessOrEqual(t, res.CommitP50Ms, res.P50Ms)
 				require.LessOrEqual(t, res.CommitP99Ms, res.P99Ms)
+				// The messages at or over the p99 were committed in at
+				// least one window of 100 ms, and at most one each.
+				require.Positive(t, res.CommitP99Windows)
+				require.LessOrEqual(t, res.CommitP99Windows, max(res.Messages/100, 1)+1)
+				if slices.Contains(tc.args, "--latency-out") {
+					requireLatencyFile(t, latencies, res)
+				}
 				if slices.Contains(tc.args, "--warmup-seconds") {
 					require.Equal(t, 1, res.WarmupSeconds)
 					require.Positive(t, res.WarmupCommitP99Ms, "the warm-up's own latency is reported apart")
@@ -100,6 +114,7 @@ func TestBenchDispatchInPlace(t *testing.T) {
 			} else {
 				require.Zero(t, res.EnqueueP99Ms, "a drain enqueues before it is timed")
 				require.Zero(t, res.CommitP99Ms)
+				require.Zero(t, res.CommitP99Windows)
 			}
 			if slices.Contains(tc.args, "--http-floor") {
 				// As many signed requests again, each verified by the
@@ -118,6 +133,60 @@ func TestBenchDispatchInPlace(t *testing.T) {
 			requireNoBenchRows(t, url)
 		})
 	}
+}
+
+// latencyFile stands, in a case's arguments, for a file in the test's own
+// directory.
+const latencyFile = "LATENCY_FILE"
+
+// requireLatencyFile checks what --latency-out wrote: a header, then one
+// row per timed message (none of the warm-up's) in commit order, whose
+// latencies give the result's commit_p99_ms again.
+func requireLatencyFile(t *testing.T, path string, res benchResult) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	require.Equal(t, "message,committed_unix_ns,commit_to_delivered_us", lines[0])
+	require.Len(t, lines[1:], res.Messages)
+	seen := map[int]bool{}
+	var latencies durations
+	var last int64
+	for _, line := range lines[1:] {
+		var index int
+		var committed, micros int64
+		_, err := fmt.Sscanf(line, "%d,%d,%d", &index, &committed, &micros)
+		require.NoError(t, err, line)
+		require.GreaterOrEqual(t, index, res.OfferedPerSec*res.WarmupSeconds, "a warm-up message: %s", line)
+		require.False(t, seen[index], "listed twice: %s", line)
+		seen[index] = true
+		require.GreaterOrEqual(t, committed, last, "in commit order: %s", line)
+		last = committed
+		require.GreaterOrEqual(t, micros, int64(0), line)
+		latencies = append(latencies, time.Duration(micros)*time.Microsecond)
+	}
+	slices.Sort(latencies)
+	require.InDelta(t, res.CommitP99Ms, benchMillis(latencies.percentile(0.99)), 0.01)
+}
+
+// The windows that hold the slowest messages: one per window of commit
+// times, however many messages it holds; messages under the bound count
+// nowhere.
+func TestSlowWindowsCountsWindowsNotMessages(t *testing.T) {
+	t.Parallel()
+	base := time.Unix(1_800_000_000, 0)
+	at := func(ms int, latency time.Duration) committedLatency {
+		return committedLatency{committed: base.Add(time.Duration(ms) * time.Millisecond), latency: latency}
+	}
+	ls := []committedLatency{
+		at(0, time.Millisecond), at(10, 40*time.Millisecond), at(20, 50*time.Millisecond), at(99, 30*time.Millisecond),
+		at(150, 2*time.Millisecond), at(420, 35*time.Millisecond), at(430, 29*time.Millisecond),
+	}
+	require.Equal(t, 2, slowWindows(ls, 30*time.Millisecond, stallWindow))
+	require.Equal(t, 1, slowWindows(ls, 40*time.Millisecond, stallWindow))
+	require.Equal(t, 3, slowWindows(ls, 30*time.Millisecond, 50*time.Millisecond))
+	require.Zero(t, slowWindows(ls, time.Second, stallWindow))
+	require.Zero(t, slowWindows(nil, time.Millisecond, stallWindow))
 }
 
 // deliveredSince reads only its range of messages: the warm-up's stay out
@@ -215,6 +284,7 @@ func TestBenchCommandRejectsBadArguments(t *testing.T) {
 		{"dispatch", "--rate", "100", "--warmup-seconds", "-1"},
 		{"dispatch", "--messages", "100", "--warmup-seconds", "1"},
 		{"dispatch", "--messages", "100", "--http-floor"},
+		{"dispatch", "--messages", "100", "--latency-out", "latencies.csv"},
 		{"dispatch", "--rate", "100", "--destination", "http", "--http-floor"},
 		{"dispatch", "extra"},
 		{"dispatch", "--retained", "-1"},

@@ -218,13 +218,20 @@ func (r *deliveryRecorder) wrap(inner destination.Destination) destination.Desti
 // dispatcher has stopped and every enqueue has ended.
 func (r *deliveryRecorder) deliveredSince(at []time.Time, first, end int) durations {
 	out := make(durations, 0, end-first)
-	for i := first; i < end; i++ {
-		if delivered := r.deliveredAt[i].Load(); delivered != 0 && !at[i].IsZero() {
-			out = append(out, max(time.Unix(0, delivered).Sub(at[i]), 0))
-		}
-	}
+	r.eachDelivered(at, first, end, func(_ int, d time.Duration) { out = append(out, d) })
 	slices.Sort(out)
 	return out
+}
+
+// eachDelivered calls f, in order of i, with each offered message i from
+// first to end-1 that was delivered and the time from at[i] to its first
+// delivery (0 if the delivery came first; see deliveredSince).
+func (r *deliveryRecorder) eachDelivered(at []time.Time, first, end int, f func(i int, d time.Duration)) {
+	for i := first; i < end; i++ {
+		if delivered := r.deliveredAt[i].Load(); delivered != 0 && !at[i].IsZero() {
+			f(i, max(time.Unix(0, delivered).Sub(at[i]), 0))
+		}
+	}
 }
 
 // offeredMessageID is offered message i's id: a new version 7 UUID whose

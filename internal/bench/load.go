@@ -38,6 +38,9 @@ type benchMeasurement struct {
 	latency      durations
 	commits      durations // offered-load mode: each enqueuing transaction, BEGIN to COMMIT returned
 	sinceCommit  durations // offered-load mode: each message's COMMIT returned to its delivery
+	// offered-load mode: the windows (stallWindow) that hold the timed
+	// messages at or over sinceCommit's p99
+	commitP99Windows int
 	// offered-load mode: sinceCommit of the warm-up's messages
 	warmupSinceCommit durations
 	cpu               benchCPU // CPU per message over the measured phase (offered load: the enqueues' too)
@@ -165,6 +168,13 @@ func (b *benchRun) offered(ctx context.Context) (benchMeasurement, error) {
 	// (begin_p99_ms): one clock for both sides.
 	m.latency = b.recorder.deliveredSince(b.begunAt, warmup, len(b.begunAt))
 	m.sinceCommit = b.recorder.deliveredSince(b.committedAt, warmup, len(b.committedAt))
+	timed := b.recorder.committedLatencies(b.committedAt, warmup, len(b.committedAt))
+	m.commitP99Windows = slowWindows(timed, m.sinceCommit.percentile(0.99), stallWindow)
+	if b.opts.latencyOut != "" {
+		if err := writeLatencies(b.opts.latencyOut, timed); err != nil {
+			return m, err
+		}
+	}
 	m.warmupSinceCommit = b.recorder.deliveredSince(b.committedAt, 0, warmup)
 	return m, nil
 }

@@ -44,6 +44,7 @@ func consoleOffered(ctx context.Context, console, dsn string, rate, warmup, seco
 		EnqueuedPerSec float64 `json:"enqueued_per_sec"`
 		CommitP50Ms    float64 `json:"commit_p50_ms"`
 		CommitP99Ms    float64 `json:"commit_p99_ms"`
+		CommitWindows  int     `json:"commit_p99_windows"`
 		EnqueueP99Ms   float64 `json:"enqueue_p99_ms"`
 		P99Ms          float64 `json:"p99_ms"` // from the enqueuing transaction's start
 		WarmupP99Ms    float64 `json:"warmup_commit_p99_ms"`
@@ -56,7 +57,7 @@ func consoleOffered(ctx context.Context, console, dsn string, rate, warmup, seco
 		return latencyRun{}, fmt.Errorf("console bench dispatch reported %d messages, commit p99 %v ms; want %d messages", out.Messages, out.CommitP99Ms, rate*seconds)
 	}
 	return latencyRun{Messages: out.Messages, EnqueuedPerSec: out.EnqueuedPerSec,
-		P50Ms: out.CommitP50Ms, P99Ms: out.CommitP99Ms, EnqueueP99Ms: out.EnqueueP99Ms, P99FromBeginMs: out.P99Ms,
+		P50Ms: out.CommitP50Ms, P99Ms: out.CommitP99Ms, P99Windows: out.CommitWindows, EnqueueP99Ms: out.EnqueueP99Ms, P99FromBeginMs: out.P99Ms,
 		WarmupP99Ms: out.WarmupP99Ms, CPU: out.CPU}, nil
 }
 

@@ -28,6 +28,11 @@ type latencyRun struct {
 	// client started and warmed with one job, on a pool kept from the
 	// rounds before.
 	WarmupP99Ms float64 `json:"warmup_commit_p99_ms,omitempty"`
+	// P99Windows is how many windows of 100 ms, by COMMIT time, hold the
+	// messages at or over P99Ms (slowWindows; Switchyard's is its bench's
+	// commit_p99_windows): one or two when the p99 was set by as many
+	// stalls, about as many as those messages when every message risks it.
+	P99Windows int `json:"commit_p99_windows"`
 	// CPU per message over the timed phase, enqueues included, measured
 	// the same way on both sides (cpu.go).
 	CPU cpu `json:"cpu"`
@@ -197,8 +202,8 @@ func measureLatency(ctx context.Context, o options, url string, throwaway bool) 
 			if err != nil {
 				return nil, fmt.Errorf("round %d, %s: %w", round+1, c.name, err)
 			}
-			fmt.Fprintf(os.Stderr, "peers: round %d/%d: %s: from the commit p50 %.1f ms, p99 %.1f ms; from BEGIN p99 %.1f ms; %.0f enqueued/s; the warm-up's p99 %.1f ms; server CPU %.0f ms per 1,000\n",
-				round+1, o.rounds, c.name, run.P50Ms, run.P99Ms, run.P99FromBeginMs, run.EnqueuedPerSec, run.WarmupP99Ms, run.CPU.PostgresMsPer1k)
+			fmt.Fprintf(os.Stderr, "peers: round %d/%d: %s: from the commit p50 %.1f ms, p99 %.1f ms (in %d windows of 100 ms); from BEGIN p99 %.1f ms; %.0f enqueued/s; the warm-up's p99 %.1f ms; server CPU %.0f ms per 1,000\n",
+				round+1, o.rounds, c.name, run.P50Ms, run.P99Ms, run.P99Windows, run.P99FromBeginMs, run.EnqueuedPerSec, run.WarmupP99Ms, run.CPU.PostgresMsPer1k)
 			s.Runs = append(s.Runs, run)
 		}
 		r.Order = append(r.Order, order)
@@ -299,4 +304,21 @@ func parseDurations(flagName, list string) ([]time.Duration, error) {
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// stallWindow is the width of slowWindows' windows, as in `console bench
+// dispatch` (internal/bench/latency_out.go).
+const stallWindow = 100 * time.Millisecond
+
+// slowWindows counts the windows of stallWindow (from the Unix epoch on)
+// in which a message committed (committedAt[i]) that took slow or longer
+// (latencies[i]), as `console bench dispatch` counts its own.
+func slowWindows(committedAt []time.Time, latencies []time.Duration, slow time.Duration) int {
+	windows := map[int64]struct{}{}
+	for i, l := range latencies {
+		if slow > 0 && l >= slow {
+			windows[committedAt[i].UnixNano()/int64(stallWindow)] = struct{}{}
+		}
+	}
+	return len(windows)
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -373,8 +374,12 @@ func (t *riverTarget) offered(ctx context.Context, rate, warmup, seconds, enqueu
 		worked := time.Unix(0, worker.workedAt[i].Load())
 		latencies[i], fromBegin[i] = max(worked.Sub(c), 0), worked.Sub(begunAt[i])
 	}
+	// Counted first: percentile sorts what it is given, which parts the
+	// latencies from their commits.
+	p99 := percentile(slices.Clone(latencies[warmupJobs:]), 0.99)
+	windows := slowWindows(committedAt[warmupJobs:], latencies[warmupJobs:], p99)
 	run := latencyRun{Messages: n, EnqueuedPerSec: round3(float64(n) / enqueueing.Seconds()),
-		P50Ms: millis(percentile(latencies[warmupJobs:], 0.5)), P99Ms: millis(percentile(latencies[warmupJobs:], 0.99)),
+		P50Ms: millis(percentile(latencies[warmupJobs:], 0.5)), P99Ms: millis(p99), P99Windows: windows,
 		EnqueueP99Ms: millis(percentile(commits[warmupJobs:], 0.99)), P99FromBeginMs: millis(percentile(fromBegin[warmupJobs:], 0.99)),
 		CPU: cpuSince(first.sample, cpuEnd, n)}
 	if warmupJobs > 0 {
