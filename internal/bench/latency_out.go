@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"cmp"
 	"fmt"
 	"os"
 	"slices"
@@ -61,21 +60,17 @@ func writeLatencies(path string, ls []committedLatency) (err error) {
 	if err != nil {
 		return fmt.Errorf("--latency-out: %w", err)
 	}
-	defer func() { err = cmp.Or(err, closeErr(f.Close())) }()
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("--latency-out: %w", cerr)
+		}
+	}()
 	w := bufio.NewWriter(f)
 	fmt.Fprintln(w, "message,committed_unix_ns,commit_to_delivered_us")
 	for _, l := range ls {
 		fmt.Fprintf(w, "%d,%d,%d\n", l.index, l.committed.UnixNano(), l.latency.Microseconds())
 	}
 	if err := w.Flush(); err != nil {
-		return fmt.Errorf("--latency-out: %w", err)
-	}
-	return nil
-}
-
-// closeErr names a failed close of the --latency-out file.
-func closeErr(err error) error {
-	if err != nil {
 		return fmt.Errorf("--latency-out: %w", err)
 	}
 	return nil
