@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/consoletest"
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // startConsoleDB is startConsole that also returns a pool on the console's
@@ -126,6 +129,56 @@ const wrappedTileLabels = `async () => {
 		return new Set([...text.getClientRects()].map((r) => Math.round(r.top))).size > 1;
 	}).map((label) => label.textContent);
 }`
+
+// TestDashboardReadsFreshAfterItsStreamReconnectsDuringARead holds a read
+// of the dashboard's region in flight while its stream reconnects and a
+// statistics event follows at once: htmx queues only the last of those
+// triggers, so the read sent next is the stats event's; it must still ask
+// for a fresh snapshot (fresh=1), or the page could show a cached one
+// from before what the lost stream missed (seen in CI:
+// TestLivePagesConvergeAfterTheStreamIsCut, when the 10 s poll was in
+// flight as the restarted console's stream came back).
+func TestDashboardReadsFreshAfterItsStreamReconnectsDuringARead(t *testing.T) {
+	t.Parallel()
+	console, _ := startConsoleDB(t)
+	page := newPage(t, console.URL)
+	expect := newExpect()
+	_, err := page.Goto("/")
+	require.NoError(t, err)
+	require.NoError(t, expect.Locator(page.GetByTestId("dash-asof")).ToContainText("As of"))
+
+	var mu sync.Mutex
+	var released bool
+	var after []string // the region's reads sent after the held one's answer was let go
+	page.OnRequest(func(r playwright.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if released && strings.Contains(r.URL(), "/dashboard/live") {
+			after = append(after, r.URL())
+		}
+	})
+	const stats = `(v) => htmx.trigger("#dash-live", "sse:stats", { data: JSON.stringify({ payload: { version: v } }) })`
+	held := holdAnswer(t, page, "/dashboard/live")
+	_, err = page.Evaluate(stats, 1)
+	require.NoError(t, err)
+	held.arrived(t)
+	_, err = page.Evaluate(`() => htmx.trigger("#dash-live", "sse:ready", { data: "" })`)
+	require.NoError(t, err)
+	_, err = page.Evaluate(stats, 1)
+	require.NoError(t, err)
+	mu.Lock()
+	released = true
+	mu.Unlock()
+	held.release(t)
+	testwait.Until(t, expectTimeout*time.Millisecond, "the queued read was sent", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(after) > 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	require.Contains(t, after[0], "fresh=1", "the read after the stream's ready event, replaced in htmx's queue by a stats event's, asked for no fresh snapshot")
+}
 
 // TestDashboardShowsDeliveriesBreakersAndDispatchers lets the console's
 // dispatcher deliver to a destination that always fails and expects the

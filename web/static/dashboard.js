@@ -90,18 +90,35 @@ function draw() {
   }, [xs, rate]);
 }
 
-// A refresh caused by a stats event asks for at least the version the
-// event announced, so that no cache serves an older one; one caused by the
-// stream (re)connecting, a resync or the tab's visibility changing asks for
-// a fresh read.
+// A read of the region is owed fresh from the moment the stream
+// (re)connects, asks for a resync or the tab's visibility changes, until a
+// request carries fresh=1: the read those events trigger may not be the
+// one sent. While another read of the region is in flight, htmx queues
+// only the last trigger, so a stats event right after the stream's ready
+// event took its place, and its read, served from the cached snapshot,
+// asked for no fresh one (seen in CI when the 10 s poll was in flight as
+// a restarted console's stream came back). Listening in the capture phase
+// owes the read before htmx handles the event.
+let freshOwed = false;
+function oweFresh(e) {
+  if (e.type === "visibilitychange" || (e.target && e.target.id === "dash-live")) freshOwed = true;
+}
+document.body.addEventListener("sse:ready", oweFresh, true);
+document.body.addEventListener("sse:resync", oweFresh, true);
+document.addEventListener("visibilitychange", oweFresh, true);
+
+// A read owed fresh asks for one; one caused by a stats event asks for at
+// least the version the event announced, so that no cache serves an older
+// one.
 document.body.addEventListener("htmx:configRequest", (e) => {
-  const trigger = e.detail.triggeringEvent;
-  if (!e.detail.elt || e.detail.elt.id !== "dash-live" || !trigger) return;
-  if (trigger.type === "sse:ready" || trigger.type === "sse:resync" || trigger.type === "visibilitychange") {
+  if (!e.detail.elt || e.detail.elt.id !== "dash-live") return;
+  if (freshOwed) {
+    freshOwed = false;
     e.detail.parameters.fresh = "1";
     return;
   }
-  if (trigger.type !== "sse:stats" || !trigger.detail || !trigger.detail.data) return;
+  const trigger = e.detail.triggeringEvent;
+  if (!trigger || trigger.type !== "sse:stats" || !trigger.detail || !trigger.detail.data) return;
   try {
     const v = JSON.parse(trigger.detail.data).payload.version;
     if (Number.isInteger(v)) e.detail.parameters.v = String(v);
