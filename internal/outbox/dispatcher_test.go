@@ -438,6 +438,64 @@ func (f *flaky) Deliver(ctx context.Context, d destination.Delivery) (destinatio
 	return destination.Outcome{StatusCode: 200}, nil
 }
 
+// A delivery starts only once its lease is committed: seen from another
+// connection as it starts, an unordered message's own row is leased, and
+// an ordered message's aggregate. A claim whose rows reached their
+// deliveries before its commit did (tried: a claim's statement in a
+// transaction committed after its rows were handed on) fails here, since a
+// lease lost with its commit would let another dispatcher deliver the
+// same messages.
+func TestADeliveryStartsOnlyOnceItsLeaseIsCommitted(t *testing.T) {
+	t.Parallel()
+	const messages = 400
+	pool := setup(t, "alpha")
+	var msgs []Message
+	for i := range messages / 2 {
+		msgs = append(msgs, Message{Topic: "t", Destination: "alpha", Payload: fmt.Appendf(nil, `{"n":%d}`, i)},
+			Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: fmt.Sprint(i % 20),
+				Payload: fmt.Appendf(nil, `{"n":%d}`, i/20)})
+	}
+	enqueue(t, pool, msgs...)
+	observer, err := pgxpool.New(context.Background(), pool.Config().ConnString())
+	require.NoError(t, err)
+	t.Cleanup(observer.Close)
+
+	dest := &leaseObserved{flaky: newFlaky(0, 0), observer: observer}
+	startDispatcher(t, pool, Config{Workers: 4, BatchSize: 10, AggregateBatch: 2,
+		Routes: map[string]Route{"alpha": {Destination: dest}}})
+	testwait.Until(t, time.Minute, "every message delivered", func() bool {
+		return countWhere(t, pool, "state = 'delivered'") == messages
+	})
+
+	dest.mu.Lock()
+	defer dest.mu.Unlock()
+	require.Empty(t, dest.unleased, "deliveries that started before their lease was committed")
+	require.Empty(t, dest.violations)
+	require.Len(t, dest.delivered, messages)
+}
+
+// leaseObserved is a flaky destination that, as each delivery starts,
+// reads from another connection whether the message's lease is committed.
+type leaseObserved struct {
+	*flaky
+	observer *pgxpool.Pool
+	unleased []string // guarded by flaky.mu
+}
+
+func (l *leaseObserved) Deliver(ctx context.Context, d destination.Delivery) (destination.Outcome, error) {
+	var leased bool
+	err := l.observer.QueryRow(ctx, `
+		SELECT CASE WHEN $2 = '' THEN (SELECT o.lease_owner IS NOT NULL FROM switchyard.outbox o WHERE o.message_id = $1::uuid)
+		ELSE (SELECT a.lease_owner IS NOT NULL FROM switchyard.outbox_aggregates a WHERE a.aggregate_type = $3 AND a.aggregate_id = $2) END`,
+		d.MessageID, d.AggregateID, d.AggregateType).Scan(&leased)
+	if err != nil || !leased {
+		l.mu.Lock()
+		l.unleased = append(l.unleased, fmt.Sprintf("%s (%v)", d.MessageID, err))
+		l.mu.Unlock()
+	}
+	return l.flaky.Deliver(ctx, d)
+}
+
 // Invariant 3 under load: 8 workers in 2 dispatchers, a destination failing
 // 30 % and timing out 5 %: every message ends delivered or dead, never two
 // deliveries of one message at once, the same key on every attempt.
