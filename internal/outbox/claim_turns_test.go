@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
-	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // claimOverlap is a pgx QueryTracer (a pool's ConnConfig.Tracer) that
@@ -77,21 +75,10 @@ func TestADispatchersClaimsOfOneKindTakeTurns(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	addDestinations(t, pool, "alpha")
-	var msgs []Message
-	for i := range messages / 2 {
-		msgs = append(msgs, Message{Topic: "t", Destination: "alpha", Payload: fmt.Appendf(nil, `{"n":%d}`, i)},
-			// Ten messages in each of 100 aggregates, numbered in order.
-			Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: fmt.Sprint(i % 100),
-				Payload: fmt.Appendf(nil, `{"n":%d}`, i/100)})
-	}
-	enqueue(t, pool, msgs...)
-
+	// Ten ordered messages in each of 100 aggregates.
+	enqueue(t, pool, mixedMessages(messages, 100)...)
 	dest := newFlaky(0, 0)
-	startDispatcher(t, pool, Config{Workers: 4, BatchSize: 10, AggregateBatch: 2,
-		Routes: map[string]Route{"alpha": {Destination: dest}}})
-	testwait.Until(t, time.Minute, "every message delivered", func() bool {
-		return countWhere(t, pool, "state = 'delivered'") == messages
-	})
+	deliverAll(t, pool, dest, messages)
 
 	overlap.mu.Lock()
 	defer overlap.mu.Unlock()

@@ -449,23 +449,12 @@ func TestADeliveryStartsOnlyOnceItsLeaseIsCommitted(t *testing.T) {
 	t.Parallel()
 	const messages = 400
 	pool := setup(t, "alpha")
-	var msgs []Message
-	for i := range messages / 2 {
-		msgs = append(msgs, Message{Topic: "t", Destination: "alpha", Payload: fmt.Appendf(nil, `{"n":%d}`, i)},
-			Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: fmt.Sprint(i % 20),
-				Payload: fmt.Appendf(nil, `{"n":%d}`, i/20)})
-	}
-	enqueue(t, pool, msgs...)
+	enqueue(t, pool, mixedMessages(messages, 20)...)
 	observer, err := pgxpool.New(context.Background(), pool.Config().ConnString())
 	require.NoError(t, err)
 	t.Cleanup(observer.Close)
-
 	dest := &leaseObserved{flaky: newFlaky(0, 0), observer: observer}
-	startDispatcher(t, pool, Config{Workers: 4, BatchSize: 10, AggregateBatch: 2,
-		Routes: map[string]Route{"alpha": {Destination: dest}}})
-	testwait.Until(t, time.Minute, "every message delivered", func() bool {
-		return countWhere(t, pool, "state = 'delivered'") == messages
-	})
+	deliverAll(t, pool, dest, messages)
 
 	dest.mu.Lock()
 	defer dest.mu.Unlock()

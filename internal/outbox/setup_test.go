@@ -2,14 +2,18 @@ package outbox
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/destination"
 	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -59,4 +63,29 @@ func countWhereIn(t *testing.T, tx pgx.Tx, cond string, args ...any) int {
 	var n int
 	require.NoError(t, tx.QueryRow(context.Background(), "SELECT count(*) FROM switchyard.outbox WHERE "+cond, args...).Scan(&n))
 	return n
+}
+
+// mixedMessages is n messages to alpha, every other one unordered and the
+// rest in aggregates "0" to aggregates-1, each aggregate's numbered in
+// order ({"n": 0}, {"n": 1}...), as flaky checks them.
+func mixedMessages(n, aggregates int) []Message {
+	msgs := make([]Message, 0, n)
+	for i := range n / 2 {
+		msgs = append(msgs, Message{Topic: "t", Destination: "alpha", Payload: fmt.Appendf(nil, `{"n":%d}`, i)},
+			Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: fmt.Sprint(i % aggregates),
+				Payload: fmt.Appendf(nil, `{"n":%d}`, i/aggregates)})
+	}
+	return msgs
+}
+
+// deliverAll starts a dispatcher of four workers, with small claims, that
+// delivers alpha's messages to dest, and waits until all of messages are
+// delivered.
+func deliverAll(t *testing.T, pool *pgxpool.Pool, dest destination.Destination, messages int) {
+	t.Helper()
+	startDispatcher(t, pool, Config{Workers: 4, BatchSize: 10, AggregateBatch: 2,
+		Routes: map[string]Route{"alpha": {Destination: dest}}})
+	testwait.Until(t, time.Minute, "every message delivered", func() bool {
+		return countWhere(t, pool, "state = 'delivered'") == messages
+	})
 }
