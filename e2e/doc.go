@@ -7,5 +7,6 @@
 //	go test -race ./e2e/
 //
 // PLAYWRIGHT_DRIVER_PATH overrides the driver directory and E2E_SCREENSHOTS
-// the directory screenshots are written to (default e2e/screenshots).
+// the directory screenshots are written to (default e2e/screenshots; off
+// for none, as CI runs them).
 package e2e

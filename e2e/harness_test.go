@@ -207,10 +207,16 @@ func newExpect() playwright.PlaywrightAssertions {
 }
 
 // screenshot saves a full-page PNG of page as <name>.png in $E2E_SCREENSHOTS,
-// or else in e2e/screenshots (ignored by git).
+// or else in e2e/screenshots (ignored by git), for a person to look at.
+// E2E_SCREENSHOTS=off takes none: CI runs on a clone that nobody looks
+// into, and the captures were a fifth of the browser tests' CPU on two
+// cores.
 func screenshot(t *testing.T, page playwright.Page, name string) {
 	t.Helper()
 	dir := os.Getenv("E2E_SCREENSHOTS")
+	if dir == "off" {
+		return
+	}
 	if dir == "" {
 		root, err := repoRoot()
 		require.NoError(t, err)
