@@ -326,6 +326,12 @@ type benchResult struct {
 	Settings    benchSettings `json:"settings"`
 	// With --http-floor: signed HTTP alone, after the drain.
 	HTTPFloor *benchHTTPFloor `json:"http_floor,omitempty"`
+	// Where the server has pg_stat_statements (its library loaded, its
+	// view created in the configured database): the statements of the
+	// bench's database that took the most execution time over the measured
+	// phase (offered load: the enqueues' included), with their calls,
+	// plans, buffers and WAL.
+	ServerStatements []serverStatement `json:"server_statements,omitempty"`
 }
 
 // benchSettings are the server settings that decide what a commit costs.
@@ -471,6 +477,7 @@ func (m benchMeasurement) result(opts benchOptions, target *benchTarget, server 
 	if m.cpu.Method != "" {
 		r.CPU = &m.cpu
 	}
+	r.ServerStatements = m.serverStatements
 	if opts.rate > 0 {
 		r.Mode, r.OfferedPerSec, r.Wake = "offered", opts.rate, opts.wake
 		r.EnqueuedPerSec = benchRound(float64(m.messages)/m.enqueueing.Seconds(), 0)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/internal/outbox"
 	"github.com/switchyard/switchyard/internal/pgwarm"
@@ -44,6 +43,9 @@ type benchMeasurement struct {
 	// offered-load mode: sinceCommit of the warm-up's messages
 	warmupSinceCommit durations
 	cpu               benchCPU // CPU per message over the measured phase (offered load: the enqueues' too)
+	// the costliest statements over the measured phase, where the server
+	// has pg_stat_statements
+	serverStatements []serverStatement
 }
 
 // drain seeds the messages, then times the dispatcher from its start until
@@ -73,7 +75,7 @@ func (b *benchRun) drain(ctx context.Context) (benchMeasurement, error) {
 		return m, err
 	}
 	m.elapsed, m.statements = time.Since(start), b.statements.Total()
-	if m.cpu, err = meter.stop(ctx, m.messages); err != nil {
+	if m.cpu, m.serverStatements, err = meter.stop(ctx, m.messages); err != nil {
 		return m, err
 	}
 	if m, err = b.finish(ctx, m); err != nil {
@@ -214,7 +216,7 @@ func (b *benchRun) offerAndWait(ctx context.Context, m *benchMeasurement) error 
 		return err
 	}
 	m.enqueueing = took - timedFrom.Sub(start)
-	m.cpu, err = meter.stop(ctx, m.messages)
+	m.cpu, m.serverStatements, err = meter.stop(ctx, m.messages)
 	return err
 }
 
@@ -404,38 +406,47 @@ func (b *benchRun) finish(ctx context.Context, m benchMeasurement) (benchMeasure
 }
 
 // cpuMeter measures the CPU of a measured phase: a Go CPU profile if one
-// was asked for (--cpuprofile), and the CPU samples at its start and end.
+// was asked for (--cpuprofile), and the CPU samples at its start and end;
+// and, where the server has pg_stat_statements, each statement's share.
 type cpuMeter struct {
-	pool        *pgxpool.Pool
-	start       cpuSample
-	stopProfile func() error
+	target          *benchTarget
+	start           cpuSample
+	startStatements statementSample
+	stopProfile     func() error
 }
 
-// startMeter starts the profile, if asked for, and takes the first sample.
+// startMeter starts the profile, if asked for, and takes the first samples.
 func (b *benchRun) startMeter(ctx context.Context) (*cpuMeter, error) {
 	stopProfile, err := startCPUProfile(b.opts.cpuProfile)
 	if err != nil {
 		return nil, err
 	}
-	start, err := sampleCPU(ctx, b.target.pool)
+	c := &cpuMeter{target: b.target, stopProfile: stopProfile}
+	if c.startStatements, err = sampleStatements(ctx, b.target.admin, b.target.name, false); err == nil {
+		c.start, err = sampleCPU(ctx, b.target.pool)
+	}
 	if err != nil {
 		_ = stopProfile()
 		return nil, err
 	}
-	return &cpuMeter{pool: b.target.pool, start: start, stopProfile: stopProfile}, nil
+	return c, nil
 }
 
-// stop takes the last sample and stops the profile: the CPU since the
-// start, per 1,000 of messages.
-func (c *cpuMeter) stop(ctx context.Context, messages int) (benchCPU, error) {
-	end, err := sampleCPU(ctx, c.pool)
+// stop takes the last samples and stops the profile: the CPU since the
+// start, per 1,000 of messages, and what each statement cost meanwhile.
+func (c *cpuMeter) stop(ctx context.Context, messages int) (benchCPU, []serverStatement, error) {
+	end, err := sampleCPU(ctx, c.target.pool)
 	if err != nil {
-		return benchCPU{}, err
+		return benchCPU{}, nil, err
+	}
+	endStatements, err := sampleStatements(ctx, c.target.admin, c.target.name, true)
+	if err != nil {
+		return benchCPU{}, nil, err
 	}
 	if err := c.stopProfile(); err != nil {
-		return benchCPU{}, err
+		return benchCPU{}, nil, err
 	}
-	return cpuSince(c.start, end, messages), nil
+	return cpuSince(c.start, end, messages), statementsSince(c.startStatements, endStatements), nil
 }
 
 // close stops the profile if stop was not reached (a failed phase).
