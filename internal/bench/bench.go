@@ -326,8 +326,8 @@ type benchResult struct {
 	Settings    benchSettings `json:"settings"`
 	// With --http-floor: signed HTTP alone, after the drain.
 	HTTPFloor *benchHTTPFloor `json:"http_floor,omitempty"`
-	// Where the server has pg_stat_statements (its library loaded, its
-	// view created in the configured database): the statements of the
+	// Where the server has pg_stat_statements (its library loaded, the
+	// extension created in the configured database): the statements of the
 	// bench's database that took the most execution time over the measured
 	// phase (offered load: the enqueues' included), with their calls,
 	// plans, buffers and WAL.
