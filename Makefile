@@ -100,8 +100,8 @@ bench-http: ## Switchyard drains to a no-op and over signed HTTP to the bench's 
 	cd tools/peers && $(GO) run . --messages $(or $(MESSAGES),100000) --river-workers '' --http
 
 .PHONY: bench-latency
-bench-latency: ## River and Switchyard under the same offered load, side by side: latency from each enqueue's commit to its delivery (RATE=1000, WARMUP=2 seconds untimed, SECONDS=10, ENQUEUERS=16 transactions at once; DATABASE_URL or a throwaway cluster)
-	cd tools/peers && $(GO) run . --rate $(or $(RATE),1000) --warmup-seconds $(or $(WARMUP),2) --seconds $(or $(SECONDS),10) --enqueuers $(or $(ENQUEUERS),16)
+bench-latency: ## River and Switchyard under the same offered load, side by side: latency from each enqueue's commit to its delivery (RATE=1000, WARMUP=2 seconds untimed, SECONDS=60 timed, ENQUEUERS=16 transactions at once; about 16 minutes; DATABASE_URL or a throwaway cluster)
+	cd tools/peers && $(GO) run . --rate $(or $(RATE),1000) --warmup-seconds $(or $(WARMUP),2) --seconds $(or $(SECONDS),60) --enqueuers $(or $(ENQUEUERS),16)
 
 # The floor is pgbench, found beside the server binaries (postgresql-15).
 .PHONY: bench-inbox-floor
