@@ -198,6 +198,33 @@ func TestAnOrderedEnqueueUpdatesItsAggregateWithoutLockingItFirst(t *testing.T) 
 	require.InDelta(t, 5, perMessage, 0.5, "ordered %d, unordered %d WAL records for %d messages", ordered, unordered, n)
 }
 
+// The enqueue numbers an aggregate's messages one after another at every
+// isolation level: by an UPDATE of the aggregate's row under READ
+// COMMITTED, by the upsert under the others (migration 00032), and a
+// first message by the upsert at every level.
+func TestAnOrderedEnqueueNumbersItsMessagesAtEveryIsolationLevel(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "billing")
+	levels := []pgx.TxIsoLevel{pgx.ReadCommitted, pgx.RepeatableRead, pgx.Serializable}
+	for round := range 2 {
+		for _, iso := range levels {
+			err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: iso}, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, aggregate_type, aggregate_id, payload)
+					VALUES ('t', 'billing', 'order', $1, '{}')`, string(iso))
+				return err
+			})
+			require.NoError(t, err, "round %d, %s", round, iso)
+		}
+	}
+	rows, err := pool.Query(ctx, `SELECT aggregate_id || ' ' || aggregate_seq FROM switchyard.outbox ORDER BY id`)
+	require.NoError(t, err)
+	numbered, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"read committed 1", "repeatable read 1", "serializable 1",
+		"read committed 2", "repeatable read 2", "serializable 2"}, numbered)
+}
+
 // A destination that a message names cannot be deleted or renamed by
 // hand-written SQL either, as the foreign key refused it; without
 // messages it can (migration 00022).
