@@ -177,17 +177,18 @@ func TestAnOrderedEnqueueUpdatesItsAggregateWithoutLockingItFirst(t *testing.T) 
 	ctx := context.Background()
 	pool := setup(t, "billing")
 	const n = 50
-	insert := func(aggregateType string) string {
-		return `INSERT INTO switchyard.outbox (message_id, topic, destination, aggregate_type, aggregate_id, payload)
-			SELECT gen_random_uuid(), 't', 'billing', '` + aggregateType + `',
-				CASE WHEN '` + aggregateType + `' = '' THEN '' ELSE k::text END, '{}'
-			FROM generate_series(1, ` + fmt.Sprint(n) + `) AS k`
+	// insert enqueues n messages, the k-th of the aggregate that
+	// aggregate (SQL of k) names.
+	insert := func(aggregate string) string {
+		return `INSERT INTO switchyard.outbox (topic, destination, aggregate_type, aggregate_id, payload)
+			SELECT 't', 'billing', ` + aggregate + `, '{}' FROM generate_series(1, ` + fmt.Sprint(n) + `) AS k`
 	}
+	const ordersByK, none = `'order', k::text`, `'', ''`
 	// Each aggregate's first message, which creates its row.
-	_, err := pool.Exec(ctx, insert("order"))
+	_, err := pool.Exec(ctx, insert(ordersByK))
 	require.NoError(t, err)
-	ordered := walRecords(t, pool, insert("order"))
-	unordered := walRecords(t, pool, insert(""))
+	ordered := walRecords(t, pool, insert(ordersByK))
+	unordered := walRecords(t, pool, insert(none))
 	var numbered int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM switchyard.outbox WHERE aggregate_seq = 2`).Scan(&numbered))
 	require.Equal(t, n, numbered, "every aggregate numbered its second message 2")
