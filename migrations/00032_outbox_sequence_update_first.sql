@@ -4,13 +4,14 @@
 -- plain UPDATE of the aggregate's row when there is one, and falls back to
 -- the upsert only when there is none. INSERT ... ON CONFLICT DO UPDATE
 -- locks the conflicting row (heap_lock_tuple, a WAL record of its own)
--- before it updates it; an UPDATE's write is its lock. One WAL record
--- fewer per ordered enqueue (15.1 to 14.1 in pgbench, one message a
--- transaction over 1,000 aggregates), in the business transaction's
--- time. The same rows change in the same way and under the same locks:
--- two enqueues of one aggregate still wait for each other, and number
--- their messages in commit order. Under REPEATABLE READ and SERIALIZABLE
--- the upsert stays (see below).
+-- before it updates it; an UPDATE's write is its lock (unless the new
+-- version goes to another page, which either form then locks). One WAL
+-- record fewer per ordered enqueue (15.1 to 14.1 in pgbench, one message a
+-- transaction over 1,000 aggregates), in the business transaction's time.
+-- The same rows change in the same way and under the same locks: two
+-- enqueues of one aggregate still wait for each other, and number their
+-- messages in commit order. Under REPEATABLE READ and SERIALIZABLE the
+-- upsert stays (see below).
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION switchyard.outbox_assign_seq() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -38,12 +39,13 @@ BEGIN
     IF NEW.replay_of IS NOT NULL AND NEW.aggregate_seq IS NOT NULL THEN
         RETURN NEW;
     END IF;
-    -- An aggregate that has a row (every message but its first, or its
-    -- first after a pause long enough for OutboxAggregatePrune): an UPDATE,
-    -- whose own write locks the row. The upsert below, which a new
-    -- aggregate still takes, first locks a row it finds in a WAL record of
-    -- its own: one record more per ordered enqueue when every enqueue took
-    -- it (BENCHMARKS.md, "The aggregate's sequence by UPDATE first").
+    -- An aggregate that has a row (every message but an aggregate's first,
+    -- and its first after OutboxAggregatePrune removed it): an UPDATE,
+    -- whose own write locks the row (when the new version fits on the
+    -- page). The upsert below, which a new aggregate still takes, first
+    -- locks a row it finds in a WAL record of its own: one record more per
+    -- ordered enqueue when every enqueue took it (BENCHMARKS.md, "The
+    -- aggregate's sequence by UPDATE first").
     -- READ COMMITTED only: under the other levels an UPDATE of a row that
     -- OutboxAggregatePrune removed after the transaction's snapshot fails
     -- to serialize, where the upsert inserts a new row.

@@ -336,12 +336,13 @@ BEGIN
     IF NEW.replay_of IS NOT NULL AND NEW.aggregate_seq IS NOT NULL THEN
         RETURN NEW;
     END IF;
-    -- An aggregate that has a row (every message but its first, or its
-    -- first after a pause long enough for OutboxAggregatePrune): an UPDATE,
-    -- whose own write locks the row. The upsert below, which a new
-    -- aggregate still takes, first locks a row it finds in a WAL record of
-    -- its own: one record more per ordered enqueue when every enqueue took
-    -- it (BENCHMARKS.md, "The aggregate's sequence by UPDATE first").
+    -- An aggregate that has a row (every message but an aggregate's first,
+    -- and its first after OutboxAggregatePrune removed it): an UPDATE,
+    -- whose own write locks the row (when the new version fits on the
+    -- page). The upsert below, which a new aggregate still takes, first
+    -- locks a row it finds in a WAL record of its own: one record more per
+    -- ordered enqueue when every enqueue took it (BENCHMARKS.md, "The
+    -- aggregate's sequence by UPDATE first").
     -- READ COMMITTED only: under the other levels an UPDATE of a row that
     -- OutboxAggregatePrune removed after the transaction's snapshot fails
     -- to serialize, where the upsert inserts a new row.

@@ -1,16 +1,21 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -224,6 +229,71 @@ func TestAnOrderedEnqueueNumbersItsMessagesAtEveryIsolationLevel(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"read committed 1", "repeatable read 1", "serializable 1",
 		"read committed 2", "repeatable read 2", "serializable 2"}, numbered)
+}
+
+// Enqueues of one aggregate at once, each in a transaction of its own
+// that holds its number a while before it commits, number the aggregate's
+// messages 1, 2, 3, ... with no gap or repeat, in the order of their
+// commits: a message's number is taken only after the commit of the one
+// numbered before it was sent (the aggregate's row lock, held to commit:
+// the trigger's UPDATE under READ COMMITTED, migration 00032). A first
+// message of each aggregate races the others too (the upsert).
+func TestConcurrentEnqueuesNumberAnAggregateInCommitOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "billing")
+	const writers, each, aggregates = 8, 15, 2
+	type numbered struct {
+		aggregate  string
+		seq        int64
+		numberedAt time.Time // the INSERT returned: the number taken
+		commitAt   time.Time // the COMMIT about to be sent
+	}
+	results := make([][]numbered, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				aggregate := fmt.Sprint((w + i) % aggregates)
+				var n numbered
+				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					if err := tx.QueryRow(ctx, `INSERT INTO switchyard.outbox (topic, destination, aggregate_type, aggregate_id, payload)
+						VALUES ('t', 'billing', 'order', $1, '{}') RETURNING aggregate_seq`, aggregate).Scan(&n.seq); err != nil {
+						return err
+					}
+					n.aggregate, n.numberedAt = aggregate, time.Now()
+					time.Sleep(time.Duration(i%3) * time.Millisecond) // hold the number a while
+					n.commitAt = time.Now()
+					return nil
+				})
+				if !assert.NoError(t, err) {
+					return
+				}
+				results[w] = append(results[w], n)
+			}
+		})
+	}
+	wg.Wait()
+	byAggregate := map[string][]numbered{}
+	for _, rs := range results {
+		for _, n := range rs {
+			byAggregate[n.aggregate] = append(byAggregate[n.aggregate], n)
+		}
+	}
+	require.Len(t, byAggregate, aggregates)
+	total := 0
+	for aggregate, ns := range byAggregate {
+		slices.SortFunc(ns, func(a, b numbered) int { return cmp.Compare(a.seq, b.seq) })
+		for i, n := range ns {
+			require.Equal(t, int64(i+1), n.seq, "aggregate %s: numbered without a gap or a repeat", aggregate)
+			if i > 0 {
+				require.True(t, n.numberedAt.After(ns[i-1].commitAt),
+					"aggregate %s: number %d taken before number %d's commit was sent", aggregate, n.seq, ns[i-1].seq)
+			}
+		}
+		total += len(ns)
+	}
+	require.Equal(t, writers*each, total)
 }
 
 // A destination that a message names cannot be deleted or renamed by
