@@ -336,27 +336,6 @@ BEGIN
     IF NEW.replay_of IS NOT NULL AND NEW.aggregate_seq IS NOT NULL THEN
         RETURN NEW;
     END IF;
-    -- An aggregate that has a row (every message but an aggregate's first,
-    -- and its first after OutboxAggregatePrune removed it): an UPDATE,
-    -- whose own write locks the row (when the new version fits on the
-    -- page). The upsert below, which a new aggregate still takes, first
-    -- locks a row it finds in a WAL record of its own: one record more per
-    -- ordered enqueue when every enqueue took it (BENCHMARKS.md, "The
-    -- aggregate's sequence by UPDATE first").
-    -- READ COMMITTED only: under the other levels an UPDATE of a row that
-    -- OutboxAggregatePrune removed after the transaction's snapshot fails
-    -- to serialize, where the upsert inserts a new row.
-    IF current_setting('transaction_isolation') = 'read committed' THEN
-        UPDATE switchyard.outbox_aggregates s SET last_seq = s.last_seq + 1
-        WHERE s.destination = NEW.destination AND s.aggregate_type = NEW.aggregate_type
-          AND s.aggregate_id = NEW.aggregate_id
-        RETURNING s.last_seq INTO NEW.aggregate_seq;
-        IF FOUND THEN
-            RETURN NEW;
-        END IF;
-    END IF;
-    -- New, or pruned: inserted, or updated if another enqueue inserted it
-    -- first.
     INSERT INTO switchyard.outbox_aggregates AS s (destination, aggregate_type, aggregate_id, last_seq)
     VALUES (NEW.destination, NEW.aggregate_type, NEW.aggregate_id, 1)
     ON CONFLICT (destination, aggregate_type, aggregate_id)
