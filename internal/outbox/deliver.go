@@ -37,6 +37,9 @@ type result struct {
 	outcomeInfo destination.Outcome
 	started     time.Time
 	finished    time.Time
+	// delivery is the worker's flight that delivered it (worker.finished):
+	// a finalize takes all of a delivery's results or none.
+	delivery uint64
 }
 
 // deliverOne waits for the destination's guard under ctx (so a stopping

@@ -1087,19 +1087,9 @@ func TestUntriedOrderedMessagesKeepTheirAttempts(t *testing.T) {
 func TestFinishedDeliveriesAreFinalizedTogether(t *testing.T) {
 	t.Parallel()
 	pool := setup(t, "alpha")
-	for range 3 {
-		enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
-	}
-	d := New(pool, Config{Logger: testlog.New(t), Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
-	groups, err := d.claim(context.Background(), "w", 10, nil)
-	require.NoError(t, err)
-	require.Len(t, groups, 3, "one message per delivery")
+	d, groups := claimedApart(t, pool, 3)
 	a, b, c := groups[0].msgs[0], groups[1].msgs[0], groups[2].msgs[0]
-	w := newWorker(d, "w")
-	for id, g := range groups {
-		w.flights[uint64(id)] = &flight{g: g, cancel: func() {}}
-		w.held[g.msgs[0].Destination]++
-	}
+	w := inFlight(d, groups)
 	delivered := func(m claimedMessage) []result {
 		now := time.Now()
 		return []result{{msg: m, outcome: outcomeDelivered, started: now, finished: now}}
@@ -1113,17 +1103,13 @@ func TestFinishedDeliveriesAreFinalizedTogether(t *testing.T) {
 	// make a finalize while others are in flight.
 	stale := delivered(a)[0]
 	stale.msg.LeaseVersion--
-	for range 100 {
-		w.done = append(w.done, stale)
-	}
+	w.done = append(w.done, deliveriesOf(stale, 100)...)
 	w.finished(landed{id: 0, results: delivered(a)})
 	require.False(t, isDelivered(a), "two deliveries still in flight: a waits for the flush")
 	require.Len(t, w.done, 101)
 
 	// b's landing makes the finished messages finalizeMost.
-	for len(w.done) < finalizeMost-1 {
-		w.done = append(w.done, stale)
-	}
+	w.done = append(w.done, deliveriesOf(stale, finalizeMost-1-len(w.done))...)
 	w.finished(landed{id: 1, results: delivered(b)})
 	require.Empty(t, w.done, "a full finalize does not wait for the flush")
 	w.applyFinalize(<-w.finalized)
@@ -1162,11 +1148,9 @@ func TestAFinalizeNeverSplitsAnAggregatesResults(t *testing.T) {
 	stale := result{msg: groups[0].msgs[0], outcome: outcomeDelivered, started: now, finished: now}
 	stale.msg.LeaseVersion--
 	w := newWorker(d, "w")
-	for range finalizeMost - 2 {
-		w.done = append(w.done, stale)
-	}
+	w.done = append(w.done, deliveriesOf(stale, finalizeMost-2)...)
 	for _, m := range groups[1].msgs {
-		w.done = append(w.done, result{msg: m, outcome: outcomeDelivered, started: now, finished: now})
+		w.done = append(w.done, result{msg: m, outcome: outcomeDelivered, started: now, finished: now, delivery: 1})
 	}
 
 	w.startFinalize()
@@ -1190,16 +1174,14 @@ func TestAFinalizeNeverSplitsAnAggregatesResults(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, groups, 1)
 	require.Len(t, groups[0].msgs, 3)
-	for range finalizeMost - 2 {
-		w.done = append(w.done, stale)
-	}
+	w.done = append(w.done, deliveriesOf(stale, finalizeMost-2)...)
 	for _, m := range groups[0].msgs[:2] {
-		earlier := result{msg: m, outcome: outcomeDelivered, started: now, finished: now}
+		earlier := result{msg: m, outcome: outcomeDelivered, started: now, finished: now, delivery: 2}
 		earlier.msg.AggregateLeaseVersion--
 		w.done = append(w.done, earlier)
 	}
 	for _, m := range groups[0].msgs {
-		w.done = append(w.done, result{msg: m, outcome: outcomeDelivered, started: now, finished: now})
+		w.done = append(w.done, result{msg: m, outcome: outcomeDelivered, started: now, finished: now, delivery: 3})
 	}
 	w.startFinalize()
 	require.Len(t, w.done, 3, "the next lease's results wait for the next finalize")
@@ -1207,6 +1189,128 @@ func TestAFinalizeNeverSplitsAnAggregatesResults(t *testing.T) {
 	require.True(t, w.finalizing, "the outcome starts the next finalize")
 	w.applyFinalize(<-w.finalized)
 	require.Equal(t, 3, countWhere(t, pool, "state = 'delivered' AND aggregate_id = '2'"))
+}
+
+// A finalize takes an unordered delivery's results whole too, past
+// finalizeMost: a claim of 32 deliveries of 32 messages is one finalize
+// of 1,024, not 1,000 and then a statement of 24.
+func TestAFinalizeTakesAnUnorderedDeliveryWhole(t *testing.T) {
+	t.Parallel()
+	pool := setup(t, "alpha")
+	d, groups := claimedApart(t, pool, 5)
+	// One delivery of the five, as a destination's known pace groups them.
+	var g group
+	for _, claimed := range groups {
+		g.msgs = append(g.msgs, claimed.msgs...)
+	}
+	w := newWorker(d, "w")
+	w.flights[7] = &flight{g: g, cancel: func() {}}
+	w.held["alpha"]++
+	now := time.Now()
+	stale := result{msg: g.msgs[0], outcome: outcomeDelivered, started: now, finished: now}
+	stale.msg.LeaseVersion--
+	w.done = append(w.done, deliveriesOf(stale, finalizeMost-2)...)
+	results := make([]result, len(g.msgs))
+	for i, m := range g.msgs {
+		results[i] = result{msg: m, outcome: outcomeDelivered, started: now, finished: now}
+	}
+
+	w.finished(landed{id: 7, results: results})
+	require.Empty(t, w.done, "the delivery's five results in the same finalize")
+	o := <-w.finalized
+	require.NoError(t, o.err)
+	require.Len(t, o.results, finalizeMost+3)
+	w.applyFinalize(o)
+	require.Equal(t, 5, countWhere(t, pool, "state = 'delivered'"))
+}
+
+// The flush is timed from the first finished delivery that waits for
+// it, not pushed back by those that land after it, and not set at all
+// while nothing waits: an idle worker does not wake for it. The results
+// an enqueuing transaction held back wait for a flush of their own.
+func TestTheFlushWaitsFromTheFirstFinishedDelivery(t *testing.T) {
+	t.Parallel()
+	pool := setup(t, "alpha")
+	d, groups := claimedApart(t, pool, 3)
+	w := inFlight(d, groups)
+	land := func(id int) {
+		now := time.Now()
+		w.finished(landed{id: uint64(id), results: []result{{msg: groups[id].msgs[0], outcome: outcomeDelivered, started: now, finished: now}}})
+	}
+	require.True(t, w.flushAt.IsZero(), "nothing waits")
+
+	land(0)
+	first := w.flushAt
+	require.False(t, first.IsZero(), "the first delivery that waits sets the flush")
+	land(1)
+	require.Equal(t, first, w.flushAt, "a later one does not push it back")
+	testwait.For(t, 10*time.Second, "the flush", w.flushTimer.C)
+	require.False(t, time.Now().Before(first), "not before its time")
+	w.flush()
+	require.Empty(t, w.done)
+	require.True(t, w.flushAt.IsZero())
+
+	// The last in flight lands while that finalize runs: it waits, with
+	// a flush set, and the outcome finalizes it at once.
+	land(2)
+	require.Len(t, w.done, 1)
+	require.False(t, w.flushAt.IsZero())
+	o := <-w.finalized
+	require.NoError(t, o.err)
+	w.applyFinalize(o)
+	require.Empty(t, w.done)
+	require.True(t, w.flushAt.IsZero(), "nothing waits: the flush is stopped")
+	o = <-w.finalized
+	require.NoError(t, o.err)
+	w.applyFinalize(o)
+	require.Equal(t, 3, countWhere(t, pool, "state = 'delivered'"))
+	select {
+	case <-w.flushTimer.C:
+		t.Fatal("a flush with nothing waiting")
+	case <-time.After(4 * flushInterval):
+	}
+
+	// Held back by an enqueuing transaction: they wait for the next flush.
+	now := time.Now()
+	w.applyFinalize(finalizeOutcome{busy: []result{{msg: groups[2].msgs[0], outcome: outcomeDelivered, started: now, finished: now, delivery: 9}}})
+	require.Len(t, w.done, 1)
+	require.False(t, w.flushAt.IsZero(), "held-back results set the flush")
+	testwait.For(t, 10*time.Second, "their flush", w.flushTimer.C)
+}
+
+// claimedApart enqueues n unordered messages to alpha and has a new
+// dispatcher, with a no-op route there, claim them: a delivery each.
+func claimedApart(t *testing.T, pool *pgxpool.Pool, n int) (*Dispatcher, []group) {
+	t.Helper()
+	for range n {
+		enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
+	}
+	d := New(pool, Config{Logger: testlog.New(t), Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	groups, err := d.claim(context.Background(), "w", 10, nil)
+	require.NoError(t, err)
+	require.Len(t, groups, n, "one message per delivery")
+	return d, groups
+}
+
+// inFlight is a new worker of d with groups in flight as flights 0, 1, ...
+func inFlight(d *Dispatcher, groups []group) *worker {
+	w := newWorker(d, "w")
+	for id, g := range groups {
+		w.flights[uint64(id)] = &flight{g: g, cancel: func() {}}
+		w.held[g.msgs[0].Destination]++
+	}
+	return w
+}
+
+// deliveriesOf is n copies of r, each a delivery of its own (numbered from
+// 1<<32, apart from the flights a test lands).
+func deliveriesOf(r result, n int) []result {
+	copies := make([]result, n)
+	for i := range copies {
+		copies[i] = r
+		copies[i].delivery = 1<<32 + uint64(i)
+	}
+	return copies
 }
 
 // A finalize carries finalizeMost results at most: the rest wait for the
@@ -1237,9 +1341,7 @@ func TestFinalizesStayBoundedAndKeepTheirFlush(t *testing.T) {
 		require.False(t, w.finalizing)
 	}
 
-	for range finalizeMost + 500 {
-		w.done = append(w.done, stale)
-	}
+	w.done = append(w.done, deliveriesOf(stale, finalizeMost+500)...)
 	w.startFinalize()
 	require.Len(t, w.done, 500, "one finalize carries finalizeMost")
 	nextStarted("the rest at once: nothing else is in flight")

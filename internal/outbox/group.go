@@ -26,13 +26,6 @@ func keyOf(m claimedMessage) aggregateKey {
 	return aggregateKey{m.Destination, m.AggregateType, m.AggregateID}
 }
 
-// sameDelivery says that two ordered messages were leased together, under
-// one lease of their aggregate: a lease that ran out while its results
-// waited for their finalize may be followed by the next lease's.
-func sameDelivery(a, b claimedMessage) bool {
-	return keyOf(a) == keyOf(b) && a.AggregateLeaseVersion == b.AggregateLeaseVersion
-}
-
 // groupByAggregate splits an ordered claim into one group per aggregate,
 // each in sequence order (RETURNING gives no order).
 func groupByAggregate(rows []queries.OutboxClaimOrderedRow) []group {

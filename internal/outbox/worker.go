@@ -10,8 +10,14 @@ import (
 )
 
 // flushInterval bounds how long a finished delivery waits to be finalized
-// together with others.
-const flushInterval = 10 * time.Millisecond
+// together with others, from when the first of those waiting landed (the
+// last delivery in flight is finalized at once: finalizeNow). Timed from
+// a fixed tick, a flush came a moment after the first of a claim's
+// deliveries had landed as often as not, and a drain's claims of
+// unordered messages were finalized in two statements instead of one
+// (BENCHMARKS.md, "A claim's deliveries in one finalize"); and an idle
+// worker woke a hundred times a second.
+const flushInterval = 5 * time.Millisecond
 
 // finalizeMost is how many finished messages make a worker finalize before
 // its next flush. Each finalize of more than genericPlanMost messages is
@@ -55,6 +61,11 @@ type worker struct {
 	finalizing bool
 	finalized  chan finalizeOutcome
 	flushDue   bool
+	// flushTimer fires at flushAt, flushInterval after the first of the
+	// deliveries in done landed; flushAt is zero while it is stopped
+	// (armFlush, startFinalize, flush).
+	flushTimer *time.Timer
+	flushAt    time.Time
 	// nextClaim holds off claiming after a claim that was not full, until
 	// the idle poll, a wake-up or a finalize that makes more due.
 	nextClaim time.Time
@@ -87,8 +98,10 @@ type landed struct {
 
 // newWorker is a worker of d with nothing in flight.
 func newWorker(d *Dispatcher, name string) *worker {
+	flush := time.NewTimer(flushInterval)
+	flush.Stop()
 	return &worker{d: d, name: name, results: make(chan landed, d.cfg.BatchSize), flights: map[uint64]*flight{}, held: map[string]int{},
-		pace: map[string]time.Duration{}, ramp: map[string]int{}, finalized: make(chan finalizeOutcome, 1)}
+		pace: map[string]time.Duration{}, ramp: map[string]int{}, finalized: make(chan finalizeOutcome, 1), flushTimer: flush}
 }
 
 func (d *Dispatcher) work(ctx context.Context, name string) {
@@ -98,8 +111,7 @@ func (d *Dispatcher) work(ctx context.Context, name string) {
 	d.mu.Unlock()
 	beat := time.NewTicker(d.cfg.LeaseDuration / 3)
 	defer beat.Stop()
-	flush := time.NewTicker(flushInterval)
-	defer flush.Stop()
+	defer w.flushTimer.Stop()
 	stop := ctx.Done()
 	for {
 		stopping := ctx.Err() != nil
@@ -115,7 +127,7 @@ func (d *Dispatcher) work(ctx context.Context, name string) {
 			w.finished(l)
 		case o := <-w.finalized:
 			w.applyFinalize(o)
-		case <-flush.C:
+		case <-w.flushTimer.C:
 			w.flush()
 		case <-beat.C:
 			w.extendLeases(hard)
@@ -231,9 +243,23 @@ func (w *worker) finished(l landed) {
 	}
 	w.held[l.results[0].msg.Destination]--
 	w.clock(l)
+	for i := range l.results {
+		l.results[i].delivery = l.id
+	}
 	w.done = append(w.done, l.results...)
 	if w.finalizeNow() {
 		w.startFinalize()
+	}
+	w.armFlush()
+}
+
+// armFlush sets the flush timer when finished deliveries wait for a
+// finalize and it is not set yet: the first of them waits flushInterval
+// at most.
+func (w *worker) armFlush() {
+	if len(w.done) > 0 && w.flushAt.IsZero() {
+		w.flushAt = time.Now().Add(flushInterval)
+		w.flushTimer.Reset(flushInterval)
 	}
 }
 
@@ -295,7 +321,7 @@ type finalizeOutcome struct {
 }
 
 // startFinalize sends the finished deliveries, finalizeMost at most (more
-// only to end with the whole of an aggregate's results), to be finalized
+// only to end with the whole of a delivery's results), to be finalized
 // on a goroutine of its own, unless a finalize is in flight already: its
 // outcome starts the next (applyFinalize), or the flush does.
 // Finalized on the loop, each finalize held the worker's claims back for a
@@ -308,16 +334,24 @@ func (w *worker) startFinalize() {
 		return
 	}
 	n := min(len(w.done), finalizeMost)
-	// Never part of an aggregate's results (a delivery's, appended
-	// together): the finalize of the first part would move the aggregate
+	// Never part of a delivery's results (appended together). Of an
+	// aggregate's: the finalize of the first part would move the aggregate
 	// on and free it, a claim would lease the rest again, and their own
-	// finalize would be stale, the messages delivered twice.
-	for n < len(w.done) && w.done[n].msg.AggregateID != "" && sameDelivery(w.done[n].msg, w.done[n-1].msg) {
+	// finalize would be stale, the messages delivered twice. Of unordered
+	// messages': a claim of 32 deliveries of 32 was finalized as 1,000
+	// and then 24 (BENCHMARKS.md, "A claim's deliveries in one finalize").
+	for n < len(w.done) && w.done[n].delivery == w.done[n-1].delivery {
 		n++
 	}
 	// Capped at n, so that results appended to the rest never reach it.
 	batch := w.done[:n:n]
 	w.done = w.done[n:]
+	if len(w.done) == 0 && !w.flushAt.IsZero() {
+		// Nothing waits: no flush. (Since Go 1.23 a stopped timer
+		// delivers no value it had not delivered.)
+		w.flushTimer.Stop()
+		w.flushAt = time.Time{}
+	}
 	w.finalizing, w.flushDue = true, false
 	go func() {
 		busy, moreDue, err := w.d.finalize(context.Background(), w.name, batch)
@@ -325,9 +359,11 @@ func (w *worker) startFinalize() {
 	}()
 }
 
-// flush is the flush ticker's: it finalizes the finished deliveries, or,
+// flush is the flush timer's: it finalizes the finished deliveries, or,
 // with a finalize in flight, has its outcome start the next at once.
 func (w *worker) flush() {
+	w.flushTimer.Stop()
+	w.flushAt = time.Time{}
 	w.flushDue = w.finalizing
 	w.startFinalize()
 }
@@ -345,6 +381,7 @@ func (w *worker) applyFinalize(o finalizeOutcome) {
 	if finishedMeanwhile && (w.finalizeNow() || w.flushDue) {
 		w.startFinalize()
 	}
+	w.armFlush()
 }
 
 // settle takes in a finalize's outcome, all but the results it held back.
