@@ -26,8 +26,8 @@ const flushInterval = 5 * time.Millisecond
 // every 50 messages, as this did when it counted half a window of
 // deliveries in messages, cost a third of the drain's CPU (BENCHMARKS.md,
 // "Finalize per flush"). The flush already bounds the wait; this only
-// bounds a statement's size, which may pass it by less than an
-// aggregate's delivery (startFinalize).
+// bounds a statement's size, which may pass it by less than a delivery
+// (startFinalize).
 const finalizeMost = 1000
 
 // worker is one claim-deliver-finalize loop. It keeps up to BatchSize
@@ -61,9 +61,11 @@ type worker struct {
 	finalizing bool
 	finalized  chan finalizeOutcome
 	flushDue   bool
-	// flushTimer fires at flushAt, flushInterval after the first of the
-	// deliveries in done landed; flushAt is zero while it is stopped
-	// (armFlush, startFinalize, flush).
+	// flushTimer is set while finished deliveries wait in done, to fire
+	// at flushAt (zero while it is stopped): armFlush sets it
+	// flushInterval after the first of them landed, or was held back;
+	// startFinalize stops it when it takes them all, and flush when it
+	// fires.
 	flushTimer *time.Timer
 	flushAt    time.Time
 	// nextClaim holds off claiming after a claim that was not full, until
@@ -255,7 +257,8 @@ func (w *worker) finished(l landed) {
 
 // armFlush sets the flush timer when finished deliveries wait for a
 // finalize and it is not set yet: the first of them waits flushInterval
-// at most.
+// at most, or, with a finalize in flight when it fires, until that
+// finalize's outcome starts the next.
 func (w *worker) armFlush() {
 	if len(w.done) > 0 && w.flushAt.IsZero() {
 		w.flushAt = time.Now().Add(flushInterval)
@@ -366,6 +369,9 @@ func (w *worker) flush() {
 	w.flushAt = time.Time{}
 	w.flushDue = w.finalizing
 	w.startFinalize()
+	// What a full finalize left behind is as overdue: its outcome
+	// starts the next at once.
+	w.flushDue = w.flushDue || len(w.done) > 0
 }
 
 // applyFinalize takes in the outcome of the finalize in flight (settle),

@@ -102,9 +102,10 @@ func TestAFinalizeNeverSplitsAnAggregatesResults(t *testing.T) {
 	require.Empty(t, again, "nothing left to lease again")
 
 	// Results of an earlier lease of an aggregate (run out while they
-	// waited for their finalize) followed by the next lease's: the batch
-	// ends with the earlier lease's, and the next lease's apply in the
-	// next finalize, under their own lease.
+	// waited for their finalize) followed by the next lease's, each lease
+	// a delivery (a flight) of its own: the batch ends with the earlier
+	// lease's, and the next lease's apply in the next finalize, under
+	// their own lease.
 	for range 3 {
 		enqueue(t, pool, Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: "2", Payload: []byte(`{}`)})
 	}
@@ -252,7 +253,8 @@ func deliveriesOf(r result, n int) []result {
 }
 
 // A finalize carries finalizeMost results at most: the rest wait for the
-// next, which the outcome starts at once. A flush that comes while a
+// next, which the outcome starts at once, also when a flush took the
+// first part while deliveries are in flight. A flush that comes while a
 // finalize is in flight is not lost: the outcome starts the next
 // finalize for what finished meanwhile, although deliveries are still in
 // flight.
@@ -285,6 +287,11 @@ func TestFinalizesStayBoundedAndKeepTheirFlush(t *testing.T) {
 	nextStarted("the rest at once: nothing else is in flight")
 
 	w.flights[0] = &flight{g: groups[0], cancel: func() {}} // a delivery still in flight
+	w.done = append(w.done, deliveriesOf(stale, finalizeMost+500)...)
+	w.flush()
+	require.Len(t, w.done, 500, "one finalize carries finalizeMost")
+	nextStarted("what the flush could not take, at once, although a delivery is in flight")
+
 	w.done = append(w.done, stale)
 	w.flush()
 	require.True(t, w.finalizing)
