@@ -56,7 +56,7 @@ type benchRun struct {
 // them: the destination's guard, retry policy and timeout.
 func newBenchRun(ctx context.Context, target *benchTarget, opts benchOptions, logger *slog.Logger) (*benchRun, error) {
 	b := &benchRun{opts: opts, target: target, logger: logger,
-		recorder: newDeliveryRecorder(opts.messages), statements: &pgtrace.RoundTrips{}, notifier: outbox.NewNotifier(target.pool)}
+		recorder: newDeliveryRecorder(opts.messages), statements: &pgtrace.RoundTrips{}, notifier: outbox.NewNotifier(target.pool, opts.wakeCooldown)}
 	if opts.rate > 0 {
 		b.commits, b.begunAt, b.committedAt = make(durations, opts.messages), make([]time.Time, opts.messages), make([]time.Time, opts.messages)
 		b.recorder.deliveredAt = make([]atomic.Int64, opts.messages)

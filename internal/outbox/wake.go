@@ -153,9 +153,9 @@ const notifyTimeout = 10 * time.Second
 // is a transaction with a commit of its own (PostgreSQL gives the
 // notification a transaction id), so one per enqueue doubles the commits
 // of a busy producer. A Notifier has at most one NOTIFY in flight, and
-// starts them at least the dispatchers' default WakeCooldown apart: a call
-// made meanwhile waits for the next one, which covers every call made in
-// between. A dispatcher passes on at most one wake-up per cooldown
+// starts them no closer together than the WakeCooldown of the dispatchers
+// it wakes (NewNotifier): a call made meanwhile waits for the next one,
+// which covers every call made in between. A dispatcher passes on at most one wake-up per cooldown
 // (wakeGate), so NOTIFYs closer together wake nobody sooner; sent for
 // every enqueue, they were about a quarter of the server's CPU per
 // message at 1,000 messages a second (BENCHMARKS.md, "Where a message's
@@ -186,9 +186,12 @@ type notifyRound struct {
 	waiters int // calls in the round, guarded by Notifier.mu; read by tests only
 }
 
-// NewNotifier returns a Notifier that sends through pool.
-func NewNotifier(pool *pgxpool.Pool) *Notifier {
-	return &Notifier{send: func(ctx context.Context) error { return Notify(ctx, pool) }, every: defaultWakeCooldown, sleep: time.Sleep}
+// NewNotifier returns a Notifier that sends through pool, its NOTIFYs at
+// least cooldown apart: the WakeCooldown of the dispatchers it wakes (0:
+// their default).
+func NewNotifier(pool *pgxpool.Pool, cooldown time.Duration) *Notifier {
+	return &Notifier{send: func(ctx context.Context) error { return Notify(ctx, pool) },
+		every: defaultDuration(cooldown, defaultWakeCooldown), sleep: time.Sleep}
 }
 
 // Notify returns once a NOTIFY that began after the call has been sent,

@@ -167,7 +167,7 @@ func TestNotifierWakesListenersThroughPostgreSQL(t *testing.T) {
 	require.NoError(t, err)
 
 	counted := countNotifies(t, pool)
-	n := NewNotifier(counted.pool)
+	n := NewNotifier(counted.pool, 0)
 	const callers = 64
 	var wg sync.WaitGroup
 	errs := make(chan error, callers)
@@ -206,7 +206,7 @@ func TestNotifyLeavesTheConnectionsCommitsDurable(t *testing.T) {
 	require.NoError(t, err)
 	defer one.Close()
 	require.NoError(t, Notify(ctx, one))
-	require.NoError(t, NewNotifier(one).Notify(ctx))
+	require.NoError(t, NewNotifier(one, 0).Notify(ctx))
 	var setting string
 	require.NoError(t, one.QueryRow(ctx, "SHOW synchronous_commit").Scan(&setting))
 	require.Equal(t, "on", setting)
