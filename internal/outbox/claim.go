@@ -49,12 +49,17 @@ type claimRequest struct {
 // other kind for what is left, and the first kind again for the rest if
 // it found its half. Each kind gets at least half of a full claim, and
 // what one leaves unused goes to the other, so neither starves the other
-// and a claim is full when only one kind is waiting. What a statement
-// leased is passed to r.leased before the next is sent: a delivery never
-// waits for a statement that finds nothing for it (each one a commit; a
-// whole claim took 1.3 ms at the p50 and 12 at the p99 under 1,000
-// messages a second; BENCHMARKS.md, "Planned claims on a new outbox" and
-// "A claim's deliveries start as each statement returns").
+// and a claim is full when only one kind is waiting. The other kind's
+// statement is not sent when the first one leased messages and said that
+// none of the other kind was due (its rows' AggregatesDue, UnorderedDue):
+// where producers enqueue one kind only, that statement found nothing at
+// every claim, a round trip per wake-up (BENCHMARKS.md, "The other kind's
+// claim only where it is due"). What a statement leased is passed to
+// r.leased before the next is sent: a delivery never waits for a
+// statement that finds nothing for it (each one a commit; a whole claim
+// took 1.3 ms at the p50 and 12 at the p99 under 1,000 messages a second;
+// BENCHMARKS.md, "Planned claims on a new outbox" and "A claim's
+// deliveries start as each statement returns").
 func (d *Dispatcher) claimPaced(ctx context.Context, r claimRequest) (claimed []group, capped bool, err error) {
 	caps, atShare := d.claimable(r.limit, r.held, r.sizes)
 	if len(caps.names) == 0 || r.limit <= 0 {
@@ -93,6 +98,10 @@ type claimStep struct {
 	r       claimRequest
 	caps    claimCaps
 	claimed []group
+	// noneDue is set by a statement that leased messages of one kind and
+	// found none of the other due: the other kind's statement, which would
+	// lease nothing, is not sent.
+	noneDue struct{ unordered, ordered bool }
 }
 
 // took takes what a statement leased off the destinations' caps of both
@@ -116,12 +125,15 @@ func (c *claimStep) took(groups []group) {
 // many it leased.
 func (c *claimStep) unordered(n int) (int, error) {
 	share := unorderedShareOf(c.caps.names, c.caps.unordered, n, c.r.sizes)
-	if len(share.names) == 0 {
+	if len(share.names) == 0 || c.noneDue.unordered {
 		return 0, nil
 	}
 	rows, err := c.leaseUnordered(share, n)
 	if err != nil {
 		return 0, fmt.Errorf("claim unordered: %w", err)
+	}
+	if len(rows) > 0 && !rows[0].AggregatesDue {
+		c.noneDue.ordered = true
 	}
 	groups, excess := share.group(rows, n)
 	// The deliveries first: the release is a round trip of its own.
@@ -144,6 +156,7 @@ func (c *claimStep) leaseUnordered(share unorderedShare, n int) ([]queries.Outbo
 	rows, err := c.d.claimQueries(false).OutboxClaimUnordered(c.ctx, queries.OutboxClaimUnorderedParams{
 		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: share.names,
 		AfterAt: from.at, AfterID: from.id, Caps: share.messages, BatchSize: int32(batch), Now: c.d.now(),
+		AggregateDestinations: c.caps.names,
 	})
 	if err != nil {
 		return nil, err
@@ -168,13 +181,17 @@ func takeTurn(ctx context.Context, turn chan struct{}) (release func(), err erro
 // order, and says how many it leased.
 func (c *claimStep) ordered(n int) (int, error) {
 	// No destination with room left for aggregates (the other kind took
-	// it all): the ordered claim could lease nothing, and is not sent.
-	if !slices.ContainsFunc(c.caps.ordered, func(left int32) bool { return left > 0 }) {
+	// it all), or none due: the ordered claim could lease nothing, and is
+	// not sent.
+	if !slices.ContainsFunc(c.caps.ordered, func(left int32) bool { return left > 0 }) || c.noneDue.ordered {
 		return 0, nil
 	}
 	rows, err := c.leaseAggregates(n)
 	if err != nil {
 		return 0, fmt.Errorf("claim ordered: %w", err)
+	}
+	if len(rows) > 0 && !rows[0].UnorderedDue {
+		c.noneDue.unordered = true
 	}
 	groups := groupByAggregate(rows)
 	c.took(groups)
@@ -189,8 +206,10 @@ func (c *claimStep) leaseAggregates(n int) ([]queries.OutboxClaimOrderedRow, err
 		return nil, err
 	}
 	defer release()
+	// Where the unordered claim would start, for the rows' UnorderedDue.
+	from := c.d.marks.start(c.caps.names, time.Now())
 	return c.d.claimQueries(true).OutboxClaimOrdered(c.ctx, queries.OutboxClaimOrderedParams{
 		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: c.caps.names, Caps: c.caps.ordered,
-		Aggregates: int32(n), PerAggregate: int32(c.d.cfg.AggregateBatch), Now: c.d.now(),
+		Aggregates: int32(n), PerAggregate: int32(c.d.cfg.AggregateBatch), Now: c.d.now(), AfterAt: from.at, AfterID: from.id,
 	})
 }

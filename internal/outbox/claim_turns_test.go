@@ -1,7 +1,10 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
+	"github.com/switchyard/switchyard/internal/destination"
 )
 
 // claimOverlap is a pgx QueryTracer (a pool's ConnConfig.Tracer) that
@@ -110,4 +114,113 @@ func TestATurnIsWaitedForUnderTheClaimsContext(t *testing.T) {
 	again, err := takeTurn(context.Background(), turn)
 	require.NoError(t, err, "a turn given back is free again")
 	again()
+}
+
+// A claim sends the other kind's statement only where the first one's
+// rows say that kind has something due, or where the first one leased
+// nothing (and so said nothing): where producers enqueue one kind only,
+// the other kind's statement found nothing at every wake-up. Whatever is
+// skipped, each kind's messages are claimed by the claim after they are
+// due.
+func TestAClaimSendsTheOtherKindOnlyWhereItIsDue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conf, err := pgxpool.ParseConfig(dbtest.NewURL(t))
+	require.NoError(t, err)
+	sent := newClaimOverlap()
+	conf.ConnConfig.Tracer = sent
+	pool, err := pgxpool.NewWithConfig(ctx, conf)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	addDestinations(t, pool, "alpha", "beta", "gamma")
+	d := New(pool, Config{Routes: map[string]Route{
+		"alpha": {Destination: destination.Func(nil)}, "beta": {Destination: destination.Func(nil)},
+		"gamma": {Destination: destination.Func(nil)}}})
+	unordered := func(destination string, n int) []Message {
+		msgs := make([]Message, n)
+		for i := range msgs {
+			msgs[i] = Message{Topic: "t", Destination: destination, Payload: []byte(`{}`)}
+		}
+		return msgs
+	}
+	ordered := func(destination, aggregate string, n int) []Message {
+		msgs := unordered(destination, n)
+		for i := range msgs {
+			msgs[i].AggregateType, msgs[i].AggregateID = "order", aggregate
+		}
+		return msgs
+	}
+	// claimOf runs one claim of up to limit deliveries and returns how
+	// many messages of each kind (by aggregate) it leased and how many
+	// statements of each kind it sent.
+	claimOf := func(limit int, orderedFirst bool) (leased, statements map[string]int) {
+		t.Helper()
+		sent.mu.Lock()
+		before := maps.Clone(sent.sent)
+		sent.mu.Unlock()
+		groups, _, err := d.claimPaced(ctx, claimRequest{worker: "w", limit: limit, orderedFirst: orderedFirst})
+		require.NoError(t, err)
+		leased = map[string]int{}
+		for _, g := range groups {
+			for _, m := range g.msgs {
+				leased[cmp.Or(m.AggregateID, "unordered")]++
+			}
+		}
+		sent.mu.Lock()
+		defer sent.mu.Unlock()
+		statements = map[string]int{}
+		for _, kind := range claimKinds {
+			statements[kind] = sent.sent[kind] - before[kind]
+		}
+		return leased, statements
+	}
+	claim := func(orderedFirst bool) (leased, statements map[string]int) {
+		t.Helper()
+		return claimOf(100, orderedFirst)
+	}
+	only := func(unordered, ordered int) map[string]int {
+		return map[string]int{"OutboxClaimUnordered": unordered, "OutboxClaimOrdered": ordered}
+	}
+
+	// Claims one after another, each after its messages are enqueued.
+	steps := []struct {
+		why          string
+		enqueue      []Message
+		orderedFirst bool
+		leased       map[string]int
+		statements   map[string]int
+	}{
+		{"no aggregate is due: the ordered claim is not sent",
+			unordered("alpha", 10), false, map[string]int{"unordered": 10}, only(1, 0)},
+		{"an aggregate is due at another destination than the unordered messages found: the ordered claim is sent",
+			append(ordered("beta", "b1", 3), unordered("alpha", 5)...), false, map[string]int{"unordered": 5, "b1": 3}, only(1, 1)},
+		{"the unordered claim leased nothing, so said nothing: the ordered claim is sent",
+			ordered("alpha", "a1", 2), false, map[string]int{"a1": 2}, only(1, 1)},
+		{"the mirror image, the ordered claim first: no unordered message is due, the unordered claim is not sent",
+			ordered("alpha", "a2", 4), true, map[string]int{"a2": 4}, only(0, 1)},
+		{"unordered messages are due at another destination: the unordered claim is sent",
+			append(ordered("alpha", "a3", 1), unordered("beta", 2)...), true, map[string]int{"a3": 1, "unordered": 2}, only(1, 1)},
+	}
+	for _, step := range steps {
+		enqueue(t, pool, step.enqueue...)
+		leased, statements := claim(step.orderedFirst)
+		require.Equal(t, step.leased, leased, step.why)
+		require.Equal(t, step.statements, statements, step.why)
+	}
+
+	// The probe covers every destination the ordered claim would serve,
+	// not only those the unordered claim served: a claim of two
+	// deliveries asks for one unordered message, at one destination,
+	// first in the claim's random order (a third of the time gamma, with
+	// no unordered message, and the ordered claim goes out regardless).
+	for round := range 12 {
+		aggregate := fmt.Sprint("g", round)
+		enqueue(t, pool, unordered("alpha", 1)...)
+		enqueue(t, pool, unordered("beta", 1)...)
+		enqueue(t, pool, ordered("gamma", aggregate, 1)...)
+		leased, _ := claimOf(2, false)
+		require.Equal(t, 1, leased[aggregate], "round %d: gamma's aggregate was due and is leased: %v", round, leased)
+		_, err := pool.Exec(ctx, `UPDATE switchyard.outbox SET state = 'delivered', finished_at = now() WHERE state = 'pending' AND aggregate_id = ''`)
+		require.NoError(t, err)
+	}
 }

@@ -304,8 +304,9 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	statements, generic, _ := preparedStatements(t, pool, "OutboxClaimUnordered")
 	require.Equal(t, 1, statements, "the unordered claim is a prepared statement")
 	require.Positive(t, generic, "PostgreSQL kept its generic plan")
-	unordered := plan("OutboxClaimUnordered", `('w', NULL, 30, '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{10}', 10)`)
+	unordered := plan("OutboxClaimUnordered", `('w', NULL, 30, '{alpha}', '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{10}', 10)`)
 	require.Contains(t, unordered, "Index Scan using outbox_due_unordered", unordered)
+	require.Contains(t, unordered, "Scan using outbox_aggregates_due", "the probe of the aggregates due reads their index: %s", unordered)
 	require.Regexp(t, `Index Cond: .*ROW\(next_attempt_at, id\) > ROW`, unordered, "the scan starts after the mark: %s", unordered)
 	require.NotContains(t, unordered, "Seq Scan on outbox ", unordered)
 	// The aggregates' table, a few rows without statistics, is small
@@ -343,8 +344,9 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	statements, generic, _ = preparedStatements(t, pool, "OutboxClaimOrdered")
 	require.Equal(t, 2, statements, "the ordered claim is a prepared statement of its own once the table has statistics")
 	require.Greater(t, generic, genericAfter, "PostgreSQL kept its generic plan")
-	ordered := plan("OutboxClaimOrdered", `('{alpha}', NULL, '{10}', 10, 'w', 30, 32)`)
-	for _, index := range []string{"outbox_aggregates_due", "outbox_pending_ordered"} {
+	ordered := plan("OutboxClaimOrdered", `('{alpha}', NULL, '{10}', 10, 'w', 30, 32, '{2026-12-04 12:00:00+00}', '{42}')`)
+	// outbox_due_unordered: the probe of the unordered messages due.
+	for _, index := range []string{"outbox_aggregates_due", "outbox_pending_ordered", "outbox_due_unordered"} {
 		require.Contains(t, ordered, "Index Scan using "+index, ordered)
 	}
 	require.NotContains(t, ordered, "Seq Scan on outbox ", ordered)

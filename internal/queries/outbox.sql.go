@@ -175,18 +175,35 @@ counted AS (
     RETURNING o.id, coalesce(o.delivery_key, o.message_id) AS message_id, o.topic, o.destination, o.aggregate_type,
         o.aggregate_id, o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at,
         o.aggregate_seq, heads.aggregate_lease_version
+),
+unordered_due AS (
+    SELECT EXISTS (
+        SELECT FROM unnest($1::text[]) WITH ORDINALITY AS n (destination, i)
+        CROSS JOIN LATERAL (
+            SELECT FROM switchyard.outbox o
+            WHERE o.state = 'pending' AND o.aggregate_id = ''
+              AND o.destination = n.destination
+              AND o.next_attempt_at <= coalesce($2::timestamptz, now())
+              AND (o.next_attempt_at, o.id) > (coalesce(($8::timestamptz[])[n.i], '-infinity'), coalesce(($9::bigint[])[n.i], 0))
+              AND (o.leased_until IS NULL OR o.leased_until <= coalesce($2::timestamptz, now()))
+            -- The claim's order, so that the probe reads the claim's index.
+            ORDER BY o.next_attempt_at, o.id
+            LIMIT 1
+        ) o
+    ) AS due
 )
 SELECT c.id, c.message_id::uuid AS message_id, c.topic, c.destination, c.aggregate_type, c.aggregate_id,
     c.payload, c.headers, c.attempts::int AS attempts, c.max_attempts,
     c.lease_version::bigint AS lease_version, c.created_at,
-    c.aggregate_seq::bigint AS aggregate_seq, c.aggregate_lease_version::bigint AS aggregate_lease_version, true AS counted
-FROM counted c
+    c.aggregate_seq::bigint AS aggregate_seq, c.aggregate_lease_version::bigint AS aggregate_lease_version, true AS counted,
+    u.due AS unordered_due
+FROM counted c, unordered_due u
 UNION ALL
 SELECT h.id, h.message_id::uuid, h.topic, h.destination, h.aggregate_type, h.aggregate_id,
     h.payload, h.headers, h.attempts::int, h.max_attempts,
     h.lease_version::bigint, h.created_at,
-    h.aggregate_seq::bigint, h.aggregate_lease_version::bigint, false
-FROM heads h
+    h.aggregate_seq::bigint, h.aggregate_lease_version::bigint, false, u.due
+FROM heads h, unordered_due u
 WHERE NOT h.head
 `
 
@@ -198,6 +215,8 @@ type OutboxClaimOrderedParams struct {
 	Owner        string
 	LeaseSeconds float64
 	PerAggregate int32
+	AfterAt      []time.Time
+	AfterID      []int64
 }
 
 type OutboxClaimOrderedRow struct {
@@ -216,6 +235,7 @@ type OutboxClaimOrderedRow struct {
 	AggregateSeq          int64
 	AggregateLeaseVersion int64
 	Counted               bool
+	UnorderedDue          bool
 }
 
 // OutboxClaimOrdered leases up to aggregates due aggregates (see
@@ -225,7 +245,11 @@ type OutboxClaimOrderedRow struct {
 // them in that order. The aggregate's lease (due_at = expiry, lease_version
 // + 1) keeps every other worker off its later messages until the finalize.
 // Lock order, here and in OutboxFinalize: the aggregate row, then its
-// messages.
+// messages. Every row also says whether an unordered message of
+// destinations was due when the claim began (unordered_due, the same on
+// each), looked for as OutboxClaimUnordered would, after (after_at[n],
+// after_id[n]): where none was, the worker does not send the unordered
+// claim after this one.
 // Each message's columns are read here, where its row is visited anyway
 // (the index holds none of them), not again at the end through the
 // primary key: that second probe per message was two thirds of a claim's
@@ -244,6 +268,7 @@ type OutboxClaimOrderedRow struct {
 // checks as before; their attempts record it, the message's own lease
 // version, which only its claims as a head raise (the aggregate's lease is
 // what fenced them).
+// A CTE that both halves of the union below read, evaluated once.
 // The heads that were written, with what was written (a head that was not,
 // no longer pending when counted's update read it again, is not
 // delivered), and the other messages as they were read. A union of the
@@ -260,6 +285,8 @@ func (q *Queries) OutboxClaimOrdered(ctx context.Context, arg OutboxClaimOrdered
 		arg.Owner,
 		arg.LeaseSeconds,
 		arg.PerAggregate,
+		arg.AfterAt,
+		arg.AfterID,
 	)
 	if err != nil {
 		return nil, err
@@ -284,6 +311,7 @@ func (q *Queries) OutboxClaimOrdered(ctx context.Context, arg OutboxClaimOrdered
 			&i.AggregateSeq,
 			&i.AggregateLeaseVersion,
 			&i.Counted,
+			&i.UnorderedDue,
 		); err != nil {
 			return nil, err
 		}
@@ -298,19 +326,19 @@ func (q *Queries) OutboxClaimOrdered(ctx context.Context, arg OutboxClaimOrdered
 const outboxClaimUnordered = `-- name: OutboxClaimUnordered :many
 WITH due AS (
     SELECT c.id
-    FROM unnest($4::text[]) WITH ORDINALITY AS n (destination, i)
+    FROM unnest($5::text[]) WITH ORDINALITY AS n (destination, i)
     CROSS JOIN LATERAL (
         SELECT o.id FROM switchyard.outbox o
         WHERE o.state = 'pending' AND o.aggregate_id = ''
           AND o.destination = n.destination
           AND o.next_attempt_at <= coalesce($2::timestamptz, now())
-          AND (o.next_attempt_at, o.id) > (coalesce(($5::timestamptz[])[n.i], '-infinity'), coalesce(($6::bigint[])[n.i], 0))
+          AND (o.next_attempt_at, o.id) > (coalesce(($6::timestamptz[])[n.i], '-infinity'), coalesce(($7::bigint[])[n.i], 0))
           AND (o.leased_until IS NULL OR o.leased_until <= coalesce($2::timestamptz, now()))
         ORDER BY o.next_attempt_at, o.id
-        LIMIT ($7::int[])[n.i]
+        LIMIT ($8::int[])[n.i]
         FOR UPDATE SKIP LOCKED
     ) c
-    LIMIT $8
+    LIMIT $9
 )
 UPDATE switchyard.outbox o
 SET lease_owner = $1::text,
@@ -319,18 +347,29 @@ SET lease_owner = $1::text,
     attempts = o.attempts + 1
 WHERE o.id = ANY (ARRAY(SELECT due.id FROM due))
 RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
-    o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at, o.next_attempt_at
+    o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at, o.next_attempt_at,
+    EXISTS (
+        SELECT FROM unnest($4::text[]) AS n (destination)
+        CROSS JOIN LATERAL (
+            SELECT FROM switchyard.outbox_aggregates a
+            WHERE a.last_seq > a.done_seq AND a.destination = n.destination
+              AND a.due_at <= coalesce($2::timestamptz, now())
+            ORDER BY a.due_at
+            LIMIT 1
+        ) a
+    ) AS aggregates_due
 `
 
 type OutboxClaimUnorderedParams struct {
-	Owner        string
-	Now          *time.Time
-	LeaseSeconds float64
-	Destinations []string
-	AfterAt      []time.Time
-	AfterID      []int64
-	Caps         []int32
-	BatchSize    int32
+	Owner                 string
+	Now                   *time.Time
+	LeaseSeconds          float64
+	AggregateDestinations []string
+	Destinations          []string
+	AfterAt               []time.Time
+	AfterID               []int64
+	Caps                  []int32
+	BatchSize             int32
 }
 
 type OutboxClaimUnorderedRow struct {
@@ -347,6 +386,7 @@ type OutboxClaimUnorderedRow struct {
 	LeaseVersion  int64
 	CreatedAt     time.Time
 	NextAttemptAt time.Time
+	AggregatesDue bool
 }
 
 // OutboxClaimUnordered leases up to batch_size due messages that have no
@@ -362,6 +402,13 @@ type OutboxClaimUnorderedRow struct {
 // step over them
 // (migrations/00030_outbox_due_unordered_id.sql; internal/outbox/marks.go
 // says when a dispatcher starts at the head again).
+// Every row also says whether an aggregate of aggregate_destinations (the
+// ordered claim's) was due when the claim began (aggregates_due, the same
+// on each): where none was, the
+// worker does not send the ordered claim after this one, which would find
+// nothing (internal/outbox/claim.go). An index probe per destination
+// (outbox_aggregates_due: aggregates in flight are due only when their
+// lease expires, so they do not lead it), evaluated once.
 // One probe of the primary key per claimed message. Joined to due
 // instead, the planner hashed the whole outbox, read sequentially, as soon
 // as a claim was large (a fast destination's groups: 1,024 messages), and
@@ -372,6 +419,7 @@ func (q *Queries) OutboxClaimUnordered(ctx context.Context, arg OutboxClaimUnord
 		arg.Owner,
 		arg.Now,
 		arg.LeaseSeconds,
+		arg.AggregateDestinations,
 		arg.Destinations,
 		arg.AfterAt,
 		arg.AfterID,
@@ -399,6 +447,7 @@ func (q *Queries) OutboxClaimUnordered(ctx context.Context, arg OutboxClaimUnord
 			&i.LeaseVersion,
 			&i.CreatedAt,
 			&i.NextAttemptAt,
+			&i.AggregatesDue,
 		); err != nil {
 			return nil, err
 		}

@@ -57,6 +57,13 @@ INSERT INTO switchyard.outbox (
 -- step over them
 -- (migrations/00030_outbox_due_unordered_id.sql; internal/outbox/marks.go
 -- says when a dispatcher starts at the head again).
+-- Every row also says whether an aggregate of aggregate_destinations (the
+-- ordered claim's) was due when the claim began (aggregates_due, the same
+-- on each): where none was, the
+-- worker does not send the ordered claim after this one, which would find
+-- nothing (internal/outbox/claim.go). An index probe per destination
+-- (outbox_aggregates_due: aggregates in flight are due only when their
+-- lease expires, so they do not lead it), evaluated once.
 WITH due AS (
     SELECT c.id
     FROM unnest(@destinations::text[]) WITH ORDINALITY AS n (destination, i)
@@ -85,7 +92,17 @@ SET lease_owner = @owner::text,
 -- finalizes that cost what they touch").
 WHERE o.id = ANY (ARRAY(SELECT due.id FROM due))
 RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
-    o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at, o.next_attempt_at;
+    o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at, o.next_attempt_at,
+    EXISTS (
+        SELECT FROM unnest(@aggregate_destinations::text[]) AS n (destination)
+        CROSS JOIN LATERAL (
+            SELECT FROM switchyard.outbox_aggregates a
+            WHERE a.last_seq > a.done_seq AND a.destination = n.destination
+              AND a.due_at <= coalesce(sqlc.narg(now)::timestamptz, now())
+            ORDER BY a.due_at
+            LIMIT 1
+        ) a
+    ) AS aggregates_due;
 
 -- name: OutboxClaimOrdered :many
 -- OutboxClaimOrdered leases up to aggregates due aggregates (see
@@ -95,7 +112,11 @@ RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.to
 -- them in that order. The aggregate's lease (due_at = expiry, lease_version
 -- + 1) keeps every other worker off its later messages until the finalize.
 -- Lock order, here and in OutboxFinalize: the aggregate row, then its
--- messages.
+-- messages. Every row also says whether an unordered message of
+-- destinations was due when the claim began (unordered_due, the same on
+-- each), looked for as OutboxClaimUnordered would, after (after_at[n],
+-- after_id[n]): where none was, the worker does not send the unordered
+-- claim after this one.
 WITH due AS (
     SELECT c.destination, c.aggregate_type, c.aggregate_id
     FROM unnest(@destinations::text[]) WITH ORDINALITY AS n (destination, i)
@@ -164,6 +185,23 @@ counted AS (
     RETURNING o.id, coalesce(o.delivery_key, o.message_id) AS message_id, o.topic, o.destination, o.aggregate_type,
         o.aggregate_id, o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at,
         o.aggregate_seq, heads.aggregate_lease_version
+),
+-- A CTE that both halves of the union below read, evaluated once.
+unordered_due AS (
+    SELECT EXISTS (
+        SELECT FROM unnest(@destinations::text[]) WITH ORDINALITY AS n (destination, i)
+        CROSS JOIN LATERAL (
+            SELECT FROM switchyard.outbox o
+            WHERE o.state = 'pending' AND o.aggregate_id = ''
+              AND o.destination = n.destination
+              AND o.next_attempt_at <= coalesce(sqlc.narg(now)::timestamptz, now())
+              AND (o.next_attempt_at, o.id) > (coalesce((@after_at::timestamptz[])[n.i], '-infinity'), coalesce((@after_id::bigint[])[n.i], 0))
+              AND (o.leased_until IS NULL OR o.leased_until <= coalesce(sqlc.narg(now)::timestamptz, now()))
+            -- The claim's order, so that the probe reads the claim's index.
+            ORDER BY o.next_attempt_at, o.id
+            LIMIT 1
+        ) o
+    ) AS due
 )
 -- The heads that were written, with what was written (a head that was not,
 -- no longer pending when counted's update read it again, is not
@@ -175,14 +213,15 @@ counted AS (
 SELECT c.id, c.message_id::uuid AS message_id, c.topic, c.destination, c.aggregate_type, c.aggregate_id,
     c.payload, c.headers, c.attempts::int AS attempts, c.max_attempts,
     c.lease_version::bigint AS lease_version, c.created_at,
-    c.aggregate_seq::bigint AS aggregate_seq, c.aggregate_lease_version::bigint AS aggregate_lease_version, true AS counted
-FROM counted c
+    c.aggregate_seq::bigint AS aggregate_seq, c.aggregate_lease_version::bigint AS aggregate_lease_version, true AS counted,
+    u.due AS unordered_due
+FROM counted c, unordered_due u
 UNION ALL
 SELECT h.id, h.message_id::uuid, h.topic, h.destination, h.aggregate_type, h.aggregate_id,
     h.payload, h.headers, h.attempts::int, h.max_attempts,
     h.lease_version::bigint, h.created_at,
-    h.aggregate_seq::bigint, h.aggregate_lease_version::bigint, false
-FROM heads h
+    h.aggregate_seq::bigint, h.aggregate_lease_version::bigint, false, u.due
+FROM heads h, unordered_due u
 WHERE NOT h.head;
 
 -- name: OutboxExtendLeases :many
