@@ -49,12 +49,12 @@ type claimRequest struct {
 // other kind for what is left, and the first kind again for the rest if
 // it found its half. Each kind gets at least half of a full claim, and
 // what one leaves unused goes to the other, so neither starves the other
-// and a claim is full when only one kind is waiting. The other kind's
-// statement is not sent when the first one leased messages and said that
-// none of the other kind was due (its rows' AggregatesDue, UnorderedDue):
-// where producers enqueue one kind only, that statement found nothing at
-// every claim, a round trip per wake-up (BENCHMARKS.md, "The other kind's
-// claim only where it is due"). What a statement leased is passed to
+// and a claim is full when only one kind is waiting. A kind's statement
+// is not sent when one before it leased messages and said that none of
+// that kind was due (its rows' AggregatesDue, UnorderedDue): where
+// producers enqueue one kind only, the other kind's statement found
+// nothing at every claim, a round trip per wake-up (BENCHMARKS.md, "The
+// other kind's claim only where it is due"). What a statement leased is passed to
 // r.leased before the next is sent: a delivery never waits for a
 // statement that finds nothing for it (each one a commit; a whole claim
 // took 1.3 ms at the p50 and 12 at the p99 under 1,000 messages a second;
@@ -99,8 +99,10 @@ type claimStep struct {
 	caps    claimCaps
 	claimed []group
 	// noneDue is set by a statement that leased messages of one kind and
-	// found none of the other due: the other kind's statement, which would
-	// lease nothing, is not sent.
+	// found none of the other due as of its snapshot (unordered messages:
+	// after this dispatcher's marks, where its unordered claim starts): the
+	// other kind's statement, which would have leased nothing then, is not
+	// sent. What is committed later wakes the dispatcher again.
 	noneDue struct{ unordered, ordered bool }
 }
 
@@ -153,7 +155,7 @@ func (c *claimStep) leaseUnordered(share unorderedShare, n int) ([]queries.Outbo
 	defer release()
 	from := c.d.marks.start(share.names, time.Now())
 	batch := n * share.largest
-	rows, err := c.d.claimQueries(false).OutboxClaimUnordered(c.ctx, queries.OutboxClaimUnorderedParams{
+	rows, err := c.d.claimQueries().OutboxClaimUnordered(c.ctx, queries.OutboxClaimUnorderedParams{
 		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: share.names,
 		AfterAt: from.at, AfterID: from.id, Caps: share.messages, BatchSize: int32(batch), Now: c.d.now(),
 		AggregateDestinations: c.caps.names,
@@ -186,29 +188,35 @@ func (c *claimStep) ordered(n int) (int, error) {
 	if !slices.ContainsFunc(c.caps.ordered, func(left int32) bool { return left > 0 }) || c.noneDue.ordered {
 		return 0, nil
 	}
-	rows, err := c.leaseAggregates(n)
+	// Where the unordered claim would start, for the rows' UnorderedDue.
+	from := c.d.marks.start(c.caps.names, time.Now())
+	rows, err := c.leaseAggregates(n, from)
 	if err != nil {
 		return 0, fmt.Errorf("claim ordered: %w", err)
 	}
 	if len(rows) > 0 && !rows[0].UnorderedDue {
 		c.noneDue.unordered = true
+		// The marks are forgotten as the unordered claim, finding nothing,
+		// would have forgotten them: a message behind a mark (its lease
+		// expired, or its transaction committed late) is found by the next
+		// claim, not once the mark is markAge old.
+		c.d.marks.claimed(c.caps.names, c.caps.unordered, 1, from, nil, time.Now())
 	}
 	groups := groupByAggregate(rows)
 	c.took(groups)
 	return len(groups), nil
 }
 
-// leaseAggregates sends the ordered claim for n aggregates: one worker of
-// the dispatcher at a time (Dispatcher.orderedTurn).
-func (c *claimStep) leaseAggregates(n int) ([]queries.OutboxClaimOrderedRow, error) {
+// leaseAggregates sends the ordered claim for n aggregates, its probe of
+// the unordered messages due starting at from: one worker of the
+// dispatcher at a time (Dispatcher.orderedTurn).
+func (c *claimStep) leaseAggregates(n int, from claimStart) ([]queries.OutboxClaimOrderedRow, error) {
 	release, err := takeTurn(c.ctx, c.d.orderedTurn)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	// Where the unordered claim would start, for the rows' UnorderedDue.
-	from := c.d.marks.start(c.caps.names, time.Now())
-	return c.d.claimQueries(true).OutboxClaimOrdered(c.ctx, queries.OutboxClaimOrderedParams{
+	return c.d.claimQueries().OutboxClaimOrdered(c.ctx, queries.OutboxClaimOrderedParams{
 		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: c.caps.names, Caps: c.caps.ordered,
 		Aggregates: int32(n), PerAggregate: int32(c.d.cfg.AggregateBatch), Now: c.d.now(), AfterAt: from.at, AfterID: from.id,
 	})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchyard/switchyard/internal/dbtest"
 	"github.com/switchyard/switchyard/internal/destination"
+	"github.com/switchyard/switchyard/internal/queries"
 )
 
 // claimOverlap is a pgx QueryTracer (a pool's ConnConfig.Tracer) that
@@ -133,7 +134,9 @@ func TestAClaimSendsTheOtherKindOnlyWhereItIsDue(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	addDestinations(t, pool, "alpha", "beta", "gamma")
-	d := New(pool, Config{Routes: map[string]Route{
+	// Leases that outlast the test: a claim never takes an earlier step's
+	// messages again.
+	d := New(pool, Config{LeaseDuration: time.Hour, Routes: map[string]Route{
 		"alpha": {Destination: destination.Func(nil)}, "beta": {Destination: destination.Func(nil)},
 		"gamma": {Destination: destination.Func(nil)}}})
 	unordered := func(destination string, n int) []Message {
@@ -207,6 +210,24 @@ func TestAClaimSendsTheOtherKindOnlyWhereItIsDue(t *testing.T) {
 		require.Equal(t, step.leased, leased, step.why)
 		require.Equal(t, step.statements, statements, step.why)
 	}
+
+	// A message behind this dispatcher's mark (here a mark far ahead, as
+	// if alpha's messages had been leased up to it: a message behind a
+	// mark is one whose lease expired, or whose transaction committed
+	// late) is not seen by the probe, as the unordered claim would not
+	// see it; the marks are then forgotten as that claim, finding
+	// nothing, would have forgotten them, and the next claim finds it.
+	start := d.marks.start([]string{"alpha"}, time.Now())
+	d.marks.claimed([]string{"alpha"}, []int32{1}, 1, start,
+		[]queries.OutboxClaimUnorderedRow{{ID: 1 << 40, Destination: "alpha", NextAttemptAt: time.Now().Add(time.Hour)}}, time.Now())
+	enqueue(t, pool, append(ordered("alpha", "a4", 1), unordered("alpha", 1)...)...)
+	leased, statements := claim(true)
+	require.Equal(t, map[string]int{"a4": 1}, leased, "the probe starts after the mark")
+	require.Equal(t, only(0, 1), statements)
+	enqueue(t, pool, ordered("alpha", "a5", 1)...)
+	leased, statements = claim(true)
+	require.Equal(t, map[string]int{"a5": 1, "unordered": 1}, leased, "the next claim starts at the head")
+	require.Equal(t, only(1, 1), statements)
 
 	// The probe covers every destination the ordered claim would serve,
 	// not only those the unordered claim served: a claim of two

@@ -229,16 +229,17 @@ func (r *committedRows) Close() {
 // VACUUM.
 const planStatisticsFloor = 1000
 
-// smallAggregatesTable is the size (8 pages) up to which the ordered claim
-// is a prepared statement whatever the aggregates' statistics: a generic
+// smallAggregatesTable is the size (8 pages) up to which the claims (the
+// ordered claim, and the unordered claim's probe of the aggregates due)
+// are prepared statements whatever the aggregates' statistics: a generic
 // plan that reads the table sequentially reads next to nothing. Where
 // every message is unordered the table stays empty, its statistics never
 // reach the floor, and every ordered claim, each finding nothing, was
 // planned anew: at 1,000 messages a second, 2 to 3 s of the server's time
 // in 10 s, more than the claims' own execution (BENCHMARKS.md, "Latency
 // beside River under offered load"). When the table grows past this, the
-// next heartbeat (readPlanStatistics) sends the claim to be planned for its
-// arguments again until ANALYZE has described the table: a generic plan
+// next heartbeat (readPlanStatistics) sends the claims to be planned for
+// their arguments again until ANALYZE has described the table: a generic plan
 // made while it was small is used a heartbeat at most after that.
 const smallAggregatesTable = 8 * 8192
 
@@ -315,14 +316,15 @@ func (d *Dispatcher) noteClaimed(n int) {
 	}
 }
 
-// claimQueries runs a claim that reads the outbox, and the aggregates too
-// if withAggregates: as a prepared statement once their statistics are
+// claimQueries runs a claim, which reads the outbox and the aggregates
+// (each claim probes the other kind's table: OutboxClaimUnordered's
+// aggregates_due): as a prepared statement once their statistics are
 // past planStatisticsFloor (or the aggregates' table is small), planned
 // for its arguments until then.
-func (d *Dispatcher) claimQueries(withAggregates bool) *queries.Queries {
+func (d *Dispatcher) claimQueries() *queries.Queries {
 	switch {
 	case !d.stats.outbox.Load():
-	case !withAggregates || d.stats.aggregates.Load():
+	case d.stats.aggregates.Load():
 		return queries.New(d.pool)
 	case d.stats.aggregatesSmall.Load():
 		return queries.New(whileSmall{d.pool})

@@ -268,7 +268,10 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	plan := func(name, args string) string {
 		t.Helper()
 		var statement string
-		require.NoError(t, pool.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement LIKE '%name: ' || $1 || ' %'`, name).Scan(&statement))
+		// The latest, if the claim was also prepared while the aggregates'
+		// table was small (whileSmallTag).
+		require.NoError(t, pool.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement LIKE '%name: ' || $1 || ' %'
+			ORDER BY prepare_time DESC LIMIT 1`, name).Scan(&statement))
 		rows, err := pool.Query(ctx, "EXPLAIN EXECUTE "+pgx.Identifier{statement}.Sanitize()+args)
 		require.NoError(t, err)
 		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
@@ -329,10 +332,13 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	require.Greater(t, size, int64(smallAggregatesTable), "the aggregates' table is past small")
 	d.heartbeat(ctx)
 	_, genericBefore, customBefore := preparedStatements(t, pool, "OutboxClaimOrdered")
+	_, unorderedBefore, _ := preparedStatements(t, pool, "OutboxClaimUnordered")
 	claimRounds()
 	_, genericAfter, customAfter := preparedStatements(t, pool, "OutboxClaimOrdered")
 	require.Equal(t, []int{genericBefore, customBefore}, []int{genericAfter, customAfter},
 		"the ordered claim is sent unnamed until the grown table has statistics")
+	_, unorderedAfter, _ := preparedStatements(t, pool, "OutboxClaimUnordered")
+	require.Equal(t, unorderedBefore, unorderedAfter, "so is the unordered claim, whose probe reads that table")
 
 	// A thousand rows, which the heartbeat describes.
 	_, err = pool.Exec(ctx, `INSERT INTO switchyard.outbox_aggregates (destination, aggregate_type, aggregate_id, last_seq, done_seq)
@@ -349,7 +355,13 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	for _, index := range []string{"outbox_aggregates_due", "outbox_pending_ordered", "outbox_due_unordered"} {
 		require.Contains(t, ordered, "Index Scan using "+index, ordered)
 	}
+	require.Regexp(t, `Index Cond: .*ROW\(next_attempt_at, id\) > ROW`, ordered, "the probe starts after the mark: %s", ordered)
 	require.NotContains(t, ordered, "Seq Scan on outbox ", ordered)
+	statements, _, _ = preparedStatements(t, pool, "OutboxClaimUnordered")
+	require.Equal(t, 2, statements, "the unordered claim, too, once the table has statistics")
+	unordered = plan("OutboxClaimUnordered", `('w', NULL, 30, '{alpha}', '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{10}', 10)`)
+	require.Contains(t, unordered, "Scan using outbox_aggregates_due", "its probe reads the aggregates' index: %s", unordered)
+	require.NotContains(t, unordered, "Seq Scan on outbox_aggregates", unordered)
 }
 
 // A new outbox is described as soon as the dispatcher has claimed as many
