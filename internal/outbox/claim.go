@@ -54,11 +54,11 @@ type claimRequest struct {
 // that kind was due (its rows' AggregatesDue, UnorderedDue): where
 // producers enqueue one kind only, the other kind's statement found
 // nothing at every claim, a round trip per wake-up (BENCHMARKS.md, "The
-// other kind's claim only where it is due"). What a statement leased is passed to
-// r.leased before the next is sent: a delivery never waits for a
-// statement that finds nothing for it (each one a commit; a whole claim
-// took 1.3 ms at the p50 and 12 at the p99 under 1,000 messages a second;
-// BENCHMARKS.md, "Planned claims on a new outbox" and "A claim's
+// other kind's claim only where it is due"). What a statement leased is
+// passed to r.leased before the next is sent: a delivery never waits for
+// a statement that finds nothing for it (each one a commit; a whole
+// claim took 1.3 ms at the p50 and 12 at the p99 under 1,000 messages a
+// second; BENCHMARKS.md, "Planned claims on a new outbox" and "A claim's
 // deliveries start as each statement returns").
 func (d *Dispatcher) claimPaced(ctx context.Context, r claimRequest) (claimed []group, capped bool, err error) {
 	caps, atShare := d.claimable(r.limit, r.held, r.sizes)

@@ -239,8 +239,8 @@ const planStatisticsFloor = 1000
 // in 10 s, more than the claims' own execution (BENCHMARKS.md, "Latency
 // beside River under offered load"). When the table grows past this, the
 // next heartbeat (readPlanStatistics) sends the claims to be planned for
-// their arguments again until ANALYZE has described the table: a generic plan
-// made while it was small is used a heartbeat at most after that.
+// their arguments again until ANALYZE has described the table: a generic
+// plan made while it was small is used a heartbeat at most after that.
 const smallAggregatesTable = 8 * 8192
 
 // claimStatistics is what the claims' tables were like, as last read

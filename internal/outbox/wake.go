@@ -155,11 +155,12 @@ const notifyTimeout = 10 * time.Second
 // of a busy producer. A Notifier has at most one NOTIFY in flight, and
 // starts them no closer together than the WakeCooldown of the dispatchers
 // it wakes (NewNotifier): a call made meanwhile waits for the next one,
-// which covers every call made in between. A dispatcher passes on at most one wake-up per cooldown
-// (wakeGate), so NOTIFYs closer together wake nobody sooner; sent for
-// every enqueue, they were about a quarter of the server's CPU per
-// message at 1,000 messages a second (BENCHMARKS.md, "Where a message's
-// time goes under offered load", and "NOTIFYs paced by the Notifier").
+// which covers every call made in between. A dispatcher passes on at
+// most one wake-up per cooldown (wakeGate), so NOTIFYs closer together
+// wake nobody sooner; sent for every enqueue, they were about a quarter
+// of the server's CPU per message at 1,000 messages a second
+// (BENCHMARKS.md, "Where a message's time goes under offered load", and
+// "NOTIFYs paced by the Notifier").
 // The first call after a quiet spell waits for nothing. A call still
 // returns only after a NOTIFY that began after it: a wake-up sent after
 // the caller's commit, as Notify's would be. Safe for concurrent use; the
