@@ -404,11 +404,11 @@ type OutboxClaimUnorderedRow struct {
 // says when a dispatcher starts at the head again).
 // Every row also says whether an aggregate of aggregate_destinations (the
 // ordered claim's) was due when the claim began (aggregates_due, the same
-// on each): where none was, the
-// worker does not send the ordered claim after this one, which would find
-// nothing (internal/outbox/claim.go). An index probe per destination
-// (outbox_aggregates_due: aggregates in flight are due only when their
-// lease expires, so they do not lead it), evaluated once.
+// on each): where none was, the worker does not send the ordered claim
+// after this one, which would find nothing (internal/outbox/claim.go). An
+// index probe per destination (outbox_aggregates_due: aggregates in flight
+// are due only when their lease expires, so they do not lead it),
+// evaluated once.
 // One probe of the primary key per claimed message. Joined to due
 // instead, the planner hashed the whole outbox, read sequentially, as soon
 // as a claim was large (a fast destination's groups: 1,024 messages), and

@@ -59,11 +59,11 @@ INSERT INTO switchyard.outbox (
 -- says when a dispatcher starts at the head again).
 -- Every row also says whether an aggregate of aggregate_destinations (the
 -- ordered claim's) was due when the claim began (aggregates_due, the same
--- on each): where none was, the
--- worker does not send the ordered claim after this one, which would find
--- nothing (internal/outbox/claim.go). An index probe per destination
--- (outbox_aggregates_due: aggregates in flight are due only when their
--- lease expires, so they do not lead it), evaluated once.
+-- on each): where none was, the worker does not send the ordered claim
+-- after this one, which would find nothing (internal/outbox/claim.go). An
+-- index probe per destination (outbox_aggregates_due: aggregates in flight
+-- are due only when their lease expires, so they do not lead it),
+-- evaluated once.
 WITH due AS (
     SELECT c.id
     FROM unnest(@destinations::text[]) WITH ORDINALITY AS n (destination, i)
