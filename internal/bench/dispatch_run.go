@@ -109,7 +109,10 @@ func (b *benchRun) route(ctx context.Context) (outbox.Route, error) {
 		b.closers = append(b.closers, receiver.close)
 		b.receiver = receiver
 		row.Address = receiver.url
-		wh, err := webhook.New(webhook.Config{URL: receiver.url, Secret: secret, Timeout: time.Duration(row.TimeoutMs) * time.Millisecond})
+		wh, err := webhook.New(webhook.Config{
+			URL: receiver.url, Secret: secret, Timeout: time.Duration(row.TimeoutMs) * time.Millisecond,
+			Connections: int(row.Concurrency),
+		})
 		if err != nil {
 			return outbox.Route{}, fmt.Errorf("webhook destination: %w", err)
 		}

@@ -280,9 +280,14 @@ func (r *Registry) open(ctx context.Context, row queries.SwitchyardDestination) 
 		}
 		d, err := webhook.New(webhook.Config{
 			URL: row.Address, Secrets: secrets, Timeout: ms(row.TimeoutMs),
-			PermanentStatuses: PermanentStatuses(row),
+			PermanentStatuses: PermanentStatuses(row), Connections: int(row.Concurrency),
 		})
-		return d, nil, err
+		if err != nil {
+			return nil, nil, err
+		}
+		// A replaced route's idle connections are closed with it, not
+		// left open until the client's idle timeout.
+		return d, d.CloseIdleConnections, nil
 	case "jetstream":
 		d, err := jetstream.New(ctx, jetstream.Config{URL: r.cfg.NATSURL, SubjectPrefix: row.Address, Timeout: ms(row.TimeoutMs)})
 		if err != nil {

@@ -23,6 +23,9 @@ import (
 const (
 	DefaultTimeout   = 10 * time.Second
 	DefaultUserAgent = "Switchyard-Webhook/1"
+	// DefaultConnections is Config.Connections when zero: the
+	// destinations table's default concurrency.
+	DefaultConnections = 16
 )
 
 // Config configures a Destination. Only URL and one secret are required.
@@ -43,6 +46,12 @@ type Config struct {
 	// Timeout bounds one delivery: connecting, sending, and reading the
 	// response. Default DefaultTimeout (10 s).
 	Timeout time.Duration
+	// Connections is the most deliveries the caller has in flight at once
+	// (a destination's concurrency): the default client keeps as many
+	// connections idle between them, so that none is closed after its
+	// request only to be opened again for the next. Default
+	// DefaultConnections. A Client of the caller's keeps its own limits.
+	Connections int
 	// Client sends the requests. Default: a client of its own with dial,
 	// TLS-handshake and idle-connection limits and no proxy. Whatever the
 	// client, redirects are never followed: New uses a shallow copy of it
@@ -94,6 +103,9 @@ func New(cfg Config) (*Destination, error) {
 	if cfg.Timeout < 0 {
 		return nil, fmt.Errorf("webhook: negative timeout %s", cfg.Timeout)
 	}
+	if cfg.Connections < 0 {
+		return nil, fmt.Errorf("webhook: negative connections %d", cfg.Connections)
+	}
 	for name, value := range cfg.Headers {
 		if err := checkHeader(name, value); err != nil {
 			return nil, fmt.Errorf("webhook: static headers: %w", err)
@@ -104,7 +116,7 @@ func New(cfg Config) (*Destination, error) {
 		display:   displayURL(u),
 		signers:   signers,
 		timeout:   cmp.Or(cfg.Timeout, DefaultTimeout),
-		client:    noRedirects(cfg.Client),
+		client:    noRedirects(cfg.Client, cmp.Or(cfg.Connections, DefaultConnections)),
 		headers:   cfg.Headers,
 		userAgent: cmp.Or(cfg.UserAgent, DefaultUserAgent),
 		now:       cfg.Now,
@@ -174,10 +186,11 @@ func decodeSecrets(secret string, secrets []string) ([][]byte, error) {
 
 // noRedirects returns a client that hands back the first response instead
 // of following a redirect: a webhook that moved is a configuration error
-// to fix, and following it would resend the signed payload elsewhere.
-func noRedirects(c *http.Client) *http.Client {
+// to fix, and following it would resend the signed payload elsewhere. A
+// nil c is the default client, keeping connections idle.
+func noRedirects(c *http.Client, connections int) *http.Client {
 	if c == nil {
-		c = defaultClient()
+		c = defaultClient(connections)
 	} else {
 		copied := *c
 		c = &copied
@@ -187,16 +200,20 @@ func noRedirects(c *http.Client) *http.Client {
 }
 
 // defaultClient bounds every phase that Deliver's context does not make
-// obvious, and keeps a few idle connections per host for reuse.
-func defaultClient() *http.Client {
+// obvious, and keeps up to connections idle for reuse (one destination is
+// one host). With fewer than the deliveries in flight, every request past
+// them would close its connection when it ends, and the next would open
+// one again: a TCP handshake (and a TLS one) per request, and the closed
+// sockets left waiting in TIME_WAIT.
+func defaultClient(connections int) *http.Client {
 	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	return &http.Client{Transport: &http.Transport{
 		DialContext:            dialer.DialContext,
 		ForceAttemptHTTP2:      true,
 		TLSHandshakeTimeout:    5 * time.Second,
 		ExpectContinueTimeout:  time.Second,
-		MaxIdleConns:           100,
-		MaxIdleConnsPerHost:    16,
+		MaxIdleConns:           connections,
+		MaxIdleConnsPerHost:    connections,
 		IdleConnTimeout:        90 * time.Second,
 		MaxResponseHeaderBytes: 64 << 10,
 	}}

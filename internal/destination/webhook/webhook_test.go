@@ -7,11 +7,13 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -450,6 +452,7 @@ func TestNewValidates(t *testing.T) {
 		{"bad secret", func(c *webhook.Config) { c.Secret = "whsec_not base64" }, "secret 1: webhook: invalid secret"},
 		{"bad rotation secret", func(c *webhook.Config) { c.Secrets = []string{"whsec_"} }, "secret 2: webhook: invalid secret"},
 		{"negative timeout", func(c *webhook.Config) { c.Timeout = -time.Second }, "negative timeout"},
+		{"negative connections", func(c *webhook.Config) { c.Connections = -1 }, "negative connections"},
 		{"bad static header", func(c *webhook.Config) { c.Headers = map[string]string{"X-A": "1\n2"} }, "static headers"},
 	}
 	for _, tt := range tests {
@@ -466,4 +469,54 @@ func TestNewValidates(t *testing.T) {
 			require.ErrorContains(t, err, tt.want)
 		})
 	}
+}
+
+// A destination whose concurrency is above the default keeps a connection
+// per delivery in flight: every delivery of later rounds reuses one, where
+// an idle pool smaller than the concurrency closed the connections past it
+// after each round and opened them again for the next.
+func TestDeliverKeepsAConnectionPerDeliveryInFlight(t *testing.T) {
+	const connections, rounds = 3 * webhook.DefaultConnections, 3
+	var opened atomic.Int64
+	arrived := make(chan struct{})
+	var mu sync.Mutex
+	release := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		released := release
+		mu.Unlock()
+		arrived <- struct{}{}
+		<-released
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	d := newDest(t, srv.URL, func(cfg *webhook.Config) { cfg.Connections = connections })
+
+	for round := range rounds {
+		errs := make(chan error, connections)
+		for i := range connections {
+			go func() {
+				_, err := d.Deliver(context.Background(), delivery(fmt.Sprintf("msg_%d_%d", round, i)))
+				errs <- err
+			}()
+		}
+		// Every delivery of the round holds a connection at once.
+		for range connections {
+			testwait.For(t, 5*time.Second, "a request", arrived)
+		}
+		mu.Lock()
+		close(release)
+		release = make(chan struct{})
+		mu.Unlock()
+		for range connections {
+			require.NoError(t, testwait.For(t, 5*time.Second, "a delivery", errs))
+		}
+	}
+	assert.Equal(t, int64(connections), opened.Load(), "connections opened over %d rounds of %d deliveries at once", rounds, connections)
 }
