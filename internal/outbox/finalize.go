@@ -2,21 +2,34 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/switchyard/switchyard/internal/queries"
 )
 
-// genericPlanMost is the largest finalize sent as a prepared statement,
-// run on its generic plan (genericPlans). A larger one is planned for
-// its arguments (customPlans): planning costs about 2 ms, while the generic
-// plan's worst case, a rescan of the input for every message, grows with
-// the square of the batch (0.4 ms at 32 messages, 530 ms at 1,024). Under
-// offered load finalizes carry a few messages each, and planning every one
-// of them took a third of a CPU at 1,000 messages a second.
+// genericPlanMost is the largest finalize statement sent as a prepared
+// statement, run on its generic plan (genericPlans). A larger one is
+// planned for its arguments (customPlans): planning costs about 2 ms, while
+// the generic plan's worst case, a rescan of the input for every message,
+// grows with the square of the batch (0.4 ms at 32 messages, 530 ms at
+// 1,024). Under offered load finalizes carry a few messages each, and
+// planning every one of them took a third of a CPU at 1,000 messages a
+// second.
 const genericPlanMost = 32
+
+// genericChunksMost is how many statements of at most genericPlanMost
+// messages a finalize may be sent as, in one transaction and one round trip
+// (genericChunks), before it is one statement planned for its arguments
+// instead. Offered 5,000 messages a second, finalizes of 33 to 100
+// messages were planned anew at nearly every call, 4.6 ms each on a busy
+// server: a seventh of its CPU, which the enqueues needed (BENCHMARKS.md,
+// "Finalizes in statements of their generic plan's size").
+const genericChunksMost = 4
 
 // statusMoreDue is OutboxFinalize's row (with no message) saying that an
 // aggregate it moved on has more messages due at once.
@@ -40,12 +53,14 @@ func (d *Dispatcher) finalize(ctx context.Context, worker string, results []resu
 	// delivered again: at least once, as after any lost lease.
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.LeaseDuration/3)
 	defer cancel()
-	params := d.finalizeParams(worker, results)
 	var rows []queries.OutboxFinalizeRow
-	if len(results) > genericPlanMost {
-		rows, err = queries.New(customPlans{d.pool}).OutboxFinalize(ctx, params)
-	} else {
-		rows, err = queries.New(genericPlans{d.pool}).OutboxFinalize(ctx, params)
+	switch chunks := genericChunks(results); len(chunks) {
+	case 0:
+		rows, err = queries.New(customPlans{d.pool}).OutboxFinalize(ctx, d.finalizeParams(worker, results))
+	case 1:
+		rows, err = queries.New(genericPlans{d.pool}).OutboxFinalize(ctx, d.finalizeParams(worker, results))
+	default:
+		rows, err = d.finalizeChunks(ctx, worker, chunks)
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("finalize %d messages: %w", len(results), err)
@@ -72,6 +87,91 @@ func (d *Dispatcher) finalize(ctx context.Context, worker string, results []resu
 		d.cfg.Changed()
 	}
 	return busy, moreDue, nil
+}
+
+// genericChunks splits results into finalize statements of at most
+// genericPlanMost messages, each aggregate's results and each unordered
+// delivery's whole in one of them (one statement moves an aggregate on,
+// from all that its deliveries did), at most genericChunksMost of them.
+// Where that cannot be done it returns nil: the finalize is one statement,
+// planned for its arguments.
+func genericChunks(results []result) [][]result {
+	if len(results) <= genericPlanMost {
+		return [][]result{results}
+	}
+	if len(results) > genericChunksMost*genericPlanMost {
+		return nil
+	}
+	// The results of an aggregate, or of an unordered delivery, in the
+	// order they first appear.
+	type wholeKey struct {
+		aggregate aggregateKey
+		delivery  uint64
+	}
+	index := make(map[wholeKey]int)
+	var wholes [][]result
+	for _, r := range results {
+		k := wholeKey{delivery: r.delivery}
+		if r.msg.AggregateID != "" {
+			k = wholeKey{aggregate: keyOf(r.msg)}
+		}
+		i, ok := index[k]
+		if !ok {
+			i = len(wholes)
+			index[k] = i
+			wholes = append(wholes, nil)
+		}
+		wholes[i] = append(wholes[i], r)
+	}
+	var chunks [][]result
+	var chunk []result
+	for _, whole := range wholes {
+		if len(whole) > genericPlanMost {
+			return nil
+		}
+		if len(chunk)+len(whole) > genericPlanMost {
+			chunks = append(chunks, chunk)
+			chunk = nil
+		}
+		chunk = append(chunk, whole...)
+	}
+	chunks = append(chunks, chunk)
+	if len(chunks) > genericChunksMost {
+		return nil
+	}
+	return chunks
+}
+
+// finalizeChunks finalizes each chunk in a statement of its own, on the
+// statement's generic plan, all in one transaction sent in one round trip
+// (sendGeneric): one commit, and no statement planned for its arguments. A
+// statement that fails aborts the transaction, and none of the chunks is
+// applied, as when the finalize is one statement.
+func (d *Dispatcher) finalizeChunks(ctx context.Context, worker string, chunks [][]result) ([]queries.OutboxFinalizeRow, error) {
+	results, err := sendGeneric(ctx, d.pool, func(b *pgx.Batch) error {
+		for _, chunk := range chunks {
+			_, err := queries.New(queueing{batch: b}).OutboxFinalize(ctx, d.finalizeParams(worker, chunk))
+			if !errors.Is(err, errQueued) {
+				return fmt.Errorf("queue a finalize of %d messages: %w", len(chunk), err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var rows []queries.OutboxFinalizeRow
+	for range chunks {
+		part, err := queries.New(nextResult{results: results}).OutboxFinalize(ctx, queries.OutboxFinalizeParams{})
+		if err != nil {
+			return nil, closeAfter(err, results)
+		}
+		rows = append(rows, part...)
+	}
+	if _, err := results.Exec(); err != nil { // COMMIT
+		return nil, closeAfter(err, results)
+	}
+	return rows, results.Close()
 }
 
 // finalizeParams are OutboxFinalize's parallel arrays for the results and

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 
@@ -79,18 +80,65 @@ type genericPlans struct{ pool *pgxpool.Pool }
 
 // send queues the pipeline and reads the results of its BEGIN and SET.
 func (g genericPlans) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	return sendGeneric(ctx, g.pool, func(b *pgx.Batch) error {
+		b.Queue(sql, args...)
+		return nil
+	})
+}
+
+// sendGeneric sends, in one round trip, a transaction whose statements run
+// on their generic plans: BEGIN, the SET, the statements that queue adds,
+// and COMMIT (see genericPlans). It reads the results of BEGIN and the
+// SET; the caller reads the statements' and then COMMIT's, and closes the
+// results. Nothing is sent if queue fails.
+func sendGeneric(ctx context.Context, pool *pgxpool.Pool, queue func(*pgx.Batch) error) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
-	b.Queue(sql, args...)
+	if err := queue(b); err != nil {
+		return nil, err
+	}
 	b.Queue("COMMIT")
-	results := g.pool.SendBatch(ctx, b)
+	results := pool.SendBatch(ctx, b)
 	for range 2 {
 		if _, err := results.Exec(); err != nil {
 			return nil, closeAfter(err, results)
 		}
 	}
 	return results, nil
+}
+
+// errQueued is what a generated query returns through queueing: its
+// statement was queued, not run.
+var errQueued = errors.New("statement queued in a pipeline, not run")
+
+// queueing is a queries.DBTX whose Query queues the statement in batch
+// instead of running it, so that several runs of a generated query go out
+// in one pipeline with their SQL and arguments exactly as the generated
+// code passes them; the generated function then returns errQueued.
+// nextResult reads their results in the same order. Only Query is for use:
+// the embedded DBTX is nil.
+type queueing struct {
+	queries.DBTX
+	batch *pgx.Batch
+}
+
+func (q queueing) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
+	q.batch.Queue(sql, args...)
+	return nil, errQueued
+}
+
+// nextResult is a queries.DBTX whose Query returns the rows of the next
+// statement of a pipeline that was sent (results), whatever it is given:
+// the generated function that queued that statement (queueing) reads them.
+// Only Query is for use: the embedded DBTX is nil.
+type nextResult struct {
+	queries.DBTX
+	results pgx.BatchResults
+}
+
+func (n nextResult) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return n.results.Query()
 }
 
 // closeAfter closes results after err and returns err: what Close reports

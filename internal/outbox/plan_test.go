@@ -25,10 +25,12 @@ import (
 // every time, never from a prepared statement whose generic plan
 // PostgreSQL may keep after five executions (see customPlans): on an
 // outbox with millions of delivered rows retained, the finalize's generic
-// plan rescanned its whole input for every message it updated. A small
-// finalize (genericPlanMost) stays a prepared statement, and always runs
-// its generic plan: planning it would cost more than the worst that plan
-// can do. A statement sent
+// plan rescanned its whole input for every message it updated. Large is
+// what cannot be split into statements of genericPlanMost (genericChunks):
+// here, one aggregate's messages, more than that. A small finalize
+// (genericPlanMost) stays a prepared statement, and always runs its
+// generic plan: planning it would cost more than the worst that plan can
+// do. A statement sent
 // unnamed is not among the session's prepared statements, and a prepared
 // one counts the executions planned from it.
 func TestLargeFinalizesAndHeartbeatsAreNeverPreparedStatements(t *testing.T) {
@@ -152,13 +154,7 @@ func TestASmallFinalizeIsOneRoundTripCommittedOrNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	shared := setup(t, "alpha")
-	config := shared.Config()
-	config.MaxConns = 1
-	trips := &pgtrace.RoundTrips{}
-	config.ConnConfig.Tracer = trips
-	pool, err := pgxpool.NewWithConfig(ctx, config)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool, trips := tracedSessionPool(t, shared)
 	d := New(pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
 	enqueue(t, shared, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
 	groups, err := d.claim(ctx, "w", 10, nil)
@@ -189,6 +185,20 @@ func TestASmallFinalizeIsOneRoundTripCommittedOrNothing(t *testing.T) {
 	require.Equal(t, 1, countWhere(t, shared, "state = 'pending' AND lease_owner IS NULL AND last_error = 'retry later'"),
 		"committed: another session sees it")
 	require.True(t, idle(t, pool), "no transaction left open")
+}
+
+// tracedSessionPool is a pool of one connection to shared's database
+// whose statements and pipelines trips counts.
+func tracedSessionPool(t *testing.T, shared *pgxpool.Pool) (*pgxpool.Pool, *pgtrace.RoundTrips) {
+	t.Helper()
+	config := shared.Config()
+	config.MaxConns = 1
+	trips := &pgtrace.RoundTrips{}
+	config.ConnConfig.Tracer = trips
+	pool, err := pgxpool.NewWithConfig(context.Background(), config)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool, trips
 }
 
 // oneSessionPool is a pool of one connection to shared's database: one
