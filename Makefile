@@ -5,6 +5,7 @@ SHELL := /bin/bash
 
 GO          ?= go
 TEMPL       := $(GO) tool templ
+comma       := ,
 SQLC        := $(GO) tool -modfile=tools/go.mod sqlc
 STATICCHECK := $(GO) tool -modfile=tools/go.mod staticcheck
 # One private PostgreSQL cluster for the whole test run (see internal/dbtest).
@@ -100,8 +101,8 @@ bench-http: ## Switchyard drains to a no-op and over signed HTTP to the bench's 
 	cd tools/peers && $(GO) run . --messages $(or $(MESSAGES),100000) --river-workers '' --http
 
 .PHONY: bench-latency
-bench-latency: ## River and Switchyard under the same offered load, side by side: latency from each enqueue's commit to its delivery (RATE=1000, WARMUP=2 seconds untimed, SECONDS=60 timed, ENQUEUERS=16 transactions at once; about 16 minutes; DATABASE_URL or a throwaway cluster)
-	cd tools/peers && $(GO) run . --rate $(or $(RATE),1000) --warmup-seconds $(or $(WARMUP),2) --seconds $(or $(SECONDS),60) --enqueuers $(or $(ENQUEUERS),16)
+bench-latency: ## River and Switchyard under the same offered load, side by side, each at its best of its cooldowns: latency from each enqueue's commit to its delivery (RATE=1000, WARMUP=2 seconds untimed, SECONDS=60 timed, ENQUEUERS=16 transactions at once, WAKE_COOLDOWNS=5ms,1ms Switchyard's; about 22 minutes; DATABASE_URL or a throwaway cluster)
+	cd tools/peers && $(GO) run . --rate $(or $(RATE),1000) --warmup-seconds $(or $(WARMUP),2) --seconds $(or $(SECONDS),60) --enqueuers $(or $(ENQUEUERS),16) --switchyard-wake-cooldowns $(or $(WAKE_COOLDOWNS),5ms$(comma)1ms)
 
 # The floor is pgbench, found beside the server binaries (postgresql-15).
 .PHONY: bench-inbox-floor

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // consoleDrain runs `console bench dispatch --messages n --aggregates k`,
@@ -33,12 +34,12 @@ func consoleDrain(ctx context.Context, console, dsn string, n, aggregates int, e
 }
 
 // consoleOffered runs `console bench dispatch --rate r --warmup-seconds
-// warmup --seconds s --enqueuers e --aggregates k --wake w` against dsn
-// and reads its latency from each enqueue's COMMIT to the message's
-// delivery.
-func consoleOffered(ctx context.Context, console, dsn string, rate, warmup, seconds, enqueuers, aggregates int, wake string) (latencyRun, error) {
+// warmup --seconds s --enqueuers e --aggregates k --wake w --wake-cooldown
+// c` against dsn and reads its latency from each enqueue's COMMIT to the
+// message's delivery.
+func consoleOffered(ctx context.Context, console, dsn string, rate, warmup, seconds, enqueuers, aggregates int, wake string, cooldown time.Duration) (latencyRun, error) {
 	args := []string{"--rate", strconv.Itoa(rate), "--warmup-seconds", strconv.Itoa(warmup), "--seconds", strconv.Itoa(seconds),
-		"--enqueuers", strconv.Itoa(enqueuers), "--aggregates", strconv.Itoa(aggregates), "--wake", wake}
+		"--enqueuers", strconv.Itoa(enqueuers), "--aggregates", strconv.Itoa(aggregates), "--wake", wake, "--wake-cooldown", cooldown.String()}
 	var out struct {
 		Messages       int     `json:"messages"`
 		EnqueuedPerSec float64 `json:"enqueued_per_sec"`

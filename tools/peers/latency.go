@@ -69,9 +69,10 @@ func (s *latencySeries) summarize() {
 // of 437–745 ms; BENCHMARKS.md).
 const tookLoad = 0.95
 
-// bestCooldown is River's best FetchCooldown: the lowest median p99 among
-// those that took the offered load, or, when none did, the one that took
-// the most of it (took is then false).
+// bestCooldown is a side's best cooldown (River's FetchCooldown,
+// Switchyard's wake-up cooldown), series holding each one's runs: the
+// lowest median p99 among those that took the offered load, or, when none
+// did, the one that took the most of it (took is then false).
 func bestCooldown(series map[string]*latencySeries, cooldowns []time.Duration, rate int) (best string, took bool) {
 	for _, c := range cooldowns {
 		s := series[c.String()]
@@ -83,8 +84,8 @@ func bestCooldown(series map[string]*latencySeries, cooldowns []time.Duration, r
 	return best, took
 }
 
-// better reports whether series a (ok: it took the load) is a better
-// River than b: one that took the load beats one that did not; of two
+// better reports whether series a (ok: it took the load) is better than
+// b: one that took the load beats one that did not; of two
 // that did, the lower p99 wins; of two that did not, the larger load.
 func better(a *latencySeries, aOK bool, b *latencySeries, bOK bool) bool {
 	switch {
@@ -109,20 +110,24 @@ type latencyResult struct {
 	RiverBestCooldown string `json:"river_best_fetch_cooldown"`
 	// RiverTookLoad says that the best cooldown enqueued at least 95 % of
 	// the offered rate (see bestCooldown); false, no River cooldown did.
-	RiverTookLoad  bool    `json:"river_best_took_load"`
-	SwitchyardWake string  `json:"switchyard_wake"`
-	RiverP99Ms     float64 `json:"river_commit_p99_ms"`
-	OrderedP99Ms   float64 `json:"switchyard_ordered_commit_p99_ms"`
-	UnorderedP99Ms float64 `json:"switchyard_unordered_commit_p99_ms"`
-	RatioOrdered   float64 `json:"ratio_ordered_p99_to_river"` // below 1: Switchyard's p99 is the shorter
-	RatioUnordered float64 `json:"ratio_unordered_p99_to_river"`
+	RiverTookLoad  bool   `json:"river_best_took_load"`
+	SwitchyardWake string `json:"switchyard_wake"`
+	// Switchyard's best wake-up cooldown for each kind, chosen as River's
+	// is (bestCooldown); the figures and ratios below are at it.
+	OrderedBestCooldown   string  `json:"switchyard_ordered_best_wake_cooldown"`
+	UnorderedBestCooldown string  `json:"switchyard_unordered_best_wake_cooldown"`
+	RiverP99Ms            float64 `json:"river_commit_p99_ms"`
+	OrderedP99Ms          float64 `json:"switchyard_ordered_commit_p99_ms"`
+	UnorderedP99Ms        float64 `json:"switchyard_unordered_commit_p99_ms"`
+	RatioOrdered          float64 `json:"ratio_ordered_p99_to_river"` // below 1: Switchyard's p99 is the shorter
+	RatioUnordered        float64 `json:"ratio_unordered_p99_to_river"`
 	// The server's CPU per message, Switchyard's median over River's at
 	// its best cooldown: what a 2-core machine's queueing makes latency of.
 	ServerCPURatioOrdered   float64                   `json:"server_cpu_ratio_ordered_to_river"`
 	ServerCPURatioUnordered float64                   `json:"server_cpu_ratio_unordered_to_river"`
-	River                   map[string]*latencySeries `json:"river"` // by FetchCooldown
-	Ordered                 *latencySeries            `json:"switchyard_ordered"`
-	Unordered               *latencySeries            `json:"switchyard_unordered"`
+	River                   map[string]*latencySeries `json:"river"`                // by FetchCooldown
+	Ordered                 map[string]*latencySeries `json:"switchyard_ordered"`   // by wake-up cooldown
+	Unordered               map[string]*latencySeries `json:"switchyard_unordered"` // by wake-up cooldown
 	runContext
 	LoadAverageByRun []string `json:"load_average_by_run"`
 }
@@ -133,16 +138,17 @@ const latencyMethod = "offered load, each round runs every configuration once, r
 	"from its COMMIT returning to its delivery (0 if the delivery came first) and from its transaction's start; River: a " +
 	"fresh client (one queue of --river-workers, FetchCooldown as named, FetchPollInterval the larger of it and 1 s), " +
 	"warmed with one job, jobs inserted with InsertTx (River's own insert notification), latency to the worker's start; " +
-	"Switchyard: `console bench dispatch --rate R --warmup-seconds WS --seconds S --wake W [--aggregates 0]` (W: shared, an outbox.Notifier, which paces the NOTIFYs the enqueuers send after their commits to at most one per 5 ms, the bound River's insert limiter sets on its own at a 5 ms FetchCooldown; or notify, one after every commit), " +
+	"Switchyard: `console bench dispatch --rate R --warmup-seconds WS --seconds S --wake W --wake-cooldown C [--aggregates 0]` for each C of --switchyard-wake-cooldowns (W: shared, an outbox.Notifier, which paces the NOTIFYs the enqueuers send after their commits to at most one per 5 ms, the bound River's insert limiter sets on its own at a 5 ms FetchCooldown; or notify, one after every commit), " +
 	"its commit_p50_ms and commit_p99_ms, and p99_ms (from the enqueuing transaction's start) as begin_p99_ms; figures are medians of the rounds, River's best is the cooldown with the " +
 	"lowest median p99 among those whose median enqueue rate reached 95 % of the offered rate (river_best_took_load; " +
-	"if none did, the one that enqueued the most), ratios are Switchyard's median p99 / River's best; cpu per run over the timed phase, enqueues included " +
-	"(River's measured by this process as the console bench measures Switchyard's), server_cpu_ratio_* Switchyard's median server CPU per message / River's at its best cooldown"
+	"if none did, the one that enqueued the most), Switchyard's best wake-up cooldown for each kind is chosen the same way (switchyard_*_best_wake_cooldown), ratios are Switchyard's median p99 at it / River's best; cpu per run over the timed phase, enqueues included " +
+	"(River's measured by this process as the console bench measures Switchyard's), server_cpu_ratio_* Switchyard's median server CPU per message at its best cooldown / River's at its best cooldown"
 
 // latencyConfig is one of the offered-load runs a round runs.
 type latencyConfig struct {
 	name       string
-	cooldown   time.Duration // River's FetchCooldown; 0 for Switchyard's
+	river      bool
+	cooldown   time.Duration // River's FetchCooldown, Switchyard's --wake-cooldown
 	aggregates int           // Switchyard's --aggregates
 }
 
@@ -166,14 +172,16 @@ func measureLatency(ctx context.Context, o options, url string, throwaway bool) 
 
 	var configs []latencyConfig
 	for _, c := range o.riverCooldowns {
-		configs = append(configs, latencyConfig{name: "river-cooldown-" + c.String(), cooldown: c})
+		configs = append(configs, latencyConfig{name: "river-cooldown-" + c.String(), river: true, cooldown: c})
 	}
-	configs = append(configs,
-		latencyConfig{name: "switchyard-ordered", aggregates: 1000},
-		latencyConfig{name: "switchyard-unordered", aggregates: 0})
+	for _, c := range o.wakeCooldowns {
+		configs = append(configs,
+			latencyConfig{name: "switchyard-ordered-cooldown-" + c.String(), cooldown: c, aggregates: 1000},
+			latencyConfig{name: "switchyard-unordered-cooldown-" + c.String(), cooldown: c, aggregates: 0})
+	}
 	r := &latencyResult{Rate: o.rate, Seconds: o.seconds, WarmupSeconds: o.warmup, Enqueuers: enqueuers, Rounds: o.rounds,
 		RiverVersion: riverVersion(), RiverWorkers: o.latencyWorkers, SwitchyardWake: o.wake,
-		River: map[string]*latencySeries{}, Ordered: &latencySeries{}, Unordered: &latencySeries{},
+		River: map[string]*latencySeries{}, Ordered: map[string]*latencySeries{}, Unordered: map[string]*latencySeries{},
 		runContext: where}
 	for round := range o.rounds {
 		var order []string
@@ -184,19 +192,15 @@ func measureLatency(ctx context.Context, o options, url string, throwaway bool) 
 			r.LoadAverageByRun = append(r.LoadAverageByRun, load)
 			fmt.Fprintf(os.Stderr, "peers: round %d/%d: %s at %d/s (load %s)\n", round+1, o.rounds, c.name, o.rate, load)
 			var run latencyRun
-			var s *latencySeries
+			series := r.Ordered
 			switch {
-			case c.cooldown > 0:
+			case c.river:
 				run, err = river.offered(ctx, o.rate, o.warmup, o.seconds, enqueuers, o.latencyWorkers, c.cooldown)
-				if r.River[c.cooldown.String()] == nil {
-					r.River[c.cooldown.String()] = &latencySeries{}
-				}
-				s = r.River[c.cooldown.String()]
+				series = r.River
 			default:
-				run, err = consoleOffered(ctx, o.console, url, o.rate, o.warmup, o.seconds, enqueuers, c.aggregates, o.wake)
-				s = r.Ordered
+				run, err = consoleOffered(ctx, o.console, url, o.rate, o.warmup, o.seconds, enqueuers, c.aggregates, o.wake, c.cooldown)
 				if c.aggregates == 0 {
-					s = r.Unordered
+					series = r.Unordered
 				}
 			}
 			if err != nil {
@@ -204,25 +208,31 @@ func measureLatency(ctx context.Context, o options, url string, throwaway bool) 
 			}
 			fmt.Fprintf(os.Stderr, "peers: round %d/%d: %s: from the commit p50 %.1f ms, p99 %.1f ms (in %d windows of 100 ms); from BEGIN p99 %.1f ms; %.0f enqueued/s; the warm-up's p99 %.1f ms; server CPU %.0f ms per 1,000\n",
 				round+1, o.rounds, c.name, run.P50Ms, run.P99Ms, run.P99Windows, run.P99FromBeginMs, run.EnqueuedPerSec, run.WarmupP99Ms, run.CPU.PostgresMsPer1k)
-			s.Runs = append(s.Runs, run)
+			if series[c.cooldown.String()] == nil {
+				series[c.cooldown.String()] = &latencySeries{}
+			}
+			series[c.cooldown.String()].Runs = append(series[c.cooldown.String()].Runs, run)
 		}
 		r.Order = append(r.Order, order)
 	}
-	r.Ordered.summarize()
-	r.Unordered.summarize()
-	for _, c := range o.riverCooldowns {
-		r.River[c.String()].summarize()
+	for _, series := range []map[string]*latencySeries{r.River, r.Ordered, r.Unordered} {
+		for _, s := range series {
+			s.summarize()
+		}
 	}
 	r.RiverBestCooldown, r.RiverTookLoad = bestCooldown(r.River, o.riverCooldowns, o.rate)
-	r.RiverP99Ms = r.River[r.RiverBestCooldown].P99Ms
-	r.OrderedP99Ms, r.UnorderedP99Ms = r.Ordered.P99Ms, r.Unordered.P99Ms
+	r.OrderedBestCooldown, _ = bestCooldown(r.Ordered, o.wakeCooldowns, o.rate)
+	r.UnorderedBestCooldown, _ = bestCooldown(r.Unordered, o.wakeCooldowns, o.rate)
+	bestRiver, ordered, unordered := r.River[r.RiverBestCooldown], r.Ordered[r.OrderedBestCooldown], r.Unordered[r.UnorderedBestCooldown]
+	r.RiverP99Ms = bestRiver.P99Ms
+	r.OrderedP99Ms, r.UnorderedP99Ms = ordered.P99Ms, unordered.P99Ms
 	if r.RiverP99Ms > 0 {
 		r.RatioOrdered = round3(r.OrderedP99Ms / r.RiverP99Ms)
 		r.RatioUnordered = round3(r.UnorderedP99Ms / r.RiverP99Ms)
 	}
-	if server := r.River[r.RiverBestCooldown].PostgresMsPer1k; server > 0 {
-		r.ServerCPURatioOrdered = round3(r.Ordered.PostgresMsPer1k / server)
-		r.ServerCPURatioUnordered = round3(r.Unordered.PostgresMsPer1k / server)
+	if bestRiver.PostgresMsPer1k > 0 {
+		r.ServerCPURatioOrdered = round3(ordered.PostgresMsPer1k / bestRiver.PostgresMsPer1k)
+		r.ServerCPURatioUnordered = round3(unordered.PostgresMsPer1k / bestRiver.PostgresMsPer1k)
 	}
 	return r, nil
 }

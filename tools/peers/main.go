@@ -61,9 +61,13 @@ type options struct {
 	enqueuers int
 	// wake is how Switchyard's enqueuers wake the dispatcher under
 	// offered load (the bench's --wake).
-	wake    string
-	repo    string
-	console string
+	wake string
+	// wakeCooldowns are the dispatcher's wake-up cooldowns to try under
+	// offered load (the bench's --wake-cooldown), as River's FetchCooldowns
+	// are: each side's best counts.
+	wakeCooldowns []time.Duration
+	repo          string
+	console       string
 }
 
 func main() {
@@ -94,6 +98,7 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.latencyWorkers, "river-latency-workers", 100, "with --rate: River's MaxWorkers")
 	fs.IntVar(&o.enqueuers, "enqueuers", 16, "with --rate: transactions enqueuing at once on each side, each on a connection of its own (console bench dispatch's --enqueuers)")
 	fs.StringVar(&o.wake, "switchyard-wake", "shared", "with --rate: how Switchyard's enqueuers wake the dispatcher, the bench's --wake: shared (an outbox.Notifier, a busy producer's way, as River's InsertTx bounds its own notifications) or notify (a NOTIFY after every commit)")
+	wakeCooldowns := fs.String("switchyard-wake-cooldowns", "5ms", "with --rate: Switchyard's wake-up cooldowns to try (the bench's --wake-cooldown; 5ms is the dispatcher's default), chosen as River's FetchCooldowns are: the lowest median p99 of those that took 95 % of the offered load counts")
 	fs.StringVar(&o.repo, "repo", "", "the Switchyard repository's root (default: found from the working directory)")
 	fs.StringVar(&o.console, "console", "", "a built console binary (default: go build it from -repo into a temp dir)")
 	if err := fs.Parse(args); err != nil {
@@ -115,8 +120,11 @@ func run(ctx context.Context, args []string) error {
 	if o.riverCooldowns, err = parseDurations("river-fetch-cooldowns", *cooldowns); err != nil {
 		return err
 	}
-	if o.rate > 0 && len(o.riverCooldowns) == 0 {
-		return errors.New("--rate needs at least one --river-fetch-cooldowns")
+	if o.wakeCooldowns, err = parseDurations("switchyard-wake-cooldowns", *wakeCooldowns); err != nil {
+		return err
+	}
+	if o.rate > 0 && (len(o.riverCooldowns) == 0 || len(o.wakeCooldowns) == 0) {
+		return errors.New("--rate needs at least one --river-fetch-cooldowns and one --switchyard-wake-cooldowns")
 	}
 	for _, w := range splitList(workers) {
 		n, err := strconv.Atoi(w)
