@@ -28,7 +28,8 @@ const genericPlanMost = 32
 // instead. Offered 5,000 messages a second, finalizes of 33 to 100
 // messages were planned anew at nearly every call, 4.6 ms each on a busy
 // server: a seventh of its CPU, which the enqueues needed (BENCHMARKS.md,
-// "Finalizes in statements of their generic plan's size").
+// "A faster machine, a finalize in statements of its generic plan's size,
+// and each side at its best cooldown").
 const genericChunksMost = 4
 
 // statusMoreDue is OutboxFinalize's row (with no message) saying that an
