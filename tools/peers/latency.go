@@ -62,9 +62,9 @@ func (s *latencySeries) summarize() {
 }
 
 // tookLoad is the share of the offered rate a configuration must enqueue
-// (its median) for its latency to count as River's best: a FetchCooldown
-// whose fetches take the CPU its own enqueuers need answers fast because
-// it was offered less (at 5,000 a second, 1 ms enqueued 1,160–1,602 a
+// (its median) for its latency to count as its side's best: a cooldown
+// whose fetches (River's) or claims (Switchyard's) take the CPU its own
+// enqueuers need answers fast because it was offered less (at 5,000 a second, 1 ms enqueued 1,160–1,602 a
 // second with a p99 of 10–11 ms, while 5 ms enqueued 2,673–3,052 with one
 // of 437–745 ms; BENCHMARKS.md).
 const tookLoad = 0.95
@@ -85,8 +85,8 @@ func bestCooldown(series map[string]*latencySeries, cooldowns []time.Duration, r
 }
 
 // better reports whether series a (ok: it took the load) is better than
-// b: one that took the load beats one that did not; of two
-// that did, the lower p99 wins; of two that did not, the larger load.
+// b: one that took the load beats one that did not; of two that did, the
+// lower p99 wins; of two that did not, the larger load.
 func better(a *latencySeries, aOK bool, b *latencySeries, bOK bool) bool {
 	switch {
 	case aOK != bOK:
