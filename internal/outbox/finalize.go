@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -93,9 +94,16 @@ func (d *Dispatcher) finalize(ctx context.Context, worker string, results []resu
 // genericChunks splits results into finalize statements of at most
 // genericPlanMost messages, each aggregate's results and each unordered
 // delivery's whole in one of them (one statement moves an aggregate on,
-// from all that its deliveries did), at most genericChunksMost of them.
-// Where that cannot be done it returns nil: the finalize is one statement,
-// planned for its arguments.
+// from all that its deliveries did), and every dead result in one of them,
+// at most genericChunksMost of them. Where that cannot be done it returns
+// nil: the finalize is one statement, planned for its arguments.
+//
+// The dead results together: a statement upserts the dead-letter groups
+// (and hours) of its dead messages in the order of their fingerprints, so
+// that two finalizes never wait for each other's groups in opposite
+// orders. Spread over several statements of one transaction, each would
+// take its own in that order but not the whole transaction's, and two
+// finalizes could deadlock.
 func genericChunks(results []result) [][]result {
 	if len(results) <= genericPlanMost {
 		return [][]result{results}
@@ -124,6 +132,7 @@ func genericChunks(results []result) [][]result {
 		}
 		wholes[i] = append(wholes[i], r)
 	}
+	wholes = deadTogether(wholes)
 	var chunks [][]result
 	var chunk []result
 	for _, whole := range wholes {
@@ -141,6 +150,25 @@ func genericChunks(results []result) [][]result {
 		return nil
 	}
 	return chunks
+}
+
+// deadTogether merges the wholes that hold a dead result into one, where
+// the first of them was (genericChunks).
+func deadTogether(wholes [][]result) [][]result {
+	merged := make([][]result, 0, len(wholes))
+	dead := -1
+	for _, whole := range wholes {
+		if !slices.ContainsFunc(whole, func(r result) bool { return r.outcome == outcomeDead }) {
+			merged = append(merged, whole)
+			continue
+		}
+		if dead < 0 {
+			dead = len(merged)
+			merged = append(merged, nil)
+		}
+		merged[dead] = append(merged[dead], whole...)
+	}
+	return merged
 }
 
 // finalizeChunks finalizes each chunk in a statement of its own, on the

@@ -1,12 +1,15 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/destination"
@@ -26,10 +29,10 @@ func chunkedResult(id int64, aggregate string, delivery uint64) result {
 
 // A finalize of more than genericPlanMost messages is split into
 // statements of at most that many, each aggregate's results and each
-// unordered delivery's whole in one of them, in the order they first
-// appear; one that cannot be split so, or would take more than
-// genericChunksMost statements, is not split (nil: planned for its
-// arguments).
+// unordered delivery's whole in one of them, and every dead result in one
+// of them, in the order they first appear; one that cannot be split so,
+// or would take more than genericChunksMost statements, is not split
+// (nil: planned for its arguments).
 func TestAFinalizeIsSplitIntoWholesOfItsGenericPlansSize(t *testing.T) {
 	t.Parallel()
 	// deliveries are n unordered messages, one delivery each, from id.
@@ -74,6 +77,9 @@ func TestAFinalizeIsSplitIntoWholesOfItsGenericPlansSize(t *testing.T) {
 	for i := range a {
 		interleaved = append(interleaved, a[i], b[i])
 	}
+	// twoDead is 40 deliveries, of which 5 and 35 went dead.
+	twoDead := deliveries(1, 40)
+	twoDead[4].outcome, twoDead[34].outcome = outcomeDead, outcomeDead
 	// sameDelivery is 33 unordered messages of one delivery.
 	sameDelivery := deliveries(1, 33)
 	for i := range sameDelivery {
@@ -95,6 +101,7 @@ func TestAFinalizeIsSplitIntoWholesOfItsGenericPlansSize(t *testing.T) {
 			[][]int64{append(span(100, 20), span(1, 12)...), span(13, 8)}},
 		{"an aggregate larger than a statement", append(aggregate("a", 100, 33), deliveries(1, 3)...), nil},
 		{"a delivery larger than a statement", sameDelivery, nil},
+		{"the dead results together", twoDead, [][]int64{append(append(span(1, 5), 35), span(6, 26)...), append(span(32, 3), span(36, 5)...)}},
 		{"more statements than the most", append(append(aggregate("a", 100, 20), aggregate("b", 200, 20)...),
 			append(aggregate("c", 300, 20), append(aggregate("d", 400, 20), aggregate("e", 500, 20)...)...)...), nil},
 	}
@@ -116,7 +123,8 @@ func TestASplitFinalizeIsOneTransactionOnGenericPlans(t *testing.T) {
 	ctx := context.Background()
 	shared := setup(t, "alpha")
 	pool, trips := tracedSessionPool(t, shared)
-	d := New(pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, AggregateBatch: 32,
+	registry := prometheus.NewRegistry()
+	d := New(pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, AggregateBatch: 32, Metrics: NewMetrics(registry),
 		Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
 	// Three aggregates of 20 messages and 30 unordered ones: 90 messages,
 	// three statements at least.
@@ -132,6 +140,10 @@ func TestASplitFinalizeIsOneTransactionOnGenericPlans(t *testing.T) {
 	enqueue(t, shared, msgs...)
 	groups, err := d.claim(ctx, "w", 100, nil)
 	require.NoError(t, err)
+	// Aggregate 0 first, so that its results are the first statement's.
+	slices.SortStableFunc(groups, func(a, b group) int {
+		return cmp.Compare(cmp.Or(a.msgs[0].AggregateID, "~"), cmp.Or(b.msgs[0].AggregateID, "~"))
+	})
 	var results []result
 	for i, g := range groups {
 		now := time.Now()
@@ -165,13 +177,34 @@ func TestASplitFinalizeIsOneTransactionOnGenericPlans(t *testing.T) {
 			results[i].outcome, results[i].err, results[i].retryDelay = outcomeDelivered, "", 0
 		}
 	}
+	// Aggregate 0's row held by another transaction (an enqueue, say):
+	// the first statement leaves its results for a later finalize (busy),
+	// the others apply.
+	holder, err := shared.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	_, err = holder.Exec(ctx, `SELECT FROM switchyard.outbox_aggregates WHERE aggregate_id = '0' FOR UPDATE`)
+	require.NoError(t, err)
 	trips.Reset()
 	busy, moreDue, err := d.finalize(ctx, "w", results)
 	require.NoError(t, err)
-	require.Empty(t, busy)
-	require.False(t, moreDue, "every aggregate's messages were delivered")
+	require.Len(t, busy, 20, "aggregate 0's results")
+	for _, r := range busy {
+		require.Equal(t, "0", r.msg.AggregateID)
+	}
+	require.False(t, moreDue, "every other aggregate's messages were delivered")
 	require.Equal(t, [2]int64{0, 1}, [2]int64{trips.Statements(), trips.Pipelines()}, "one pipeline, no statement on its own")
+	require.Equal(t, len(msgs)-20, countWhere(t, shared, "state = 'delivered'"))
+	require.NoError(t, holder.Rollback(ctx))
+	busy, moreDue, err = d.finalize(ctx, "w", busy)
+	require.NoError(t, err)
+	require.Empty(t, busy)
+	require.False(t, moreDue)
 	require.Equal(t, len(msgs), countWhere(t, shared, "state = 'delivered'"))
+	// Every statement's rows were read: each outcome counted as applied,
+	// none as stale.
+	require.Equal(t, float64(len(msgs)), counted(t, registry, "switchyard_outbox_outcomes_total"))
+	require.Zero(t, counted(t, registry, "switchyard_outbox_stale_finalizes_total"))
 	var movedOn int
 	require.NoError(t, shared.QueryRow(ctx, `SELECT count(*) FROM switchyard.outbox_aggregates
 		WHERE done_seq = last_seq AND last_seq = 20 AND lease_owner IS NULL`).Scan(&movedOn))
@@ -180,7 +213,23 @@ func TestASplitFinalizeIsOneTransactionOnGenericPlans(t *testing.T) {
 	require.Equal(t, 1, statements, "one prepared statement")
 	// The session is new: the pool closed the one the refused finalize
 	// left in a failed transaction.
-	require.Equal(t, len(chunks), generic+custom, "every statement of the finalize ran from it")
+	require.Equal(t, len(chunks)+1, generic+custom, "every statement of both finalizes ran from it (the second, aggregate 0's alone, one)")
 	require.Zero(t, custom, "on its generic plan")
 	require.True(t, idle(t, pool), "no transaction left open")
+}
+
+// counted is the sum of a counter's values over its labels in registry.
+func counted(t *testing.T, registry *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := registry.Gather()
+	require.NoError(t, err)
+	var sum float64
+	for _, family := range families {
+		if family.GetName() == name {
+			for _, m := range family.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }

@@ -20,10 +20,10 @@ import (
 const flushInterval = 5 * time.Millisecond
 
 // finalizeMost is how many finished messages make a worker finalize before
-// its next flush. Each finalize of more than genericChunksMost statements
-// of genericPlanMost messages is a statement the server plans anew (its
-// parameters are arrays; a custom plan of its many CTEs costs about 2 ms)
-// and a round trip: finalizing every 50 messages, as this did when it
+// its next flush. Each finalize that cannot be sent as genericChunksMost
+// statements of genericPlanMost messages (genericChunks) is a statement
+// the server plans anew (its parameters are arrays; a custom plan of its
+// many CTEs costs about 2 ms) and a round trip: finalizing every 50 messages, as this did when it
 // counted half a window of deliveries in messages, cost a third of the
 // drain's CPU (BENCHMARKS.md, "Finalize per flush"). The flush already
 // bounds the wait; this only bounds a statement's size, which may pass it
