@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -213,6 +214,21 @@ func oneSessionPool(t *testing.T, shared *pgxpool.Pool) *pgxpool.Pool {
 	return pool
 }
 
+// claimingSession is a one-session pool on a new database with destination
+// alpha, and a dispatcher of its own that claims there with leases that
+// outlast the test (each claim leases only messages no claim leased before).
+// Autovacuum is off for the outbox and its aggregates: their statistics
+// change only when the test says so.
+func claimingSession(t *testing.T) (*pgxpool.Pool, *Dispatcher) {
+	t.Helper()
+	pool := oneSessionPool(t, setup(t, "alpha"))
+	d := New(pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	_, err := pool.Exec(context.Background(), `ALTER TABLE switchyard.outbox SET (autovacuum_enabled = false);
+		ALTER TABLE switchyard.outbox_aggregates SET (autovacuum_enabled = false)`)
+	require.NoError(t, err)
+	return pool, d
+}
+
 // preparedStatements is how many prepared statements of the sqlc query name
 // the pool's one session holds, and how often they were planned each way.
 func preparedStatements(t *testing.T, pool *pgxpool.Pool, name string) (statements, generic, custom int) {
@@ -235,14 +251,7 @@ func preparedStatements(t *testing.T, pool *pgxpool.Pool, name string) (statemen
 func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := oneSessionPool(t, setup(t, "alpha"))
-	// Leases that outlast the test: every round claims only its own
-	// messages.
-	d := New(pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
-	// The statistics change only when the test says so.
-	_, err := pool.Exec(ctx, `ALTER TABLE switchyard.outbox SET (autovacuum_enabled = false);
-		ALTER TABLE switchyard.outbox_aggregates SET (autovacuum_enabled = false)`)
-	require.NoError(t, err)
+	pool, d := claimingSession(t)
 	const rounds = 8 // more than the five custom plans before a generic one may be kept
 	round := 0
 	claimRounds := func() {
@@ -273,20 +282,9 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 			require.Positive(t, head.AggregateLeaseVersion)
 		}
 	}
-	// plan is EXPLAIN of the session's prepared statement of a claim, with
-	// args: the plan PostgreSQL would run.
 	plan := func(name, args string) string {
 		t.Helper()
-		var statement string
-		// The latest, if the claim was also prepared while the aggregates'
-		// table was small (whileSmallTag).
-		require.NoError(t, pool.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement LIKE '%name: ' || $1 || ' %'
-			ORDER BY prepare_time DESC LIMIT 1`, name).Scan(&statement))
-		rows, err := pool.Query(ctx, "EXPLAIN EXECUTE "+pgx.Identifier{statement}.Sanitize()+args)
-		require.NoError(t, err)
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		require.NoError(t, err)
-		return strings.Join(lines, "\n")
+		return preparedPlan(t, pool, name, args)
 	}
 
 	d.heartbeat(ctx)
@@ -307,7 +305,7 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	// A thousand rows in the outbox, which the heartbeat describes:
 	// enough for the unordered claim, and for the ordered claim while the
 	// aggregates' table is small.
-	_, err = pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload, state, finished_at)
+	_, err := pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload, state, finished_at)
 		SELECT 't', 'alpha', '{}', 'delivered', now() FROM generate_series(1, $1::int)`, planStatisticsFloor)
 	require.NoError(t, err)
 	require.Less(t, statistics("switchyard.outbox"), float64(planStatisticsFloor))
@@ -372,6 +370,67 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	unordered = plan("OutboxClaimUnordered", `('w', NULL, 30, '{alpha}', '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{10}', 10)`)
 	require.Contains(t, unordered, "Scan using outbox_aggregates_due", "its probe reads the aggregates' index: %s", unordered)
 	require.NotContains(t, unordered, "Seq Scan on outbox_aggregates", unordered)
+}
+
+// preparedPlan is EXPLAIN of the pool's one session's prepared statement of
+// the sqlc query name, with args: the plan PostgreSQL would run.
+func preparedPlan(t *testing.T, pool *pgxpool.Pool, name, args string) string {
+	t.Helper()
+	ctx := context.Background()
+	var statement string
+	// The latest, if the claim was also prepared while the aggregates'
+	// table was small (whileSmallTag).
+	require.NoError(t, pool.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement LIKE '%name: ' || $1 || ' %'
+		ORDER BY prepare_time DESC LIMIT 1`, name).Scan(&statement))
+	rows, err := pool.Query(ctx, "EXPLAIN EXECUTE "+pgx.Identifier{statement}.Sanitize()+args)
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return strings.Join(lines, "\n")
+}
+
+// Over many aggregates, few of them due, the ordered claim keeps its
+// generic plan, which leases the aggregates it chose through their key.
+// Its LIMITs were all parameters, which a generic plan takes to pass a
+// tenth of their input: over 30,000 aggregates it expected a thousand to
+// lease and hashed the whole table to find them, PostgreSQL estimated it
+// dearer than any plan for the arguments, and planned every claim anew
+// (BENCHMARKS.md, "The ordered claim's generic plan over many
+// aggregates").
+func TestTheOrderedClaimKeepsItsGenericPlanOverManyAggregates(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, d := claimingSession(t)
+	// 30,000 aggregates with nothing pending, and history enough for the
+	// outbox to be described; then the statistics, as autovacuum would.
+	_, err := pool.Exec(ctx, `INSERT INTO switchyard.outbox_aggregates (destination, aggregate_type, aggregate_id, last_seq, done_seq)
+		SELECT 'alpha', 'order', 'done-' || k, 3, 3 FROM generate_series(1, 30000) AS k`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload, state, finished_at)
+		SELECT 't', 'alpha', '{}', 'delivered', now() FROM generate_series(1, $1::int)`, planStatisticsFloor)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `ANALYZE switchyard.outbox; ANALYZE switchyard.outbox_aggregates`)
+	require.NoError(t, err)
+	d.heartbeat(ctx)
+	require.True(t, d.stats.aggregates.Load(), "the dispatcher read the aggregates' statistics")
+
+	const rounds = 8 // more than the five plans for their arguments before a generic one may be kept
+	for round := range rounds {
+		aggregate := fmt.Sprintf("due-%d", round)
+		enqueue(t, pool, Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: aggregate, Payload: []byte(`{}`)},
+			Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: aggregate, Payload: []byte(`{}`)})
+		groups, err := d.claim(ctx, "w", 10, nil)
+		require.NoError(t, err)
+		require.Len(t, groups, 1, "the new aggregate, the others leased or done")
+		require.Equal(t, aggregate, groups[0].msgs[0].AggregateID)
+		require.Len(t, groups[0].msgs, 2, "its two messages, in order")
+	}
+	statements, generic, custom := preparedStatements(t, pool, "OutboxClaimOrdered")
+	require.Equal(t, 1, statements)
+	require.Equal(t, []int{rounds - 5, 5}, []int{generic, custom}, "PostgreSQL kept the generic plan after its five plans for the arguments")
+	ordered := preparedPlan(t, pool, "OutboxClaimOrdered", `('{alpha}', NULL, '{10}', 10, 'w', 30, 32, '{2026-12-04 12:00:00+00}', '{42}')`)
+	require.Contains(t, ordered, "Index Scan using outbox_aggregates_pkey", "the aggregates are leased through their key: %s", ordered)
+	require.NotContains(t, ordered, "Seq Scan on outbox_aggregates", ordered)
 }
 
 // A new outbox is described as soon as the dispatcher has claimed as many

@@ -129,14 +129,31 @@ WITH due AS (
     SELECT c.destination, c.aggregate_type, c.aggregate_id
     FROM unnest($1::text[]) WITH ORDINALITY AS n (destination, i)
     CROSS JOIN LATERAL (
-        SELECT a.destination, a.aggregate_type, a.aggregate_id
-        FROM switchyard.outbox_aggregates a
-        WHERE a.last_seq > a.done_seq
-          AND a.destination = n.destination
-          AND a.due_at <= coalesce($2::timestamptz, now())
-        ORDER BY a.due_at
+        -- At most 128 aggregates of a destination per claim, whatever its
+        -- cap: a constant the planner can see. Without it the generic plan
+        -- took each destination's LIMIT (a parameter) for a tenth of the
+        -- aggregates that might be due (a third of a third of the table),
+        -- expected a thousand aggregates to lease on a table of 100,000,
+        -- leased them through a hash of the whole table read sequentially
+        -- (38 ms), and was estimated so much dearer than a plan for the
+        -- arguments that PostgreSQL planned every claim anew (about 1 ms
+        -- each, more than the claim's own work) once the table held some
+        -- 17,000 aggregates (BENCHMARKS.md, "The ordered claim's generic
+        -- plan over many aggregates"). A claim fills at most a worker's
+        -- window: 100 deliveries by default.
+        SELECT destination, aggregate_type, aggregate_id FROM (
+            SELECT a.destination, a.aggregate_type, a.aggregate_id
+            FROM switchyard.outbox_aggregates a
+            WHERE a.last_seq > a.done_seq
+              AND a.destination = n.destination
+              AND a.due_at <= coalesce($2::timestamptz, now())
+            ORDER BY a.due_at
+            LIMIT 128
+            -- Each row is locked as the LIMIT below takes it: no more than
+            -- caps[n] of them.
+            FOR UPDATE SKIP LOCKED
+        ) a
         LIMIT ($3::int[])[n.i]
-        FOR UPDATE SKIP LOCKED
     ) c
     LIMIT $4
 ),
