@@ -107,7 +107,8 @@ RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.to
 -- name: OutboxClaimOrdered :many
 -- OutboxClaimOrdered leases up to aggregates due aggregates (see
 -- migrations/00003_outbox.sql), at most caps[n] of
--- destinations[n] as in OutboxClaimUnordered, and, in each, its first
+-- destinations[n] as in OutboxClaimUnordered and at most 128 of any
+-- (internal/outbox: orderedClaimMost), and, in each, its first
 -- per_aggregate pending messages in aggregate_seq order; one worker delivers
 -- them in that order. The aggregate's lease (due_at = expiry, lease_version
 -- + 1) keeps every other worker off its later messages until the finalize.
@@ -125,14 +126,14 @@ WITH due AS (
         -- cap: a constant the planner can see. Without it the generic plan
         -- took each destination's LIMIT (a parameter) for a tenth of the
         -- aggregates that might be due (a third of a third of the table),
-        -- expected a thousand aggregates to lease on a table of 100,000,
+        -- expected hundreds to lease (a thousand on a table of 100,000),
         -- leased them through a hash of the whole table read sequentially
-        -- (38 ms), and was estimated so much dearer than a plan for the
-        -- arguments that PostgreSQL planned every claim anew (about 1 ms
-        -- each, more than the claim's own work) once the table held some
-        -- 17,000 aggregates (BENCHMARKS.md, "The ordered claim's generic
-        -- plan over many aggregates"). A claim fills at most a worker's
-        -- window: 100 deliveries by default.
+        -- (38 ms there), and was estimated so much dearer than a plan for
+        -- the arguments that PostgreSQL planned every claim anew (about
+        -- 1 ms each, more than the claim's own work) once the table held
+        -- some 10,000 to 17,000 aggregates, depending on the load
+        -- (BENCHMARKS.md, "The ordered claim's generic plan over many
+        -- aggregates"). The dispatcher asks for no more (orderedClaimMost).
         SELECT * FROM (
             SELECT a.destination, a.aggregate_type, a.aggregate_id
             FROM switchyard.outbox_aggregates a
@@ -142,7 +143,8 @@ WITH due AS (
             ORDER BY a.due_at
             LIMIT 128
             -- Each row is locked as the LIMIT below takes it: no more than
-            -- caps[n] of them.
+            -- caps[n] of them, the first due first. No ORDER BY there: a
+            -- sort would take, and lock, all 128 first.
             FOR UPDATE SKIP LOCKED
         ) a
         LIMIT (@caps::int[])[n.i]

@@ -1,0 +1,253 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/destination"
+	"github.com/switchyard/switchyard/internal/testlog"
+)
+
+// claimingSession is a one-session pool on a new database with destination
+// alpha, and a dispatcher of its own that claims there with leases that
+// outlast the test (each claim leases only messages no claim leased before).
+// Autovacuum is off for the outbox and its aggregates: their statistics
+// change only when the test says so.
+func claimingSession(t *testing.T) (*pgxpool.Pool, *Dispatcher) {
+	t.Helper()
+	pool := oneSessionPool(t, setup(t, "alpha"))
+	d := New(pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	_, err := pool.Exec(context.Background(), `ALTER TABLE switchyard.outbox SET (autovacuum_enabled = false);
+		ALTER TABLE switchyard.outbox_aggregates SET (autovacuum_enabled = false)`)
+	require.NoError(t, err)
+	return pool, d
+}
+
+// The claims are planned for their arguments while the planner's
+// statistics of their tables describe fewer than planStatisticsFloor rows
+// (a generic plan made from them would read the tables sequentially, and
+// be kept), unless the aggregates' table is small, and are prepared
+// statements whose generic plan PostgreSQL keeps once the statistics are
+// past it (read by the heartbeat): plans that read the outbox through its
+// indexes, and return the same rows. A table that holds that many rows
+// without statistics that say so is described (ANALYZE) by the heartbeat
+// itself: autovacuum is off here, as it is for the first minute of a new
+// outbox.
+func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, d := claimingSession(t)
+	const rounds = 8 // more than the five custom plans before a generic one may be kept
+	round := 0
+	claimRounds := func() {
+		t.Helper()
+		for range rounds {
+			round++
+			aggregate := strconv.Itoa(round)
+			enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)},
+				Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: aggregate, Payload: []byte(`{}`)},
+				Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: aggregate, Payload: []byte(`{}`)})
+			groups, err := d.claim(ctx, "w", 10, nil)
+			require.NoError(t, err)
+			require.Len(t, groups, 2, "one unordered message, one aggregate's")
+			var ordered group
+			for _, g := range groups {
+				if g.msgs[0].AggregateID != "" {
+					ordered = g
+				}
+			}
+			require.Len(t, ordered.msgs, 2, "the aggregate's two messages, in one delivery")
+			head, next := ordered.msgs[0], ordered.msgs[1]
+			require.Equal(t, []int64{1, 2}, []int64{head.AggregateSeq, next.AggregateSeq})
+			require.True(t, head.Counted, "the head's attempt is counted by the claim")
+			require.False(t, next.Counted, "the next one's at its finalize")
+			require.Equal(t, []int32{1, 1}, []int32{head.Attempts, next.Attempts}, "the attempt each would be")
+			require.Equal(t, []int64{1, 0}, []int64{head.LeaseVersion, next.LeaseVersion}, "only the head's row was leased")
+			require.Equal(t, head.AggregateLeaseVersion, next.AggregateLeaseVersion)
+			require.Positive(t, head.AggregateLeaseVersion)
+		}
+	}
+	plan := func(name, args string) string {
+		t.Helper()
+		return preparedPlan(t, pool, name, args)
+	}
+
+	d.heartbeat(ctx)
+	claimRounds()
+	for _, name := range []string{"OutboxClaimUnordered", "OutboxClaimOrdered"} {
+		statements, _, _ := preparedStatements(t, pool, name)
+		require.Zero(t, statements, "%s is sent unnamed while the outbox has no statistics", name)
+	}
+
+	// statistics is what the planner's statistics say of a table's rows.
+	statistics := func(table string) float64 {
+		t.Helper()
+		var rows float64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = $1::regclass`, table).Scan(&rows))
+		return rows
+	}
+
+	// A thousand rows in the outbox, which the heartbeat describes:
+	// enough for the unordered claim, and for the ordered claim while the
+	// aggregates' table is small.
+	_, err := pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload, state, finished_at)
+		SELECT 't', 'alpha', '{}', 'delivered', now() FROM generate_series(1, $1::int)`, planStatisticsFloor)
+	require.NoError(t, err)
+	require.Less(t, statistics("switchyard.outbox"), float64(planStatisticsFloor))
+	d.heartbeat(ctx)
+	require.GreaterOrEqual(t, statistics("switchyard.outbox"), float64(planStatisticsFloor), "the heartbeat described the outbox")
+	claimRounds()
+	statements, generic, _ := preparedStatements(t, pool, "OutboxClaimUnordered")
+	require.Equal(t, 1, statements, "the unordered claim is a prepared statement")
+	require.Positive(t, generic, "PostgreSQL kept its generic plan")
+	unordered := plan("OutboxClaimUnordered", `('w', NULL, 30, '{alpha}', '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{10}', 10)`)
+	require.Contains(t, unordered, "Index Scan using outbox_due_unordered", unordered)
+	require.Contains(t, unordered, "Scan using outbox_aggregates_due", "the probe of the aggregates due reads their index: %s", unordered)
+	require.Regexp(t, `Index Cond: .*ROW\(next_attempt_at, id\) > ROW`, unordered, "the scan starts after the mark: %s", unordered)
+	require.NotContains(t, unordered, "Seq Scan on outbox ", unordered)
+	// The aggregates' table, a few rows without statistics, is small
+	// enough for any plan.
+	statements, generic, _ = preparedStatements(t, pool, "OutboxClaimOrdered")
+	require.Equal(t, 1, statements, "the ordered claim is a prepared statement while the aggregates' table is small")
+	require.Positive(t, generic, "PostgreSQL kept its generic plan")
+
+	// Grown past small, with fewer rows than the floor (the rest dead,
+	// not vacuumed: autovacuum is off for it): nothing to describe yet,
+	// and the ordered claim is planned for its arguments again, the
+	// prepared statement unused.
+	_, err = pool.Exec(ctx, `INSERT INTO switchyard.outbox_aggregates (destination, aggregate_type, aggregate_id, last_seq, done_seq)
+		SELECT 'alpha', 'grown', k::text, 1, 1 FROM generate_series(1, 3000) AS k`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `DELETE FROM switchyard.outbox_aggregates WHERE aggregate_type = 'grown'`)
+	require.NoError(t, err)
+	var size int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT pg_relation_size('switchyard.outbox_aggregates')`).Scan(&size))
+	require.Greater(t, size, int64(smallAggregatesTable), "the aggregates' table is past small")
+	d.heartbeat(ctx)
+	_, genericBefore, customBefore := preparedStatements(t, pool, "OutboxClaimOrdered")
+	_, unorderedBefore, _ := preparedStatements(t, pool, "OutboxClaimUnordered")
+	claimRounds()
+	_, genericAfter, customAfter := preparedStatements(t, pool, "OutboxClaimOrdered")
+	require.Equal(t, []int{genericBefore, customBefore}, []int{genericAfter, customAfter},
+		"the ordered claim is sent unnamed until the grown table has statistics")
+	_, unorderedAfter, _ := preparedStatements(t, pool, "OutboxClaimUnordered")
+	require.Equal(t, unorderedBefore, unorderedAfter, "so is the unordered claim, whose probe reads that table")
+
+	// A thousand rows, which the heartbeat describes.
+	_, err = pool.Exec(ctx, `INSERT INTO switchyard.outbox_aggregates (destination, aggregate_type, aggregate_id, last_seq, done_seq)
+		SELECT 'alpha', 'history', k::text, 1, 1 FROM generate_series(1, $1::int) AS k`, planStatisticsFloor)
+	require.NoError(t, err)
+	d.heartbeat(ctx)
+	require.GreaterOrEqual(t, statistics("switchyard.outbox_aggregates"), float64(planStatisticsFloor), "the heartbeat described the aggregates")
+	claimRounds()
+	statements, generic, _ = preparedStatements(t, pool, "OutboxClaimOrdered")
+	require.Equal(t, 2, statements, "the ordered claim is a prepared statement of its own once the table has statistics")
+	require.Greater(t, generic, genericAfter, "PostgreSQL kept its generic plan")
+	ordered := plan("OutboxClaimOrdered", `('{alpha}', NULL, '{10}', 10, 'w', 30, 32, '{2026-12-04 12:00:00+00}', '{42}')`)
+	// outbox_due_unordered: the probe of the unordered messages due.
+	for _, index := range []string{"outbox_aggregates_due", "outbox_pending_ordered", "outbox_due_unordered"} {
+		require.Contains(t, ordered, "Index Scan using "+index, ordered)
+	}
+	require.Regexp(t, `Index Cond: .*ROW\(next_attempt_at, id\) > ROW`, ordered, "the probe starts after the mark: %s", ordered)
+	require.NotContains(t, ordered, "Seq Scan on outbox ", ordered)
+	statements, _, _ = preparedStatements(t, pool, "OutboxClaimUnordered")
+	require.Equal(t, 2, statements, "the unordered claim, too, once the table has statistics")
+	unordered = plan("OutboxClaimUnordered", `('w', NULL, 30, '{alpha}', '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{10}', 10)`)
+	require.Contains(t, unordered, "Scan using outbox_aggregates_due", "its probe reads the aggregates' index: %s", unordered)
+	require.NotContains(t, unordered, "Seq Scan on outbox_aggregates", unordered)
+}
+
+// preparedPlan is EXPLAIN of the pool's one session's prepared statement of
+// the sqlc query name, with args: the plan PostgreSQL would run.
+func preparedPlan(t *testing.T, pool *pgxpool.Pool, name, args string) string {
+	t.Helper()
+	ctx := context.Background()
+	var statement string
+	// The latest, if the claim was also prepared while the aggregates'
+	// table was small (whileSmallTag).
+	require.NoError(t, pool.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement LIKE '%name: ' || $1 || ' %'
+		ORDER BY prepare_time DESC LIMIT 1`, name).Scan(&statement))
+	rows, err := pool.Query(ctx, "EXPLAIN EXECUTE "+pgx.Identifier{statement}.Sanitize()+args)
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return strings.Join(lines, "\n")
+}
+
+// Over many aggregates, few of them due, the ordered claim keeps its
+// generic plan, which leases the aggregates it chose through their key.
+// Its LIMITs were all parameters, which a generic plan takes to pass a
+// tenth of their input: over 30,000 aggregates it expected some 300 to
+// lease and hashed the whole table to find them, PostgreSQL estimated it
+// dearer than any plan for the arguments, and planned every claim anew
+// (BENCHMARKS.md, "The ordered claim's generic plan over many
+// aggregates").
+func TestTheOrderedClaimKeepsItsGenericPlanOverManyAggregates(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, d := claimingSession(t)
+	// 30,000 aggregates with nothing pending, and history enough for the
+	// outbox to be described; then the statistics, as autovacuum would.
+	_, err := pool.Exec(ctx, `INSERT INTO switchyard.outbox_aggregates (destination, aggregate_type, aggregate_id, last_seq, done_seq)
+		SELECT 'alpha', 'order', 'done-' || k, 3, 3 FROM generate_series(1, 30000) AS k`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload, state, finished_at)
+		SELECT 't', 'alpha', '{}', 'delivered', now() FROM generate_series(1, $1::int)`, planStatisticsFloor)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `ANALYZE switchyard.outbox; ANALYZE switchyard.outbox_aggregates`)
+	require.NoError(t, err)
+	d.heartbeat(ctx)
+	require.True(t, d.stats.aggregates.Load(), "the dispatcher read the aggregates' statistics")
+
+	const rounds = 8 // more than the five plans for their arguments before a generic one may be kept
+	for round := range rounds {
+		aggregate := fmt.Sprintf("due-%d", round)
+		enqueue(t, pool, Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: aggregate, Payload: []byte(`{}`)},
+			Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: aggregate, Payload: []byte(`{}`)})
+		groups, err := d.claim(ctx, "w", 10, nil)
+		require.NoError(t, err)
+		require.Len(t, groups, 1, "the new aggregate, the others leased or done")
+		require.Equal(t, aggregate, groups[0].msgs[0].AggregateID)
+		require.Len(t, groups[0].msgs, 2, "its two messages, in order")
+	}
+	statements, generic, custom := preparedStatements(t, pool, "OutboxClaimOrdered")
+	require.Equal(t, 1, statements)
+	require.Equal(t, []int{rounds - 5, 5}, []int{generic, custom}, "PostgreSQL kept the generic plan after its five plans for the arguments")
+	ordered := preparedPlan(t, pool, "OutboxClaimOrdered", `('{alpha}', NULL, '{10}', 10, 'w', 30, 32, '{2026-12-04 12:00:00+00}', '{42}')`)
+	require.Regexp(t, `Index Scan (using|on) outbox_aggregates_pkey`, ordered, "the aggregates are leased through their key (probes or a bitmap of them): %s", ordered)
+	require.NotContains(t, ordered, "Seq Scan on outbox_aggregates", ordered)
+}
+
+// An ordered claim leases at most orderedClaimMost aggregates of one
+// destination, the constant in its SQL, however large the worker's window,
+// and says the destination was capped: more may be due there, and the
+// worker's next finalize claims again instead of waiting for its idle poll.
+func TestAnOrderedClaimTakesAtMostItsConstantOfADestination(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "alpha")
+	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 2 * orderedClaimMost, LeaseDuration: time.Hour,
+		Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	due := orderedClaimMost + 20
+	msgs := make([]Message, due)
+	for i := range msgs {
+		msgs[i] = Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: strconv.Itoa(i), Payload: []byte(`{}`)}
+	}
+	enqueue(t, pool, msgs...)
+
+	claimed, capped, err := d.claimPaced(ctx, claimRequest{worker: "w", limit: 2 * orderedClaimMost, held: map[string]int{}})
+	require.NoError(t, err)
+	require.Len(t, claimed, orderedClaimMost, "one claim's aggregates of alpha")
+	require.True(t, capped, "alpha had more due than the claim could take")
+	claimed, _, err = d.claimPaced(ctx, claimRequest{worker: "w", limit: 2 * orderedClaimMost, held: map[string]int{"alpha": orderedClaimMost}})
+	require.NoError(t, err)
+	require.Len(t, claimed, due-orderedClaimMost, "the next claim takes the rest")
+}
