@@ -86,7 +86,7 @@ func (d *Dispatcher) claimPaced(ctx context.Context, r claimRequest) (claimed []
 	}
 	d.cfg.Metrics.claimSeconds.Observe(time.Since(start).Seconds())
 	d.noteClaimed(messagesIn(c.claimed))
-	return c.claimed, atShare || slices.Contains(c.caps.unordered, 0) || slices.Contains(c.caps.ordered, 0), nil
+	return c.claimed, atShare || c.atMost || slices.Contains(c.caps.unordered, 0) || slices.Contains(c.caps.ordered, 0), nil
 }
 
 // claimStep is a claim in progress (claimPaced): the destinations it may
@@ -104,7 +104,20 @@ type claimStep struct {
 	// other kind's statement, which would have leased nothing then, is not
 	// sent. What is committed later wakes the dispatcher again.
 	noneDue struct{ unordered, ordered bool }
+	// atMost says an ordered statement leased orderedClaimMost aggregates
+	// of a destination: it may have more due.
+	atMost bool
 }
+
+// orderedClaimMost is the most aggregates of one destination an ordered
+// claim statement leases, a constant in its SQL (OutboxClaimOrdered) so
+// that its generic plan expects a few: a destination's cap is passed to it
+// as at most that, and a destination that got that many counts as capped
+// (claimPaced), so that the worker claims again at its next finalize
+// instead of at its idle poll. The destination's own cap is not lowered:
+// an unordered claim takes from both kinds' caps, and would leave its
+// aggregates none.
+const orderedClaimMost = 128
 
 // took takes what a statement leased off the destinations' caps of both
 // kinds (never below 0: a destination's aggregates may have a larger
@@ -203,6 +216,11 @@ func (c *claimStep) ordered(n int) (int, error) {
 		c.d.marks.claimed(c.caps.names, c.caps.unordered, 1, from, nil, time.Now())
 	}
 	groups := groupByAggregate(rows)
+	perDestination := map[string]int{}
+	for _, g := range groups {
+		perDestination[g.msgs[0].Destination]++
+		c.atMost = c.atMost || perDestination[g.msgs[0].Destination] == orderedClaimMost
+	}
 	c.took(groups)
 	return len(groups), nil
 }
@@ -216,8 +234,12 @@ func (c *claimStep) leaseAggregates(n int, from claimStart) ([]queries.OutboxCla
 		return nil, err
 	}
 	defer release()
+	caps := make([]int32, len(c.caps.ordered))
+	for i, n := range c.caps.ordered {
+		caps[i] = min(n, orderedClaimMost)
+	}
 	return c.d.claimQueries().OutboxClaimOrdered(c.ctx, queries.OutboxClaimOrderedParams{
-		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: c.caps.names, Caps: c.caps.ordered,
+		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: c.caps.names, Caps: caps,
 		Aggregates: int32(n), PerAggregate: int32(c.d.cfg.AggregateBatch), Now: c.d.now(), AfterAt: from.at, AfterID: from.id,
 	})
 }

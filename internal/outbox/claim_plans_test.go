@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/destination"
+	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/internal/testlog"
 )
 
@@ -226,10 +227,11 @@ func TestTheOrderedClaimKeepsItsGenericPlanOverManyAggregates(t *testing.T) {
 	require.NotContains(t, ordered, "Seq Scan on outbox_aggregates", ordered)
 }
 
-// An ordered claim leases at most orderedClaimMost aggregates of one
-// destination, the constant in its SQL, however large the worker's window,
-// and says the destination was capped: more may be due there, and the
-// worker's next finalize claims again instead of waiting for its idle poll.
+// An ordered claim statement leases at most orderedClaimMost aggregates of
+// one destination, the constant in its SQL, whatever cap it is given; the
+// dispatcher gives it no more, and says the destination was capped: more
+// may be due there, and the worker's next finalize claims again instead of
+// waiting for its idle poll.
 func TestAnOrderedClaimTakesAtMostItsConstantOfADestination(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -243,6 +245,16 @@ func TestAnOrderedClaimTakesAtMostItsConstantOfADestination(t *testing.T) {
 	}
 	enqueue(t, pool, msgs...)
 
+	// The statement itself, asked for more (in a transaction rolled back).
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	rows, err := queries.New(tx).OutboxClaimOrdered(ctx, queries.OutboxClaimOrderedParams{Owner: "w", LeaseSeconds: 30,
+		Destinations: []string{"alpha"}, Caps: []int32{int32(due)}, Aggregates: int32(due), PerAggregate: 32,
+		AfterAt: []time.Time{{}}, AfterID: []int64{0}})
+	require.NoError(t, err)
+	require.Len(t, rows, orderedClaimMost, "the SQL's constant is orderedClaimMost")
+	require.NoError(t, tx.Rollback(ctx))
+
 	claimed, capped, err := d.claimPaced(ctx, claimRequest{worker: "w", limit: 2 * orderedClaimMost, held: map[string]int{}})
 	require.NoError(t, err)
 	require.Len(t, claimed, orderedClaimMost, "one claim's aggregates of alpha")
@@ -250,4 +262,36 @@ func TestAnOrderedClaimTakesAtMostItsConstantOfADestination(t *testing.T) {
 	claimed, _, err = d.claimPaced(ctx, claimRequest{worker: "w", limit: 2 * orderedClaimMost, held: map[string]int{"alpha": orderedClaimMost}})
 	require.NoError(t, err)
 	require.Len(t, claimed, due-orderedClaimMost, "the next claim takes the rest")
+}
+
+// A destination's unordered messages never use up its aggregates' share of
+// a claim, however large the window: the constant bounds the ordered
+// statement, not the destination's cap, which the unordered deliveries
+// also count against.
+func TestUnorderedMessagesLeaveALargeWindowsAggregatesTheirShare(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "alpha")
+	const window = 4 * orderedClaimMost
+	d := New(pool, Config{Logger: testlog.New(t), BatchSize: window, LeaseDuration: time.Hour,
+		Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	msgs := make([]Message, 0, window+3)
+	for range window {
+		msgs = append(msgs, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
+	}
+	for i := range 3 {
+		msgs = append(msgs, Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: strconv.Itoa(i), Payload: []byte(`{}`)})
+	}
+	enqueue(t, pool, msgs...)
+
+	claimed, err := d.claim(ctx, "w", window, nil)
+	require.NoError(t, err)
+	aggregates := 0
+	for _, g := range claimed {
+		if g.msgs[0].AggregateID != "" {
+			aggregates++
+		}
+	}
+	require.Equal(t, 3, aggregates, "every aggregate leased beside the window's unordered messages")
+	require.Equal(t, window, len(claimed), "unordered messages in the rest of the window")
 }

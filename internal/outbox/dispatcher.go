@@ -46,8 +46,8 @@ type Config struct {
 	Workers int
 	// BatchSize is the most deliveries one worker runs at once, and so the
 	// most one claim leases: messages without an aggregate, and aggregates
-	// (at most orderedClaimMost of one destination), each delivery running
-	// up to AggregateBatch messages. Default 100.
+	// (at most 128 of one destination), each delivery running up to
+	// AggregateBatch messages. Default 100.
 	BatchSize int
 	// AggregateBatch is the most messages of one aggregate a claim leases
 	// together; one goroutine delivers them in order and stops at the first
@@ -357,7 +357,7 @@ func (d *Dispatcher) claimable(limit int, held, sizes map[string]int) (c claimCa
 		}
 		c.names = append(c.names, name)
 		c.unordered = append(c.unordered, int32(min(free, limit)))
-		c.ordered = append(c.ordered, int32(min(d.orderedShare(route, share, sizes[name])-held[name], limit, orderedClaimMost)))
+		c.ordered = append(c.ordered, int32(min(d.orderedShare(route, share, sizes[name])-held[name], limit)))
 	}
 	rand.Shuffle(len(c.names), func(i, j int) {
 		c.names[i], c.names[j] = c.names[j], c.names[i]
@@ -366,14 +366,6 @@ func (d *Dispatcher) claimable(limit int, held, sizes map[string]int) (c claimCa
 	})
 	return c, atShare
 }
-
-// orderedClaimMost is the most aggregates of one destination an ordered
-// claim leases, a constant in its SQL (OutboxClaimOrdered) so that its
-// generic plan expects a few: asked for more, the claim would lease that
-// many and leave the destination's cap above 0, as if no more were due.
-// A destination's cap of it counts as its share (capped): the next
-// finalize claims again.
-const orderedClaimMost = 128
 
 // claimCaps are the destinations a claim may lease from, and how many
 // deliveries each may still take: of unordered messages, and of

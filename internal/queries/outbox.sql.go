@@ -153,7 +153,7 @@ WITH due AS (
             -- caps[n] of them, the first due first. No ORDER BY there: a
             -- sort would take, and lock, all 128 first.
             FOR UPDATE SKIP LOCKED
-        ) a
+        ) first_due
         LIMIT ($3::int[])[n.i]
     ) c
     LIMIT $4

@@ -146,7 +146,7 @@ WITH due AS (
             -- caps[n] of them, the first due first. No ORDER BY there: a
             -- sort would take, and lock, all 128 first.
             FOR UPDATE SKIP LOCKED
-        ) a
+        ) first_due
         LIMIT (@caps::int[])[n.i]
     ) c
     LIMIT @aggregates
