@@ -42,7 +42,9 @@ type claimRequest struct {
 // a delivery, as an aggregate's are, so that one claim and one finalize
 // serve many messages instead of a few. capped says that a destination's
 // share (see claimable) left it out of the claim or stopped the claim
-// there: it may have more due, to be claimed once deliveries there land.
+// there, or that an ordered statement leased orderedClaimMost of its
+// aggregates: it may have more due, to be claimed once deliveries there
+// land.
 //
 // A claim is up to three statements: the kind sent first (unordered
 // messages, or aggregates if r.orderedFirst) for half of r.limit, the
@@ -235,8 +237,8 @@ func (c *claimStep) leaseAggregates(n int, from claimStart) ([]queries.OutboxCla
 	}
 	defer release()
 	caps := make([]int32, len(c.caps.ordered))
-	for i, n := range c.caps.ordered {
-		caps[i] = min(n, orderedClaimMost)
+	for i, left := range c.caps.ordered {
+		caps[i] = min(left, orderedClaimMost)
 	}
 	return c.d.claimQueries().OutboxClaimOrdered(c.ctx, queries.OutboxClaimOrderedParams{
 		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: c.caps.names, Caps: caps,

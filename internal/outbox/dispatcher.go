@@ -46,8 +46,8 @@ type Config struct {
 	Workers int
 	// BatchSize is the most deliveries one worker runs at once, and so the
 	// most one claim leases: messages without an aggregate, and aggregates
-	// (at most 128 of one destination), each delivery running up to
-	// AggregateBatch messages. Default 100.
+	// (at most 128 of one destination per claim statement), each delivery
+	// running up to AggregateBatch messages. Default 100.
 	BatchSize int
 	// AggregateBatch is the most messages of one aggregate a claim leases
 	// together; one goroutine delivers them in order and stops at the first

@@ -71,7 +71,8 @@ type worker struct {
 	// nextClaim holds off claiming after a claim that was not full, until
 	// the idle poll, a wake-up or a finalize that makes more due.
 	nextClaim time.Time
-	// capped is whether the last claim stopped at a destination's share
+	// capped is whether the last claim stopped at a destination's share,
+	// or at an ordered statement's most aggregates of one destination
 	// (claimPaced): the next finalize claims again.
 	capped bool
 	// orderedFirst is whether the last claim that found anything found
@@ -183,7 +184,8 @@ func (w *worker) claimIfRoom(ctx, hard context.Context) {
 		w.d.Wake()
 	} else {
 		// The claim took all that was due, or all that a destination's
-		// share let it (capped): what is due later comes with a wake-up
+		// share or the ordered statement's constant let it (capped): what
+		// is due later comes with a wake-up
 		// (an enqueue's NOTIFY), a finalize (an aggregate's next message,
 		// or room again at a capped destination) or the idle poll (a
 		// retry). Claiming again at once, as the loop did, sent an empty
