@@ -185,11 +185,11 @@ func (w *worker) claimIfRoom(ctx, hard context.Context) {
 	} else {
 		// The claim took all that was due, or all that a destination's
 		// share or the ordered statement's constant let it (capped): what
-		// is due later comes with a wake-up
-		// (an enqueue's NOTIFY), a finalize (an aggregate's next message,
-		// or room again at a capped destination) or the idle poll (a
-		// retry). Claiming again at once, as the loop did, sent an empty
-		// claim after almost every claim under offered load.
+		// is due later comes with a wake-up (an enqueue's NOTIFY), a
+		// finalize (an aggregate's next message, or room again at a capped
+		// destination) or the idle poll (a retry). Claiming again at once,
+		// as the loop did, sent an empty claim after almost every claim
+		// under offered load.
 		w.nextClaim = time.Now().Add(w.d.cfg.IdlePoll)
 	}
 }

@@ -129,8 +129,8 @@ WITH due AS (
     SELECT c.destination, c.aggregate_type, c.aggregate_id
     FROM unnest($1::text[]) WITH ORDINALITY AS n (destination, i)
     CROSS JOIN LATERAL (
-        -- At most 128 aggregates of a destination per claim, whatever its
-        -- cap: a constant the planner can see. Without it the generic plan
+        -- At most 128 aggregates of a destination per statement, whatever
+        -- its cap: a constant the planner can see. Without it the generic plan
         -- took each destination's LIMIT (a parameter) for a tenth of the
         -- aggregates that might be due (a third of a third of the table),
         -- expected hundreds to lease (a thousand on a table of 100,000),
