@@ -14,7 +14,7 @@ import (
 )
 
 // genericPlanMost is the largest finalize statement sent as a prepared
-// statement, run on its generic plan (genericPlans). A larger one is
+// statement, run on its generic plan (sendGeneric). A larger one is
 // planned for its arguments (customPlans): planning costs about 2 ms, while
 // the generic plan's worst case, a rescan of the input for every message,
 // grows with the square of the batch (0.4 ms at 32 messages, 530 ms at
@@ -56,13 +56,10 @@ func (d *Dispatcher) finalize(ctx context.Context, worker string, results []resu
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.LeaseDuration/3)
 	defer cancel()
 	var rows []queries.OutboxFinalizeRow
-	switch chunks := genericChunks(results); len(chunks) {
-	case 0:
-		rows, err = queries.New(customPlans{d.pool}).OutboxFinalize(ctx, d.finalizeParams(worker, results))
-	case 1:
-		rows, err = queries.New(genericPlans{d.pool}).OutboxFinalize(ctx, d.finalizeParams(worker, results))
-	default:
+	if chunks := genericChunks(results); chunks != nil {
 		rows, err = d.finalizeChunks(ctx, worker, chunks)
+	} else {
+		rows, err = queries.New(customPlans{d.pool}).OutboxFinalize(ctx, d.finalizeParams(worker, results))
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("finalize %d messages: %w", len(results), err)
@@ -177,7 +174,8 @@ func deadTogether(wholes [][]result) [][]result {
 // statement that fails aborts the transaction, and none of the chunks is
 // applied, as when the finalize is one statement.
 func (d *Dispatcher) finalizeChunks(ctx context.Context, worker string, chunks [][]result) ([]queries.OutboxFinalizeRow, error) {
-	results, err := sendGeneric(ctx, d.pool, func(b *pgx.Batch) error {
+	var rows []queries.OutboxFinalizeRow
+	err := sendGeneric(ctx, d.pool, func(b *pgx.Batch) error {
 		for _, chunk := range chunks {
 			_, err := queries.New(queueing{batch: b}).OutboxFinalize(ctx, d.finalizeParams(worker, chunk))
 			if !errors.Is(err, errQueued) {
@@ -185,22 +183,20 @@ func (d *Dispatcher) finalizeChunks(ctx context.Context, worker string, chunks [
 			}
 		}
 		return nil
+	}, func(results pgx.BatchResults) error {
+		for range chunks {
+			part, err := queries.New(nextResult{results: results}).OutboxFinalize(ctx, queries.OutboxFinalizeParams{})
+			if err != nil {
+				return err
+			}
+			rows = append(rows, part...)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	var rows []queries.OutboxFinalizeRow
-	for range chunks {
-		part, err := queries.New(nextResult{results: results}).OutboxFinalize(ctx, queries.OutboxFinalizeParams{})
-		if err != nil {
-			return nil, closeAfter(err, results)
-		}
-		rows = append(rows, part...)
-	}
-	if _, err := results.Exec(); err != nil { // COMMIT
-		return nil, closeAfter(err, results)
-	}
-	return rows, results.Close()
+	return rows, nil
 }
 
 // finalizeParams are OutboxFinalize's parallel arrays for the results and

@@ -49,63 +49,57 @@ func withCustomPlan(args []any) []any {
 	return append([]any{pgx.QueryExecModeCacheDescribe}, args...)
 }
 
-// genericPlans sends each statement run through its Exec, Query and
-// QueryRow in a transaction of its own, as a prepared statement planned
-// once, without its arguments, whatever PostgreSQL would choose
-// (plan_cache_mode = force_generic_plan, for that transaction only;
-// CopyFrom and SendBatch go through as they are).
+// sendGeneric runs, in one round trip, a finalize's transaction whose
+// statements run on their generic plans: BEGIN, the SET (plan_cache_mode =
+// force_generic_plan, for that transaction only), the statements that
+// queue adds, and COMMIT; read reads the statements' results in order,
+// and the error, if any, is the first of theirs or COMMIT's, so that a
+// finalize is reported done only once it is committed. Nothing is sent if
+// queue fails.
 //
-// Left to choose, PostgreSQL plans a prepared statement for its arguments
-// as long as that plan is estimated cheaper than the generic one, and a
-// small finalize's was, by a little, once the outbox had statistics: under
-// offered load the finalize, with a few messages each time, was planned
-// anew at almost every execution, about 2 ms each (3.8 s of planning in
-// 15 s at 1,000 messages a second; BENCHMARKS.md, "Fewer statements per
-// offered message").
+// Each statement is a prepared statement planned once, without its
+// arguments, whatever PostgreSQL would choose. Left to choose, PostgreSQL
+// plans a prepared statement for its arguments as long as that plan is
+// estimated cheaper than the generic one, and a small finalize's was, by a
+// little, once the outbox had statistics: under offered load the finalize,
+// with a few messages each time, was planned anew at almost every
+// execution, about 2 ms each (3.8 s of planning in 15 s at 1,000 messages
+// a second; BENCHMARKS.md, "Fewer statements per offered message").
 //
-// BEGIN, the SET, the statement and COMMIT go in one round trip, a
+// BEGIN, the SET, the statements and COMMIT go in one round trip, a
 // pipeline (pgx.Batch): sent one after another they were three round
 // trips, each a wake-up of the server's backend and of the worker
 // (BENCHMARKS.md, "The small finalize in one round trip"). They are
 // transaction control, not queries, so they are written here and not in
-// internal/queries. If the statement fails, the server skips the rest up
-// to the pipeline's end and the transaction is left failed: the pool
-// closes a connection it gets back in a transaction, which is why this
-// takes a pool, never a connection or a transaction. The whole pipeline
-// is sent before any result is read, so a failure on this side after
-// that (the context's deadline while reading) is reported as an error
-// although the server may have committed: for a finalize that is a
-// delivery seen again, at least once, and the fencing holds.
-type genericPlans struct{ pool *pgxpool.Pool }
-
-// send queues the pipeline and reads the results of its BEGIN and SET.
-func (g genericPlans) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
-	return sendGeneric(ctx, g.pool, func(b *pgx.Batch) error {
-		b.Queue(sql, args...)
-		return nil
-	})
-}
-
-// sendGeneric sends, in one round trip, a transaction whose statements run
-// on their generic plans: BEGIN, the SET, the statements that queue adds,
-// and COMMIT (see genericPlans). It reads the results of BEGIN and the
-// SET; the caller reads the statements' and then COMMIT's, and closes the
-// results. Nothing is sent if queue fails.
-func sendGeneric(ctx context.Context, pool *pgxpool.Pool, queue func(*pgx.Batch) error) (pgx.BatchResults, error) {
+// internal/queries. If a statement fails, the server skips the rest up to
+// the pipeline's end and the transaction is left failed: the pool closes
+// a connection it gets back in a transaction, which is why this takes a
+// pool, never a connection or a transaction. The whole pipeline is sent
+// before any result is read, so a failure on this side after that (the
+// context's deadline while reading) is reported as an error although the
+// server may have committed: for a finalize that is a delivery seen again,
+// at least once, and the fencing holds.
+func sendGeneric(ctx context.Context, pool *pgxpool.Pool, queue func(*pgx.Batch) error, read func(pgx.BatchResults) error) error {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
 	if err := queue(b); err != nil {
-		return nil, err
+		return err
 	}
 	b.Queue("COMMIT")
 	results := pool.SendBatch(ctx, b)
 	for range 2 {
 		if _, err := results.Exec(); err != nil {
-			return nil, closeAfter(err, results)
+			return closeAfter(err, results)
 		}
 	}
-	return results, nil
+	if err := read(results); err != nil {
+		return closeAfter(err, results)
+	}
+	if _, err := results.Exec(); err != nil { // COMMIT
+		return closeAfter(err, results)
+	}
+	return results.Close()
 }
 
 // errQueued is what a generated query returns through queueing: its
@@ -146,115 +140,6 @@ func (n nextResult) Query(context.Context, string, ...any) (pgx.Rows, error) {
 func closeAfter(err error, results pgx.BatchResults) error {
 	_ = results.Close()
 	return err
-}
-
-func (g genericPlans) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	results, err := g.send(ctx, sql, args)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := results.Query()
-	if err != nil {
-		return nil, closeAfter(err, results)
-	}
-	return &committedRows{Rows: rows, results: results}, nil
-}
-
-func (g genericPlans) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, source pgx.CopyFromSource) (int64, error) {
-	return g.pool.CopyFrom(ctx, table, columns, source)
-}
-
-func (g genericPlans) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	return g.pool.SendBatch(ctx, b)
-}
-
-func (g genericPlans) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	rows, err := g.Query(ctx, sql, args...)
-	if err != nil {
-		return pgconn.CommandTag{}, err
-	}
-	for rows.Next() {
-	}
-	return rows.CommandTag(), rows.Err()
-}
-
-func (g genericPlans) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	rows, err := g.Query(ctx, sql, args...)
-	return firstRow{rows: rows, err: err}
-}
-
-// firstRow is the pgx.Row of genericPlans.QueryRow: the first of rows.
-type firstRow struct {
-	rows pgx.Rows
-	err  error
-}
-
-func (r firstRow) Scan(dest ...any) error {
-	if r.err != nil {
-		return r.err
-	}
-	defer r.rows.Close()
-	if !r.rows.Next() {
-		if err := r.rows.Err(); err != nil {
-			return err
-		}
-		return pgx.ErrNoRows
-	}
-	if err := r.rows.Scan(dest...); err != nil {
-		return err
-	}
-	r.rows.Close()
-	return r.rows.Err()
-}
-
-// committedRows are the rows of genericPlans' statement. Once they are
-// read, the pipeline's COMMIT is: its error, if any, is the rows' (Err), so
-// that a finalize is reported done only once it is committed.
-type committedRows struct {
-	pgx.Rows
-	results pgx.BatchResults
-	done    bool
-	err     error
-}
-
-func (r *committedRows) Next() bool {
-	if r.done {
-		return false
-	}
-	if r.Rows.Next() {
-		return true
-	}
-	r.commit()
-	return false
-}
-
-// commit ends the rows, then reads the COMMIT's result and releases the
-// connection.
-func (r *committedRows) commit() {
-	r.done = true
-	r.Rows.Close()
-	r.err = r.Rows.Err()
-	if r.err == nil {
-		_, r.err = r.results.Exec()
-	}
-	if r.err != nil {
-		r.err = closeAfter(r.err, r.results)
-		return
-	}
-	r.err = r.results.Close()
-}
-
-func (r *committedRows) Err() error {
-	if !r.done {
-		return r.Rows.Err()
-	}
-	return r.err
-}
-
-func (r *committedRows) Close() {
-	if !r.done {
-		r.commit()
-	}
 }
 
 // planStatisticsFloor is how many rows the planner's statistics of each

@@ -76,7 +76,7 @@ func TestLargeFinalizesAndHeartbeatsAreNeverPreparedStatements(t *testing.T) {
 	require.Equal(t, 1, statements, "the small finalize is a prepared statement")
 	require.Equal(t, rounds, executions, "the large finalizes are sent unnamed, planned for their arguments")
 	_, generic, _ := preparedStatements(t, pool, "OutboxFinalize")
-	require.Equal(t, rounds, generic, "the small finalize runs its generic plan every time, from the first (genericPlans)")
+	require.Equal(t, rounds, generic, "the small finalize runs its generic plan every time, from the first (sendGeneric)")
 	statements, _ = planned("OutboxExtendLeases")
 	require.Zero(t, statements, "the heartbeat is sent unnamed, planned for its arguments")
 	statements, _ = planned("OutboxExtendAggregateLeases")
@@ -100,42 +100,58 @@ func idle(t *testing.T, pool *pgxpool.Pool) bool {
 	return conn.Conn().PgConn().TxStatus() == 'I'
 }
 
-// genericPlans' Exec and QueryRow run in a transaction of their own, under
-// the plan mode that forces generic plans, which ends with it: the
-// session's next statement plans as PostgreSQL chooses again. A COMMIT
-// that fails (a deferred constraint) is the statement's error, and
-// nothing of it is kept.
-func TestGenericPlansHoldTheirPlanModeForTheirOwnTransactionOnly(t *testing.T) {
+// sendGeneric's statements run in a transaction of their own, under the
+// plan mode that forces generic plans, which ends with it: the session's
+// next statement plans as PostgreSQL chooses again. A COMMIT that fails
+// (a deferred constraint) is sendGeneric's error, and nothing of the
+// transaction is kept; a statement's error is too, and nothing is left
+// open.
+func TestSendGenericHoldsItsPlanModeForItsOwnTransactionOnly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	shared := setup(t)
 	pool := oneSessionPool(t, shared)
-	mode := func(db queries.DBTX) string {
-		t.Helper()
-		var m string
-		require.NoError(t, db.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&m))
-		return m
+	// run sends sql alone through sendGeneric, and reads its one row into
+	// dest, if given, or its command tag.
+	run := func(sql string, dest ...any) (pgconn.CommandTag, error) {
+		var tag pgconn.CommandTag
+		err := sendGeneric(ctx, pool, func(b *pgx.Batch) error {
+			b.Queue(sql)
+			return nil
+		}, func(results pgx.BatchResults) error {
+			if len(dest) > 0 {
+				return results.QueryRow().Scan(dest...)
+			}
+			var err error
+			tag, err = results.Exec()
+			return err
+		})
+		return tag, err
 	}
 	session := backend(t, pool)
-	require.Equal(t, "force_generic_plan", mode(genericPlans{pool}))
-	require.Equal(t, "auto", mode(pool), "after the pipeline's transaction")
+	var mode string
+	_, err := run(`SELECT current_setting('plan_cache_mode')`, &mode)
+	require.NoError(t, err)
+	require.Equal(t, "force_generic_plan", mode)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&mode))
+	require.Equal(t, "auto", mode, "after the pipeline's transaction")
 	require.Equal(t, session, backend(t, pool), "in the same session")
 
-	tag, err := genericPlans{pool}.Exec(ctx, `CREATE TABLE switchyard.plan_mode_probe AS SELECT current_setting('plan_cache_mode') AS mode`)
+	tag, err := run(`CREATE TABLE switchyard.plan_mode_probe AS SELECT current_setting('plan_cache_mode') AS mode`)
 	require.NoError(t, err)
 	require.Equal(t, "SELECT 1", tag.String())
 	var probed string
 	require.NoError(t, shared.QueryRow(ctx, `SELECT mode FROM switchyard.plan_mode_probe`).Scan(&probed))
 	require.Equal(t, "force_generic_plan", probed, "committed: another session sees it")
 
-	err = genericPlans{pool}.QueryRow(ctx, `SELECT 1 WHERE false`).Scan(new(int))
+	_, err = run(`SELECT 1 WHERE false`, new(int))
 	require.ErrorIs(t, err, pgx.ErrNoRows)
 	require.Equal(t, session, backend(t, pool))
 	require.True(t, idle(t, pool))
 
 	_, err = shared.Exec(ctx, `CREATE TABLE switchyard.commit_probe (v int UNIQUE DEFERRABLE INITIALLY DEFERRED)`)
 	require.NoError(t, err)
-	_, err = genericPlans{pool}.Exec(ctx, `INSERT INTO switchyard.commit_probe VALUES (1), (1)`)
+	_, err = run(`INSERT INTO switchyard.commit_probe VALUES (1), (1)`)
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, err, &pgErr, "the COMMIT's error")
 	require.Equal(t, "23505", pgErr.Code)

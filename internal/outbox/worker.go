@@ -23,11 +23,12 @@ const flushInterval = 5 * time.Millisecond
 // its next flush. Each finalize that cannot be sent as genericChunksMost
 // statements of genericPlanMost messages (genericChunks) is a statement
 // the server plans anew (its parameters are arrays; a custom plan of its
-// many CTEs costs about 2 ms) and a round trip: finalizing every 50 messages, as this did when it
-// counted half a window of deliveries in messages, cost a third of the
-// drain's CPU (BENCHMARKS.md, "Finalize per flush"). The flush already
-// bounds the wait; this only bounds a statement's size, which may pass it
-// by less than a delivery (startFinalize).
+// many CTEs costs about 2 ms) and a round trip: finalizing every 50
+// messages, as this did when it counted half a window of deliveries in
+// messages, cost a third of the drain's CPU (BENCHMARKS.md, "Finalize per
+// flush"). The flush already bounds the wait; this only bounds a
+// statement's size, which may pass it by less than a delivery
+// (startFinalize).
 const finalizeMost = 1000
 
 // worker is one claim-deliver-finalize loop. It keeps up to BatchSize
