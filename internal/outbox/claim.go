@@ -47,21 +47,22 @@ type claimRequest struct {
 // land.
 //
 // A claim is up to three statements: the kind sent first (unordered
-// messages, or aggregates if r.orderedFirst) for half of r.limit, the
-// other kind for what is left, and the first kind again for the rest if
-// it found its half. Each kind gets at least half of a full claim, and
-// what one leaves unused goes to the other, so neither starves the other
-// and a claim is full when only one kind is waiting. A kind's statement
-// is not sent when one before it leased messages and said that none of
-// that kind was due (its rows' AggregatesDue, UnorderedDue): where
-// producers enqueue one kind only, the other kind's statement found
-// nothing at every claim, a round trip per wake-up (BENCHMARKS.md, "The
-// other kind's claim only where it is due"). What a statement leased is
-// passed to r.leased before the next is sent: a delivery never waits for
-// a statement that finds nothing for it (each one a commit; a whole
-// claim took 1.3 ms at the p50 and 12 at the p99 under 1,000 messages a
-// second; BENCHMARKS.md, "Planned claims on a new outbox" and "A claim's
-// deliveries start as each statement returns").
+// messages, or aggregates if r.orderedFirst) for half of r.limit and at
+// most half of each destination's cap (firstCaps), the other kind for what
+// is left, and the first kind again for the rest if it found all it was
+// allowed. Each kind gets half of a full claim and of each destination's
+// cap (the first kind's half rounded down), and what one leaves unused
+// goes to the other, so neither starves the other and a claim is full when
+// only one kind is waiting. A kind's statement is not sent when one before
+// it leased messages and said that none of that kind was due (its rows'
+// AggregatesDue, UnorderedDue): where producers enqueue one kind only, the
+// other kind's statement found nothing at every claim, a round trip per
+// wake-up (BENCHMARKS.md, "The other kind's claim only where it is due").
+// What a statement leased is passed to r.leased before the next is sent: a
+// delivery never waits for a statement that finds nothing for it (each one
+// a commit; a whole claim took 1.3 ms at the p50 and 12 at the p99 under
+// 1,000 messages a second; BENCHMARKS.md, "Planned claims on a new outbox"
+// and "A claim's deliveries start as each statement returns").
 func (d *Dispatcher) claimPaced(ctx context.Context, r claimRequest) (claimed []group, capped bool, err error) {
 	caps, atShare := d.claimable(r.limit, r.held, r.sizes)
 	if len(caps.names) == 0 || r.limit <= 0 {
@@ -76,11 +77,13 @@ func (d *Dispatcher) claimPaced(ctx context.Context, r claimRequest) (claimed []
 	// On an error, what the statements before it leased is still returned,
 	// to be delivered rather than left waiting for its lease to expire.
 	half := max(r.limit/2, 1)
+	c.first = true
 	firstGot, err := first(half)
+	c.first = false
 	if rest := r.limit - len(c.claimed); err == nil && rest > 0 {
 		_, err = second(rest)
 	}
-	if rest := r.limit - len(c.claimed); err == nil && rest > 0 && firstGot == half {
+	if rest := r.limit - len(c.claimed); err == nil && rest > 0 && (firstGot == half || c.firstHeld) {
 		_, err = first(rest)
 	}
 	if err != nil {
@@ -109,6 +112,53 @@ type claimStep struct {
 	// atMost says an ordered statement leased orderedClaimMost aggregates
 	// of a destination: it may have more due.
 	atMost bool
+	// first is set while the claim's first statement runs, which takes of
+	// each destination at most half of the other kind's cap (firstCaps);
+	// firstHeld says that held it back somewhere: it may have more due
+	// there.
+	first, firstHeld bool
+}
+
+// firstCaps is what the claim's first statement may take of each
+// destination: its own kind's cap (own), but at most half of the other
+// kind's (rounded down), since took counts a delivery of either kind
+// against both. Where a destination's share is smaller than half the
+// claim (a guard's), the first kind would otherwise take all of it at
+// every claim and the other kind would never be leased there. Rounded
+// down, a destination with room for one delivery leaves it to the second
+// kind, and a worker's claims alternate which kind goes first
+// (worker.orderedFirst), so neither kind starves there either.
+func firstCaps(own, other []int32) []int32 {
+	caps := make([]int32, len(own))
+	for i := range own {
+		caps[i] = min(own[i], other[i]/2)
+	}
+	return caps
+}
+
+// noteFirstHeld sets firstHeld if the claim's first statement, allowed
+// caps of each destination instead of its kind's full caps, leased all it
+// was allowed (groups, before took) where that was less: it may have more
+// due there.
+func (c *claimStep) noteFirstHeld(full, caps []int32, groups []group) {
+	if !c.first {
+		return
+	}
+	leased := perDestination(groups)
+	for i, name := range c.caps.names {
+		if caps[i] < full[i] && leased[name] >= caps[i] {
+			c.firstHeld = true
+		}
+	}
+}
+
+// perDestination counts groups by destination.
+func perDestination(groups []group) map[string]int32 {
+	n := map[string]int32{}
+	for _, g := range groups {
+		n[g.msgs[0].Destination]++
+	}
+	return n
 }
 
 // orderedClaimMost is the most aggregates of one destination an ordered
@@ -141,8 +191,13 @@ func (c *claimStep) took(groups []group) {
 // unordered leases up to n deliveries of unordered messages, and says how
 // many it leased.
 func (c *claimStep) unordered(n int) (int, error) {
-	share := unorderedShareOf(c.caps.names, c.caps.unordered, n, c.r.sizes)
+	caps := c.caps.unordered
+	if c.first {
+		caps = firstCaps(c.caps.unordered, c.caps.ordered)
+	}
+	share := unorderedShareOf(c.caps.names, caps, n, c.r.sizes)
 	if len(share.names) == 0 || c.noneDue.unordered {
+		c.noteFirstHeld(c.caps.unordered, caps, nil)
 		return 0, nil
 	}
 	rows, err := c.leaseUnordered(share, n)
@@ -153,6 +208,7 @@ func (c *claimStep) unordered(n int) (int, error) {
 		c.noneDue.ordered = true
 	}
 	groups, excess := share.group(rows, n)
+	c.noteFirstHeld(c.caps.unordered, caps, groups)
 	// The deliveries first: the release is a round trip of its own.
 	c.took(groups)
 	c.d.release(c.ctx, c.r.worker, excess)
@@ -200,12 +256,17 @@ func (c *claimStep) ordered(n int) (int, error) {
 	// No destination with room left for aggregates (the other kind took
 	// it all), or none due: the ordered claim could lease nothing, and is
 	// not sent.
-	if !slices.ContainsFunc(c.caps.ordered, func(left int32) bool { return left > 0 }) || c.noneDue.ordered {
+	caps := c.caps.ordered
+	if c.first {
+		caps = firstCaps(c.caps.ordered, c.caps.unordered)
+	}
+	if !slices.ContainsFunc(caps, func(left int32) bool { return left > 0 }) || c.noneDue.ordered {
+		c.noteFirstHeld(c.caps.ordered, caps, nil)
 		return 0, nil
 	}
 	// Where the unordered claim would start, for the rows' UnorderedDue.
 	from := c.d.marks.start(c.caps.names, time.Now())
-	rows, err := c.leaseAggregates(n, from)
+	rows, err := c.leaseAggregates(n, caps, from)
 	if err != nil {
 		return 0, fmt.Errorf("claim ordered: %w", err)
 	}
@@ -218,30 +279,30 @@ func (c *claimStep) ordered(n int) (int, error) {
 		c.d.marks.claimed(c.caps.names, c.caps.unordered, 1, from, nil, time.Now())
 	}
 	groups := groupByAggregate(rows)
-	perDestination := map[string]int{}
-	for _, g := range groups {
-		perDestination[g.msgs[0].Destination]++
-		c.atMost = c.atMost || perDestination[g.msgs[0].Destination] == orderedClaimMost
+	for _, leased := range perDestination(groups) {
+		c.atMost = c.atMost || leased == orderedClaimMost
 	}
+	c.noteFirstHeld(c.caps.ordered, caps, groups)
 	c.took(groups)
 	return len(groups), nil
 }
 
-// leaseAggregates sends the ordered claim for n aggregates, its probe of
-// the unordered messages due starting at from: one worker of the
-// dispatcher at a time (Dispatcher.orderedTurn).
-func (c *claimStep) leaseAggregates(n int, from claimStart) ([]queries.OutboxClaimOrderedRow, error) {
+// leaseAggregates sends the ordered claim for n aggregates, at most caps
+// of each destination, its probe of the unordered messages due starting
+// at from: one worker of the dispatcher at a time
+// (Dispatcher.orderedTurn).
+func (c *claimStep) leaseAggregates(n int, caps []int32, from claimStart) ([]queries.OutboxClaimOrderedRow, error) {
 	release, err := takeTurn(c.ctx, c.d.orderedTurn)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	caps := make([]int32, len(c.caps.ordered))
-	for i, left := range c.caps.ordered {
-		caps[i] = min(left, orderedClaimMost)
+	most := make([]int32, len(caps))
+	for i, left := range caps {
+		most[i] = min(left, orderedClaimMost)
 	}
 	return c.d.claimQueries().OutboxClaimOrdered(c.ctx, queries.OutboxClaimOrderedParams{
-		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: c.caps.names, Caps: caps,
+		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: c.caps.names, Caps: most,
 		Aggregates: int32(n), PerAggregate: int32(c.d.cfg.AggregateBatch), Now: c.d.now(), AfterAt: from.at, AfterID: from.id,
 	})
 }

@@ -16,7 +16,9 @@ import (
 
 	"github.com/switchyard/switchyard/internal/dbtest"
 	"github.com/switchyard/switchyard/internal/destination"
+	"github.com/switchyard/switchyard/internal/destination/guard"
 	"github.com/switchyard/switchyard/internal/queries"
+	"github.com/switchyard/switchyard/internal/testlog"
 )
 
 // claimOverlap is a pgx QueryTracer (a pool's ConnConfig.Tracer) that
@@ -244,4 +246,62 @@ func TestAClaimSendsTheOtherKindOnlyWhereItIsDue(t *testing.T) {
 		_, err := pool.Exec(ctx, `UPDATE switchyard.outbox SET state = 'delivered', finished_at = now() WHERE state = 'pending' AND aggregate_id = ''`)
 		require.NoError(t, err)
 	}
+}
+
+// At a destination whose share is smaller than half a claim (a guard's),
+// the claim's first statement takes at most half of it, so that the other
+// kind is leased there too: the unordered statement, first, took the whole
+// share at every claim, and a backlog of unordered messages kept the
+// destination's aggregates from ever being leased. Where the first kind
+// leased all it was allowed, it is sent again for what the other kind
+// left; where the destination has room for one delivery, that goes to
+// the kind sent second, and claims that alternate which kind goes first
+// (worker.orderedFirst) lease both.
+func TestBothKindsAreLeasedAtADestinationWithASmallShare(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := setup(t, "narrow", "single")
+	narrow, err := guard.New("narrow", guard.Config{Concurrency: 2}, nil) // a share of 4 deliveries
+	require.NoError(t, err)
+	single, err := guard.New("single", guard.Config{Concurrency: 1}, nil) // a share of 2
+	require.NoError(t, err)
+	// Leases that outlast the test: a claim never takes an earlier one's
+	// messages again.
+	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 64, LeaseDuration: time.Hour, Routes: map[string]Route{
+		"narrow": {Destination: destination.Func(nil), Guard: narrow}, "single": {Destination: destination.Func(nil), Guard: single}}})
+	backlog := func(destination string, unordered, aggregates int) {
+		t.Helper()
+		for range unordered {
+			enqueue(t, pool, Message{Topic: "t", Destination: destination, Payload: []byte(`{}`)})
+		}
+		for i := range aggregates {
+			enqueue(t, pool, Message{Topic: "t", Destination: destination, AggregateType: "order", AggregateID: fmt.Sprint(destination, i), Payload: []byte(`{}`)})
+		}
+	}
+	// claim returns how many deliveries of each kind one claim leased.
+	claim := func(held map[string]int, orderedFirst bool) (unordered, aggregates int) {
+		t.Helper()
+		groups, _, err := d.claimPaced(ctx, claimRequest{worker: "w", limit: 64, held: held, orderedFirst: orderedFirst})
+		require.NoError(t, err)
+		for _, g := range groups {
+			if g.msgs[0].AggregateID == "" {
+				unordered++
+			} else {
+				aggregates++
+			}
+		}
+		return unordered, aggregates
+	}
+	kinds := func(unordered, aggregates int) [2]int { return [2]int{unordered, aggregates} }
+
+	backlog("narrow", 20, 3)
+	require.Equal(t, [2]int{2, 2}, kinds(claim(nil, false)), "half the share each")
+	require.Equal(t, [2]int{3, 1}, kinds(claim(nil, false)), "the last aggregate, the rest to unordered messages")
+	require.Equal(t, [2]int{4, 0}, kinds(claim(nil, false)), "no aggregate due: the unordered statement again for the whole share")
+	require.Equal(t, [2]int{4, 0}, kinds(claim(nil, true)), "the mirror image")
+
+	backlog("single", 20, 3)
+	held := map[string]int{"narrow": 4, "single": 1} // narrow left out, single with room for one
+	require.Equal(t, [2]int{0, 1}, kinds(claim(held, false)), "unordered first: the one delivery to the aggregates")
+	require.Equal(t, [2]int{1, 0}, kinds(claim(held, true)), "ordered first: to the unordered messages")
 }
