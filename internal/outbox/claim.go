@@ -9,9 +9,10 @@ import (
 	"github.com/switchyard/switchyard/internal/queries"
 )
 
-// claim leases up to limit deliveries: messages without an aggregate (at
-// least half of limit when that many are due) and aggregates for the rest,
-// each destination within its share, or its aggregates within theirs (see
+// claim leases up to limit deliveries: messages without an aggregate
+// first and aggregates for the rest, each kind at least about half of
+// limit and of each destination's share when that many are due, each
+// destination within its share, or its aggregates within theirs (see
 // claimable). Each unordered message is a delivery of its own; a worker's
 // claims group them by pace (claimPaced).
 func (d *Dispatcher) claim(ctx context.Context, worker string, limit int, held map[string]int) ([]group, error) {
@@ -47,14 +48,15 @@ type claimRequest struct {
 // land.
 //
 // A claim is up to three statements: the kind sent first (unordered
-// messages, or aggregates if r.orderedFirst) for half of r.limit and at
-// most half of each destination's cap (firstCaps), the other kind for what
-// is left, and the first kind again for the rest if it found all it was
-// allowed. Each kind gets half of a full claim and of each destination's
-// cap (the first kind's half rounded down), and what one leaves unused
-// goes to the other, so neither starves the other and a claim is full when
-// only one kind is waiting. A kind's statement is not sent when one before
-// it leased messages and said that none of that kind was due (its rows'
+// messages, or aggregates if r.orderedFirst) for half of r.limit and, at
+// each destination, at most half of the other kind's cap (the dispatcher's
+// kindSplits, unless the other kind was not due there at the last claim),
+// the other kind for what is left, and the first kind again for the rest
+// if it found all it was allowed. So each kind gets about half of a full
+// claim and of each destination's share, what one leaves unused goes to
+// the other, neither starves the other, and a claim is full when only one
+// kind is waiting. A kind's statement is not sent when one before it
+// leased messages and said that none of that kind was due (its rows'
 // AggregatesDue, UnorderedDue): where producers enqueue one kind only, the
 // other kind's statement found nothing at every claim, a round trip per
 // wake-up (BENCHMARKS.md, "The other kind's claim only where it is due").
@@ -83,12 +85,17 @@ func (d *Dispatcher) claimPaced(ctx context.Context, r claimRequest) (claimed []
 	if rest := r.limit - len(c.claimed); err == nil && rest > 0 {
 		_, err = second(rest)
 	}
-	if rest := r.limit - len(c.claimed); err == nil && rest > 0 && (firstGot == half || c.firstHeld) {
+	firstLeft := c.caps.unordered
+	if r.orderedFirst {
+		firstLeft = c.caps.ordered
+	}
+	if rest := r.limit - len(c.claimed); err == nil && rest > 0 && (firstGot == half || c.heldWithRoom(firstLeft)) {
 		_, err = first(rest)
 	}
 	if err != nil {
 		return c.claimed, false, err
 	}
+	d.splits.remember(c.caps.names, c.noneDue, c.due)
 	d.cfg.Metrics.claimSeconds.Observe(time.Since(start).Seconds())
 	d.noteClaimed(messagesIn(c.claimed))
 	return c.claimed, atShare || c.atMost || slices.Contains(c.caps.unordered, 0) || slices.Contains(c.caps.ordered, 0), nil
@@ -103,60 +110,65 @@ type claimStep struct {
 	r       claimRequest
 	caps    claimCaps
 	claimed []group
-	// noneDue is set by a statement that leased messages of one kind and
-	// found none of the other due as of its snapshot (unordered messages:
-	// after this dispatcher's marks, where its unordered claim starts): the
-	// other kind's statement, which would have leased nothing then, is not
-	// sent. What is committed later wakes the dispatcher again.
-	noneDue struct{ unordered, ordered bool }
+	// noneDue, by kind, says the last statement that leased messages of
+	// the other kind found none of this one due as of its snapshot
+	// (unordered messages: after this dispatcher's marks, where its
+	// unordered claim starts): this kind's statement, which would have
+	// leased nothing then, is not sent. What is committed later wakes the
+	// dispatcher again. due is the converse: that statement found some
+	// due. Both are remembered for the next claims' first statements
+	// (kindSplits).
+	noneDue, due [2]bool
 	// atMost says an ordered statement leased orderedClaimMost aggregates
 	// of a destination: it may have more due.
 	atMost bool
-	// first is set while the claim's first statement runs, which takes of
-	// each destination at most half of the other kind's cap (firstCaps);
-	// firstHeld says that held it back somewhere: it may have more due
-	// there.
-	first, firstHeld bool
+	// first is set while the claim's first statement runs: its caps are
+	// the dispatcher's splits' (kindSplits.firstCaps). held marks, by
+	// destination, where it leased all they let it, less than its kind's
+	// cap: it may have more due there.
+	first bool
+	held  []bool
 }
 
-// firstCaps is what the claim's first statement may take of each
-// destination: its own kind's cap (own), but at most half of the other
-// kind's (rounded down), since took counts a delivery of either kind
-// against both. Where a destination's share is smaller than half the
-// claim (a guard's), the first kind would otherwise take all of it at
-// every claim and the other kind would never be leased there. Rounded
-// down, a destination with room for one delivery leaves it to the second
-// kind, and a worker's claims alternate which kind goes first
-// (worker.orderedFirst), so neither kind starves there either.
-func firstCaps(own, other []int32) []int32 {
-	caps := make([]int32, len(own))
-	for i := range own {
-		caps[i] = min(own[i], other[i]/2)
+// firstCaps is own, the caps of kind, or while the claim's first
+// statement runs what the dispatcher's splits let it take of them.
+func (c *claimStep) firstCaps(kind messageKind, own, other []int32) []int32 {
+	if !c.first {
+		return own
 	}
-	return caps
+	return c.d.splits.firstCaps(c.caps.names, own, other, kind)
 }
 
-// noteFirstHeld sets firstHeld if the claim's first statement, allowed
-// caps of each destination instead of its kind's full caps, leased all it
-// was allowed (groups, before took) where that was less: it may have more
-// due there.
-func (c *claimStep) noteFirstHeld(full, caps []int32, groups []group) {
+// noteHeld marks, for the claim's first statement, the destinations where
+// it leased as many as it was allowed (leased, in the unit of limits: what
+// its SQL was allowed of each) although its caps were less than its
+// kind's full caps.
+func (c *claimStep) noteHeld(full, caps, limits []int32, leased map[string]int32) {
 	if !c.first {
 		return
 	}
-	leased := perDestination(groups)
+	c.held = make([]bool, len(c.caps.names))
 	for i, name := range c.caps.names {
-		if caps[i] < full[i] && leased[name] >= caps[i] {
-			c.firstHeld = true
-		}
+		c.held[i] = caps[i] < full[i] && leased[name] >= limits[i]
 	}
 }
 
-// perDestination counts groups by destination.
-func perDestination(groups []group) map[string]int32 {
+// heldWithRoom says the first statement was held back at a destination
+// where its kind still has room (left, its caps now): it is sent again.
+func (c *claimStep) heldWithRoom(left []int32) bool {
+	for i, held := range c.held {
+		if held && left[i] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// countBy counts xs by key.
+func countBy[T any](xs []T, key func(T) string) map[string]int32 {
 	n := map[string]int32{}
-	for _, g := range groups {
-		n[g.msgs[0].Destination]++
+	for _, x := range xs {
+		n[key(x)]++
 	}
 	return n
 }
@@ -191,24 +203,26 @@ func (c *claimStep) took(groups []group) {
 // unordered leases up to n deliveries of unordered messages, and says how
 // many it leased.
 func (c *claimStep) unordered(n int) (int, error) {
-	caps := c.caps.unordered
-	if c.first {
-		caps = firstCaps(c.caps.unordered, c.caps.ordered)
+	caps := c.firstCaps(unorderedKind, c.caps.unordered, c.caps.ordered)
+	limits := make([]int32, len(caps))
+	for i, name := range c.caps.names {
+		limits[i] = caps[i] * int32(max(c.r.sizes[name], 1))
 	}
 	share := unorderedShareOf(c.caps.names, caps, n, c.r.sizes)
-	if len(share.names) == 0 || c.noneDue.unordered {
-		c.noteFirstHeld(c.caps.unordered, caps, nil)
+	if len(share.names) == 0 || c.noneDue[unorderedKind] {
+		c.noteHeld(c.caps.unordered, caps, limits, nil)
 		return 0, nil
 	}
 	rows, err := c.leaseUnordered(share, n)
 	if err != nil {
 		return 0, fmt.Errorf("claim unordered: %w", err)
 	}
-	if len(rows) > 0 && !rows[0].AggregatesDue {
-		c.noneDue.ordered = true
+	if len(rows) > 0 {
+		c.noneDue[orderedKind] = !rows[0].AggregatesDue
+		c.due[orderedKind] = rows[0].AggregatesDue
 	}
+	c.noteHeld(c.caps.unordered, caps, limits, countBy(rows, func(r queries.OutboxClaimUnorderedRow) string { return r.Destination }))
 	groups, excess := share.group(rows, n)
-	c.noteFirstHeld(c.caps.unordered, caps, groups)
 	// The deliveries first: the release is a round trip of its own.
 	c.took(groups)
 	c.d.release(c.ctx, c.r.worker, excess)
@@ -256,22 +270,26 @@ func (c *claimStep) ordered(n int) (int, error) {
 	// No destination with room left for aggregates (the other kind took
 	// it all), or none due: the ordered claim could lease nothing, and is
 	// not sent.
-	caps := c.caps.ordered
-	if c.first {
-		caps = firstCaps(c.caps.ordered, c.caps.unordered)
+	caps := c.firstCaps(orderedKind, c.caps.ordered, c.caps.unordered)
+	limits := make([]int32, len(caps))
+	for i, left := range caps {
+		limits[i] = min(left, orderedClaimMost)
 	}
-	if !slices.ContainsFunc(caps, func(left int32) bool { return left > 0 }) || c.noneDue.ordered {
-		c.noteFirstHeld(c.caps.ordered, caps, nil)
+	if !slices.ContainsFunc(caps, func(left int32) bool { return left > 0 }) || c.noneDue[orderedKind] {
+		c.noteHeld(c.caps.ordered, caps, limits, nil)
 		return 0, nil
 	}
 	// Where the unordered claim would start, for the rows' UnorderedDue.
 	from := c.d.marks.start(c.caps.names, time.Now())
-	rows, err := c.leaseAggregates(n, caps, from)
+	rows, err := c.leaseAggregates(n, limits, from)
 	if err != nil {
 		return 0, fmt.Errorf("claim ordered: %w", err)
 	}
+	if len(rows) > 0 {
+		c.noneDue[unorderedKind] = !rows[0].UnorderedDue
+		c.due[unorderedKind] = rows[0].UnorderedDue
+	}
 	if len(rows) > 0 && !rows[0].UnorderedDue {
-		c.noneDue.unordered = true
 		// The marks are forgotten as the unordered claim, finding nothing,
 		// would have forgotten them: a message behind a mark (its lease
 		// expired, or its transaction committed late) is found by the next
@@ -279,30 +297,27 @@ func (c *claimStep) ordered(n int) (int, error) {
 		c.d.marks.claimed(c.caps.names, c.caps.unordered, 1, from, nil, time.Now())
 	}
 	groups := groupByAggregate(rows)
-	for _, leased := range perDestination(groups) {
-		c.atMost = c.atMost || leased == orderedClaimMost
+	leased := countBy(groups, func(g group) string { return g.msgs[0].Destination })
+	for _, n := range leased {
+		c.atMost = c.atMost || n == orderedClaimMost
 	}
-	c.noteFirstHeld(c.caps.ordered, caps, groups)
+	c.noteHeld(c.caps.ordered, caps, limits, leased)
 	c.took(groups)
 	return len(groups), nil
 }
 
 // leaseAggregates sends the ordered claim for n aggregates, at most caps
-// of each destination, its probe of the unordered messages due starting
-// at from: one worker of the dispatcher at a time
-// (Dispatcher.orderedTurn).
+// of each destination (each at most orderedClaimMost), its probe of the
+// unordered messages due starting at from: one worker of the dispatcher at
+// a time (Dispatcher.orderedTurn).
 func (c *claimStep) leaseAggregates(n int, caps []int32, from claimStart) ([]queries.OutboxClaimOrderedRow, error) {
 	release, err := takeTurn(c.ctx, c.d.orderedTurn)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	most := make([]int32, len(caps))
-	for i, left := range caps {
-		most[i] = min(left, orderedClaimMost)
-	}
 	return c.d.claimQueries().OutboxClaimOrdered(c.ctx, queries.OutboxClaimOrderedParams{
-		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: c.caps.names, Caps: most,
+		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: c.caps.names, Caps: caps,
 		Aggregates: int32(n), PerAggregate: int32(c.d.cfg.AggregateBatch), Now: c.d.now(), AfterAt: from.at, AfterID: from.id,
 	})
 }

@@ -44,6 +44,28 @@ func newClaimOverlap() *claimOverlap {
 	return &claimOverlap{inFlight: map[string]int{}, most: map[string]int{}, sent: map[string]int{}}
 }
 
+// claimCountingPool is a pool of a test database of its own, with
+// destinations, whose claims a claimOverlap counts.
+func claimCountingPool(t *testing.T, destinations ...string) (*pgxpool.Pool, *claimOverlap) {
+	t.Helper()
+	conf, err := pgxpool.ParseConfig(dbtest.NewURL(t))
+	require.NoError(t, err)
+	sent := newClaimOverlap()
+	conf.ConnConfig.Tracer = sent
+	pool, err := pgxpool.NewWithConfig(context.Background(), conf)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	addDestinations(t, pool, destinations...)
+	return pool, sent
+}
+
+// statements is how many claim statements of each kind were sent so far.
+func (c *claimOverlap) statements() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.sent)
+}
+
 func (c *claimOverlap) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
 	for _, kind := range claimKinds {
 		if strings.Contains(data.SQL, "-- name: "+kind+" ") {
@@ -74,14 +96,7 @@ func (c *claimOverlap) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 func TestADispatchersClaimsOfOneKindTakeTurns(t *testing.T) {
 	t.Parallel()
 	const messages = 2000
-	conf, err := pgxpool.ParseConfig(dbtest.NewURL(t))
-	require.NoError(t, err)
-	overlap := newClaimOverlap()
-	conf.ConnConfig.Tracer = overlap
-	pool, err := pgxpool.NewWithConfig(context.Background(), conf)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	addDestinations(t, pool, "alpha")
+	pool, overlap := claimCountingPool(t, "alpha")
 	// Ten ordered messages in each of 100 aggregates.
 	enqueue(t, pool, mixedMessages(messages, 100)...)
 	dest := newFlaky(0, 0)
@@ -128,14 +143,7 @@ func TestATurnIsWaitedForUnderTheClaimsContext(t *testing.T) {
 func TestAClaimSendsTheOtherKindOnlyWhereItIsDue(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	conf, err := pgxpool.ParseConfig(dbtest.NewURL(t))
-	require.NoError(t, err)
-	sent := newClaimOverlap()
-	conf.ConnConfig.Tracer = sent
-	pool, err := pgxpool.NewWithConfig(ctx, conf)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	addDestinations(t, pool, "alpha", "beta", "gamma")
+	pool, sent := claimCountingPool(t, "alpha", "beta", "gamma")
 	// Leases that outlast the test: a claim never takes an earlier step's
 	// messages again.
 	d := New(pool, Config{LeaseDuration: time.Hour, Routes: map[string]Route{
@@ -160,9 +168,7 @@ func TestAClaimSendsTheOtherKindOnlyWhereItIsDue(t *testing.T) {
 	// statements of each kind it sent.
 	claimOf := func(limit int, orderedFirst bool) (leased, statements map[string]int) {
 		t.Helper()
-		sent.mu.Lock()
-		before := maps.Clone(sent.sent)
-		sent.mu.Unlock()
+		before := sent.statements()
 		groups, _, err := d.claimPaced(ctx, claimRequest{worker: "w", limit: limit, orderedFirst: orderedFirst})
 		require.NoError(t, err)
 		leased = map[string]int{}
@@ -171,11 +177,10 @@ func TestAClaimSendsTheOtherKindOnlyWhereItIsDue(t *testing.T) {
 				leased[cmp.Or(m.AggregateID, "unordered")]++
 			}
 		}
-		sent.mu.Lock()
-		defer sent.mu.Unlock()
+		after := sent.statements()
 		statements = map[string]int{}
 		for _, kind := range claimKinds {
-			statements[kind] = sent.sent[kind] - before[kind]
+			statements[kind] = after[kind] - before[kind]
 		}
 		return leased, statements
 	}
@@ -254,54 +259,92 @@ func TestAClaimSendsTheOtherKindOnlyWhereItIsDue(t *testing.T) {
 // share at every claim, and a backlog of unordered messages kept the
 // destination's aggregates from ever being leased. Where the first kind
 // leased all it was allowed, it is sent again for what the other kind
-// left; where the destination has room for one delivery, that goes to
-// the kind sent second, and claims that alternate which kind goes first
-// (worker.orderedFirst) lease both.
+// left. Where the other kind was not due at the destination's last claim,
+// the first kind keeps its whole share: a claim of one kind stays one
+// statement.
 func TestBothKindsAreLeasedAtADestinationWithASmallShare(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	pool := setup(t, "narrow", "single")
+	pool, sent := claimCountingPool(t, "narrow")
 	narrow, err := guard.New("narrow", guard.Config{Concurrency: 2}, nil) // a share of 4 deliveries
-	require.NoError(t, err)
-	single, err := guard.New("single", guard.Config{Concurrency: 1}, nil) // a share of 2
 	require.NoError(t, err)
 	// Leases that outlast the test: a claim never takes an earlier one's
 	// messages again.
+	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 64, LeaseDuration: time.Hour,
+		Routes: map[string]Route{"narrow": {Destination: destination.Func(nil), Guard: narrow}}})
+	backlog(t, pool, "narrow", 20, 3)
+	for _, step := range []struct {
+		why          string
+		orderedFirst bool
+		want         [2]int // unordered deliveries, aggregates
+		statements   int
+	}{
+		{"half the share each, the first kind's half first", false, [2]int{2, 2}, 2},
+		{"the last aggregate, the rest to unordered messages, sent again for it", false, [2]int{3, 1}, 3},
+		{"no aggregate was due at the last claim: the whole share, one statement", false, [2]int{4, 0}, 1},
+		{"ordered first, no aggregate due: the unordered messages have the rest", true, [2]int{4, 0}, 2},
+	} {
+		before := sent.statements()
+		require.Equal(t, step.want, claimKindsAt(t, d, nil, step.orderedFirst, "narrow"), step.why)
+		after := sent.statements()
+		require.Equal(t, step.statements, after["OutboxClaimUnordered"]+after["OutboxClaimOrdered"]-
+			before["OutboxClaimUnordered"]-before["OutboxClaimOrdered"], step.why)
+	}
+}
+
+// A destination with room for one delivery gives it to each kind in turn,
+// whichever kind the worker's claims send first: a worker with an
+// unordered backlog elsewhere sends unordered messages first at every
+// claim (worker.orderedFirst), and rounding the first kind's half down
+// there would have starved that destination's unordered messages, as
+// rounding it up would its aggregates.
+func TestADestinationWithRoomForOneGivesItToEachKindInTurn(t *testing.T) {
+	t.Parallel()
+	pool := setup(t, "single", "wide")
+	single, err := guard.New("single", guard.Config{Concurrency: 1}, nil) // a share of 2
+	require.NoError(t, err)
 	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 64, LeaseDuration: time.Hour, Routes: map[string]Route{
-		"narrow": {Destination: destination.Func(nil), Guard: narrow}, "single": {Destination: destination.Func(nil), Guard: single}}})
-	backlog := func(destination string, unordered, aggregates int) {
-		t.Helper()
-		for range unordered {
-			enqueue(t, pool, Message{Topic: "t", Destination: destination, Payload: []byte(`{}`)})
-		}
-		for i := range aggregates {
-			enqueue(t, pool, Message{Topic: "t", Destination: destination, AggregateType: "order", AggregateID: fmt.Sprint(destination, i), Payload: []byte(`{}`)})
+		"single": {Destination: destination.Func(nil), Guard: single}, "wide": {Destination: destination.Func(nil)}}})
+	backlog(t, pool, "single", 10, 10)
+	held := map[string]int{"single": 1} // room for one
+	var got [][2]int
+	for range 4 {
+		// A few at a time: a backlog larger than the first statement's
+		// half of the claim could leave single's message out of it.
+		backlog(t, pool, "wide", 3, 0)
+		got = append(got, claimKindsAt(t, d, held, false, "single"))
+	}
+	require.Equal(t, [][2]int{{1, 0}, {0, 1}, {1, 0}, {0, 1}}, got)
+}
+
+// backlog enqueues unordered messages and aggregates of one message each
+// for a destination.
+func backlog(t *testing.T, pool *pgxpool.Pool, destination string, unordered, aggregates int) {
+	t.Helper()
+	msgs := make([]Message, 0, unordered+aggregates)
+	for range unordered {
+		msgs = append(msgs, Message{Topic: "t", Destination: destination, Payload: []byte(`{}`)})
+	}
+	for i := range aggregates {
+		msgs = append(msgs, Message{Topic: "t", Destination: destination, AggregateType: "order",
+			AggregateID: fmt.Sprint(destination, i), Payload: []byte(`{}`)})
+	}
+	enqueue(t, pool, msgs...)
+}
+
+// claimKindsAt runs one claim of up to 64 deliveries and says how many of
+// them, at destination, were of unordered messages and of aggregates.
+func claimKindsAt(t *testing.T, d *Dispatcher, held map[string]int, orderedFirst bool, destination string) (kinds [2]int) {
+	t.Helper()
+	groups, _, err := d.claimPaced(context.Background(), claimRequest{worker: "w", limit: 64, held: held, orderedFirst: orderedFirst})
+	require.NoError(t, err)
+	for _, g := range groups {
+		switch {
+		case g.msgs[0].Destination != destination:
+		case g.msgs[0].AggregateID == "":
+			kinds[0]++
+		default:
+			kinds[1]++
 		}
 	}
-	// claim returns how many deliveries of each kind one claim leased.
-	claim := func(held map[string]int, orderedFirst bool) (unordered, aggregates int) {
-		t.Helper()
-		groups, _, err := d.claimPaced(ctx, claimRequest{worker: "w", limit: 64, held: held, orderedFirst: orderedFirst})
-		require.NoError(t, err)
-		for _, g := range groups {
-			if g.msgs[0].AggregateID == "" {
-				unordered++
-			} else {
-				aggregates++
-			}
-		}
-		return unordered, aggregates
-	}
-	kinds := func(unordered, aggregates int) [2]int { return [2]int{unordered, aggregates} }
-
-	backlog("narrow", 20, 3)
-	require.Equal(t, [2]int{2, 2}, kinds(claim(nil, false)), "half the share each")
-	require.Equal(t, [2]int{3, 1}, kinds(claim(nil, false)), "the last aggregate, the rest to unordered messages")
-	require.Equal(t, [2]int{4, 0}, kinds(claim(nil, false)), "no aggregate due: the unordered statement again for the whole share")
-	require.Equal(t, [2]int{4, 0}, kinds(claim(nil, true)), "the mirror image")
-
-	backlog("single", 20, 3)
-	held := map[string]int{"narrow": 4, "single": 1} // narrow left out, single with room for one
-	require.Equal(t, [2]int{0, 1}, kinds(claim(held, false)), "unordered first: the one delivery to the aggregates")
-	require.Equal(t, [2]int{1, 0}, kinds(claim(held, true)), "ordered first: to the unordered messages")
+	return kinds
 }

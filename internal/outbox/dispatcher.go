@@ -144,6 +144,7 @@ type Dispatcher struct {
 	// statistics now (noteClaimed).
 	statisticsDue chan struct{}
 	marks         unorderedMarks // where the next unordered claim starts
+	splits        kindSplits     // each destination's split between the kinds
 	life          service.Lifecycle
 
 	// The dispatcher's claims of one kind take turns, each kind holding its
