@@ -57,14 +57,14 @@ type claimRequest struct {
 // the other, neither starves the other, and a claim is full when only one
 // kind is waiting. A kind's statement is not sent when one before it
 // leased messages and said that none of that kind was due (its rows'
-// AggregatesDue, UnorderedDue): where producers enqueue one kind only, the
-// other kind's statement found nothing at every claim, a round trip per
-// wake-up (BENCHMARKS.md, "The other kind's claim only where it is due").
-// What a statement leased is passed to r.leased before the next is sent: a
-// delivery never waits for a statement that finds nothing for it (each one
-// a commit; a whole claim took 1.3 ms at the p50 and 12 at the p99 under
-// 1,000 messages a second; BENCHMARKS.md, "Planned claims on a new outbox"
-// and "A claim's deliveries start as each statement returns").
+// AggregatesDue, UnorderedDue): where producers enqueue one kind only,
+// the other kind's statement found nothing at every claim, a round trip
+// per wake-up (BENCHMARKS.md, "The other kind's claim only where it is
+// due"). What a statement leased is passed to r.leased before the next is
+// sent: a delivery never waits for a statement that finds nothing for it
+// (each one a commit; a whole claim took 1.3 ms at the p50 and 12 at the
+// p99 under 1,000 messages a second; BENCHMARKS.md, "Planned claims on a
+// new outbox" and "A claim's deliveries start as each statement returns").
 func (d *Dispatcher) claimPaced(ctx context.Context, r claimRequest) (claimed []group, capped bool, err error) {
 	caps, atShare := d.claimable(r.limit, r.held, r.sizes)
 	if len(caps.names) == 0 || r.limit <= 0 {
@@ -95,7 +95,7 @@ func (d *Dispatcher) claimPaced(ctx context.Context, r claimRequest) (claimed []
 	if err != nil {
 		return c.claimed, false, err
 	}
-	d.splits.remember(c.caps.names, c.noneDue, c.due)
+	d.splits.remember(c.caps.names, c.seen)
 	d.cfg.Metrics.claimSeconds.Observe(time.Since(start).Seconds())
 	d.noteClaimed(messagesIn(c.claimed))
 	return c.claimed, atShare || c.atMost || slices.Contains(c.caps.unordered, 0) || slices.Contains(c.caps.ordered, 0), nil
@@ -115,10 +115,11 @@ type claimStep struct {
 	// (unordered messages: after this dispatcher's marks, where its
 	// unordered claim starts): this kind's statement, which would have
 	// leased nothing then, is not sent. What is committed later wakes the
-	// dispatcher again. due is the converse: that statement found some
-	// due. Both are remembered for the next claims' first statements
-	// (kindSplits).
-	noneDue, due [2]bool
+	// dispatcher again.
+	noneDue [2]bool
+	// seen, by kind, is what the claim's statements saw of it, for the
+	// dispatcher's splits (kindSplits.remember).
+	seen [2]kindSeen
 	// atMost says an ordered statement leased orderedClaimMost aggregates
 	// of a destination: it may have more due.
 	atMost bool
@@ -128,6 +129,29 @@ type claimStep struct {
 	// cap: it may have more due there.
 	first bool
 	held  []bool
+}
+
+// reported keeps what a statement's rows said of the other kind, kind:
+// due at some of the claim's destinations, or at none.
+func (c *claimStep) reported(kind messageKind, due bool) {
+	c.noneDue[kind] = !due
+	c.seen[kind].reported = &due
+}
+
+// looked keeps what a statement of kind leased at each of names, the
+// destinations where it had room to lease (leased, by destination): some,
+// or none, which says none was due there unless the statement was cut
+// short by its budget (cut) before it looked there.
+func (c *claimStep) looked(kind messageKind, names []string, leased map[string]int32, cut bool) {
+	seen := &c.seen[kind]
+	if seen.at == nil {
+		seen.at = map[string]bool{}
+	}
+	for _, name := range names {
+		if _, known := seen.at[name]; leased[name] > 0 || (!cut && !known) {
+			seen.at[name] = leased[name] > 0 || seen.at[name]
+		}
+	}
 }
 
 // firstCaps is own, the caps of kind, or while the claim's first
@@ -218,10 +242,11 @@ func (c *claimStep) unordered(n int) (int, error) {
 		return 0, fmt.Errorf("claim unordered: %w", err)
 	}
 	if len(rows) > 0 {
-		c.noneDue[orderedKind] = !rows[0].AggregatesDue
-		c.due[orderedKind] = rows[0].AggregatesDue
+		c.reported(orderedKind, rows[0].AggregatesDue)
 	}
-	c.noteHeld(c.caps.unordered, caps, limits, countBy(rows, func(r queries.OutboxClaimUnorderedRow) string { return r.Destination }))
+	leased := countBy(rows, func(r queries.OutboxClaimUnorderedRow) string { return r.Destination })
+	c.looked(unorderedKind, share.names, leased, len(rows) >= n*share.largest)
+	c.noteHeld(c.caps.unordered, caps, limits, leased)
 	groups, excess := share.group(rows, n)
 	// The deliveries first: the release is a round trip of its own.
 	c.took(groups)
@@ -286,8 +311,7 @@ func (c *claimStep) ordered(n int) (int, error) {
 		return 0, fmt.Errorf("claim ordered: %w", err)
 	}
 	if len(rows) > 0 {
-		c.noneDue[unorderedKind] = !rows[0].UnorderedDue
-		c.due[unorderedKind] = rows[0].UnorderedDue
+		c.reported(unorderedKind, rows[0].UnorderedDue)
 	}
 	if len(rows) > 0 && !rows[0].UnorderedDue {
 		// The marks are forgotten as the unordered claim, finding nothing,
@@ -301,6 +325,13 @@ func (c *claimStep) ordered(n int) (int, error) {
 	for _, n := range leased {
 		c.atMost = c.atMost || n == orderedClaimMost
 	}
+	var looked []string
+	for i, name := range c.caps.names {
+		if limits[i] > 0 {
+			looked = append(looked, name)
+		}
+	}
+	c.looked(orderedKind, looked, leased, len(groups) >= n)
 	c.noteHeld(c.caps.ordered, caps, limits, leased)
 	c.took(groups)
 	return len(groups), nil

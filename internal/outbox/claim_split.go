@@ -21,15 +21,15 @@ type kindSplits struct {
 
 // kindSplit is what kindSplits remembers of one destination.
 type kindSplit struct {
-	// notDue says, by kind, that the last claim that learned anything of
-	// that kind at the destination (a statement's rows say whether the
-	// other kind was due at each of its destinations: AggregatesDue,
-	// UnorderedDue) found none due.
+	// notDue says, by kind, that the last claim of the destination that
+	// saw anything of that kind there found it not due (kindSeen).
 	notDue [2]bool
 	// oddTo is the kind that gets the odd delivery of an odd cap at the
-	// next claim that splits one: it flips at each, so that a destination
-	// with room for one delivery gives it to each kind in turn, whichever
-	// goes first.
+	// next claim that splits one, by any of the dispatcher's workers: it
+	// flips at each, so that a destination with room for one delivery
+	// gives it to each kind in turn, whichever goes first. (Two workers
+	// that take turns at it may each give theirs to one kind; the
+	// dispatcher still serves both.)
 	oddTo messageKind
 }
 
@@ -78,20 +78,33 @@ func (s *kindSplits) firstCaps(names []string, own, other []int32, first message
 	return caps
 }
 
-// remember keeps what a claim of names learned of each kind: none due
-// (notDue) or some due (due) at its destinations; a kind it learned
-// nothing of keeps what an earlier claim learned.
-func (s *kindSplits) remember(names []string, notDue, due [2]bool) {
+// kindSeen is what a claim's statements saw of one kind, by what it is
+// most sure of at a destination: what the kind's own statements leased
+// there (at: some, or none where they had room and were not cut short),
+// else the last report of the other kind's statements (reported, on
+// their rows: AggregatesDue, UnorderedDue), which is about all the claim's
+// destinations at once: due at some of them (perhaps not this one), or at
+// none. A report of some counts as due at each destination the kind's own
+// statements did not look at: where the first kind took a destination's
+// whole share, the other kind's statement could not look there, and only
+// a report keeps that destination split at its next claim.
+type kindSeen struct {
+	at       map[string]bool
+	reported *bool
+}
+
+// remember keeps what a claim of names saw of each kind at each of them;
+// a kind it saw nothing of there keeps what an earlier claim saw.
+func (s *kindSplits) remember(names []string, seen [2]kindSeen) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, name := range names {
 		split := s.get(name)
-		for kind := range split.notDue {
-			switch {
-			case notDue[kind]:
-				split.notDue[kind] = true
-			case due[kind]:
-				split.notDue[kind] = false
+		for kind, k := range seen {
+			if leased, ok := k.at[name]; ok {
+				split.notDue[kind] = !leased
+			} else if k.reported != nil {
+				split.notDue[kind] = !*k.reported
 			}
 		}
 	}

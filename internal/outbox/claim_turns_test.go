@@ -259,9 +259,9 @@ func TestAClaimSendsTheOtherKindOnlyWhereItIsDue(t *testing.T) {
 // share at every claim, and a backlog of unordered messages kept the
 // destination's aggregates from ever being leased. Where the first kind
 // leased all it was allowed, it is sent again for what the other kind
-// left. Where the other kind was not due at the destination's last claim,
-// the first kind keeps its whole share: a claim of one kind stays one
-// statement.
+// left. Where the other kind was due there at none of the statements of
+// the destination's last claim, the first kind keeps its whole share: a
+// claim of one kind stays one statement.
 func TestBothKindsAreLeasedAtADestinationWithASmallShare(t *testing.T) {
 	t.Parallel()
 	pool, sent := claimCountingPool(t, "narrow")
@@ -280,7 +280,8 @@ func TestBothKindsAreLeasedAtADestinationWithASmallShare(t *testing.T) {
 	}{
 		{"half the share each, the first kind's half first", false, [2]int{2, 2}, 2},
 		{"the last aggregate, the rest to unordered messages, sent again for it", false, [2]int{3, 1}, 3},
-		{"no aggregate was due at the last claim: the whole share, one statement", false, [2]int{4, 0}, 1},
+		{"an aggregate was due at the last claim: half, then, none due now, the rest", false, [2]int{4, 0}, 2},
+		{"none was due at the last claim: the whole share, one statement", false, [2]int{4, 0}, 1},
 		{"ordered first, no aggregate due: the unordered messages have the rest", true, [2]int{4, 0}, 2},
 	} {
 		before := sent.statements()
@@ -288,6 +289,39 @@ func TestBothKindsAreLeasedAtADestinationWithASmallShare(t *testing.T) {
 		after := sent.statements()
 		require.Equal(t, step.statements, after["OutboxClaimUnordered"]+after["OutboxClaimOrdered"]-
 			before["OutboxClaimUnordered"]-before["OutboxClaimOrdered"], step.why)
+	}
+}
+
+// Each destination is split by what was seen of it: aggregates due at
+// another destination, which the rows' report of the other kind covers
+// too, do not split the share of one where the ordered statement looked
+// and found none, and only unordered messages wait.
+func TestASplitFollowsEachDestinationsOwnTraffic(t *testing.T) {
+	t.Parallel()
+	pool, sent := claimCountingPool(t, "narrow", "other")
+	narrow, err := guard.New("narrow", guard.Config{Concurrency: 2}, nil) // a share of 4 deliveries
+	require.NoError(t, err)
+	other, err := guard.New("other", guard.Config{Concurrency: 4}, nil) // a share of 8
+	require.NoError(t, err)
+	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 64, LeaseDuration: time.Hour, Routes: map[string]Route{
+		"narrow": {Destination: destination.Func(nil), Guard: narrow}, "other": {Destination: destination.Func(nil), Guard: other}}})
+	backlog(t, pool, "narrow", 20, 0)
+	backlog(t, pool, "other", 0, 30) // more than one claim leases there
+	statements := func() int {
+		counts := sent.statements()
+		return counts["OutboxClaimUnordered"] + counts["OutboxClaimOrdered"]
+	}
+	for _, want := range []struct {
+		why        string
+		narrow     [2]int
+		statements int
+	}{
+		{"nothing known yet: half the share, aggregates at other, then the rest", [2]int{4, 0}, 3},
+		{"no aggregate was due at narrow, although some were at other: narrow's whole share first", [2]int{4, 0}, 2},
+	} {
+		before := statements()
+		require.Equal(t, want.narrow, claimKindsAt(t, d, nil, false, "narrow"), want.why)
+		require.Equal(t, want.statements, statements()-before, want.why)
 	}
 }
 
