@@ -306,16 +306,6 @@ END
 $$;
 
 --
--- Name: next_lease_version(bigint); Type: FUNCTION; Schema: switchyard; Owner: -
---
-
-CREATE FUNCTION switchyard.next_lease_version(last bigint) RETURNS bigint
-    LANGUAGE sql PARALLEL SAFE
-    AS $$
-    SELECT greatest(last + 1, (date_part('epoch', clock_timestamp()) * 1000000)::bigint)
-$$;
-
---
 -- Name: outbox_assign_seq(); Type: FUNCTION; Schema: switchyard; Owner: -
 --
 

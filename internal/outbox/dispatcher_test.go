@@ -61,7 +61,7 @@ func TestFencingStaleFinalizeChangesNothing(t *testing.T) {
 	clock.Add(int64(11 * time.Second))
 	b := claimOne(t, d, "B")
 	require.Equal(t, a.ID, b.ID, "an expired lease is claimable again")
-	require.Greater(t, b.LeaseVersion, a.LeaseVersion, "a new lease version")
+	require.Equal(t, a.LeaseVersion+1, b.LeaseVersion)
 	require.Equal(t, a.MessageID, b.MessageID, "the same idempotency key")
 
 	now := time.Now()
@@ -269,7 +269,7 @@ func TestFencingOneBatchWithBothLeasesOfAMessage(t *testing.T) {
 	first := claimOne(t, d, "A")
 	clock.Add(int64(11 * time.Second))
 	second := claimOne(t, d, "A")
-	require.Greater(t, second.LeaseVersion, first.LeaseVersion)
+	require.Equal(t, first.LeaseVersion+1, second.LeaseVersion)
 	now := time.Now()
 	_, _, err := d.finalize(ctx, "A", []result{
 		{msg: first, outcome: outcomeDelivered, started: now, finished: now},
@@ -326,9 +326,8 @@ func TestFencingOfAnAggregateLease(t *testing.T) {
 		return h, o
 	}
 	heads, others := leases()
-	require.Positive(t, a[0].msgs[0].LeaseVersion, "the head's new lease version")
-	require.Equal(t, []string{fmt.Sprintf("A/%d/1", a[0].msgs[0].LeaseVersion), "-/0/0"}, []string{heads, others})
-	require.Zero(t, a[0].msgs[1].LeaseVersion, "the other message's, unchanged")
+	require.Equal(t, []string{"A/1/1", "-/0/0"}, []string{heads, others})
+	require.Equal(t, []int64{1, 0}, []int64{a[0].msgs[0].LeaseVersion, a[0].msgs[1].LeaseVersion})
 	require.Equal(t, []int32{1, 1}, []int32{a[0].msgs[0].Attempts, a[0].msgs[1].Attempts}, "the attempt each would be")
 	none, err := d.claim(ctx, "B", 10, nil)
 	require.NoError(t, err)
@@ -338,10 +337,9 @@ func TestFencingOfAnAggregateLease(t *testing.T) {
 	b, err := d.claim(ctx, "B", 10, nil)
 	require.NoError(t, err)
 	require.Len(t, b, 1, "an expired aggregate lease is claimable again")
-	require.Greater(t, b[0].msgs[0].AggregateLeaseVersion, a[0].msgs[0].AggregateLeaseVersion)
-	require.Greater(t, b[0].msgs[0].LeaseVersion, a[0].msgs[0].LeaseVersion)
+	require.Equal(t, a[0].msgs[0].AggregateLeaseVersion+1, b[0].msgs[0].AggregateLeaseVersion)
 	heads, others = leases()
-	require.Equal(t, []string{fmt.Sprintf("B/%d/2", b[0].msgs[0].LeaseVersion), "-/0/0"}, []string{heads, others})
+	require.Equal(t, []string{"B/2/2", "-/0/0"}, []string{heads, others})
 
 	now := time.Now()
 	delivered := func(g group) []result {

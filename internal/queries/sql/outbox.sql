@@ -48,10 +48,8 @@ INSERT INTO switchyard.outbox (
 -- aggregate: at most caps[n] of destinations[n], so that a destination with
 -- no free delivery slots cannot fill the dispatcher's window with messages
 -- that would only wait. The lease is leased_until set to its expiry and
--- a new lease_version (next_lease_version); a due message (next_attempt_at)
--- is claimable while no lease holds it. Its commit does not wait for the
--- WAL flush: a claim lost in a crash is fenced by its versions
--- (migrations/00032_outbox_lease_versions_from_the_clock.sql). No indexed column changes, so the row's new version can
+-- lease_version + 1; a due message (next_attempt_at) is claimable while no
+-- lease holds it. No indexed column changes, so the row's new version can
 -- stay on its page without index entries (migrations/00024_outbox_unordered_lease.sql).
 -- The messages in flight lead the index: a destination's scan starts after
 -- (after_at[n], after_id[n]), the last message this dispatcher leased there
@@ -84,7 +82,7 @@ WITH due AS (
 )
 UPDATE switchyard.outbox o
 SET lease_owner = @owner::text,
-    lease_version = switchyard.next_lease_version(o.lease_version),
+    lease_version = o.lease_version + 1,
     leased_until = coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8),
     attempts = o.attempts + 1
 -- One probe of the primary key per claimed message. Joined to due
@@ -93,8 +91,6 @@ SET lease_owner = @owner::text,
 -- a claim cost as much as the table was big (BENCHMARKS.md, "Claims and
 -- finalizes that cost what they touch").
 WHERE o.id = ANY (ARRAY(SELECT due.id FROM due))
-  -- Once, for the statement's own transaction (see migration 00032).
-  AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
 RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
     o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at, o.next_attempt_at,
     EXISTS (
@@ -114,10 +110,8 @@ RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.to
 -- destinations[n] as in OutboxClaimUnordered and at most 128 of any
 -- (internal/outbox: orderedClaimMost), and, in each, its first
 -- per_aggregate pending messages in aggregate_seq order; one worker delivers
--- them in that order. The aggregate's lease (due_at = expiry, a new
--- lease_version) keeps every other worker off its later messages until the
--- finalize; like OutboxClaimUnordered's, its commit does not wait for the
--- WAL flush.
+-- them in that order. The aggregate's lease (due_at = expiry, lease_version
+-- + 1) keeps every other worker off its later messages until the finalize.
 -- Lock order, here and in OutboxFinalize: the aggregate row, then its
 -- messages. Every row also says whether an unordered message of
 -- destinations was due when the claim began (unordered_due, the same on
@@ -160,13 +154,10 @@ WITH due AS (
 leased AS (
     UPDATE switchyard.outbox_aggregates a
     SET lease_owner = @owner::text,
-        lease_version = switchyard.next_lease_version(a.lease_version),
+        lease_version = a.lease_version + 1,
         due_at = coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8)
     FROM due
     WHERE a.destination = due.destination AND a.aggregate_type = due.aggregate_type AND a.aggregate_id = due.aggregate_id
-      -- Once, for the statement's own transaction: its commit does not
-      -- wait for the WAL flush (migration 00032, as in OutboxClaimUnordered).
-      AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
     RETURNING a.destination, a.aggregate_type, a.aggregate_id, a.lease_version
 ),
 -- Each message's columns are read here, where its row is visited anyway
@@ -192,7 +183,7 @@ heads AS (
 ),
 -- Only the first message of each aggregate is written here: it counts its
 -- attempt (so a message that crashes its dispatcher still runs out of
--- attempts) and carries the lease (lease_owner, a new lease_version: the
+-- attempts) and carries the lease (lease_owner, lease_version + 1: the
 -- console shows it in flight). The others are read, not written: the
 -- aggregate's lease alone fences them (every finalize of an ordered
 -- message checks it), they count their attempts at finalize if they were
@@ -206,7 +197,7 @@ heads AS (
 counted AS (
     UPDATE switchyard.outbox o
     SET lease_owner = @owner::text,
-        lease_version = switchyard.next_lease_version(o.lease_version),
+        lease_version = o.lease_version + 1,
         attempts = o.attempts + 1
     FROM heads
     WHERE o.id = heads.id AND heads.head AND o.state = 'pending'
