@@ -19,6 +19,7 @@ import (
 	"github.com/switchyard/switchyard/internal/destination/guard"
 	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/internal/testlog"
+	"github.com/switchyard/switchyard/internal/testwait"
 )
 
 // claimOverlap is a pgx QueryTracer (a pool's ConnConfig.Tracer) that
@@ -381,4 +382,46 @@ func claimKindsAt(t *testing.T, d *Dispatcher, held map[string]int, orderedFirst
 		}
 	}
 	return kinds
+}
+
+// With the dispatcher running, a destination whose aggregates have no
+// larger share than its unordered messages (here a rate limit's) delivers
+// its aggregates beside a backlog of its unordered messages, not after
+// it: before its claims split its share between the kinds, the unordered
+// statement took all of it at every claim, and no aggregate was delivered
+// until the backlog was.
+func TestAGuardedDestinationDeliversItsAggregatesBesideABacklog(t *testing.T) {
+	t.Parallel()
+	pool := setup(t, "limited")
+	limited, err := guard.New("limited", guard.Config{Concurrency: 2, Rate: 1000, Burst: 10}, nil) // a share of 4
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var aggregate []bool // by delivery, in order: of an aggregate's message
+	record := destination.Func(func(_ context.Context, d destination.Delivery) (destination.Outcome, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		aggregate = append(aggregate, d.AggregateID != "")
+		return destination.Outcome{}, nil
+	})
+	const unordered, aggregates = 200, 20
+	backlog(t, pool, "limited", unordered, aggregates)
+	// One message a delivery, of either kind: the claims' split is then
+	// the deliveries' order.
+	startDispatcher(t, pool, Config{AggregateBatch: 1, Routes: map[string]Route{"limited": {Destination: record, Guard: limited}}})
+	testwait.Until(t, 2*time.Minute, "every message delivered", func() bool {
+		return countWhere(t, pool, "state = 'delivered'") == unordered+aggregates
+	})
+
+	mu.Lock()
+	defer mu.Unlock()
+	lastAggregate := 0
+	for i, ok := range aggregate {
+		if ok {
+			lastAggregate = i
+		}
+	}
+	// The unordered messages delivered before the last aggregate's message.
+	unorderedBefore := lastAggregate + 1 - aggregates
+	t.Logf("unordered before the last aggregate: %d", unorderedBefore)
+	require.Less(t, unorderedBefore, unordered/2, "every aggregate delivered before half the backlog")
 }
