@@ -64,9 +64,9 @@ func (s *latencySeries) summarize() {
 // tookLoad is the share of the offered rate a configuration must enqueue
 // (its median) for its latency to count as its side's best: a cooldown
 // whose fetches (River's) or claims (Switchyard's) take the CPU its own
-// enqueuers need answers fast because it was offered less (at 5,000 a second, 1 ms enqueued 1,160–1,602 a
-// second with a p99 of 10–11 ms, while 5 ms enqueued 2,673–3,052 with one
-// of 437–745 ms; BENCHMARKS.md).
+// enqueuers need answers fast because it was offered less (at 5,000 a
+// second, 1 ms enqueued 1,160–1,602 a second with a p99 of 10–11 ms,
+// while 5 ms enqueued 2,673–3,052 with one of 437–745 ms; BENCHMARKS.md).
 const tookLoad = 0.95
 
 // bestCooldown is a side's best cooldown (River's FetchCooldown,
