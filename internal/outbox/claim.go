@@ -10,10 +10,9 @@ import (
 )
 
 // claim leases up to limit deliveries: messages without an aggregate
-// first and aggregates for the rest, each kind at least about half of
-// limit and of each destination's share when that many are due, each
-// destination within its share, or its aggregates within theirs (see
-// claimable). Each unordered message is a delivery of its own; a worker's
+// first and aggregates for the rest, each kind about half of limit and of
+// each destination's share where both are due, each destination within
+// its share, or its aggregates within theirs (see claimable). Each unordered message is a delivery of its own; a worker's
 // claims group them by pace (claimPaced).
 func (d *Dispatcher) claim(ctx context.Context, worker string, limit int, held map[string]int) ([]group, error) {
 	groups, _, err := d.claimPaced(ctx, claimRequest{worker: worker, limit: limit, held: held})
@@ -148,8 +147,11 @@ func (c *claimStep) looked(kind messageKind, names []string, leased map[string]i
 		seen.at = map[string]bool{}
 	}
 	for _, name := range names {
-		if _, known := seen.at[name]; leased[name] > 0 || (!cut && !known) {
-			seen.at[name] = leased[name] > 0 || seen.at[name]
+		switch _, known := seen.at[name]; {
+		case leased[name] > 0:
+			seen.at[name] = true
+		case !cut && !known:
+			seen.at[name] = false
 		}
 	}
 }

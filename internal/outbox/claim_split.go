@@ -47,13 +47,13 @@ func (s *kindSplits) get(name string) *kindSplit {
 }
 
 // firstCaps is what a claim's first statement, of kind first, may take of
-// each of names: its kind's caps (own), but at most half of the other kind's (other),
-// since took counts a delivery of either kind against both. Where a
-// destination's share is smaller than half the claim (a guard's), the
-// first kind would otherwise take all of it at every claim, and the
-// other kind would never be leased there. A destination where the other
-// kind was not due at its last claim keeps its whole cap for the first
-// kind: where producers enqueue one kind only, a claim stays one
+// each of names: its kind's caps (own), but at most half of the other
+// kind's (other), since took counts a delivery of either kind against
+// both. Where a destination's share is smaller than half the claim (a
+// guard's), the first kind would otherwise take all of it at every claim,
+// and the other kind would never be leased there. A destination where the
+// other kind was not due at its last claim keeps its whole cap for the
+// first kind: where producers enqueue one kind only, a claim stays one
 // statement (if the other kind is due by now, the first statement's rows
 // say so, and the next claim splits).
 func (s *kindSplits) firstCaps(names []string, own, other []int32, first messageKind) []int32 {
