@@ -10,10 +10,11 @@ import (
 )
 
 // claim leases up to limit deliveries: messages without an aggregate
-// first and aggregates for the rest, each kind about half of limit and of
-// each destination's share where both are due, each destination within
-// its share, or its aggregates within theirs (see claimable). Each unordered message is a delivery of its own; a worker's
-// claims group them by pace (claimPaced).
+// first and aggregates for the rest, each destination within its share,
+// or its aggregates within theirs (see claimable), where both kinds are
+// due each of them at least about half of limit and of the destination's
+// cap of it (claimPaced). Each unordered message is a delivery of its
+// own; a worker's claims group them by pace (claimPaced).
 func (d *Dispatcher) claim(ctx context.Context, worker string, limit int, held map[string]int) ([]group, error) {
 	groups, _, err := d.claimPaced(ctx, claimRequest{worker: worker, limit: limit, held: held})
 	return groups, err
@@ -52,18 +53,21 @@ type claimRequest struct {
 // kindSplits, unless the other kind was not due there at the last claim),
 // the other kind for what is left, and the first kind again for the rest
 // if it found all it was allowed. So each kind gets about half of a full
-// claim and of each destination's share, what one leaves unused goes to
-// the other, neither starves the other, and a claim is full when only one
-// kind is waiting. A kind's statement is not sent when one before it
-// leased messages and said that none of that kind was due (its rows'
-// AggregatesDue, UnorderedDue): where producers enqueue one kind only,
-// the other kind's statement found nothing at every claim, a round trip
-// per wake-up (BENCHMARKS.md, "The other kind's claim only where it is
-// due"). What a statement leased is passed to r.leased before the next is
-// sent: a delivery never waits for a statement that finds nothing for it
-// (each one a commit; a whole claim took 1.3 ms at the p50 and 12 at the
-// p99 under 1,000 messages a second; BENCHMARKS.md, "Planned claims on a
-// new outbox" and "A claim's deliveries start as each statement returns").
+// claim and at least about half of its cap at each destination (all of it
+// but the other kind's half where that is the smaller cap: a fast
+// destination's aggregates, Dispatcher.orderedShare), what one leaves
+// unused goes to the other, neither starves the other, and a claim is full
+// when only one kind is waiting. A kind's statement is not sent when one
+// before it leased messages and said that none of that kind was due (its
+// rows' AggregatesDue, UnorderedDue): where producers enqueue one kind
+// only, the other kind's statement found nothing at every claim, a round
+// trip per wake-up (BENCHMARKS.md, "The other kind's claim only where it
+// is due"). What a statement leased is passed to r.leased before the next
+// is sent: a delivery never waits for a statement that finds nothing for
+// it (each one a commit; a whole claim took 1.3 ms at the p50 and 12 at
+// the p99 under 1,000 messages a second; BENCHMARKS.md, "Planned claims on
+// a new outbox" and "A claim's deliveries start as each statement
+// returns").
 func (d *Dispatcher) claimPaced(ctx context.Context, r claimRequest) (claimed []group, capped bool, err error) {
 	caps, atShare := d.claimable(r.limit, r.held, r.sizes)
 	if len(caps.names) == 0 || r.limit <= 0 {
@@ -71,9 +75,11 @@ func (d *Dispatcher) claimPaced(ctx context.Context, r claimRequest) (claimed []
 	}
 	start := time.Now()
 	c := &claimStep{d: d, ctx: ctx, r: r, caps: caps}
-	first, second := c.unordered, c.ordered
+	// firstLeft is what the first kind has left of each destination's cap
+	// as the claim goes on (took lowers it).
+	first, second, firstLeft := c.unordered, c.ordered, c.caps.unordered
 	if r.orderedFirst {
-		first, second = c.ordered, c.unordered
+		first, second, firstLeft = c.ordered, c.unordered, c.caps.ordered
 	}
 	// On an error, what the statements before it leased is still returned,
 	// to be delivered rather than left waiting for its lease to expire.
@@ -83,10 +89,6 @@ func (d *Dispatcher) claimPaced(ctx context.Context, r claimRequest) (claimed []
 	c.first = false
 	if rest := r.limit - len(c.claimed); err == nil && rest > 0 {
 		_, err = second(rest)
-	}
-	firstLeft := c.caps.unordered
-	if r.orderedFirst {
-		firstLeft = c.caps.ordered
 	}
 	if rest := r.limit - len(c.claimed); err == nil && rest > 0 && (firstGot == half || c.heldWithRoom(firstLeft)) {
 		_, err = first(rest)
@@ -140,7 +142,8 @@ func (c *claimStep) reported(kind messageKind, due bool) {
 // looked keeps what a statement of kind leased at each of names, the
 // destinations where it had room to lease (leased, by destination): some,
 // or none, which says none was due there unless the statement was cut
-// short by its budget (cut) before it looked there.
+// short by its budget (cut: it may have stopped before that destination,
+// so none of its nones count).
 func (c *claimStep) looked(kind messageKind, names []string, leased map[string]int32, cut bool) {
 	seen := &c.seen[kind]
 	if seen.at == nil {
@@ -294,14 +297,14 @@ func takeTurn(ctx context.Context, turn chan struct{}) (release func(), err erro
 // ordered leases up to n aggregates, each a delivery of its messages in
 // order, and says how many it leased.
 func (c *claimStep) ordered(n int) (int, error) {
-	// No destination with room left for aggregates (the other kind took
-	// it all), or none due: the ordered claim could lease nothing, and is
-	// not sent.
 	caps := c.firstCaps(orderedKind, c.caps.ordered, c.caps.unordered)
 	limits := make([]int32, len(caps))
 	for i, left := range caps {
 		limits[i] = min(left, orderedClaimMost)
 	}
+	// No destination with room left for aggregates (the other kind took
+	// it all), or none due: the ordered claim could lease nothing, and is
+	// not sent.
 	if !slices.ContainsFunc(caps, func(left int32) bool { return left > 0 }) || c.noneDue[orderedKind] {
 		c.noteHeld(c.caps.ordered, caps, limits, nil)
 		return 0, nil
@@ -324,16 +327,16 @@ func (c *claimStep) ordered(n int) (int, error) {
 	}
 	groups := groupByAggregate(rows)
 	leased := countBy(groups, func(g group) string { return g.msgs[0].Destination })
-	for _, n := range leased {
-		c.atMost = c.atMost || n == orderedClaimMost
+	for _, got := range leased {
+		c.atMost = c.atMost || got == orderedClaimMost
 	}
-	var looked []string
+	var withRoom []string
 	for i, name := range c.caps.names {
 		if limits[i] > 0 {
-			looked = append(looked, name)
+			withRoom = append(withRoom, name)
 		}
 	}
-	c.looked(orderedKind, looked, leased, len(groups) >= n)
+	c.looked(orderedKind, withRoom, leased, len(groups) >= n)
 	c.noteHeld(c.caps.ordered, caps, limits, leased)
 	c.took(groups)
 	return len(groups), nil
