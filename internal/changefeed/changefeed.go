@@ -272,7 +272,7 @@ func validate(c Change) error {
 }
 
 // channel is the LISTEN/NOTIFY channel of the feed (spelled out in the
-// ChangeListen and ChangeNotify queries).
+// ChangeListen query, and ChangeNotify's argument).
 const channel = "switchyard_changes"
 
 // Notify wakes every Listener, on every console instance. Call it after
@@ -282,7 +282,7 @@ const channel = "switchyard_changes"
 // transaction, and a Listener folds any number of wake-ups that arrive
 // while it reads into one more read.
 func Notify(ctx context.Context, pool *pgxpool.Pool) error {
-	if err := queries.New(pool).ChangeNotify(ctx); err != nil {
+	if err := queries.New(pool).ChangeNotify(ctx, channel); err != nil {
 		return fmt.Errorf("changefeed: notify: %w", err)
 	}
 	return nil

@@ -25,7 +25,7 @@ var WakeChannel = pglisten.Channel{Name: "switchyard_outbox", Listen: (*queries.
 // (queries.OutboxNotify), which would delay the wake-up. A producer that
 // commits many enqueues at once shares its NOTIFYs through a Notifier.
 func Notify(ctx context.Context, pool *pgxpool.Pool) error {
-	if err := queries.New(pool).OutboxNotify(ctx); err != nil {
+	if err := queries.New(pool).OutboxNotify(ctx, WakeChannel.Name); err != nil {
 		return fmt.Errorf("outbox: notify: %w", err)
 	}
 	return nil

@@ -212,6 +212,23 @@ func TestNotifyLeavesTheConnectionsCommitsDurable(t *testing.T) {
 	require.Equal(t, "on", setting)
 }
 
+// Notify is a statement prepared once per connection whose plan is kept:
+// sent without arguments, pgx used the simple protocol, and PostgreSQL
+// planned the NOTIFY at every call (BENCHMARKS.md, "The NOTIFY planned
+// once").
+func TestNotifyIsPreparedOnceAndKeepsItsPlan(t *testing.T) {
+	t.Parallel()
+	one := oneSessionPool(t, setup(t))
+	const calls = 8
+	for range calls {
+		require.NoError(t, Notify(context.Background(), one))
+	}
+	statements, generic, custom := preparedStatements(t, one, "OutboxNotify")
+	require.Equal(t, 1, statements, "one prepared statement for every call")
+	require.Equal(t, calls, generic+custom, "each call ran the prepared statement")
+	require.Positive(t, generic, "the plan is kept once PostgreSQL has chosen it")
+}
+
 // notifyCounter is a pool on the test's database that counts the NOTIFYs
 // sent through it.
 type notifyCounter struct {

@@ -354,13 +354,15 @@ func (q *Queries) ChangeListen(ctx context.Context) error {
 }
 
 const changeNotify = `-- name: ChangeNotify :exec
-SELECT pg_notify('switchyard_changes', '')
+SELECT pg_notify($1::text, '')
 `
 
 // ChangeNotify wakes the console's listeners after the writer committed.
 // The payload is empty: the rows are the message, the NOTIFY a wake-up.
-func (q *Queries) ChangeNotify(ctx context.Context) error {
-	_, err := q.db.Exec(ctx, changeNotify)
+// The channel is an argument so that the statement is prepared and its
+// plan kept (see OutboxNotify).
+func (q *Queries) ChangeNotify(ctx context.Context, channel string) error {
+	_, err := q.db.Exec(ctx, changeNotify, channel)
 	return err
 }
 

@@ -10,7 +10,9 @@ VALUES (@kind, @subject, @payload);
 -- name: ChangeNotify :exec
 -- ChangeNotify wakes the console's listeners after the writer committed.
 -- The payload is empty: the rows are the message, the NOTIFY a wake-up.
-SELECT pg_notify('switchyard_changes', '');
+-- The channel is an argument so that the statement is prepared and its
+-- plan kept (see OutboxNotify).
+SELECT pg_notify(@channel::text, '');
 
 -- name: ChangeListen :exec
 -- ChangeListen subscribes the listener's dedicated connection.
