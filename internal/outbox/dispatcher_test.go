@@ -195,7 +195,8 @@ func hotUpdates(t *testing.T, pool *pgxpool.Pool, f func(q *queries.Queries)) (u
 // Joined to its claimed ids, the unordered claim hashed the whole table as
 // soon as a claim was large (BENCHMARKS.md, "Claims and finalizes that
 // cost what they touch"). The scans are counted in the transaction's own
-// statistics.
+// statistics. The finalize's plan for its arguments reads the outbox by
+// ids that the planner does not estimate one by one.
 func TestClaimHeartbeatAndFinalizeNeverReadTheWholeOutbox(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -236,6 +237,26 @@ func TestClaimHeartbeatAndFinalizeNeverReadTheWholeOutbox(t *testing.T) {
 	extended, err := q.OutboxExtendLeases(ctx, extend)
 	require.NoError(t, err)
 	require.Len(t, extended, claim)
+	// A finalize this large is planned for its arguments (customPlans),
+	// and the planner estimates a condition on an array argument element
+	// by element: the outbox's index condition reads the ids from the
+	// input the finalize unnests (BENCHMARKS.md, "The finalize's ids read
+	// from its input").
+	var finalize capturedQuery
+	_, err = queries.New(&finalize).OutboxFinalize(ctx, d.finalizeParams("A", results))
+	require.ErrorIs(t, err, errCaptured)
+	var plan []byte
+	require.NoError(t, tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+finalize.sql, withCustomPlan(finalize.args)...).Scan(&plan))
+	var explained []struct{ Plan map[string]any }
+	require.NoError(t, json.Unmarshal(plan, &explained))
+	require.Len(t, explained, 1)
+	outboxRead := outboxScans(explained[0].Plan)
+	require.NotEmpty(t, outboxRead, "the finalize reads the outbox: %s", plan)
+	for _, scan := range outboxRead {
+		cond, _ := scan["Index Cond"].(string)
+		require.Contains(t, cond, "id = ANY", "the outbox is read by its ids: %s", plan)
+		require.NotContains(t, cond, "'{", "the ids are the input's, not an array argument the planner estimates: %s", cond)
+	}
 	finalized, err := q.OutboxFinalize(ctx, d.finalizeParams("A", results))
 	require.NoError(t, err)
 	require.Len(t, finalized, claim)

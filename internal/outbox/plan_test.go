@@ -298,6 +298,22 @@ func TestASmallFinalizesGenericPlanExpectsNoMoreAggregatesThanMessages(t *testin
 	require.LessOrEqual(t, aggregates, messages, "the aggregates are expected to be no more than the messages")
 }
 
+// outboxScans are the scans of the outbox as o in an EXPLAIN (FORMAT
+// JSON) plan.
+func outboxScans(node map[string]any) []map[string]any {
+	var scans []map[string]any
+	if node["Relation Name"] == "outbox" && node["Alias"] == "o" && node["Node Type"] != "ModifyTable" {
+		scans = append(scans, node)
+	}
+	children, _ := node["Plans"].([]any)
+	for _, c := range children {
+		if child, ok := c.(map[string]any); ok {
+			scans = append(scans, outboxScans(child)...)
+		}
+	}
+	return scans
+}
+
 // cteRows is the planner's estimate of the rows of the CTE named name in
 // an EXPLAIN (FORMAT JSON) plan, or 0 if it has none.
 func cteRows(node map[string]any, name string) float64 {

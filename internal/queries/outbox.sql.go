@@ -732,8 +732,13 @@ applied AS (
         delivered_response = CASE WHEN i.outcome = 'delivered' THEN NULLIF(i.response, '') END
     FROM input i
     -- The ids again, as an index condition on the outbox whatever the
-    -- join: see OutboxClaimUnordered.
-    WHERE o.id = ANY ($1::bigint[]) AND o.id = i.id AND o.lease_version = i.lease_version AND o.state = 'pending'
+    -- join: see OutboxClaimUnordered. Read from input, not from the ids'
+    -- parameter: a finalize of more than genericPlanMost messages is
+    -- planned for its arguments, and the planner estimated the ids'
+    -- array element by element: half the planning of an unordered
+    -- drain's finalizes, about 900 messages each (BENCHMARKS.md, "The
+    -- finalize's ids read from its input").
+    WHERE o.id = ANY (ARRAY(SELECT i.id FROM input i)) AND o.id = i.id AND o.lease_version = i.lease_version AND o.state = 'pending'
       -- An ordered message applies only under its aggregate's lease.
       AND (o.aggregate_id = '' OR EXISTS (
           SELECT 1 FROM aggregates g
