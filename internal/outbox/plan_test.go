@@ -298,20 +298,45 @@ func TestASmallFinalizesGenericPlanExpectsNoMoreAggregatesThanMessages(t *testin
 	require.LessOrEqual(t, aggregates, messages, "the aggregates are expected to be no more than the messages")
 }
 
-// outboxScans are the scans of the outbox as o in an EXPLAIN (FORMAT
-// JSON) plan.
-func outboxScans(node map[string]any) []map[string]any {
-	var scans []map[string]any
+// outboxIndexConds are the index conditions of the scans of the outbox as
+// o in an EXPLAIN (FORMAT JSON) plan: a bitmap heap scan's is its recheck
+// condition, and a scan with none (a sequential one) gives "".
+func outboxIndexConds(node map[string]any) []string {
+	var conds []string
 	if node["Relation Name"] == "outbox" && node["Alias"] == "o" && node["Node Type"] != "ModifyTable" {
-		scans = append(scans, node)
+		cond, ok := node["Index Cond"].(string)
+		if !ok {
+			cond, _ = node["Recheck Cond"].(string)
+		}
+		conds = append(conds, cond)
 	}
 	children, _ := node["Plans"].([]any)
 	for _, c := range children {
 		if child, ok := c.(map[string]any); ok {
-			scans = append(scans, outboxScans(child)...)
+			conds = append(conds, outboxIndexConds(child)...)
 		}
 	}
-	return scans
+	return conds
+}
+
+// rescansInput reports whether an EXPLAIN (FORMAT JSON) plan joins by a
+// nested loop whose inner side reads the CTE input: once for every row of
+// its outer side (the generic plan's worst case: see genericPlanMost).
+func rescansInput(node map[string]any) bool {
+	children, _ := node["Plans"].([]any)
+	for _, c := range children {
+		child, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		if node["Node Type"] == "Nested Loop" && child["Parent Relationship"] == "Inner" && child["CTE Name"] == "input" {
+			return true
+		}
+		if rescansInput(child) {
+			return true
+		}
+	}
+	return false
 }
 
 // cteRows is the planner's estimate of the rows of the CTE named name in

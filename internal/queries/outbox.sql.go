@@ -733,8 +733,9 @@ applied AS (
     FROM input i
     -- The ids again, as an index condition on the outbox whatever the
     -- join: see OutboxClaimUnordered. Read from input, not from the ids'
-    -- parameter: a finalize of more than genericPlanMost messages is
-    -- planned for its arguments, and the planner estimated the ids'
+    -- parameter: a finalize statement of more than genericPlanMost
+    -- messages (one that internal/outbox's genericChunks does not split)
+    -- is planned for its arguments, and the planner estimated the ids'
     -- array element by element: half the planning of an unordered
     -- drain's finalizes, about 900 messages each (BENCHMARKS.md, "The
     -- finalize's ids read from its input").
