@@ -298,60 +298,70 @@ func TestASmallFinalizesGenericPlanExpectsNoMoreAggregatesThanMessages(t *testin
 	require.LessOrEqual(t, aggregates, messages, "the aggregates are expected to be no more than the messages")
 }
 
+// planNodes are node and every node under it in an EXPLAIN (FORMAT JSON)
+// plan, parents before their children.
+func planNodes(node map[string]any) []map[string]any {
+	nodes := []map[string]any{node}
+	for _, child := range planChildren(node) {
+		nodes = append(nodes, planNodes(child)...)
+	}
+	return nodes
+}
+
+// planChildren are the nodes directly under node.
+func planChildren(node map[string]any) []map[string]any {
+	var children []map[string]any
+	plans, _ := node["Plans"].([]any)
+	for _, p := range plans {
+		if child, ok := p.(map[string]any); ok {
+			children = append(children, child)
+		}
+	}
+	return children
+}
+
 // outboxIndexConds are the index conditions of the scans of the outbox as
-// o in an EXPLAIN (FORMAT JSON) plan: a bitmap heap scan's is its recheck
-// condition, and a scan with none (a sequential one) gives "".
-func outboxIndexConds(node map[string]any) []string {
+// o in a plan: a bitmap heap scan's is its recheck condition, and a scan
+// with none (a sequential one) gives "".
+func outboxIndexConds(plan map[string]any) []string {
 	var conds []string
-	if node["Relation Name"] == "outbox" && node["Alias"] == "o" && node["Node Type"] != "ModifyTable" {
+	for _, node := range planNodes(plan) {
+		if node["Relation Name"] != "outbox" || node["Alias"] != "o" || node["Node Type"] == "ModifyTable" {
+			continue
+		}
 		cond, ok := node["Index Cond"].(string)
 		if !ok {
 			cond, _ = node["Recheck Cond"].(string)
 		}
 		conds = append(conds, cond)
 	}
-	children, _ := node["Plans"].([]any)
-	for _, c := range children {
-		if child, ok := c.(map[string]any); ok {
-			conds = append(conds, outboxIndexConds(child)...)
-		}
-	}
 	return conds
 }
 
-// rescansInput reports whether an EXPLAIN (FORMAT JSON) plan joins by a
-// nested loop whose inner side reads the CTE input: once for every row of
-// its outer side (the generic plan's worst case: see genericPlanMost).
-func rescansInput(node map[string]any) bool {
-	children, _ := node["Plans"].([]any)
-	for _, c := range children {
-		child, ok := c.(map[string]any)
-		if !ok {
+// rescansInput reports whether a plan joins by a nested loop whose inner
+// side reads the CTE input: once for every row of its outer side (the
+// generic plan's worst case: see genericPlanMost).
+func rescansInput(plan map[string]any) bool {
+	for _, node := range planNodes(plan) {
+		if node["Node Type"] != "Nested Loop" {
 			continue
 		}
-		if node["Node Type"] == "Nested Loop" && child["Parent Relationship"] == "Inner" && child["CTE Name"] == "input" {
-			return true
-		}
-		if rescansInput(child) {
-			return true
+		for _, child := range planChildren(node) {
+			if child["Parent Relationship"] == "Inner" && child["CTE Name"] == "input" {
+				return true
+			}
 		}
 	}
 	return false
 }
 
 // cteRows is the planner's estimate of the rows of the CTE named name in
-// an EXPLAIN (FORMAT JSON) plan, or 0 if it has none.
-func cteRows(node map[string]any, name string) float64 {
-	if node["Subplan Name"] == "CTE "+name {
-		rows, _ := node["Plan Rows"].(float64)
-		return rows
-	}
-	children, _ := node["Plans"].([]any)
-	for _, c := range children {
-		if child, ok := c.(map[string]any); ok {
-			if rows := cteRows(child, name); rows > 0 {
-				return rows
-			}
+// a plan, or 0 if it has none.
+func cteRows(plan map[string]any, name string) float64 {
+	for _, node := range planNodes(plan) {
+		if node["Subplan Name"] == "CTE "+name {
+			rows, _ := node["Plan Rows"].(float64)
+			return rows
 		}
 	}
 	return 0
