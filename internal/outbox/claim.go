@@ -270,7 +270,7 @@ func (c *claimStep) leaseUnordered(share unorderedShare, n int) ([]queries.Outbo
 	defer release()
 	from := c.d.marks.start(share.names, time.Now())
 	batch := n * share.largest
-	rows, err := c.d.claimQueries().OutboxClaimUnordered(c.ctx, queries.OutboxClaimUnorderedParams{
+	rows, err := c.d.claimUnordered(c.ctx, queries.OutboxClaimUnorderedParams{
 		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: share.names,
 		AfterAt: from.at, AfterID: from.id, Caps: share.messages, BatchSize: int32(batch), Now: c.d.now(),
 		AggregateDestinations: c.caps.names,

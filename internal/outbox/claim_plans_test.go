@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -166,8 +167,12 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	require.NotContains(t, unordered, "Seq Scan on outbox_aggregates", unordered)
 }
 
-// preparedPlan is EXPLAIN of the pool's one session's prepared statement of
-// the sqlc query name, with args: the plan PostgreSQL would run.
+// preparedPlan is EXPLAIN of the generic plan of the pool's one session's
+// prepared statement of the sqlc query name, with args: the plan
+// PostgreSQL runs once it keeps that plan (the ordered claim), or is made
+// to (the unordered claim: Dispatcher.claimUnordered). Left to choose,
+// EXPLAIN would show a plan for args while the statement has had fewer
+// than five of those.
 func preparedPlan(t *testing.T, pool *pgxpool.Pool, name, args string) string {
 	t.Helper()
 	ctx := context.Background()
@@ -176,11 +181,64 @@ func preparedPlan(t *testing.T, pool *pgxpool.Pool, name, args string) string {
 	// table was small (whileSmallTag).
 	require.NoError(t, pool.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement LIKE '%name: ' || $1 || ' %'
 		ORDER BY prepare_time DESC LIMIT 1`, name).Scan(&statement))
-	rows, err := pool.Query(ctx, "EXPLAIN EXECUTE "+pgx.Identifier{statement}.Sanitize()+args)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, tx.Rollback(ctx)) }()
+	_, err = tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan")
+	require.NoError(t, err)
+	rows, err := tx.Query(ctx, "EXPLAIN EXECUTE "+pgx.Identifier{statement}.Sanitize()+args)
 	require.NoError(t, err)
 	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	return strings.Join(lines, "\n")
+}
+
+// Under a backlog, where each claim leases hundreds of messages, the
+// unordered claim runs on its generic plan from its first execution once
+// the outbox is described, never planned for its arguments: left to
+// choose, PostgreSQL estimated that plan (whose LIMITs are parameters) at
+// twice the plan for such a claim's arguments, and planned every claim of
+// a drain anew (BENCHMARKS.md, "The unordered claim on its generic
+// plan"). The first messages due are leased, each once.
+func TestALargeUnorderedClaimRunsOnItsGenericPlan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, d := claimingSession(t)
+	// A drain's backlog, and its claims' size.
+	const backlog, claims, deliveries, perDelivery = 100_000, 6, 10, 100
+	_, err := pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload)
+		SELECT 't', 'alpha', '{}' FROM generate_series(1, $1::int)`, backlog)
+	require.NoError(t, err)
+	d.heartbeat(ctx)
+	require.Equal(t, claimPreparedWhileSmall, d.claimModeNow(), "the heartbeat described the outbox")
+
+	var leased []int64
+	for range claims {
+		groups, _, err := d.claimPaced(ctx, claimRequest{worker: "w", limit: deliveries, sizes: map[string]int{"alpha": perDelivery}})
+		require.NoError(t, err)
+		require.Len(t, groups, deliveries)
+		for _, g := range groups {
+			require.Len(t, g.msgs, perDelivery)
+			for _, m := range g.msgs {
+				leased = append(leased, m.ID)
+			}
+		}
+	}
+	rows, err := pool.Query(ctx, `SELECT id FROM switchyard.outbox ORDER BY id LIMIT $1`, claims*deliveries*perDelivery)
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	slices.Sort(leased)
+	require.Equal(t, ids, leased, "the first messages due leased, each once")
+
+	statements, generic, custom := preparedStatements(t, pool, "OutboxClaimUnordered")
+	require.Equal(t, 1, statements)
+	require.Zero(t, custom, "never planned for its arguments")
+	require.GreaterOrEqual(t, generic, claims, "one generic plan run per statement")
+	plan := preparedPlan(t, pool, "OutboxClaimUnordered", `('w', NULL, 30, '{alpha}', '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{500}', 500)`)
+	require.Contains(t, plan, "Index Scan using outbox_due_unordered", plan)
+	require.Regexp(t, `Index Scan using outbox_pkey on outbox o\s.*\n\s*Index Cond: \(id = ANY`, plan, "each message leased through its key: %s", plan)
+	require.NotContains(t, plan, "Seq Scan on outbox ", plan)
 }
 
 // Over many aggregates, few of them due, the ordered claim keeps its

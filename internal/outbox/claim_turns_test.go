@@ -22,7 +22,7 @@ import (
 	"github.com/switchyard/switchyard/internal/testwait"
 )
 
-// claimOverlap is a pgx QueryTracer (a pool's ConnConfig.Tracer) that
+// claimOverlap is a pgx QueryTracer and BatchTracer (a pool's ConnConfig.Tracer) that
 // counts each kind of claim in flight, and the most of it there ever were
 // at once. Each claim is held back 5 ms before it is sent: not a wait for
 // anything, only a window wide enough that claims sent side by side
@@ -68,8 +68,36 @@ func (c *claimOverlap) statements() map[string]int {
 }
 
 func (c *claimOverlap) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	return c.start(ctx, data.SQL)
+}
+
+func (c *claimOverlap) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	c.end(ctx)
+}
+
+// A pipeline (the unordered claim on its generic plan:
+// Dispatcher.claimUnordered) is counted as its claim, from its start to
+// its end.
+func (c *claimOverlap) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	for _, q := range data.Batch.QueuedQueries {
+		if claimed := c.start(ctx, q.SQL); claimed != ctx {
+			return claimed
+		}
+	}
+	return ctx
+}
+
+func (c *claimOverlap) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (c *claimOverlap) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) {
+	c.end(ctx)
+}
+
+// start counts sql in flight, if it is a claim, and holds it back 5 ms;
+// the context it returns says which kind it was, for end.
+func (c *claimOverlap) start(ctx context.Context, sql string) context.Context {
 	for _, kind := range claimKinds {
-		if strings.Contains(data.SQL, "-- name: "+kind+" ") {
+		if strings.Contains(sql, "-- name: "+kind+" ") {
 			c.mu.Lock()
 			c.inFlight[kind]++
 			c.sent[kind]++
@@ -82,7 +110,8 @@ func (c *claimOverlap) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pg
 	return ctx
 }
 
-func (c *claimOverlap) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+// end counts the claim that start saw in ctx, if any, landed.
+func (c *claimOverlap) end(ctx context.Context) {
 	if kind, ok := ctx.Value(claimKindKey{}).(string); ok {
 		c.mu.Lock()
 		c.inFlight[kind]--
@@ -100,6 +129,8 @@ func TestADispatchersClaimsOfOneKindTakeTurns(t *testing.T) {
 	pool, overlap := claimCountingPool(t, "alpha")
 	// Ten ordered messages in each of 100 aggregates.
 	enqueue(t, pool, mixedMessages(messages, 100)...)
+	// The unordered claims in pipelines, as under a backlog.
+	describeForPreparedClaims(t, pool)
 	dest := newFlaky(0, 0)
 	deliverAll(t, pool, dest, messages)
 

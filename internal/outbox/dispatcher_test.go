@@ -462,23 +462,36 @@ func (f *flaky) Deliver(ctx context.Context, d destination.Delivery) (destinatio
 // deliveries before its commit did (tried: a claim's statement in a
 // transaction committed after its rows were handed on) fails here, since a
 // lease lost with its commit would let another dispatcher deliver the
-// same messages.
+// same messages. So with the claims planned for their arguments, and with
+// them prepared, the unordered claim a pipeline that commits after its
+// rows have been read (Dispatcher.claimUnordered).
 func TestADeliveryStartsOnlyOnceItsLeaseIsCommitted(t *testing.T) {
 	t.Parallel()
-	const messages = 400
-	pool := setup(t, "alpha")
-	enqueue(t, pool, mixedMessages(messages, 20)...)
-	observer, err := pgxpool.New(context.Background(), pool.Config().ConnString())
-	require.NoError(t, err)
-	t.Cleanup(observer.Close)
-	dest := &leaseObserved{flaky: newFlaky(0, 0), observer: observer}
-	deliverAll(t, pool, dest, messages)
+	for _, prepared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("prepared=%v", prepared), func(t *testing.T) {
+			t.Parallel()
+			messages := 400
+			if prepared {
+				messages = planStatisticsFloor
+			}
+			pool := setup(t, "alpha")
+			enqueue(t, pool, mixedMessages(messages, 20)...)
+			if prepared {
+				describeForPreparedClaims(t, pool)
+			}
+			observer, err := pgxpool.New(context.Background(), pool.Config().ConnString())
+			require.NoError(t, err)
+			t.Cleanup(observer.Close)
+			dest := &leaseObserved{flaky: newFlaky(0, 0), observer: observer}
+			deliverAll(t, pool, dest, messages)
 
-	dest.mu.Lock()
-	defer dest.mu.Unlock()
-	require.Empty(t, dest.unleased, "deliveries that started before their lease was committed")
-	require.Empty(t, dest.violations)
-	require.Len(t, dest.delivered, messages)
+			dest.mu.Lock()
+			defer dest.mu.Unlock()
+			require.Empty(t, dest.unleased, "deliveries that started before their lease was committed")
+			require.Empty(t, dest.violations)
+			require.Len(t, dest.delivered, messages)
+		})
+	}
 }
 
 // leaseObserved is a flaky destination that, as each delivery starts,

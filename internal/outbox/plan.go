@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 
@@ -49,13 +50,14 @@ func withCustomPlan(args []any) []any {
 	return append([]any{pgx.QueryExecModeCacheDescribe}, args...)
 }
 
-// sendGeneric runs, in one round trip, a finalize's transaction whose
-// statements run on their generic plans: BEGIN, the SET (plan_cache_mode =
+// sendGeneric runs, in one round trip, a transaction (a finalize's, or an
+// unordered claim's: Dispatcher.claimUnordered) whose statements run on
+// their generic plans: BEGIN, the SET (plan_cache_mode =
 // force_generic_plan, for that transaction only), the statements that
 // queue adds, and COMMIT; read reads the statements' results in order,
 // and the error, if any, is the first of theirs or COMMIT's, so that a
-// finalize is reported done only once it is committed. Nothing is sent if
-// queue fails.
+// finalize is reported done, and a claim's leases handed on, only once
+// they are committed. Nothing is sent if queue fails.
 //
 // Each statement is a prepared statement planned once, without its
 // arguments, whatever PostgreSQL would choose. Left to choose, PostgreSQL
@@ -78,7 +80,9 @@ func withCustomPlan(args []any) []any {
 // before any result is read, so a failure on this side after that (the
 // context's deadline while reading) is reported as an error although the
 // server may have committed: for a finalize that is a delivery seen again,
-// at least once, and the fencing holds.
+// at least once, and the fencing holds; for a claim, messages that wait
+// for their lease to expire, as when an autocommitted claim's answer is
+// lost.
 func sendGeneric(ctx context.Context, pool *pgxpool.Pool, queue func(*pgx.Batch) error, read func(pgx.BatchResults) error) error {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
@@ -150,9 +154,10 @@ func closeAfter(err error, results pgx.BatchResults) error {
 // The claims are written so that their generic plans are estimated below
 // their custom ones (an unnest of the destinations, which a generic plan
 // takes for ten rows, where a generate_series over them was taken for a
-// thousand), and PostgreSQL keeps them: planning every claim anew cost
-// more than running it at 1,000 messages/s (BENCHMARKS.md, "Claims that
-// keep their generic plan"). But a generic plan is made once, from the
+// thousand), and PostgreSQL keeps them (the unordered claim's is kept
+// whatever PostgreSQL would choose: Dispatcher.claimUnordered): planning
+// every claim anew cost more than running it at 1,000 messages/s
+// (BENCHMARKS.md, "Claims that keep their generic plan"). But a generic plan is made once, from the
 // statistics of that moment, and kept until they change: made on a new,
 // empty outbox it reads the outbox sequentially, and went on doing so, a
 // claim costing as much as the table was big, until autovacuum analyzed
@@ -249,20 +254,87 @@ func (d *Dispatcher) noteClaimed(n int) {
 	}
 }
 
-// claimQueries runs a claim, which reads the outbox and the aggregates
+// claimMode is how a claim is sent, by what the planner's statistics of
+// the tables it reads say (claimModeNow).
+type claimMode int
+
+const (
+	// claimPlanned: planned for its arguments (customPlans), while a table
+	// the claim reads has statistics below planStatisticsFloor.
+	claimPlanned claimMode = iota
+	// claimPrepared: a prepared statement, whose generic plan PostgreSQL
+	// may keep.
+	claimPrepared
+	// claimPreparedWhileSmall: a prepared statement of its own while the
+	// aggregates' table is small (whileSmall).
+	claimPreparedWhileSmall
+)
+
+// claimModeNow is how a claim, which reads the outbox and the aggregates
 // (each claim probes the other kind's table: OutboxClaimUnordered's
-// aggregates_due): as a prepared statement once their statistics are
-// past planStatisticsFloor (or the aggregates' table is small), planned
-// for its arguments until then.
-func (d *Dispatcher) claimQueries() *queries.Queries {
+// aggregates_due), is sent: as a prepared statement once their
+// statistics are past planStatisticsFloor (or the aggregates' table is
+// small), planned for its arguments until then.
+func (d *Dispatcher) claimModeNow() claimMode {
 	switch {
 	case !d.stats.outbox.Load():
 	case d.stats.aggregates.Load():
-		return queries.New(d.pool)
+		return claimPrepared
 	case d.stats.aggregatesSmall.Load():
-		return queries.New(whileSmall{d.pool})
+		return claimPreparedWhileSmall
 	}
-	return queries.New(customPlans{d.pool})
+	return claimPlanned
+}
+
+// via is db sending each statement as m says.
+func (m claimMode) via(db queries.DBTX) queries.DBTX {
+	switch m {
+	case claimPrepared:
+		return db
+	case claimPreparedWhileSmall:
+		return whileSmall{db}
+	}
+	return customPlans{db}
+}
+
+// claimQueries runs a claim as claimModeNow says.
+func (d *Dispatcher) claimQueries() *queries.Queries {
+	return queries.New(d.claimModeNow().via(d.pool))
+}
+
+// claimUnordered runs the unordered claim as claimModeNow says, and a
+// prepared one on its generic plan whatever PostgreSQL would choose
+// (sendGeneric). PostgreSQL keeps a generic plan only while it is
+// estimated no dearer than the plans for the arguments so far, and this
+// claim's LIMITs are parameters, which a generic plan takes to pass a
+// tenth of what is due: under a backlog, where a claim leases hundreds of
+// messages, its generic plan (the same reads of the same indexes) was
+// estimated at twice a plan for the arguments, and every claim of a drain
+// was planned anew while it held the dispatcher's unordered turn
+// (BENCHMARKS.md, "The unordered claim on its generic plan"). The ordered
+// claim keeps its generic plan unforced: its LIMIT is a constant
+// (orderedClaimMost).
+func (d *Dispatcher) claimUnordered(ctx context.Context, p queries.OutboxClaimUnorderedParams) ([]queries.OutboxClaimUnorderedRow, error) {
+	mode := d.claimModeNow()
+	if mode == claimPlanned {
+		return queries.New(mode.via(d.pool)).OutboxClaimUnordered(ctx, p)
+	}
+	var rows []queries.OutboxClaimUnorderedRow
+	err := sendGeneric(ctx, d.pool, func(b *pgx.Batch) error {
+		_, err := queries.New(mode.via(queueing{batch: b})).OutboxClaimUnordered(ctx, p)
+		if !errors.Is(err, errQueued) {
+			return fmt.Errorf("queue the unordered claim: %w", err)
+		}
+		return nil
+	}, func(results pgx.BatchResults) error {
+		var err error
+		rows, err = queries.New(nextResult{results: results}).OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
 }
 
 // whileSmall sends each statement with a comment before it, so that it is

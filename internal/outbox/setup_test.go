@@ -78,6 +78,26 @@ func mixedMessages(n, aggregates int) []Message {
 	return msgs
 }
 
+// describeForPreparedClaims has the planner describe the outbox (ANALYZE),
+// which must hold planStatisticsFloor rows, and leaves the aggregates'
+// table small (VACUUM FULL: the row versions the enqueues' sequence left
+// are gone), so that a dispatcher started after it sends its claims as
+// prepared statements from its first heartbeat on, the unordered claim in
+// a pipeline of its own (Dispatcher.claimUnordered), until its tables
+// grow.
+func describeForPreparedClaims(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	for _, statement := range []string{`ANALYZE switchyard.outbox`, `VACUUM FULL switchyard.outbox_aggregates`} {
+		_, err := pool.Exec(ctx, statement)
+		require.NoError(t, err)
+	}
+	var described bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT reltuples >= $1 AND pg_relation_size('switchyard.outbox_aggregates') <= $2
+		FROM pg_class WHERE oid = 'switchyard.outbox'::regclass`, planStatisticsFloor, smallAggregatesTable).Scan(&described))
+	require.True(t, described, "the outbox described, the aggregates' table small")
+}
+
 // deliverAll starts a dispatcher of four workers, with small claims, that
 // delivers alpha's messages to dest, and waits until all of messages are
 // delivered.
