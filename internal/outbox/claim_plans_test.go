@@ -37,9 +37,10 @@ func claimingSession(t *testing.T) (*pgxpool.Pool, *Dispatcher) {
 // statistics of their tables describe fewer than planStatisticsFloor rows
 // (a generic plan made from them would read the tables sequentially, and
 // be kept), unless the aggregates' table is small, and are prepared
-// statements whose generic plan PostgreSQL keeps once the statistics are
-// past it (read by the heartbeat): plans that read the outbox through its
-// indexes, and return the same rows. A table that holds that many rows
+// statements once the statistics are past it (read by the heartbeat),
+// whose generic plan PostgreSQL keeps (the ordered claim) or is made to
+// run (the unordered claim: Dispatcher.claimUnordered): plans that read
+// the outbox through its indexes, and return the same rows. A table that holds that many rows
 // without statistics that say so is described (ANALYZE) by the heartbeat
 // itself: autovacuum is off here, as it is for the first minute of a new
 // outbox.
@@ -107,9 +108,10 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	d.heartbeat(ctx)
 	require.GreaterOrEqual(t, statistics("switchyard.outbox"), float64(planStatisticsFloor), "the heartbeat described the outbox")
 	claimRounds()
-	statements, generic, _ := preparedStatements(t, pool, "OutboxClaimUnordered")
+	statements, generic, custom := preparedStatements(t, pool, "OutboxClaimUnordered")
 	require.Equal(t, 1, statements, "the unordered claim is a prepared statement")
-	require.Positive(t, generic, "PostgreSQL kept its generic plan")
+	require.Zero(t, custom, "never planned for its arguments")
+	require.GreaterOrEqual(t, generic, rounds, "its generic plan run at each claim")
 	unordered := plan("OutboxClaimUnordered", `('w', NULL, 30, '{alpha}', '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{10}', 10)`)
 	require.Contains(t, unordered, "Index Scan using outbox_due_unordered", unordered)
 	require.Contains(t, unordered, "Scan using outbox_aggregates_due", "the probe of the aggregates due reads their index: %s", unordered)
@@ -198,8 +200,9 @@ func preparedPlan(t *testing.T, pool *pgxpool.Pool, name, args string) string {
 // the outbox is described, never planned for its arguments: left to
 // choose, PostgreSQL estimated that plan (whose LIMITs are parameters) at
 // twice the plan for such a claim's arguments, and planned every claim of
-// a drain anew (BENCHMARKS.md, "The unordered claim on its generic
-// plan"). The first messages due are leased, each once.
+// a drain anew (BENCHMARKS.md, "What an unordered drain waits on, and
+// the unordered claim on its generic plan"). The first messages due are
+// leased, each once.
 func TestALargeUnorderedClaimRunsOnItsGenericPlan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -234,7 +237,7 @@ func TestALargeUnorderedClaimRunsOnItsGenericPlan(t *testing.T) {
 	statements, generic, custom := preparedStatements(t, pool, "OutboxClaimUnordered")
 	require.Equal(t, 1, statements)
 	require.Zero(t, custom, "never planned for its arguments")
-	require.GreaterOrEqual(t, generic, claims, "one generic plan run per statement")
+	require.GreaterOrEqual(t, generic, claims, "its generic plan run at each execution")
 	plan := preparedPlan(t, pool, "OutboxClaimUnordered", `('w', NULL, 30, '{alpha}', '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{500}', 500)`)
 	require.Contains(t, plan, "Index Scan using outbox_due_unordered", plan)
 	require.Regexp(t, `Index Scan using outbox_pkey on outbox o\s.*\n\s*Index Cond: \(id = ANY`, plan, "each message leased through its key: %s", plan)
@@ -352,4 +355,44 @@ func TestUnorderedMessagesLeaveALargeWindowsAggregatesTheirShare(t *testing.T) {
 	}
 	require.Equal(t, 3, aggregates, "every aggregate leased beside the window's unordered messages")
 	require.Equal(t, window, len(claimed), "unordered messages in the rest of the window")
+}
+
+// A claim whose commit fails leases nothing and hands nothing on, planned
+// for its arguments (one autocommitted statement) or on its generic plan
+// (a pipeline whose COMMIT comes after the claim's rows: its rows are
+// returned only once that COMMIT has succeeded). A deferred trigger
+// refuses the commit of any transaction that updated the outbox.
+func TestAClaimWhoseCommitFailsHandsNothingOn(t *testing.T) {
+	t.Parallel()
+	for _, prepared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("prepared=%v", prepared), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			pool, d := claimingSession(t)
+			enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)},
+				Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
+			if prepared {
+				_, err := pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload, state, finished_at)
+					SELECT 't', 'alpha', '{}', 'delivered', now() FROM generate_series(1, $1::int)`, planStatisticsFloor)
+				require.NoError(t, err)
+			}
+			d.heartbeat(ctx)
+			want := claimPlanned
+			if prepared {
+				want = claimPreparedWhileSmall
+			}
+			require.Equal(t, want, d.claimModeNow())
+			_, err := pool.Exec(ctx, `CREATE FUNCTION public.refuse_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+					BEGIN RAISE EXCEPTION 'commit refused'; END $$;
+				CREATE CONSTRAINT TRIGGER refuse_commit AFTER UPDATE ON switchyard.outbox
+					DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.refuse_commit()`)
+			require.NoError(t, err)
+
+			groups, err := d.claim(ctx, "w", 10, nil)
+			require.ErrorContains(t, err, "commit refused")
+			require.Empty(t, groups, "nothing handed on")
+			require.Equal(t, 2, countWhere(t, pool, "state = 'pending' AND lease_owner IS NULL AND lease_version = 0 AND attempts = 0"),
+				"both messages as they were")
+		})
+	}
 }

@@ -22,17 +22,20 @@ import (
 	"github.com/switchyard/switchyard/internal/testwait"
 )
 
-// claimOverlap is a pgx QueryTracer and BatchTracer (a pool's ConnConfig.Tracer) that
-// counts each kind of claim in flight, and the most of it there ever were
-// at once. Each claim is held back 5 ms before it is sent: not a wait for
-// anything, only a window wide enough that claims sent side by side
-// overlap in it on any machine (the workers' first claims all go at the
-// dispatcher's start).
+// claimOverlap is a pgx QueryTracer and BatchTracer (a pool's
+// ConnConfig.Tracer) that counts each kind of claim in flight, and the
+// most of it there ever were at once. Each claim is held back 5 ms before
+// it is sent: not a wait for anything, only a window wide enough that
+// claims sent side by side overlap in it on any machine (the workers'
+// first claims all go at the dispatcher's start).
 type claimOverlap struct {
 	mu       sync.Mutex
 	inFlight map[string]int
 	most     map[string]int
 	sent     map[string]int
+	// pipelined counts, of sent, the claims sent in a pipeline
+	// (Dispatcher.claimUnordered on a generic plan).
+	pipelined map[string]int
 }
 
 type claimKindKey struct{}
@@ -42,7 +45,7 @@ type claimKindKey struct{}
 var claimKinds = []string{"OutboxClaimUnordered", "OutboxClaimOrdered"}
 
 func newClaimOverlap() *claimOverlap {
-	return &claimOverlap{inFlight: map[string]int{}, most: map[string]int{}, sent: map[string]int{}}
+	return &claimOverlap{inFlight: map[string]int{}, most: map[string]int{}, sent: map[string]int{}, pipelined: map[string]int{}}
 }
 
 // claimCountingPool is a pool of a test database of its own, with
@@ -68,7 +71,7 @@ func (c *claimOverlap) statements() map[string]int {
 }
 
 func (c *claimOverlap) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	return c.start(ctx, data.SQL)
+	return c.start(ctx, data.SQL, c.sent)
 }
 
 func (c *claimOverlap) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
@@ -80,7 +83,7 @@ func (c *claimOverlap) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 // its end.
 func (c *claimOverlap) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
 	for _, q := range data.Batch.QueuedQueries {
-		if claimed := c.start(ctx, q.SQL); claimed != ctx {
+		if claimed := c.start(ctx, q.SQL, c.sent, c.pipelined); claimed != ctx {
 			return claimed
 		}
 	}
@@ -93,30 +96,50 @@ func (c *claimOverlap) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 	c.end(ctx)
 }
 
-// start counts sql in flight, if it is a claim, and holds it back 5 ms;
-// the context it returns says which kind it was, for end.
-func (c *claimOverlap) start(ctx context.Context, sql string) context.Context {
+// start counts sql in flight, if it is a claim, and in each of counts,
+// and holds it back 5 ms; the context it returns says which claim it
+// was, for end.
+func (c *claimOverlap) start(ctx context.Context, sql string, counts ...map[string]int) context.Context {
 	for _, kind := range claimKinds {
 		if strings.Contains(sql, "-- name: "+kind+" ") {
 			c.mu.Lock()
 			c.inFlight[kind]++
-			c.sent[kind]++
+			for _, n := range counts {
+				n[kind]++
+			}
 			c.most[kind] = max(c.most[kind], c.inFlight[kind])
 			c.mu.Unlock()
 			time.Sleep(5 * time.Millisecond)
-			return context.WithValue(ctx, claimKindKey{}, kind)
+			return context.WithValue(ctx, claimKindKey{}, &tracedClaim{kind: kind})
 		}
 	}
 	return ctx
 }
 
-// end counts the claim that start saw in ctx, if any, landed.
+// tracedClaim is a claim in flight, as start saw it.
+type tracedClaim struct {
+	kind  string
+	ended sync.Once
+}
+
+// end counts the claim that start saw in ctx, if any, landed, once: pgx
+// ends the trace of a batch that failed before it was sent twice.
 func (c *claimOverlap) end(ctx context.Context) {
-	if kind, ok := ctx.Value(claimKindKey{}).(string); ok {
-		c.mu.Lock()
-		c.inFlight[kind]--
-		c.mu.Unlock()
+	if claim, ok := ctx.Value(claimKindKey{}).(*tracedClaim); ok {
+		claim.ended.Do(func() {
+			c.mu.Lock()
+			c.inFlight[claim.kind]--
+			c.mu.Unlock()
+		})
 	}
+}
+
+// pipelinedClaims is how many claim statements of each kind were sent in
+// a pipeline so far.
+func (c *claimOverlap) pipelinedClaims() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.pipelined)
 }
 
 // A dispatcher's claims of one kind take turns: claims sent side by side
@@ -140,6 +163,7 @@ func TestADispatchersClaimsOfOneKindTakeTurns(t *testing.T) {
 		require.Greater(t, overlap.sent[kind], 8, "the workers sent many claims of %s", kind)
 		require.Equal(t, 1, overlap.most[kind], "no two claims of %s in flight at once", kind)
 	}
+	require.Positive(t, overlap.pipelined["OutboxClaimUnordered"], "unordered claims in pipelines")
 	dest.mu.Lock()
 	defer dest.mu.Unlock()
 	require.Empty(t, dest.violations)

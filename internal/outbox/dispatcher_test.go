@@ -462,9 +462,10 @@ func (f *flaky) Deliver(ctx context.Context, d destination.Delivery) (destinatio
 // deliveries before its commit did (tried: a claim's statement in a
 // transaction committed after its rows were handed on) fails here, since a
 // lease lost with its commit would let another dispatcher deliver the
-// same messages. So with the claims planned for their arguments, and with
-// them prepared, the unordered claim a pipeline that commits after its
-// rows have been read (Dispatcher.claimUnordered).
+// same messages. It holds with the claims planned for their arguments,
+// and with them prepared, where the unordered claim is a pipeline whose
+// COMMIT comes after its rows (Dispatcher.claimUnordered; what happens
+// when that COMMIT fails: TestAClaimWhoseCommitFailsHandsNothingOn).
 func TestADeliveryStartsOnlyOnceItsLeaseIsCommitted(t *testing.T) {
 	t.Parallel()
 	for _, prepared := range []bool{false, true} {
@@ -474,7 +475,7 @@ func TestADeliveryStartsOnlyOnceItsLeaseIsCommitted(t *testing.T) {
 			if prepared {
 				messages = planStatisticsFloor
 			}
-			pool := setup(t, "alpha")
+			pool, claims := claimCountingPool(t, "alpha")
 			enqueue(t, pool, mixedMessages(messages, 20)...)
 			if prepared {
 				describeForPreparedClaims(t, pool)
@@ -490,6 +491,7 @@ func TestADeliveryStartsOnlyOnceItsLeaseIsCommitted(t *testing.T) {
 			require.Empty(t, dest.unleased, "deliveries that started before their lease was committed")
 			require.Empty(t, dest.violations)
 			require.Len(t, dest.delivered, messages)
+			require.Equal(t, prepared, claims.pipelinedClaims()["OutboxClaimUnordered"] > 0, "unordered claims in pipelines")
 		})
 	}
 }

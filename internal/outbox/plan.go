@@ -157,11 +157,11 @@ func closeAfter(err error, results pgx.BatchResults) error {
 // thousand), and PostgreSQL keeps them (the unordered claim's is kept
 // whatever PostgreSQL would choose: Dispatcher.claimUnordered): planning
 // every claim anew cost more than running it at 1,000 messages/s
-// (BENCHMARKS.md, "Claims that keep their generic plan"). But a generic plan is made once, from the
-// statistics of that moment, and kept until they change: made on a new,
-// empty outbox it reads the outbox sequentially, and went on doing so, a
-// claim costing as much as the table was big, until autovacuum analyzed
-// the table. From a thousand rows on, the generic plans read the indexes
+// (BENCHMARKS.md, "Claims that keep their generic plan"). But a generic
+// plan is made once, from the statistics of that moment, and kept until
+// they change: made on a new, empty outbox it reads the outbox
+// sequentially, and went on doing so, a claim costing as much as the
+// table was big, until autovacuum analyzed the table. From a thousand rows on, the generic plans read the indexes
 // (TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics checks
 // them); they are dropped when the statistics change, by ANALYZE or
 // VACUUM.
@@ -311,9 +311,9 @@ func (d *Dispatcher) claimQueries() *queries.Queries {
 // messages, its generic plan (the same reads of the same indexes) was
 // estimated at twice a plan for the arguments, and every claim of a drain
 // was planned anew while it held the dispatcher's unordered turn
-// (BENCHMARKS.md, "The unordered claim on its generic plan"). The ordered
-// claim keeps its generic plan unforced: its LIMIT is a constant
-// (orderedClaimMost).
+// (BENCHMARKS.md, "What an unordered drain waits on, and the unordered
+// claim on its generic plan"). The ordered claim keeps its generic plan
+// unforced: its LIMIT is a constant (orderedClaimMost).
 func (d *Dispatcher) claimUnordered(ctx context.Context, p queries.OutboxClaimUnorderedParams) ([]queries.OutboxClaimUnorderedRow, error) {
 	mode := d.claimModeNow()
 	if mode == claimPlanned {
@@ -344,7 +344,8 @@ func (d *Dispatcher) claimUnordered(ctx context.Context, p queries.OutboxClaimUn
 // statement's custom plans so far, on average: sharing one statement, the
 // cheap custom plans of a small table kept the dearer generic plan of the
 // grown table from being used, and the claim was planned anew at every
-// execution again.
+// execution again. (The unordered claim, whose generic plan is forced,
+// does not need it: it is sent the same way, one rule for both claims.)
 type whileSmall struct{ queries.DBTX }
 
 // whileSmallTag marks the statements that whileSmall sends.
