@@ -161,7 +161,8 @@ func closeAfter(err error, results pgx.BatchResults) error {
 // plan is made once, from the statistics of that moment, and kept until
 // they change: made on a new, empty outbox it reads the outbox
 // sequentially, and went on doing so, a claim costing as much as the
-// table was big, until autovacuum analyzed the table. From a thousand rows on, the generic plans read the indexes
+// table was big, until autovacuum analyzed the table. From a thousand
+// rows on, the generic plans read the indexes
 // (TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics checks
 // them); they are dropped when the statistics change, by ANALYZE or
 // VACUUM.
