@@ -270,7 +270,7 @@ func (c *claimStep) leaseUnordered(share unorderedShare, n int) ([]queries.Outbo
 	defer release()
 	from := c.d.marks.start(share.names, time.Now())
 	batch := n * share.largest
-	rows, err := c.d.claimUnordered(c.ctx, queries.OutboxClaimUnorderedParams{
+	rows, err := runClaim(c.ctx, c.d, (*queries.Queries).OutboxClaimUnordered, queries.OutboxClaimUnorderedParams{
 		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: share.names,
 		AfterAt: from.at, AfterID: from.id, Caps: share.messages, BatchSize: int32(batch), Now: c.d.now(),
 		AggregateDestinations: c.caps.names,
@@ -352,7 +352,7 @@ func (c *claimStep) leaseAggregates(n int, caps []int32, from claimStart) ([]que
 		return nil, err
 	}
 	defer release()
-	return c.d.claimQueries().OutboxClaimOrdered(c.ctx, queries.OutboxClaimOrderedParams{
+	return runClaim(c.ctx, c.d, (*queries.Queries).OutboxClaimOrdered, queries.OutboxClaimOrderedParams{
 		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: c.caps.names, Caps: caps,
 		Aggregates: int32(n), PerAggregate: int32(c.d.cfg.AggregateBatch), Now: c.d.now(), AfterAt: from.at, AfterID: from.id,
 	})

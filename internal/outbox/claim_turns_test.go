@@ -34,7 +34,7 @@ type claimOverlap struct {
 	most     map[string]int
 	sent     map[string]int
 	// pipelined counts, of sent, the claims sent in a pipeline
-	// (Dispatcher.claimUnordered on a generic plan).
+	// (runClaim on a generic plan).
 	pipelined map[string]int
 }
 
@@ -79,7 +79,7 @@ func (c *claimOverlap) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 }
 
 // A pipeline (the unordered claim on its generic plan:
-// Dispatcher.claimUnordered) is counted as its claim, from its start to
+// runClaim) is counted as its claim, from its start to
 // its end.
 func (c *claimOverlap) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
 	for _, q := range data.Batch.QueuedQueries {

@@ -50,9 +50,9 @@ func withCustomPlan(args []any) []any {
 	return append([]any{pgx.QueryExecModeCacheDescribe}, args...)
 }
 
-// sendGeneric runs, in one round trip, a transaction (a finalize's, or an
-// unordered claim's: Dispatcher.claimUnordered) whose statements run on
-// their generic plans: BEGIN, the SET (plan_cache_mode =
+// sendGeneric runs, in one round trip, a transaction (a finalize's; a
+// claim's is sendWith's: runClaim) whose statements run on their generic
+// plans: BEGIN, the SET (plan_cache_mode =
 // force_generic_plan, for that transaction only), the statements that
 // queue adds, and COMMIT; read reads the statements' results in order,
 // and the error, if any, is the first of theirs or COMMIT's, so that a
@@ -84,15 +84,43 @@ func withCustomPlan(args []any) []any {
 // for their lease to expire, as when an autocommitted claim's answer is
 // lost.
 func sendGeneric(ctx context.Context, pool *pgxpool.Pool, queue func(*pgx.Batch) error, read func(pgx.BatchResults) error) error {
+	return sendWith(ctx, pool, []string{genericPlans}, queue, read)
+}
+
+// genericPlans makes each statement of a transaction run on its generic
+// plan (sendGeneric).
+const genericPlans = "SET LOCAL plan_cache_mode = force_generic_plan"
+
+// claimSettings are the settings of a claim's transaction (runClaim): its
+// statements on their generic plans, and no plan that sorts. The claims'
+// plans read each index in the order it keeps (the aggregates due, an
+// aggregate's pending messages, the unordered messages due) and sort
+// nothing; the one other way to their rows is to read every pending
+// message through outbox_pending_id and sort them, which a plan made
+// while the statistics said no message was pending estimated cheaper.
+// Kept as long as the statistics, that plan read all the pending messages
+// once per leased aggregate and once more for each claim's probe as a
+// backlog grew, each ordered claim took up to 1.6 s, and the enqueues
+// waited behind its locks on their aggregates (BENCHMARKS.md, "A quiet
+// machine: ...; the ordered claim's plan made while few messages were
+// pending"). A sort can still run where it is the only way; it is no
+// longer chosen over a read of an index in order.
+var claimSettings = []string{genericPlans, "SET LOCAL enable_sort = off"}
+
+// sendWith is sendGeneric with settings (SET LOCAL statements) of its
+// own for the transaction.
+func sendWith(ctx context.Context, pool *pgxpool.Pool, settings []string, queue func(*pgx.Batch) error, read func(pgx.BatchResults) error) error {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
+	for _, setting := range settings {
+		b.Queue(setting)
+	}
 	if err := queue(b); err != nil {
 		return err
 	}
 	b.Queue("COMMIT")
 	results := pool.SendBatch(ctx, b)
-	for range 2 {
+	for range 1 + len(settings) {
 		if _, err := results.Exec(); err != nil {
 			return closeAfter(err, results)
 		}
@@ -154,8 +182,8 @@ func closeAfter(err error, results pgx.BatchResults) error {
 // The claims are written so that their generic plans are estimated below
 // their custom ones (an unnest of the destinations, which a generic plan
 // takes for ten rows, where a generate_series over them was taken for a
-// thousand), and PostgreSQL keeps them (the unordered claim's is kept
-// whatever PostgreSQL would choose: Dispatcher.claimUnordered): planning
+// thousand), and they run on them whatever PostgreSQL would choose
+// (runClaim): planning
 // every claim anew cost more than running it at 1,000 messages/s
 // (BENCHMARKS.md, "Claims that keep their generic plan"). But a generic
 // plan is made once, from the statistics of that moment, and kept until
@@ -195,7 +223,7 @@ type claimStatistics struct {
 }
 
 // planned reports whether the claims are planned for their arguments (see
-// claimQueries): a table they read has statistics below the floor.
+// claimModeNow): a table they read has statistics below the floor.
 func (s *claimStatistics) planned() bool {
 	return !s.outbox.Load() || !(s.aggregates.Load() || s.aggregatesSmall.Load())
 }
@@ -298,38 +326,38 @@ func (m claimMode) via(db queries.DBTX) queries.DBTX {
 	return customPlans{db}
 }
 
-// claimQueries runs a claim as claimModeNow says.
-func (d *Dispatcher) claimQueries() *queries.Queries {
-	return queries.New(d.claimModeNow().via(d.pool))
-}
-
-// claimUnordered runs the unordered claim as claimModeNow says, and a
-// prepared one on its generic plan whatever PostgreSQL would choose
-// (sendGeneric). PostgreSQL keeps a generic plan only while it is
-// estimated no dearer than the plans for the arguments so far, and this
-// claim's LIMITs are parameters, which a generic plan takes to pass a
-// tenth of what is due: under a backlog, where a claim leases hundreds of
+// runClaim runs a claim (claim, a generated query, with p) as
+// claimModeNow says, and a prepared one in a transaction of its own with
+// claimSettings (sendWith), its rows handed on only once it has
+// committed. On its generic plan whatever PostgreSQL would choose:
+// PostgreSQL keeps a generic plan only while it is estimated no dearer
+// than the plans for the arguments so far, and the unordered claim's
+// LIMITs are parameters, which a generic plan takes to pass a tenth of
+// what is due: under a backlog, where a claim leases hundreds of
 // messages, its generic plan (the same reads of the same indexes) was
 // estimated at twice a plan for the arguments, and every claim of a drain
 // was planned anew while it held the dispatcher's unordered turn
 // (BENCHMARKS.md, "What an unordered drain waits on, and the unordered
-// claim on its generic plan"). The ordered claim keeps its generic plan
-// unforced: its LIMIT is a constant (orderedClaimMost).
-func (d *Dispatcher) claimUnordered(ctx context.Context, p queries.OutboxClaimUnorderedParams) ([]queries.OutboxClaimUnorderedRow, error) {
+// claim on its generic plan"). The ordered claim, whose LIMIT is a
+// constant, kept its generic plan unforced, after five plans for its
+// arguments on each connection; it is sent the same way for the
+// settings' second half.
+func runClaim[P, R any](ctx context.Context, d *Dispatcher, claim func(*queries.Queries, context.Context, P) ([]R, error), p P) ([]R, error) {
 	mode := d.claimModeNow()
 	if mode == claimPlanned {
-		return queries.New(mode.via(d.pool)).OutboxClaimUnordered(ctx, p)
+		return claim(queries.New(mode.via(d.pool)), ctx, p)
 	}
-	var rows []queries.OutboxClaimUnorderedRow
-	err := sendGeneric(ctx, d.pool, func(b *pgx.Batch) error {
-		_, err := queries.New(mode.via(queueing{batch: b})).OutboxClaimUnordered(ctx, p)
+	var rows []R
+	err := sendWith(ctx, d.pool, claimSettings, func(b *pgx.Batch) error {
+		_, err := claim(queries.New(mode.via(queueing{batch: b})), ctx, p)
 		if !errors.Is(err, errQueued) {
-			return fmt.Errorf("queue the unordered claim: %w", err)
+			return fmt.Errorf("queue the claim: %w", err)
 		}
 		return nil
 	}, func(results pgx.BatchResults) error {
+		var none P
 		var err error
-		rows, err = queries.New(nextResult{results: results}).OutboxClaimUnordered(ctx, queries.OutboxClaimUnorderedParams{})
+		rows, err = claim(queries.New(nextResult{results: results}), ctx, none)
 		return err
 	})
 	if err != nil {

@@ -83,7 +83,7 @@ func mixedMessages(n, aggregates int) []Message {
 // table small (VACUUM FULL: the row versions the enqueues' sequence left
 // are gone), so that a dispatcher started after it sends its claims as
 // prepared statements from its first heartbeat on, the unordered claim in
-// a pipeline of its own (Dispatcher.claimUnordered), until its tables
+// a pipeline of its own (runClaim), until its tables
 // grow.
 //
 // VACUUM FULL keeps the row versions that a snapshot still open anywhere
