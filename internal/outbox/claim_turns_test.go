@@ -78,9 +78,8 @@ func (c *claimOverlap) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 	c.end(ctx)
 }
 
-// A pipeline (the unordered claim on its generic plan:
-// runClaim) is counted as its claim, from its start to
-// its end.
+// A pipeline (a claim on its generic plan: runClaim) is counted as its
+// claim, from its start to its end.
 func (c *claimOverlap) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
 	for _, q := range data.Batch.QueuedQueries {
 		if claimed := c.start(ctx, q.SQL, c.sent, c.pipelined); claimed != ctx {
@@ -163,7 +162,9 @@ func TestADispatchersClaimsOfOneKindTakeTurns(t *testing.T) {
 		require.Greater(t, overlap.sent[kind], 8, "the workers sent many claims of %s", kind)
 		require.Equal(t, 1, overlap.most[kind], "no two claims of %s in flight at once", kind)
 	}
-	require.Positive(t, overlap.pipelined["OutboxClaimUnordered"], "unordered claims in pipelines")
+	for _, kind := range claimKinds {
+		require.Positive(t, overlap.pipelined[kind], "claims of %s in pipelines", kind)
+	}
 	dest.mu.Lock()
 	defer dest.mu.Unlock()
 	require.Empty(t, dest.violations)

@@ -463,8 +463,8 @@ func (f *flaky) Deliver(ctx context.Context, d destination.Delivery) (destinatio
 // transaction committed after its rows were handed on) fails here, since a
 // lease lost with its commit would let another dispatcher deliver the
 // same messages. It holds with the claims planned for their arguments,
-// and with them prepared, where the unordered claim is a pipeline whose
-// COMMIT comes after its rows (runClaim; what happens
+// and with them prepared, where each claim is a pipeline whose COMMIT
+// comes after its rows (runClaim; what happens
 // when that COMMIT fails: TestAClaimWhoseCommitFailsHandsNothingOn).
 func TestADeliveryStartsOnlyOnceItsLeaseIsCommitted(t *testing.T) {
 	t.Parallel()

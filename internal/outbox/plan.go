@@ -105,10 +105,14 @@ const genericPlans = "SET LOCAL plan_cache_mode = force_generic_plan"
 // machine: ...; the ordered claim's plan made while few messages were
 // pending"). A sort can still run where it is the only way; it is no
 // longer chosen over a read of an index in order.
-var claimSettings = []string{genericPlans, "SET LOCAL enable_sort = off"}
+func claimSettings() []string {
+	return []string{genericPlans, "SET LOCAL enable_sort = off"}
+}
 
 // sendWith is sendGeneric with settings (SET LOCAL statements) of its
-// own for the transaction.
+// own for the transaction in place of sendGeneric's one, and the same
+// contract: the statements' results read in order, a claim's rows or a
+// finalize's outcome reported only once COMMIT has returned.
 func sendWith(ctx context.Context, pool *pgxpool.Pool, settings []string, queue func(*pgx.Batch) error, read func(pgx.BatchResults) error) error {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
@@ -291,8 +295,8 @@ const (
 	// claimPlanned: planned for its arguments (customPlans), while a table
 	// the claim reads has statistics below planStatisticsFloor.
 	claimPlanned claimMode = iota
-	// claimPrepared: a prepared statement, whose generic plan PostgreSQL
-	// may keep.
+	// claimPrepared: a prepared statement, run on its generic plan
+	// (runClaim).
 	claimPrepared
 	// claimPreparedWhileSmall: a prepared statement of its own while the
 	// aggregates' table is small (whileSmall).
@@ -341,14 +345,16 @@ func (m claimMode) via(db queries.DBTX) queries.DBTX {
 // claim on its generic plan"). The ordered claim, whose LIMIT is a
 // constant, kept its generic plan unforced, after five plans for its
 // arguments on each connection; it is sent the same way for the
-// settings' second half.
+// settings' second half. A claim that fails on the server leaves its
+// connection in a failed transaction, which the pool then closes (see
+// sendGeneric).
 func runClaim[P, R any](ctx context.Context, d *Dispatcher, claim func(*queries.Queries, context.Context, P) ([]R, error), p P) ([]R, error) {
 	mode := d.claimModeNow()
 	if mode == claimPlanned {
 		return claim(queries.New(mode.via(d.pool)), ctx, p)
 	}
 	var rows []R
-	err := sendWith(ctx, d.pool, claimSettings, func(b *pgx.Batch) error {
+	err := sendWith(ctx, d.pool, claimSettings(), func(b *pgx.Batch) error {
 		_, err := claim(queries.New(mode.via(queueing{batch: b})), ctx, p)
 		if !errors.Is(err, errQueued) {
 			return fmt.Errorf("queue the claim: %w", err)
@@ -373,8 +379,10 @@ func runClaim[P, R any](ctx context.Context, d *Dispatcher, claim func(*queries.
 // statement's custom plans so far, on average: sharing one statement, the
 // cheap custom plans of a small table kept the dearer generic plan of the
 // grown table from being used, and the claim was planned anew at every
-// execution again. (The unordered claim, whose generic plan is forced,
-// does not need it: it is sent the same way, one rule for both claims.)
+// execution again. Both claims' generic plans are now forced (runClaim),
+// which this predates: apart, the small table's plan is still dropped
+// with the statement when the table grows, and the grown table's is made
+// from its statistics.
 type whileSmall struct{ queries.DBTX }
 
 // whileSmallTag marks the statements that whileSmall sends.

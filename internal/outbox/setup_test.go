@@ -82,9 +82,8 @@ func mixedMessages(n, aggregates int) []Message {
 // which must hold planStatisticsFloor rows, and leaves the aggregates'
 // table small (VACUUM FULL: the row versions the enqueues' sequence left
 // are gone), so that a dispatcher started after it sends its claims as
-// prepared statements from its first heartbeat on, the unordered claim in
-// a pipeline of its own (runClaim), until its tables
-// grow.
+// prepared statements from its first heartbeat on, each in a pipeline of
+// its own (runClaim), until its tables grow.
 //
 // VACUUM FULL keeps the row versions that a snapshot still open anywhere
 // on the horizon might see, and the tests' databases share one server: in
