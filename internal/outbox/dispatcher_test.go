@@ -491,7 +491,9 @@ func TestADeliveryStartsOnlyOnceItsLeaseIsCommitted(t *testing.T) {
 			require.Empty(t, dest.unleased, "deliveries that started before their lease was committed")
 			require.Empty(t, dest.violations)
 			require.Len(t, dest.delivered, messages)
-			require.Equal(t, prepared, claims.pipelinedClaims()["OutboxClaimUnordered"] > 0, "unordered claims in pipelines")
+			for _, kind := range claimKinds {
+				require.Equal(t, prepared, claims.pipelinedClaims()[kind] > 0, "claims of %s in pipelines", kind)
+			}
 		})
 	}
 }

@@ -187,14 +187,13 @@ func closeAfter(err error, results pgx.BatchResults) error {
 // their custom ones (an unnest of the destinations, which a generic plan
 // takes for ten rows, where a generate_series over them was taken for a
 // thousand), and they run on them whatever PostgreSQL would choose
-// (runClaim): planning
-// every claim anew cost more than running it at 1,000 messages/s
-// (BENCHMARKS.md, "Claims that keep their generic plan"). But a generic
-// plan is made once, from the statistics of that moment, and kept until
-// they change: made on a new, empty outbox it reads the outbox
-// sequentially, and went on doing so, a claim costing as much as the
-// table was big, until autovacuum analyzed the table. From a thousand
-// rows on, the generic plans read the indexes
+// (runClaim): planning every claim anew cost more than running it at
+// 1,000 messages/s (BENCHMARKS.md, "Claims that keep their generic
+// plan"). But a generic plan is made once, from the statistics of that
+// moment, and kept until they change: made on a new, empty outbox it
+// reads the outbox sequentially, and went on doing so, a claim costing as
+// much as the table was big, until autovacuum analyzed the table. From a
+// thousand rows on, the generic plans read the indexes
 // (TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics checks
 // them); they are dropped when the statistics change, by ANALYZE or
 // VACUUM.
