@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -28,7 +29,7 @@ import (
 func claimingSession(t *testing.T) (*pgxpool.Pool, *Dispatcher) {
 	t.Helper()
 	pool := oneSessionPool(t, setup(t, "alpha"))
-	d := New(pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	d := newDispatcher(t, pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
 	_, err := pool.Exec(context.Background(), `ALTER TABLE switchyard.outbox SET (autovacuum_enabled = false);
 		ALTER TABLE switchyard.outbox_aggregates SET (autovacuum_enabled = false)`)
 	require.NoError(t, err)
@@ -81,13 +82,13 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	}
 	plan := func(name, args string) string {
 		t.Helper()
-		return preparedPlan(t, pool, name, args)
+		return preparedPlan(t, d, name, args)
 	}
 
 	d.heartbeat(ctx)
 	claimRounds()
 	for _, name := range []string{"OutboxClaimUnordered", "OutboxClaimOrdered"} {
-		statements, _, _ := preparedStatements(t, pool, name)
+		statements, _, _ := claimStatements(t, d, name)
 		require.Zero(t, statements, "%s is sent unnamed while the outbox has no statistics", name)
 	}
 
@@ -109,7 +110,7 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	d.heartbeat(ctx)
 	require.GreaterOrEqual(t, statistics("switchyard.outbox"), float64(planStatisticsFloor), "the heartbeat described the outbox")
 	claimRounds()
-	statements, generic, custom := preparedStatements(t, pool, "OutboxClaimUnordered")
+	statements, generic, custom := claimStatements(t, d, "OutboxClaimUnordered")
 	require.Equal(t, 1, statements, "the unordered claim is a prepared statement")
 	require.Zero(t, custom, "never planned for its arguments")
 	require.GreaterOrEqual(t, generic, rounds, "its generic plan run at each claim")
@@ -120,7 +121,7 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	require.NotContains(t, unordered, "Seq Scan on outbox ", unordered)
 	// The aggregates' table, a few rows without statistics, is small
 	// enough for any plan.
-	statements, generic, _ = preparedStatements(t, pool, "OutboxClaimOrdered")
+	statements, generic, _ = claimStatements(t, d, "OutboxClaimOrdered")
 	require.Equal(t, 1, statements, "the ordered claim is a prepared statement while the aggregates' table is small")
 	require.Positive(t, generic, "PostgreSQL kept its generic plan")
 
@@ -137,13 +138,13 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT pg_relation_size('switchyard.outbox_aggregates')`).Scan(&size))
 	require.Greater(t, size, int64(smallAggregatesTable), "the aggregates' table is past small")
 	d.heartbeat(ctx)
-	_, genericBefore, customBefore := preparedStatements(t, pool, "OutboxClaimOrdered")
-	_, unorderedBefore, _ := preparedStatements(t, pool, "OutboxClaimUnordered")
+	_, genericBefore, customBefore := claimStatements(t, d, "OutboxClaimOrdered")
+	_, unorderedBefore, _ := claimStatements(t, d, "OutboxClaimUnordered")
 	claimRounds()
-	_, genericAfter, customAfter := preparedStatements(t, pool, "OutboxClaimOrdered")
+	_, genericAfter, customAfter := claimStatements(t, d, "OutboxClaimOrdered")
 	require.Equal(t, []int{genericBefore, customBefore}, []int{genericAfter, customAfter},
 		"the ordered claim is sent unnamed until the grown table has statistics")
-	_, unorderedAfter, _ := preparedStatements(t, pool, "OutboxClaimUnordered")
+	_, unorderedAfter, _ := claimStatements(t, d, "OutboxClaimUnordered")
 	require.Equal(t, unorderedBefore, unorderedAfter, "so is the unordered claim, whose probe reads that table")
 
 	// A thousand rows, which the heartbeat describes.
@@ -153,7 +154,7 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	d.heartbeat(ctx)
 	require.GreaterOrEqual(t, statistics("switchyard.outbox_aggregates"), float64(planStatisticsFloor), "the heartbeat described the aggregates")
 	claimRounds()
-	statements, generic, _ = preparedStatements(t, pool, "OutboxClaimOrdered")
+	statements, generic, _ = claimStatements(t, d, "OutboxClaimOrdered")
 	require.Equal(t, 2, statements, "the ordered claim is a prepared statement of its own once the table has statistics")
 	require.Greater(t, generic, genericAfter, "PostgreSQL kept its generic plan")
 	ordered := plan("OutboxClaimOrdered", `('{alpha}', NULL, '{10}', 10, 'w', 30, 32, '{2026-12-04 12:00:00+00}', '{42}')`)
@@ -163,36 +164,46 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	}
 	require.Regexp(t, `Index Cond: .*ROW\(next_attempt_at, id\) > ROW`, ordered, "the probe starts after the mark: %s", ordered)
 	require.NotContains(t, ordered, "Seq Scan on outbox ", ordered)
-	statements, _, _ = preparedStatements(t, pool, "OutboxClaimUnordered")
+	statements, _, _ = claimStatements(t, d, "OutboxClaimUnordered")
 	require.Equal(t, 2, statements, "the unordered claim, too, once the table has statistics")
 	unordered = plan("OutboxClaimUnordered", `('w', NULL, 30, '{alpha}', '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{10}', 10)`)
 	require.Contains(t, unordered, "Scan using outbox_aggregates_due", "its probe reads the aggregates' index: %s", unordered)
 	require.NotContains(t, unordered, "Seq Scan on outbox_aggregates", unordered)
 }
 
-// preparedPlan is EXPLAIN of the generic plan of the pool's one session's
-// prepared statement of the claim name, with args, under the claims'
-// settings (claimSettings): the plan a claim runs (runClaim).
-func preparedPlan(t *testing.T, pool *pgxpool.Pool, name, args string) string {
+// preparedPlan is EXPLAIN of the generic plan of the prepared statement
+// of the claim name, with args, on the session of the dispatcher's claims'
+// pool that holds it, under that session's settings (claimSettings): the
+// plan a claim runs (runClaim).
+func preparedPlan(t *testing.T, d *Dispatcher, name, args string) string {
 	t.Helper()
 	ctx := context.Background()
-	var statement string
-	// The latest, if the claim was also prepared while the aggregates'
-	// table was small (whileSmallTag).
-	require.NoError(t, pool.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement LIKE '%name: ' || $1 || ' %'
-		ORDER BY prepare_time DESC LIMIT 1`, name).Scan(&statement))
-	tx, err := pool.Begin(ctx)
+	claims, err := d.claimPool()
 	require.NoError(t, err)
-	defer func() { require.NoError(t, tx.Rollback(ctx)) }()
-	for _, setting := range claimSettings() {
-		_, err = tx.Exec(ctx, setting)
+	conns := claims.AcquireAllIdle(ctx)
+	defer func() {
+		for _, conn := range conns {
+			conn.Release()
+		}
+	}()
+	for _, conn := range conns {
+		var statement string
+		// The latest, if the claim was also prepared while the
+		// aggregates' table was small (whileSmallTag).
+		err := conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement LIKE '%name: ' || $1 || ' %'
+			ORDER BY prepare_time DESC LIMIT 1`, name).Scan(&statement)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
 		require.NoError(t, err)
+		rows, err := conn.Query(ctx, "EXPLAIN EXECUTE "+pgx.Identifier{statement}.Sanitize()+args)
+		require.NoError(t, err)
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return strings.Join(lines, "\n")
 	}
-	rows, err := tx.Query(ctx, "EXPLAIN EXECUTE "+pgx.Identifier{statement}.Sanitize()+args)
-	require.NoError(t, err)
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
-	return strings.Join(lines, "\n")
+	require.Failf(t, "no prepared claim", "%s is prepared on none of the claims' sessions", name)
+	return ""
 }
 
 // Under a backlog, where each claim leases hundreds of messages, the
@@ -234,11 +245,11 @@ func TestALargeUnorderedClaimRunsOnItsGenericPlan(t *testing.T) {
 	slices.Sort(leased)
 	require.Equal(t, ids, leased, "the first messages due leased, each once")
 
-	statements, generic, custom := preparedStatements(t, pool, "OutboxClaimUnordered")
+	statements, generic, custom := claimStatements(t, d, "OutboxClaimUnordered")
 	require.Equal(t, 1, statements)
 	require.Zero(t, custom, "never planned for its arguments")
 	require.GreaterOrEqual(t, generic, claims, "its generic plan run at each execution")
-	plan := preparedPlan(t, pool, "OutboxClaimUnordered", `('w', NULL, 30, '{alpha}', '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{500}', 500)`)
+	plan := preparedPlan(t, d, "OutboxClaimUnordered", `('w', NULL, 30, '{alpha}', '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{500}', 500)`)
 	require.Contains(t, plan, "Index Scan using outbox_due_unordered", plan)
 	require.Regexp(t, `Index Scan using outbox_pkey on outbox o\s.*\n\s*Index Cond: \(id = ANY`, plan, "each message leased through its key: %s", plan)
 	require.NotContains(t, plan, "Seq Scan on outbox ", plan)
@@ -281,10 +292,10 @@ func TestTheOrderedClaimKeepsItsGenericPlanOverManyAggregates(t *testing.T) {
 		require.Equal(t, aggregate, groups[0].msgs[0].AggregateID)
 		require.Len(t, groups[0].msgs, 2, "its two messages, in order")
 	}
-	statements, generic, custom := preparedStatements(t, pool, "OutboxClaimOrdered")
+	statements, generic, custom := claimStatements(t, d, "OutboxClaimOrdered")
 	require.Equal(t, 1, statements)
 	require.Equal(t, []int{rounds, 0}, []int{generic, custom}, "the generic plan run at every execution")
-	ordered := preparedPlan(t, pool, "OutboxClaimOrdered", `('{alpha}', NULL, '{10}', 10, 'w', 30, 32, '{2026-12-04 12:00:00+00}', '{42}')`)
+	ordered := preparedPlan(t, d, "OutboxClaimOrdered", `('{alpha}', NULL, '{10}', 10, 'w', 30, 32, '{2026-12-04 12:00:00+00}', '{42}')`)
 	require.Regexp(t, `Index Scan (using|on) outbox_aggregates_pkey`, ordered, "the aggregates are leased through their key (probes or a bitmap of them): %s", ordered)
 	require.NotContains(t, ordered, "Seq Scan on outbox_aggregates", ordered)
 }
@@ -355,7 +366,7 @@ func TestClaimsPlannedWhileNothingWasPendingReadOnlyWhatTheyClaim(t *testing.T) 
 		{"OutboxClaimOrdered", `('{alpha}', NULL, '{10}', 10, 'w', 30, 32, '{2026-12-04 12:00:00+00}', '{42}')`,
 			[]string{"outbox_aggregates_due", "outbox_pending_ordered", "outbox_due_unordered"}},
 	} {
-		plan := preparedPlan(t, pool, claim.name, claim.args)
+		plan := preparedPlan(t, d, claim.name, claim.args)
 		for _, index := range claim.reads {
 			require.Regexp(t, `Scan (using|on) `+index+`\b`, plan, "%s reads %s: %s", claim.name, index, plan)
 		}
@@ -377,7 +388,7 @@ func TestAnOrderedClaimTakesAtMostItsConstantOfADestination(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := setup(t, "alpha")
-	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 2 * orderedClaimMost, LeaseDuration: time.Hour,
+	d := newDispatcher(t, pool, Config{Logger: testlog.New(t), BatchSize: 2 * orderedClaimMost, LeaseDuration: time.Hour,
 		Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
 	due := orderedClaimMost + 20
 	msgs := make([]Message, due)
@@ -414,7 +425,7 @@ func TestUnorderedMessagesLeaveALargeWindowsAggregatesTheirShare(t *testing.T) {
 	ctx := context.Background()
 	pool := setup(t, "alpha")
 	const window = 4 * orderedClaimMost
-	d := New(pool, Config{Logger: testlog.New(t), BatchSize: window, LeaseDuration: time.Hour,
+	d := newDispatcher(t, pool, Config{Logger: testlog.New(t), BatchSize: window, LeaseDuration: time.Hour,
 		Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
 	msgs := make([]Message, 0, window+3)
 	for range window {
@@ -438,10 +449,10 @@ func TestUnorderedMessagesLeaveALargeWindowsAggregatesTheirShare(t *testing.T) {
 }
 
 // A claim whose commit fails leases nothing and hands nothing on, planned
-// for its arguments (one autocommitted statement) or on its generic plan
-// (a pipeline whose COMMIT comes after the claim's rows: its rows are
-// returned only once that COMMIT has succeeded). A deferred trigger
-// refuses the commit of any transaction that updated the outbox.
+// for its arguments or on its generic plan on the claims' own connections:
+// one autocommitted statement either way, whose rows are returned only
+// once the server has answered its commit. A deferred trigger refuses the
+// commit of any transaction that updated the outbox.
 func TestAClaimWhoseCommitFailsHandsNothingOn(t *testing.T) {
 	t.Parallel()
 	for _, prepared := range []bool{false, true} {

@@ -33,9 +33,9 @@ type claimOverlap struct {
 	inFlight map[string]int
 	most     map[string]int
 	sent     map[string]int
-	// pipelined counts, of sent, the claims sent in a pipeline
-	// (runClaim on a generic plan).
-	pipelined map[string]int
+	// prepared counts, of sent, the claims sent on the claims' own
+	// connections (claimPool: runClaim, a prepared claim).
+	prepared map[string]int
 }
 
 type claimKindKey struct{}
@@ -45,7 +45,7 @@ type claimKindKey struct{}
 var claimKinds = []string{"OutboxClaimUnordered", "OutboxClaimOrdered"}
 
 func newClaimOverlap() *claimOverlap {
-	return &claimOverlap{inFlight: map[string]int{}, most: map[string]int{}, sent: map[string]int{}, pipelined: map[string]int{}}
+	return &claimOverlap{inFlight: map[string]int{}, most: map[string]int{}, sent: map[string]int{}, prepared: map[string]int{}}
 }
 
 // claimCountingPool is a pool of a test database of its own, with
@@ -70,19 +70,34 @@ func (c *claimOverlap) statements() map[string]int {
 	return maps.Clone(c.sent)
 }
 
-func (c *claimOverlap) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+func (c *claimOverlap) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if onClaimSession(conn) {
+		return c.start(ctx, data.SQL, c.sent, c.prepared)
+	}
 	return c.start(ctx, data.SQL, c.sent)
+}
+
+// onClaimSession says whether conn is one of a claims' pool's (claimPool):
+// it was opened with claimSettings.
+func onClaimSession(conn *pgx.Conn) bool {
+	params := conn.Config().RuntimeParams
+	for name, value := range claimSettings() {
+		if params[name] != value {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *claimOverlap) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
 	c.end(ctx)
 }
 
-// A pipeline (a claim on its generic plan: runClaim) is counted as its
-// claim, from its start to its end.
+// A pipeline with a claim in it is counted as its claim, from its start
+// to its end.
 func (c *claimOverlap) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
 	for _, q := range data.Batch.QueuedQueries {
-		if claimed := c.start(ctx, q.SQL, c.sent, c.pipelined); claimed != ctx {
+		if claimed := c.start(ctx, q.SQL, c.sent); claimed != ctx {
 			return claimed
 		}
 	}
@@ -133,12 +148,12 @@ func (c *claimOverlap) end(ctx context.Context) {
 	}
 }
 
-// pipelinedClaims is how many claim statements of each kind were sent in
-// a pipeline so far.
-func (c *claimOverlap) pipelinedClaims() map[string]int {
+// preparedClaims is how many claim statements of each kind were sent on
+// the claims' own connections so far.
+func (c *claimOverlap) preparedClaims() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return maps.Clone(c.pipelined)
+	return maps.Clone(c.prepared)
 }
 
 // A dispatcher's claims of one kind take turns: claims sent side by side
@@ -151,7 +166,7 @@ func TestADispatchersClaimsOfOneKindTakeTurns(t *testing.T) {
 	pool, overlap := claimCountingPool(t, "alpha")
 	// Ten ordered messages in each of 100 aggregates.
 	enqueue(t, pool, mixedMessages(messages, 100)...)
-	// The unordered claims in pipelines, as under a backlog.
+	// The claims prepared, as under a backlog.
 	describeForPreparedClaims(t, pool)
 	dest := newFlaky(0, 0)
 	deliverAll(t, pool, dest, messages)
@@ -163,7 +178,7 @@ func TestADispatchersClaimsOfOneKindTakeTurns(t *testing.T) {
 		require.Equal(t, 1, overlap.most[kind], "no two claims of %s in flight at once", kind)
 	}
 	for _, kind := range claimKinds {
-		require.Positive(t, overlap.pipelined[kind], "claims of %s in pipelines", kind)
+		require.Positive(t, overlap.prepared[kind], "claims of %s on the claims' connections", kind)
 	}
 	dest.mu.Lock()
 	defer dest.mu.Unlock()
@@ -203,7 +218,7 @@ func TestAClaimSendsTheOtherKindOnlyWhereItIsDue(t *testing.T) {
 	pool, sent := claimCountingPool(t, "alpha", "beta", "gamma")
 	// Leases that outlast the test: a claim never takes an earlier step's
 	// messages again.
-	d := New(pool, Config{LeaseDuration: time.Hour, Routes: map[string]Route{
+	d := newDispatcher(t, pool, Config{LeaseDuration: time.Hour, Routes: map[string]Route{
 		"alpha": {Destination: destination.Func(nil)}, "beta": {Destination: destination.Func(nil)},
 		"gamma": {Destination: destination.Func(nil)}}})
 	unordered := func(destination string, n int) []Message {
@@ -326,7 +341,7 @@ func TestBothKindsAreLeasedAtADestinationWithASmallShare(t *testing.T) {
 	require.NoError(t, err)
 	// Leases that outlast the test: a claim never takes an earlier one's
 	// messages again.
-	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 64, LeaseDuration: time.Hour,
+	d := newDispatcher(t, pool, Config{Logger: testlog.New(t), BatchSize: 64, LeaseDuration: time.Hour,
 		Routes: map[string]Route{"narrow": {Destination: destination.Func(nil), Guard: narrow}}})
 	backlog(t, pool, "narrow", 20, 3)
 	for _, step := range []struct {
@@ -360,7 +375,7 @@ func TestASplitFollowsEachDestinationsOwnTraffic(t *testing.T) {
 	require.NoError(t, err)
 	other, err := guard.New("other", guard.Config{Concurrency: 4}, nil) // a share of 8
 	require.NoError(t, err)
-	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 64, LeaseDuration: time.Hour, Routes: map[string]Route{
+	d := newDispatcher(t, pool, Config{Logger: testlog.New(t), BatchSize: 64, LeaseDuration: time.Hour, Routes: map[string]Route{
 		"narrow": {Destination: destination.Func(nil), Guard: narrow}, "other": {Destination: destination.Func(nil), Guard: other}}})
 	backlog(t, pool, "narrow", 20, 0)
 	backlog(t, pool, "other", 0, 30) // more than one claim leases there
@@ -393,7 +408,7 @@ func TestADestinationWithRoomForOneGivesItToEachKindInTurn(t *testing.T) {
 	pool := setup(t, "single", "wide")
 	single, err := guard.New("single", guard.Config{Concurrency: 1}, nil) // a share of 2
 	require.NoError(t, err)
-	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 64, LeaseDuration: time.Hour, Routes: map[string]Route{
+	d := newDispatcher(t, pool, Config{Logger: testlog.New(t), BatchSize: 64, LeaseDuration: time.Hour, Routes: map[string]Route{
 		"single": {Destination: destination.Func(nil), Guard: single}, "wide": {Destination: destination.Func(nil)}}})
 	backlog(t, pool, "single", 10, 10)
 	held := map[string]int{"single": 1} // room for one

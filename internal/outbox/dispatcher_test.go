@@ -32,7 +32,7 @@ func startDispatcher(t *testing.T, pool *pgxpool.Pool, cfg Config) *Dispatcher {
 	if cfg.Logger == nil {
 		cfg.Logger = testlog.New(t)
 	}
-	d := New(pool, cfg)
+	d := newDispatcher(t, pool, cfg)
 	require.NoError(t, d.Start(context.Background()))
 	t.Cleanup(d.Stop)
 	return d
@@ -47,7 +47,7 @@ func TestFencingStaleFinalizeChangesNothing(t *testing.T) {
 	enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
 	var clock atomic.Int64
 	clock.Store(time.Now().Add(time.Second).UnixNano()) // the message is due
-	d := New(pool, Config{
+	d := newDispatcher(t, pool, Config{
 		LeaseDuration: 10 * time.Second,
 		Clock:         func() time.Time { return time.Unix(0, clock.Load()) },
 		Routes:        map[string]Route{"alpha": {Destination: destination.Func(nil)}},
@@ -157,7 +157,7 @@ func TestUnorderedClaimAndHeartbeatAreHotUpdates(t *testing.T) {
 	// Released (its lease given back, its lease version unchanged), the
 	// message is not leased again by a heartbeat that comes late.
 	released := time.Now()
-	_, _, err := New(pool, Config{}).finalize(ctx, "A", []result{{msg: claimedMessage{OutboxClaimUnorderedRow: beta[0], Counted: true},
+	_, _, err := newDispatcher(t, pool, Config{}).finalize(ctx, "A", []result{{msg: claimedMessage{OutboxClaimUnorderedRow: beta[0], Counted: true},
 		outcome: outcomeReleased, started: released, finished: released}})
 	require.NoError(t, err)
 	late, err := queries.New(pool).OutboxExtendLeases(ctx, queries.OutboxExtendLeasesParams{
@@ -208,7 +208,7 @@ func TestClaimHeartbeatAndFinalizeNeverReadTheWholeOutbox(t *testing.T) {
 	enqueue(t, pool, msgs...)
 	_, err := pool.Exec(ctx, `ANALYZE switchyard.outbox`)
 	require.NoError(t, err)
-	d := New(pool, Config{})
+	d := newDispatcher(t, pool, Config{})
 
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
@@ -282,7 +282,7 @@ func TestFencingOneBatchWithBothLeasesOfAMessage(t *testing.T) {
 	enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
 	var clock atomic.Int64
 	clock.Store(time.Now().Add(time.Second).UnixNano())
-	d := New(pool, Config{
+	d := newDispatcher(t, pool, Config{
 		LeaseDuration: 10 * time.Second,
 		Clock:         func() time.Time { return time.Unix(0, clock.Load()) },
 		Routes:        map[string]Route{"alpha": {Destination: destination.Func(nil)}},
@@ -324,7 +324,7 @@ func TestFencingOfAnAggregateLease(t *testing.T) {
 		Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: "1", Payload: []byte(`{"n": 1}`)})
 	var clock atomic.Int64
 	clock.Store(time.Now().Add(time.Second).UnixNano())
-	d := New(pool, Config{
+	d := newDispatcher(t, pool, Config{
 		LeaseDuration: 10 * time.Second,
 		Clock:         func() time.Time { return time.Unix(0, clock.Load()) },
 		Routes:        map[string]Route{"alpha": {Destination: destination.Func(nil)}},
@@ -463,9 +463,9 @@ func (f *flaky) Deliver(ctx context.Context, d destination.Delivery) (destinatio
 // transaction committed after its rows were handed on) fails here, since a
 // lease lost with its commit would let another dispatcher deliver the
 // same messages. It holds with the claims planned for their arguments,
-// and with them prepared, where each claim is a pipeline whose COMMIT
-// comes after its rows (runClaim; what happens
-// when that COMMIT fails: TestAClaimWhoseCommitFailsHandsNothingOn).
+// and with them prepared, on the claims' own connections (runClaim; what
+// happens when a claim's commit fails:
+// TestAClaimWhoseCommitFailsHandsNothingOn).
 func TestADeliveryStartsOnlyOnceItsLeaseIsCommitted(t *testing.T) {
 	t.Parallel()
 	for _, prepared := range []bool{false, true} {
@@ -492,7 +492,7 @@ func TestADeliveryStartsOnlyOnceItsLeaseIsCommitted(t *testing.T) {
 			require.Empty(t, dest.violations)
 			require.Len(t, dest.delivered, messages)
 			for _, kind := range claimKinds {
-				require.Equal(t, prepared, claims.pipelinedClaims()[kind] > 0, "claims of %s in pipelines", kind)
+				require.Equal(t, prepared, claims.preparedClaims()[kind] > 0, "claims of %s on the claims' connections", kind)
 			}
 		})
 	}
@@ -721,7 +721,7 @@ func TestDispatcherRegistersAndKeepsStats(t *testing.T) {
 		}
 		return destination.Outcome{StatusCode: 200}, nil
 	})
-	d := New(pool, Config{Owner: "stats-test", Workers: 2, Routes: map[string]Route{"stats": {Destination: dest}}})
+	d := newDispatcher(t, pool, Config{Owner: "stats-test", Workers: 2, Routes: map[string]Route{"stats": {Destination: dest}}})
 	require.NoError(t, d.Start(ctx))
 	testwait.Until(t, time.Minute, "all finished", func() bool { return countWhere(t, pool, "state = 'pending'") == 0 })
 	var workers int
@@ -800,7 +800,7 @@ func TestRetentionPrunesIdleAggregatesOnly(t *testing.T) {
 	var seq int64
 	require.NoError(t, pool.QueryRow(ctx, `SELECT aggregate_seq FROM switchyard.outbox WHERE aggregate_id = 'idle' AND state = 'pending'`).Scan(&seq))
 	require.Equal(t, int64(1), seq, "a pruned aggregate starts again")
-	d := New(pool, Config{Routes: map[string]Route{"r": {Destination: destination.Func(nil)}}})
+	d := newDispatcher(t, pool, Config{Routes: map[string]Route{"r": {Destination: destination.Func(nil)}}})
 	groups, err := d.claim(ctx, "w", 10, nil)
 	require.NoError(t, err)
 	var claimed []string
@@ -838,7 +838,7 @@ func TestStopFinishesInFlightAndReleasesTheRest(t *testing.T) {
 		<-finish
 		return destination.Outcome{StatusCode: 200}, nil
 	})
-	d := New(pool, Config{Workers: 1, BatchSize: 10, StopGrace: time.Minute,
+	d := newDispatcher(t, pool, Config{Workers: 1, BatchSize: 10, StopGrace: time.Minute,
 		Routes: map[string]Route{"slow": {Destination: dest, Guard: g}}})
 	require.NoError(t, d.Start(ctx))
 	<-started
@@ -993,7 +993,7 @@ func TestLostLeaseCancelsTheDelivery(t *testing.T) {
 			testwait.For(t, 30*time.Second, "the delivery started", started)
 
 			// An hour later by B's clock, A's lease has long expired.
-			b := New(pool, Config{Clock: func() time.Time { return base.Add(time.Hour) },
+			b := newDispatcher(t, pool, Config{Clock: func() time.Time { return base.Add(time.Hour) },
 				Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
 			groups, err := b.claim(ctx, "B", 10, nil)
 			require.NoError(t, err)
@@ -1088,7 +1088,7 @@ func TestUntriedOrderedMessagesKeepTheirAttempts(t *testing.T) {
 	}
 	var clock atomic.Int64
 	clock.Store(time.Now().Add(time.Second).UnixNano())
-	d := New(pool, Config{LeaseDuration: 10 * time.Second, Clock: func() time.Time { return time.Unix(0, clock.Load()) },
+	d := newDispatcher(t, pool, Config{LeaseDuration: 10 * time.Second, Clock: func() time.Time { return time.Unix(0, clock.Load()) },
 		Routes: map[string]Route{"d": {Destination: destination.Func(nil)}}})
 	for range 3 { // three leases lost without a finalize
 		groups, err := d.claim(ctx, "w", 10, nil)

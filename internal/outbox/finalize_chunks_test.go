@@ -124,7 +124,7 @@ func TestASplitFinalizeIsOneTransactionOnGenericPlans(t *testing.T) {
 	shared := setup(t, "alpha")
 	pool, trips := tracedSessionPool(t, shared)
 	registry := prometheus.NewRegistry()
-	d := New(pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, AggregateBatch: 32, Metrics: NewMetrics(registry),
+	d := newDispatcher(t, pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, AggregateBatch: 32, Metrics: NewMetrics(registry),
 		Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
 	// Three aggregates of 20 messages and 30 unordered ones: 90 messages,
 	// three statements at least.

@@ -70,7 +70,7 @@ func TestUnorderedClaimsStartAfterTheLastLeaseAndComeBackForWhatIsBehind(t *test
 	t.Parallel()
 	ctx := context.Background()
 	pool := setup(t, "alpha")
-	d := New(pool, Config{Logger: testlog.New(t), Routes: map[string]Route{"alpha": {Destination: acceptAll}}})
+	d := newDispatcher(t, pool, Config{Logger: testlog.New(t), Routes: map[string]Route{"alpha": {Destination: acceptAll}}})
 	msgs := make([]Message, 20)
 	for i := range msgs {
 		msgs[i] = Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)}

@@ -170,7 +170,7 @@ func TestUnorderedMessagesShareDeliveriesAtAFastDestination(t *testing.T) {
 	enqueue(t, pool, msgs...)
 	var calls atomic.Int64
 	var failing string // the message id that fails; set before any delivery
-	d := New(pool, Config{BatchSize: 4, AggregateBatch: 8, Routes: map[string]Route{"fast": {
+	d := newDispatcher(t, pool, Config{BatchSize: 4, AggregateBatch: 8, Routes: map[string]Route{"fast": {
 		Retry: fastRetry(5),
 		Destination: destination.Func(func(_ context.Context, dl destination.Delivery) (destination.Outcome, error) {
 			calls.Add(1)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
@@ -50,14 +51,13 @@ func withCustomPlan(args []any) []any {
 	return append([]any{pgx.QueryExecModeCacheDescribe}, args...)
 }
 
-// sendGeneric runs, in one round trip, a transaction (a finalize's; a
-// claim's is sendWith's: runClaim) whose statements run on their generic
-// plans: BEGIN, the SET (plan_cache_mode =
+// sendGeneric runs, in one round trip, a finalize's transaction whose
+// statements run on their generic plans: BEGIN, the SET (plan_cache_mode =
 // force_generic_plan, for that transaction only), the statements that
 // queue adds, and COMMIT; read reads the statements' results in order,
 // and the error, if any, is the first of theirs or COMMIT's, so that a
-// finalize is reported done, and a claim's leases handed on, only once
-// they are committed. Nothing is sent if queue fails.
+// finalize is reported done only once it is committed. Nothing is sent if
+// queue fails.
 //
 // Each statement is a prepared statement planned once, without its
 // arguments, whatever PostgreSQL would choose. Left to choose, PostgreSQL
@@ -79,52 +79,18 @@ func withCustomPlan(args []any) []any {
 // pool, never a connection or a transaction. The whole pipeline is sent
 // before any result is read, so a failure on this side after that (the
 // context's deadline while reading) is reported as an error although the
-// server may have committed: for a finalize that is a delivery seen again,
-// at least once, and the fencing holds; for a claim, messages that wait
-// for their lease to expire, as when an autocommitted claim's answer is
-// lost.
+// server may have committed: a delivery seen again, at least once, and
+// the fencing holds.
 func sendGeneric(ctx context.Context, pool *pgxpool.Pool, queue func(*pgx.Batch) error, read func(pgx.BatchResults) error) error {
-	return sendWith(ctx, pool, []string{genericPlans}, queue, read)
-}
-
-// genericPlans makes each statement of a transaction run on its generic
-// plan (sendGeneric).
-const genericPlans = "SET LOCAL plan_cache_mode = force_generic_plan"
-
-// claimSettings are the settings of a claim's transaction (runClaim): its
-// statements on their generic plans, and no plan that sorts. The claims'
-// plans read each index in the order it keeps (the aggregates due, an
-// aggregate's pending messages, the unordered messages due) and sort
-// nothing; the one other way to their rows is to read every pending
-// message through outbox_pending_id and sort them, which a plan made
-// while the statistics said no message was pending estimated cheaper.
-// Kept as long as the statistics, that plan read all the pending messages
-// once per leased aggregate and once more for each claim's probe as a
-// backlog grew, each ordered claim took up to 1.6 s, and the enqueues
-// waited behind its locks on their aggregates (BENCHMARKS.md, "A quiet
-// machine: ...; the ordered claim's plan made while few messages were
-// pending"). A sort can still run where it is the only way; it is no
-// longer chosen over a read of an index in order.
-func claimSettings() []string {
-	return []string{genericPlans, "SET LOCAL enable_sort = off"}
-}
-
-// sendWith is sendGeneric with settings (SET LOCAL statements) of its
-// own for the transaction in place of sendGeneric's one, and the same
-// contract: the statements' results read in order, a claim's rows or a
-// finalize's outcome reported only once COMMIT has returned.
-func sendWith(ctx context.Context, pool *pgxpool.Pool, settings []string, queue func(*pgx.Batch) error, read func(pgx.BatchResults) error) error {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	for _, setting := range settings {
-		b.Queue(setting)
-	}
+	b.Queue(genericPlans)
 	if err := queue(b); err != nil {
 		return err
 	}
 	b.Queue("COMMIT")
 	results := pool.SendBatch(ctx, b)
-	for range 1 + len(settings) {
+	for range 2 { // BEGIN, SET
 		if _, err := results.Exec(); err != nil {
 			return closeAfter(err, results)
 		}
@@ -136,6 +102,75 @@ func sendWith(ctx context.Context, pool *pgxpool.Pool, settings []string, queue 
 		return closeAfter(err, results)
 	}
 	return results.Close()
+}
+
+// genericPlans makes each statement of a transaction run on its generic
+// plan (sendGeneric).
+const genericPlans = "SET LOCAL plan_cache_mode = force_generic_plan"
+
+// claimSettings are the settings of the claims' own connections
+// (claimPool), given when each connects: the claims' prepared statements
+// on their generic plans, and no plan that sorts. The claims' plans read
+// each index in the order it keeps (the aggregates due, an aggregate's
+// pending messages, the unordered messages due) and sort nothing; the one
+// other way to their rows is to read every pending message through
+// outbox_pending_id and sort them, which a plan made while the statistics
+// said no message was pending estimated cheaper. Kept as long as the
+// statistics, that plan read all the pending messages once per leased
+// aggregate and once more for each claim's probe as a backlog grew, each
+// ordered claim took up to 1.6 s, and the enqueues waited behind its
+// locks on their aggregates (BENCHMARKS.md, "A quiet machine: ...; the
+// ordered claim's plan made while few messages were pending"). A sort can
+// still run where it is the only way; it is no longer chosen over a read
+// of an index in order.
+func claimSettings() map[string]string {
+	return map[string]string{"plan_cache_mode": "force_generic_plan", "enable_sort": "off"}
+}
+
+// claimConnections is how many connections the claims' pool holds: one
+// for each kind's turn (Dispatcher.unorderedTurn, orderedTurn), the most
+// claims of a dispatcher in flight at once.
+const claimConnections = 2
+
+// claimPool is the pool the dispatcher's prepared claims run on, made
+// from its own pool's configuration at the first such claim: connections
+// of their own, each with claimSettings for its whole session, so that
+// each claim is one autocommitted statement. With the settings made for
+// each claim's transaction instead (SET LOCAL), each claim was five
+// statements (BEGIN, two SETs, the claim and COMMIT), measured at 12 %
+// more of the server's CPU per message at 1,000 messages a second on one
+// machine (BENCHMARKS.md, "A quiet machine: ...") and not told apart on
+// another ("The claims' settings on connections of their own"). It is
+// closed when the dispatcher stops (closeClaimPool).
+func (d *Dispatcher) claimPool() (*pgxpool.Pool, error) {
+	d.claimsMu.Lock()
+	defer d.claimsMu.Unlock()
+	if d.claims != nil {
+		return d.claims, nil
+	}
+	cfg := d.pool.Config()
+	cfg.MaxConns, cfg.MinConns, cfg.MinIdleConns = claimConnections, 0, 0
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	maps.Copy(cfg.ConnConfig.RuntimeParams, claimSettings())
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("the claims' pool: %w", err)
+	}
+	d.claims = pool
+	return pool, nil
+}
+
+// closeClaimPool closes the claims' pool, if a claim made it; a later
+// claim makes another.
+func (d *Dispatcher) closeClaimPool() {
+	d.claimsMu.Lock()
+	defer d.claimsMu.Unlock()
+	if d.claims != nil {
+		d.claims.Close()
+		d.claims = nil
+	}
 }
 
 // errQueued is what a generated query returns through queueing: its
@@ -330,45 +365,35 @@ func (m claimMode) via(db queries.DBTX) queries.DBTX {
 }
 
 // runClaim runs a claim (claim, a generated query, with p) as
-// claimModeNow says, and a prepared one in a transaction of its own with
-// claimSettings (sendWith), its rows handed on only once it has
-// committed. On its generic plan whatever PostgreSQL would choose:
-// PostgreSQL keeps a generic plan only while it is estimated no dearer
-// than the plans for the arguments so far, and the unordered claim's
-// LIMITs are parameters, which a generic plan takes to pass a tenth of
-// what is due: under a backlog, where a claim leases hundreds of
-// messages, its generic plan (the same reads of the same indexes) was
-// estimated at twice a plan for the arguments, and every claim of a drain
-// was planned anew while it held the dispatcher's unordered turn
-// (BENCHMARKS.md, "What an unordered drain waits on, and the unordered
-// claim on its generic plan"). The ordered claim, whose LIMIT is a
-// constant, kept its generic plan unforced, after five plans for its
-// arguments on each connection; it is sent the same way for the
-// settings' second half. A claim that fails on the server leaves its
-// connection in a failed transaction, which the pool then closes (see
-// sendGeneric).
+// claimModeNow says: a prepared one on the claims' own connections
+// (claimPool), one autocommitted statement on its generic plan whatever
+// PostgreSQL would choose. PostgreSQL keeps a generic plan only while it
+// is estimated no dearer than the plans for the arguments so far, and the
+// unordered claim's LIMITs are parameters, which a generic plan takes to
+// pass a tenth of what is due: under a backlog, where a claim leases
+// hundreds of messages, its generic plan (the same reads of the same
+// indexes) was estimated at twice a plan for the arguments, and every
+// claim of a drain was planned anew while it held the dispatcher's
+// unordered turn (BENCHMARKS.md, "What an unordered drain waits on, and
+// the unordered claim on its generic plan"). The ordered claim, whose
+// LIMIT is a constant, kept its generic plan unforced, after five plans
+// for its arguments on each connection; it runs there for the settings'
+// second half.
+//
+// The claim's rows are handed on only once it has committed: pgx reads
+// an autocommitted statement's result up to the server's ReadyForQuery,
+// which follows its commit, before the generated code returns its rows,
+// and reports an error that came after them (a commit that failed).
 func runClaim[P, R any](ctx context.Context, d *Dispatcher, claim func(*queries.Queries, context.Context, P) ([]R, error), p P) ([]R, error) {
 	mode := d.claimModeNow()
 	if mode == claimPlanned {
 		return claim(queries.New(mode.via(d.pool)), ctx, p)
 	}
-	var rows []R
-	err := sendWith(ctx, d.pool, claimSettings(), func(b *pgx.Batch) error {
-		_, err := claim(queries.New(mode.via(queueing{batch: b})), ctx, p)
-		if !errors.Is(err, errQueued) {
-			return fmt.Errorf("queue the claim: %w", err)
-		}
-		return nil
-	}, func(results pgx.BatchResults) error {
-		var none P
-		var err error
-		rows, err = claim(queries.New(nextResult{results: results}), ctx, none)
-		return err
-	})
+	pool, err := d.claimPool()
 	if err != nil {
 		return nil, err
 	}
-	return rows, nil
+	return claim(queries.New(mode.via(pool)), ctx, p)
 }
 
 // whileSmall sends each statement with a comment before it, so that it is

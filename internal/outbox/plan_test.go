@@ -38,7 +38,7 @@ func TestLargeFinalizesAndHeartbeatsAreNeverPreparedStatements(t *testing.T) {
 	pool := oneSessionPool(t, setup(t, "alpha"))
 	const rounds = 7 // more than the five custom plans before a generic one may be kept
 	const large = genericPlanMost + 8
-	d := New(pool, Config{Logger: testlog.New(t), AggregateBatch: large, Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	d := newDispatcher(t, pool, Config{Logger: testlog.New(t), AggregateBatch: large, Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
 	w := newWorker(d, "w")
 	for range rounds {
 		msgs := []Message{{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)}}
@@ -170,7 +170,7 @@ func TestASmallFinalizeIsOneRoundTripCommittedOrNothing(t *testing.T) {
 	ctx := context.Background()
 	shared := setup(t, "alpha")
 	pool, trips := tracedSessionPool(t, shared)
-	d := New(pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	d := newDispatcher(t, pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
 	enqueue(t, shared, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
 	groups, err := d.claim(ctx, "w", 10, nil)
 	require.NoError(t, err)
@@ -229,12 +229,30 @@ func oneSessionPool(t *testing.T, shared *pgxpool.Pool) *pgxpool.Pool {
 }
 
 // preparedStatements is how many prepared statements of the sqlc query name
-// the pool's one session holds, and how often they were planned each way.
+// the pool's sessions hold (those idle: all of them, between a test's
+// statements), and how often they were planned each way.
 func preparedStatements(t *testing.T, pool *pgxpool.Pool, name string) (statements, generic, custom int) {
 	t.Helper()
-	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*), coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
-		FROM pg_prepared_statements WHERE statement LIKE '%name: ' || $1 || ' %'`, name).Scan(&statements, &generic, &custom))
+	for _, conn := range pool.AcquireAllIdle(context.Background()) {
+		var s, g, c int
+		err := conn.QueryRow(context.Background(), `SELECT count(*), coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
+			FROM pg_prepared_statements WHERE statement LIKE '%name: ' || $1 || ' %'`, name).Scan(&s, &g, &c)
+		conn.Release()
+		require.NoError(t, err)
+		statements, generic, custom = statements+s, generic+g, custom+c
+	}
 	return statements, generic, custom
+}
+
+// claimStatements is preparedStatements of the claim name over the
+// sessions of the dispatcher's pool and of its claims' pool (claimPool).
+func claimStatements(t *testing.T, d *Dispatcher, name string) (statements, generic, custom int) {
+	t.Helper()
+	claims, err := d.claimPool()
+	require.NoError(t, err)
+	statements, generic, custom = preparedStatements(t, d.pool, name)
+	s, g, c := preparedStatements(t, claims, name)
+	return statements + s, generic + g, custom + c
 }
 
 // A new outbox is described as soon as the dispatcher has claimed as many

@@ -26,6 +26,17 @@ func setup(t *testing.T, destinations ...string) *pgxpool.Pool {
 	return pool
 }
 
+// newDispatcher is New, with the claims' pool it may make closed at the
+// test's end, whether or not the dispatcher was started (a test may claim
+// without starting it): a connection left open would keep the test's
+// database from being dropped.
+func newDispatcher(t *testing.T, pool *pgxpool.Pool, cfg Config) *Dispatcher {
+	t.Helper()
+	d := New(pool, cfg)
+	t.Cleanup(d.closeClaimPool)
+	return d
+}
+
 // addDestinations registers the named destinations, with setup's settings.
 func addDestinations(t *testing.T, pool *pgxpool.Pool, destinations ...string) {
 	t.Helper()
@@ -82,8 +93,8 @@ func mixedMessages(n, aggregates int) []Message {
 // which must hold planStatisticsFloor rows, and leaves the aggregates'
 // table small (VACUUM FULL: the row versions the enqueues' sequence left
 // are gone), so that a dispatcher started after it sends its claims as
-// prepared statements from its first heartbeat on, each in a pipeline of
-// its own (runClaim), until its tables grow.
+// prepared statements from its first heartbeat on, on the claims' own
+// connections (runClaim), until its tables grow.
 //
 // VACUUM FULL keeps the row versions that a snapshot still open anywhere
 // on the horizon might see, and the tests' databases share one server: in

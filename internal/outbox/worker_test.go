@@ -74,7 +74,7 @@ func TestAFinalizeNeverSplitsAnAggregatesResults(t *testing.T) {
 	for range 5 {
 		enqueue(t, pool, Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: "1", Payload: []byte(`{}`)})
 	}
-	d := New(pool, Config{Logger: testlog.New(t), Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	d := newDispatcher(t, pool, Config{Logger: testlog.New(t), Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
 	groups, err := d.claim(ctx, "w", 10, nil)
 	require.NoError(t, err)
 	require.Len(t, groups, 2)
@@ -224,7 +224,7 @@ func claimedApart(t *testing.T, pool *pgxpool.Pool, n int) (*Dispatcher, []group
 	for range n {
 		enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
 	}
-	d := New(pool, Config{Logger: testlog.New(t), Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	d := newDispatcher(t, pool, Config{Logger: testlog.New(t), Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
 	groups, err := d.claim(context.Background(), "w", 10, nil)
 	require.NoError(t, err)
 	require.Len(t, groups, n, "one message per delivery")
@@ -262,7 +262,7 @@ func TestFinalizesStayBoundedAndKeepTheirFlush(t *testing.T) {
 	t.Parallel()
 	pool := setup(t, "alpha")
 	enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
-	d := New(pool, Config{Logger: testlog.New(t), Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	d := newDispatcher(t, pool, Config{Logger: testlog.New(t), Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
 	groups, err := d.claim(context.Background(), "w", 10, nil)
 	require.NoError(t, err)
 	require.Len(t, groups, 1)
@@ -309,7 +309,7 @@ func TestAClaimsDeliveriesStartAsEachStatementReturns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := setup(t, "alpha")
-	d := New(pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, IdlePoll: time.Hour,
+	d := newDispatcher(t, pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, IdlePoll: time.Hour,
 		Routes: map[string]Route{"alpha": {Destination: acceptAll}}})
 	// leases is what the database holds leased of the messages of topic
 	// unordered and of aggregate ordered.
@@ -365,7 +365,7 @@ func TestAClaimsDeliveriesStartAsEachStatementReturns(t *testing.T) {
 
 	// A full claim (a backlog) of aggregates alone: unordered first, so
 	// that the ordered claim gets all the room in the second statement.
-	small := New(pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, IdlePoll: time.Hour, BatchSize: 2,
+	small := newDispatcher(t, pool, Config{Logger: testlog.New(t), LeaseDuration: time.Hour, IdlePoll: time.Hour, BatchSize: 2,
 		Routes: map[string]Route{"alpha": {Destination: acceptAll}}})
 	w = newWorker(small, "w")
 	enqueue(t, pool, Message{Topic: "o5", Destination: "alpha", AggregateType: "order", AggregateID: "5", Payload: []byte(`{}`)},
@@ -387,7 +387,7 @@ func TestAWorkerClaimsAgainOnlyWhenSomethingMayBeDue(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := setup(t, "alpha")
-	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 2, IdlePoll: time.Hour, Routes: map[string]Route{"alpha": {Destination: acceptAll}}})
+	d := newDispatcher(t, pool, Config{Logger: testlog.New(t), BatchSize: 2, IdlePoll: time.Hour, Routes: map[string]Route{"alpha": {Destination: acceptAll}}})
 	w := newWorker(d, "w")
 	holdsOff := func() bool { return w.nextClaim.After(time.Now()) }
 	ordered := Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: "1", Payload: []byte(`{}`)}
@@ -441,7 +441,7 @@ func TestAWorkerAtADestinationsShareClaimsAgainWhenItsDeliveriesLand(t *testing.
 	pool := setup(t, "narrow", "wide")
 	g, err := guard.New("narrow", guard.Config{Concurrency: 2}, nil) // a share of 4 deliveries
 	require.NoError(t, err)
-	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 10, IdlePoll: time.Hour, Routes: map[string]Route{
+	d := newDispatcher(t, pool, Config{Logger: testlog.New(t), BatchSize: 10, IdlePoll: time.Hour, Routes: map[string]Route{
 		"narrow": {Destination: acceptAll, Guard: g}, "wide": {Destination: acceptAll}}})
 	w := newWorker(d, "w")
 	holdsOff := func() bool { return w.nextClaim.After(time.Now()) }
@@ -486,7 +486,7 @@ func TestAFastDestinationsAggregatesMayFillHalfTheWindow(t *testing.T) {
 	require.NoError(t, err)
 	limited, err := guard.New("limited", guard.Config{Concurrency: 2, Rate: 1000, Burst: 10}, nil) // also 4
 	require.NoError(t, err)
-	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 20, IdlePoll: time.Hour, Routes: map[string]Route{
+	d := newDispatcher(t, pool, Config{Logger: testlog.New(t), BatchSize: 20, IdlePoll: time.Hour, Routes: map[string]Route{
 		"narrow": {Destination: acceptAll, Guard: narrow}, "limited": {Destination: acceptAll, Guard: limited}}})
 	landing := func(name, outcome string, elapsed time.Duration) landed {
 		msg := claimedMessage{OutboxClaimUnorderedRow: queries.OutboxClaimUnorderedRow{Destination: name}}
@@ -548,7 +548,7 @@ func TestAFinalizeThatMakesMessagesDueWakesAWorkerWithRoom(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := setup(t, "alpha")
-	d := New(pool, Config{Logger: testlog.New(t), BatchSize: 2, IdlePoll: time.Hour, Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
+	d := newDispatcher(t, pool, Config{Logger: testlog.New(t), BatchSize: 2, IdlePoll: time.Hour, Routes: map[string]Route{"alpha": {Destination: destination.Func(nil)}}})
 	ordered := func(aggregate string) Message {
 		return Message{Topic: "t", Destination: "alpha", AggregateType: "order", AggregateID: aggregate, Payload: []byte(`{}`)}
 	}
