@@ -449,41 +449,53 @@ func TestUnorderedMessagesLeaveALargeWindowsAggregatesTheirShare(t *testing.T) {
 }
 
 // A claim whose commit fails leases nothing and hands nothing on, planned
-// for its arguments or on its generic plan on the claims' own connections:
-// one autocommitted statement either way, whose rows are returned only
-// once the server has answered its commit. A deferred trigger refuses the
-// commit of any transaction that updated the outbox.
+// for its arguments or on its generic plan on the claims' own connections,
+// and of either kind: one autocommitted statement each time, whose rows are
+// returned only once the server has answered its commit. A deferred
+// trigger refuses the commit of any transaction that updated the outbox
+// or its aggregates.
 func TestAClaimWhoseCommitFailsHandsNothingOn(t *testing.T) {
 	t.Parallel()
 	for _, prepared := range []bool{false, true} {
-		t.Run(fmt.Sprintf("prepared=%v", prepared), func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			pool, d := claimingSession(t)
-			enqueue(t, pool, Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)},
-				Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)})
-			if prepared {
-				_, err := pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload, state, finished_at)
-					SELECT 't', 'alpha', '{}', 'delivered', now() FROM generate_series(1, $1::int)`, planStatisticsFloor)
+		for _, aggregate := range []string{"", "order-1"} {
+			t.Run(fmt.Sprintf("prepared=%v,aggregate=%q", prepared, aggregate), func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				pool, d := claimingSession(t)
+				msg := Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)}
+				if aggregate != "" {
+					msg.AggregateType, msg.AggregateID = "order", aggregate
+				}
+				enqueue(t, pool, msg, msg)
+				if prepared {
+					_, err := pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload, state, finished_at)
+						SELECT 't', 'alpha', '{}', 'delivered', now() FROM generate_series(1, $1::int)`, planStatisticsFloor)
+					require.NoError(t, err)
+				}
+				d.heartbeat(ctx)
+				want := claimPlanned
+				if prepared {
+					want = claimPreparedWhileSmall
+				}
+				require.Equal(t, want, d.claimModeNow())
+				_, err := pool.Exec(ctx, `CREATE FUNCTION public.refuse_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+						BEGIN RAISE EXCEPTION 'commit refused'; END $$;
+					CREATE CONSTRAINT TRIGGER refuse_commit AFTER UPDATE ON switchyard.outbox
+						DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.refuse_commit();
+					CREATE CONSTRAINT TRIGGER refuse_commit AFTER UPDATE ON switchyard.outbox_aggregates
+						DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.refuse_commit()`)
 				require.NoError(t, err)
-			}
-			d.heartbeat(ctx)
-			want := claimPlanned
-			if prepared {
-				want = claimPreparedWhileSmall
-			}
-			require.Equal(t, want, d.claimModeNow())
-			_, err := pool.Exec(ctx, `CREATE FUNCTION public.refuse_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-					BEGIN RAISE EXCEPTION 'commit refused'; END $$;
-				CREATE CONSTRAINT TRIGGER refuse_commit AFTER UPDATE ON switchyard.outbox
-					DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.refuse_commit()`)
-			require.NoError(t, err)
 
-			groups, err := d.claim(ctx, "w", 10, nil)
-			require.ErrorContains(t, err, "commit refused")
-			require.Empty(t, groups, "nothing handed on")
-			require.Equal(t, 2, countWhere(t, pool, "state = 'pending' AND lease_owner IS NULL AND lease_version = 0 AND attempts = 0"),
-				"both messages as they were")
-		})
+				groups, err := d.claim(ctx, "w", 10, nil)
+				require.ErrorContains(t, err, "commit refused")
+				require.Empty(t, groups, "nothing handed on")
+				require.Equal(t, 2, countWhere(t, pool, "state = 'pending' AND lease_owner IS NULL AND lease_version = 0 AND attempts = 0"),
+					"both messages as they were")
+				var leased int
+				require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM switchyard.outbox_aggregates
+					WHERE lease_owner IS NOT NULL OR lease_version <> 0`).Scan(&leased))
+				require.Zero(t, leased, "no aggregate leased")
+			})
+		}
 	}
 }
