@@ -332,9 +332,6 @@ const (
 	// claimPrepared: a prepared statement, run on its generic plan
 	// (runClaim).
 	claimPrepared
-	// claimPreparedWhileSmall: a prepared statement of its own while the
-	// aggregates' table is small (whileSmall).
-	claimPreparedWhileSmall
 )
 
 // claimModeNow is how a claim, which reads the outbox and the aggregates
@@ -342,26 +339,21 @@ const (
 // aggregates_due), is sent: as a prepared statement once their
 // statistics are past planStatisticsFloor (or the aggregates' table is
 // small), planned for its arguments until then.
+//
+// A prepared claim is one statement whether the aggregates' table is
+// small or described. Until its generic plan was forced (claimSettings),
+// it was a statement of its own while the table was small: PostgreSQL
+// keeps a generic plan only while it is estimated no dearer than the
+// statement's custom plans so far, and the cheap custom plans of a small
+// table kept the dearer generic plan of the grown table from being used.
+// Forced, the generic plan is made from the statistics of the moment, and
+// made again when ANALYZE or VACUUM changes them (the claims are planned
+// for their arguments from the table's growth past small until then).
 func (d *Dispatcher) claimModeNow() claimMode {
-	switch {
-	case !d.stats.outbox.Load():
-	case d.stats.aggregates.Load():
-		return claimPrepared
-	case d.stats.aggregatesSmall.Load():
-		return claimPreparedWhileSmall
+	if d.stats.planned() {
+		return claimPlanned
 	}
-	return claimPlanned
-}
-
-// via is db sending each statement as m says.
-func (m claimMode) via(db queries.DBTX) queries.DBTX {
-	switch m {
-	case claimPrepared:
-		return db
-	case claimPreparedWhileSmall:
-		return whileSmall{db}
-	}
-	return customPlans{db}
+	return claimPrepared
 }
 
 // runClaim runs a claim (claim, a generated query, with p) as
@@ -385,41 +377,12 @@ func (m claimMode) via(db queries.DBTX) queries.DBTX {
 // which follows its commit, before the generated code returns its rows,
 // and reports an error that came after them (a commit that failed).
 func runClaim[P, R any](ctx context.Context, d *Dispatcher, claim func(*queries.Queries, context.Context, P) ([]R, error), p P) ([]R, error) {
-	mode := d.claimModeNow()
-	if mode == claimPlanned {
-		return claim(queries.New(mode.via(d.pool)), ctx, p)
+	if d.claimModeNow() == claimPlanned {
+		return claim(queries.New(customPlans{d.pool}), ctx, p)
 	}
 	pool, err := d.claimPool()
 	if err != nil {
 		return nil, err
 	}
-	return claim(queries.New(mode.via(pool)), ctx, p)
-}
-
-// whileSmall sends each statement with a comment before it, so that it is
-// a prepared statement of its own, apart from the same claim's once the
-// aggregates' table has statistics. PostgreSQL keeps a prepared
-// statement's generic plan only while it is estimated no dearer than the
-// statement's custom plans so far, on average: sharing one statement, the
-// cheap custom plans of a small table kept the dearer generic plan of the
-// grown table from being used, and the claim was planned anew at every
-// execution again. Both claims' generic plans are now forced (runClaim),
-// which this predates: apart, the small table's plan is still dropped
-// with the statement when the table grows, and the grown table's is made
-// from its statistics.
-type whileSmall struct{ queries.DBTX }
-
-// whileSmallTag marks the statements that whileSmall sends.
-const whileSmallTag = "-- while the aggregates' table is small (internal/outbox/plan.go)\n"
-
-func (c whileSmall) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	return c.DBTX.Exec(ctx, whileSmallTag+sql, args...)
-}
-
-func (c whileSmall) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return c.DBTX.Query(ctx, whileSmallTag+sql, args...)
-}
-
-func (c whileSmall) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return c.DBTX.QueryRow(ctx, whileSmallTag+sql, args...)
+	return claim(queries.New(pool), ctx, p)
 }
