@@ -24,7 +24,7 @@ import (
 
 // roundTripsMethod says, in the JSON line, how round_trips_per_message is
 // counted.
-const roundTripsMethod = "pgx QueryTracer and BatchTracer on the dispatcher's own pool: statements sent on their own (claims including empty polls, " +
+const roundTripsMethod = "pgx QueryTracer and BatchTracer on the dispatcher's own pool and its claims' pool: statements sent on their own (claims including empty polls, " +
 	"heartbeats, large finalizes, retention) and pipelines (small finalizes) per message; one round trip each once prepared"
 
 // benchRun is the dispatcher side of one bench: the destination, wrapped

@@ -24,7 +24,9 @@ func databaseConfig(cfg config) postgres.Config {
 		URL: cfg.databaseURL, DataDir: cfg.dataDir, BinDir: cfg.pgBinDir, SearchRoots: cfg.pgSearchRoots,
 		// Each dispatcher worker holds a connection while it claims and
 		// another while it finalizes, besides the web handlers and the
-		// listener.
+		// listener. (Once the outbox has statistics, the dispatcher's
+		// claims run on two connections of its own beside these:
+		// internal/outbox's claimPool.)
 		MaxConns: int32(max(8, 3*cfg.workers+4)),
 	}
 }

@@ -77,20 +77,13 @@ func (c *claimOverlap) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data
 	return c.start(ctx, data.SQL, c.sent)
 }
 
-// onClaimSession says whether conn is one of a claims' pool's (claimPool):
-// it was opened with claimSettings.
-func onClaimSession(conn *pgx.Conn) bool {
-	params := conn.Config().RuntimeParams
-	for name, value := range claimSettings() {
-		if params[name] != value {
-			return false
-		}
-	}
-	return true
-}
-
 func (c *claimOverlap) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
 	c.end(ctx)
+}
+
+// onClaimSession says whether conn is a claims' pool's (claimPool).
+func onClaimSession(conn *pgx.Conn) bool {
+	return conn.PgConn().CustomData()[claimSessionKey] == true
 }
 
 // A pipeline with a claim in it is counted as its claim, from its start

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
@@ -109,7 +108,7 @@ func sendGeneric(ctx context.Context, pool *pgxpool.Pool, queue func(*pgx.Batch)
 const genericPlans = "SET LOCAL plan_cache_mode = force_generic_plan"
 
 // claimSettings are the settings of the claims' own connections
-// (claimPool), given when each connects: the claims' prepared statements
+// (claimPool), made when each connects: the claims' prepared statements
 // on their generic plans, and no plan that sorts. The claims' plans read
 // each index in the order it keeps (the aggregates due, an aggregate's
 // pending messages, the unordered messages due) and sort nothing; the one
@@ -123,9 +122,14 @@ const genericPlans = "SET LOCAL plan_cache_mode = force_generic_plan"
 // ordered claim's plan made while few messages were pending"). A sort can
 // still run where it is the only way; it is no longer chosen over a read
 // of an index in order.
-func claimSettings() map[string]string {
-	return map[string]string{"plan_cache_mode": "force_generic_plan", "enable_sort": "off"}
-}
+//
+// A SET on each new session, not startup parameters, which poolers such
+// as PgBouncer refuse (internal/postgres sets jit the same way).
+const claimSettings = "SET plan_cache_mode = force_generic_plan; SET enable_sort = off"
+
+// claimSessionKey marks, in a connection's CustomData, a connection of a
+// claims' pool, its session under claimSettings.
+const claimSessionKey = "switchyard.outbox.claims"
 
 // claimConnections is how many connections the claims' pool holds: one
 // for each kind's turn (Dispatcher.unorderedTurn, orderedTurn), the most
@@ -140,8 +144,11 @@ const claimConnections = 2
 // statements (BEGIN, two SETs, the claim and COMMIT), measured at 12 %
 // more of the server's CPU per message at 1,000 messages a second on one
 // machine (BENCHMARKS.md, "A quiet machine: ...") and not told apart on
-// another ("The claims' settings on connections of their own"). It is
-// closed when the dispatcher stops (closeClaimPool).
+// another ("The claims' settings on connections of their own"). Its two
+// connections are kept open (MinIdleConns), as openConnections opens
+// them: a claim never waits for one to be made. They are beside the
+// dispatcher's pool's, not counted in its MaxConns. It is closed when the
+// dispatcher stops (closeClaimPool).
 func (d *Dispatcher) claimPool() (*pgxpool.Pool, error) {
 	d.claimsMu.Lock()
 	defer d.claimsMu.Unlock()
@@ -149,11 +156,20 @@ func (d *Dispatcher) claimPool() (*pgxpool.Pool, error) {
 		return d.claims, nil
 	}
 	cfg := d.pool.Config()
-	cfg.MaxConns, cfg.MinConns, cfg.MinIdleConns = claimConnections, 0, 0
-	if cfg.ConnConfig.RuntimeParams == nil {
-		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	cfg.MaxConns, cfg.MinConns, cfg.MinIdleConns = claimConnections, 0, claimConnections
+	afterConnect := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if afterConnect != nil {
+			if err := afterConnect(ctx, conn); err != nil {
+				return err
+			}
+		}
+		if _, err := conn.Exec(ctx, claimSettings, pgx.QueryExecModeSimpleProtocol); err != nil {
+			return fmt.Errorf("the claims' settings: %w", err)
+		}
+		conn.PgConn().CustomData()[claimSessionKey] = true
+		return nil
 	}
-	maps.Copy(cfg.ConnConfig.RuntimeParams, claimSettings())
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("the claims' pool: %w", err)

@@ -230,18 +230,27 @@ func oneSessionPool(t *testing.T, shared *pgxpool.Pool) *pgxpool.Pool {
 
 // preparedStatements is how many prepared statements of the sqlc query name
 // the pool's sessions hold (those idle: all of them, between a test's
-// statements), and how often they were planned each way.
+// statements), one statement however many sessions prepared it (pgx names
+// a statement after its text), and how often they were planned each way.
 func preparedStatements(t *testing.T, pool *pgxpool.Pool, name string) (statements, generic, custom int) {
 	t.Helper()
+	names := map[string]bool{}
 	for _, conn := range pool.AcquireAllIdle(context.Background()) {
-		var s, g, c int
-		err := conn.QueryRow(context.Background(), `SELECT count(*), coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
-			FROM pg_prepared_statements WHERE statement LIKE '%name: ' || $1 || ' %'`, name).Scan(&s, &g, &c)
+		rows, err := conn.Query(context.Background(), `SELECT name, generic_plans, custom_plans
+			FROM pg_prepared_statements WHERE statement LIKE '%name: ' || $1 || ' %'`, name)
+		require.NoError(t, err)
+		for rows.Next() {
+			var statement string
+			var g, c int
+			require.NoError(t, rows.Scan(&statement, &g, &c))
+			names[statement] = true
+			generic, custom = generic+g, custom+c
+		}
+		err = rows.Err()
 		conn.Release()
 		require.NoError(t, err)
-		statements, generic, custom = statements+s, generic+g, custom+c
 	}
-	return statements, generic, custom
+	return len(names), generic, custom
 }
 
 // claimStatements is preparedStatements of the claim name over the
