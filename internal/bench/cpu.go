@@ -144,6 +144,16 @@ func (end clusterSample) since(start clusterSample) time.Duration {
 // backend) and sums its and its children's CPU time. Where /proc does not
 // show the server (another machine, processes we may not read), ok is
 // false.
+//
+// The sum must be one moment's: a child reaped between reading the
+// postmaster's times of reaped children and reading the child's own entry
+// would be counted in neither, and the total would fall (the CPU of a
+// backend of any database ends up missing: in a shared cluster other
+// clients' backends end all the time). So the children, listed first, are
+// read between two readings of the postmaster, and again while those
+// differ: a reap in between changes the postmaster's children's times. A
+// child started after the listing is left to the next sample: it has had
+// no time to spend.
 func sampleClusterCPU(ctx context.Context, pool *pgxpool.Pool) (clusterSample, error) {
 	var backend int
 	if err := pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
@@ -153,25 +163,60 @@ func sampleClusterCPU(ctx context.Context, pool *pgxpool.Pool) (clusterSample, e
 	if !ok {
 		return clusterSample{}, nil
 	}
-	postmaster, ok := readProcStat(b.ppid)
-	if !ok {
-		return clusterSample{}, nil
+	postmaster := b.ppid
+	for range clusterSampleTries {
+		if err := ctx.Err(); err != nil {
+			return clusterSample{}, err
+		}
+		children, ok := childrenOf(postmaster)
+		if !ok {
+			return clusterSample{}, nil
+		}
+		before, ok := readProcStat(postmaster)
+		if !ok {
+			return clusterSample{}, nil
+		}
+		total := before.self + before.children
+		for _, pid := range children {
+			// One that ended and was reaped since the listing is gone
+			// from /proc, and its time is in the postmaster's.
+			if st, ok := readProcStat(pid); ok && st.ppid == postmaster {
+				total += st.self + st.children
+			}
+		}
+		after, ok := readProcStat(postmaster)
+		if !ok {
+			return clusterSample{}, nil
+		}
+		if after.children == before.children {
+			return clusterSample{total: total, ok: true}, nil
+		}
 	}
-	total := postmaster.self + postmaster.children
+	return clusterSample{}, fmt.Errorf("count the server's CPU: its processes kept ending while read, %d times", clusterSampleTries)
+}
+
+// clusterSampleTries bounds sampleClusterCPU's rereads: reading the
+// children's entries takes well under a millisecond, backends end far less
+// often than that.
+const clusterSampleTries = 100
+
+// childrenOf lists the processes whose parent is parent.
+func childrenOf(parent int) ([]int, bool) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return clusterSample{}, nil
+		return nil, false
 	}
+	var children []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if st, ok := readProcStat(pid); ok && st.ppid == b.ppid {
-			total += st.self + st.children
+		if st, ok := readProcStat(pid); ok && st.ppid == parent {
+			children = append(children, pid)
 		}
 	}
-	return clusterSample{total: total, ok: true}, nil
+	return children, true
 }
 
 // procStat is what /proc/<pid>/stat says of a process's parent and time.

@@ -1,0 +1,66 @@
+package bench
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/dbtest"
+)
+
+// The server's CPU never falls between two samples, while backends that
+// spent CPU end all the time: a backend reaped in the middle of a sample
+// must be counted once, in the postmaster's times of reaped children or in
+// its own entry, never in neither (the inbox bench once printed a negative
+// server CPU in CI, where every package's tests share one server).
+func TestClusterCPUNeverFallsWhileBackendsEnd(t *testing.T) {
+	pool := dbtest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	first, err := sampleClusterCPU(ctx, pool)
+	require.NoError(t, err)
+	if !first.ok {
+		t.Fatal("the test's server runs on this machine: its /proc entries must be readable")
+	}
+
+	var wg sync.WaitGroup
+	churnErr := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				conn, err := pgx.Connect(ctx, pool.Config().ConnString())
+				if err != nil {
+					if ctx.Err() == nil {
+						churnErr <- err
+					}
+					return
+				}
+				// About 20 ms of the backend's CPU, then it ends.
+				_, err = conn.Exec(ctx, `SELECT count(*) FROM generate_series(1, 200000)`)
+				_ = conn.Close(context.Background())
+				if err != nil && ctx.Err() == nil {
+					churnErr <- err
+					return
+				}
+			}
+		})
+	}
+
+	prev := first
+	for i := range 200 {
+		s, err := sampleClusterCPU(ctx, pool)
+		require.NoError(t, err)
+		require.True(t, s.ok)
+		require.GreaterOrEqual(t, s.total, prev.total, "sample %d: the server's CPU fell", i)
+		prev = s
+	}
+	cancel()
+	wg.Wait()
+	close(churnErr)
+	for err := range churnErr {
+		require.NoError(t, err, "a backend to end")
+	}
+	require.Positive(t, prev.since(first), "the backends' CPU is counted")
+}
