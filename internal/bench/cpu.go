@@ -43,6 +43,11 @@ type cpuSample struct {
 // background processes). The server's processes are readable only when it
 // runs on this machine as a user whose /proc entries we may read; where
 // they are not, they count as zero.
+//
+// The backend that runs the listing is listed too: the pool may hand each
+// sample a different one, and a backend left out of the first sample but
+// listed in the second would count whole, whatever it did before the phase
+// (the seeding of a history: minutes of CPU read as the drain's).
 func sampleCPU(ctx context.Context, pool *pgxpool.Pool) (cpuSample, error) {
 	s := cpuSample{postgres: map[int]time.Duration{}}
 	self, err := selfCPU()
@@ -51,7 +56,7 @@ func sampleCPU(ctx context.Context, pool *pgxpool.Pool) (cpuSample, error) {
 	}
 	s.self = self
 	rows, err := pool.Query(ctx, `SELECT pid FROM pg_stat_activity
-		WHERE (datname = current_database() OR datname IS NULL) AND pid <> pg_backend_pid()`)
+		WHERE datname = current_database() OR datname IS NULL`)
 	if err != nil {
 		return s, fmt.Errorf("list the server's processes: %w", err)
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/dbtest"
@@ -63,4 +65,40 @@ func TestClusterCPUNeverFallsWhileBackendsEnd(t *testing.T) {
 		require.NoError(t, err, "a backend to end")
 	}
 	require.Positive(t, prev.since(first), "the backends' CPU is counted")
+}
+
+// A backend that spent CPU before the phase counts only what it spends
+// within it, whichever of the pool's backends lists the processes at each
+// end: here the first sample is taken on the busy backend itself and the
+// second on another (a pool hands out whichever is idle), as happened to
+// the retained drain, whose history's seeding (minutes of one backend's
+// CPU) was read as the drain's.
+func TestBenchCPUCountsABackendOnlyForThePhase(t *testing.T) {
+	ctx := context.Background()
+	url := dbtest.NewURL(t)
+	open := func() *pgxpool.Pool {
+		cfg, err := pgxpool.ParseConfig(url)
+		require.NoError(t, err)
+		cfg.MaxConns = 1
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		return pool
+	}
+	busy, other := open(), open()
+	// About a second of the busy backend's CPU, before the phase.
+	_, err := busy.Exec(ctx, `SELECT count(*) FROM generate_series(1, 10000000)`)
+	require.NoError(t, err)
+	var pid int
+	require.NoError(t, busy.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+	before, ok := procCPU(pid)
+	require.True(t, ok, "the test's server runs on this machine: its /proc entries must be readable")
+	require.Greater(t, before, 300*time.Millisecond, "the busy backend spent CPU before the phase")
+
+	start, err := sampleCPU(ctx, busy)
+	require.NoError(t, err)
+	end, err := sampleCPU(ctx, other)
+	require.NoError(t, err)
+	_, postgres := end.since(start)
+	require.Less(t, postgres, before/2, "the busy backend's CPU before the phase is not the phase's")
 }
