@@ -29,6 +29,10 @@ func TestClusterCPUNeverFallsWhileBackendsEnd(t *testing.T) {
 
 	var wg sync.WaitGroup
 	churnErr := make(chan error, 4)
+	// Stopped however the test ends: an open connection would keep its
+	// database from being dropped.
+	stop := func() { cancel(); wg.Wait() }
+	defer stop()
 	for range 4 {
 		wg.Go(func() {
 			for ctx.Err() == nil {
@@ -58,8 +62,7 @@ func TestClusterCPUNeverFallsWhileBackendsEnd(t *testing.T) {
 		require.GreaterOrEqual(t, s.total, prev.total, "sample %d: the server's CPU fell", i)
 		prev = s
 	}
-	cancel()
-	wg.Wait()
+	stop()
 	close(churnErr)
 	for err := range churnErr {
 		require.NoError(t, err, "a backend to end")
@@ -86,8 +89,8 @@ func TestBenchCPUCountsABackendOnlyForThePhase(t *testing.T) {
 		return pool
 	}
 	busy, other := open(), open()
-	// About a second of the busy backend's CPU, before the phase.
-	_, err := busy.Exec(ctx, `SELECT count(*) FROM generate_series(1, 10000000)`)
+	// A second or two of the busy backend's CPU, before the phase.
+	_, err := busy.Exec(ctx, `SELECT count(*) FROM generate_series(1, 20000000)`)
 	require.NoError(t, err)
 	var pid int
 	require.NoError(t, busy.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
