@@ -234,21 +234,26 @@ func oneSessionPool(t *testing.T, shared *pgxpool.Pool) *pgxpool.Pool {
 // a statement after its text), and how often they were planned each way.
 func preparedStatements(t *testing.T, pool *pgxpool.Pool, name string) (statements, generic, custom int) {
 	t.Helper()
+	type prepared struct {
+		Name            string
+		Generic, Custom int
+	}
 	names := map[string]bool{}
 	for _, conn := range pool.AcquireAllIdle(context.Background()) {
 		rows, err := conn.Query(context.Background(), `SELECT name, generic_plans, custom_plans
 			FROM pg_prepared_statements WHERE statement LIKE '%name: ' || $1 || ' %'`, name)
-		require.NoError(t, err)
-		for rows.Next() {
-			var statement string
-			var g, c int
-			require.NoError(t, rows.Scan(&statement, &g, &c))
-			names[statement] = true
-			generic, custom = generic+g, custom+c
+		var got []prepared
+		if err == nil {
+			got, err = pgx.CollectRows(rows, pgx.RowToStructByPos[prepared])
 		}
-		err = rows.Err()
+		// Released before any assertion: a connection kept would hold up
+		// the pool's Close, and a failing test would hang instead.
 		conn.Release()
 		require.NoError(t, err)
+		for _, p := range got {
+			names[p.Name] = true
+			generic, custom = generic+p.Generic, custom+p.Custom
+		}
 	}
 	return len(names), generic, custom
 }
