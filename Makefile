@@ -93,7 +93,7 @@ bench-peers: ## River and Switchyard drain the same no-op messages on one server
 	cd tools/peers && $(GO) run . --messages $(or $(MESSAGES),100000)
 
 .PHONY: bench-retained
-bench-retained: ## Switchyard drains on an empty outbox and after 10,000,000 delivered and 100,000 dead messages retained, by turns (RETAINED, RETAINED_DEAD; DATABASE_URL or a throwaway cluster)
+bench-retained: ## Switchyard drains on an empty outbox and after 10,000,000 delivered and 100,000 dead messages retained, by turns; each kind's history seeded once into a template database, copied for each round (RETAINED, RETAINED_DEAD; DATABASE_URL or a throwaway cluster)
 	cd tools/peers && $(GO) run . --messages $(or $(MESSAGES),100000) --river-workers '' --retained $(or $(RETAINED),10000000) --retained-dead $(or $(RETAINED_DEAD),100000)
 
 .PHONY: bench-http

@@ -37,6 +37,11 @@ type benchOptions struct {
 	cpuProfile   string        // where to write a CPU profile of the measured phase; "": none
 	latencyOut   string        // offered-load mode: where to write each timed message's commit time and latency; "": nowhere
 	httpFloor    bool          // drain mode, --destination http: measure signed HTTP alone after the drain (benchHTTPFloor)
+
+	// The database the history is seeded into once, and the bench's
+	// database copied from (--retained-template); "": seeded in the
+	// bench's database.
+	retainedTemplate string
 }
 
 // newBenchFlags defines the bench's flags on a FlagSet of their own: they
@@ -51,6 +56,7 @@ func newBenchFlags(o *benchOptions) *flag.FlagSet {
 	fs.IntVar(&o.messages, "messages", 200000, "drain mode: messages to seed, then drain")
 	fs.IntVar(&o.retained, "retained", 0, "delivered messages the outbox already holds before the measured messages, in the same aggregates (history kept by retention; seeded by SQL, untimed)")
 	fs.IntVar(&o.retainedDead, "retained-dead", 0, "dead messages the outbox already holds (unordered, over 1,000 error groups, three failed attempts each)")
+	fs.StringVar(&o.retainedTemplate, "retained-template", "", "with --retained or --retained-dead: a database holding that history, seeded into it the first time (and left on the server), and copied as the bench's database by every run after (a file copy: seconds, where seeding ten million messages takes minutes); a template of another history, or one a stopped run left unfinished, is refused; drop it (DROP DATABASE) when done")
 	fs.IntVar(&o.aggregates, "aggregates", 1000, "aggregates the messages are spread over, each delivered in order (0: unordered messages)")
 	fs.IntVar(&o.workers, "workers", 4, "dispatcher workers (the console's default)")
 	fs.IntVar(&o.batch, "batch", 100, "the dispatcher's BatchSize: most deliveries (a message, or an aggregate's messages in order) one worker holds in flight, and so one claim leases")
@@ -107,6 +113,8 @@ func parseBenchOptions(args []string) (benchOptions, error) {
 		return o, errors.New("--aggregates, --rate and --warmup-seconds must be 0 or more, --timeout positive")
 	case o.retained < 0 || o.retainedDead < 0:
 		return o, errors.New("--retained and --retained-dead must be 0 or more")
+	case o.retainedTemplate != "" && o.retained+o.retainedDead == 0:
+		return o, errors.New("--retained-template needs --retained or --retained-dead")
 	case o.rate == 0 && o.messages < 1:
 		return o, errors.New("--messages must be 1 or more")
 	case o.rate > 0 && o.seconds < 1:
@@ -314,7 +322,14 @@ type benchResult struct {
 	Retained            int     `json:"retained,omitempty"`
 	RetainedDead        int     `json:"retained_dead,omitempty"`
 	RetainedSeedSeconds float64 `json:"retained_seed_seconds,omitempty"`
-	Concurrency         int     `json:"concurrency"`
+
+	// With --retained-template: the template the bench's database was
+	// copied from, and whether this run seeded it (otherwise
+	// retained_seed_seconds is the copy's time alone).
+	RetainedTemplate       string `json:"retained_template,omitempty"`
+	RetainedTemplateSeeded bool   `json:"retained_template_seeded,omitempty"`
+
+	Concurrency int `json:"concurrency"`
 	// Database is "created" (a fresh database, dropped afterwards) or
 	// "in_place" (the role may not create databases; the configured
 	// database's empty outbox was used and cleaned afterwards).
@@ -474,6 +489,7 @@ func (m benchMeasurement) result(opts benchOptions, target *benchTarget, server 
 	if !target.created {
 		r.Database = "in_place"
 	}
+	r.RetainedTemplate, r.RetainedTemplateSeeded = target.template.name, target.template.seeded > 0
 	if m.cpu.Method != "" {
 		r.CPU = &m.cpu
 	}

@@ -24,38 +24,47 @@ import (
 // aggregates' rows are written directly. Then VACUUM (ANALYZE), as
 // autovacuum would have long since done for rows this old, and a
 // CHECKPOINT where the role may (superuser or pg_checkpoint). It returns the
-// highest id seeded: the drain's messages come after it.
-func (b *benchRun) seedRetained(ctx context.Context) (int64, error) {
-	dest := b.target.destinationName()
-	err := seedWithoutSequenceTrigger(ctx, b.target.pool, []seedStep{
-		{"delivered messages", seedRetainedDeliveredSQL, []any{dest, b.opts.retained, b.opts.aggregates}},
-		{"dead messages", seedRetainedDeadSQL, []any{dest, b.opts.retainedDead}},
-	}, b.logger)
+// highest id seeded: the drain's messages come after it. target is the
+// bench's database, or the template it is copied from
+// (openHistoryTemplate).
+func seedRetained(ctx context.Context, target *benchTarget, opts benchOptions, logger *slog.Logger) (int64, error) {
+	dest := target.destinationName()
+	err := seedWithoutSequenceTrigger(ctx, target.pool, []seedStep{
+		{"delivered messages", seedRetainedDeliveredSQL, []any{dest, opts.retained, opts.aggregates}},
+		{"dead messages", seedRetainedDeadSQL, []any{dest, opts.retainedDead}},
+	}, logger)
 	if err != nil {
 		return 0, err
 	}
 	var steps []seedStep
-	if b.opts.aggregates > 0 {
+	if opts.aggregates > 0 {
 		steps = append(steps, seedStep{"aggregates", `INSERT INTO switchyard.outbox_aggregates
 				(destination, aggregate_type, aggregate_id, last_seq, done_seq)
 			SELECT $1, 'order', k::text, n, n
 			FROM (SELECT k, $2::int / $3::int + (k < $2::int % $3::int)::int AS n FROM generate_series(0, $3::int - 1) AS k) AS s
-			WHERE n > 0`, []any{dest, b.opts.retained, b.opts.aggregates}})
+			WHERE n > 0`, []any{dest, opts.retained, opts.aggregates}})
 	}
 	steps = append(steps, deadLetterSteps()...)
 	steps = append(steps, seedStep{"vacuum", `VACUUM (ANALYZE) switchyard.outbox, switchyard.outbox_aggregates, switchyard.outbox_attempts,
 			switchyard.dead_letter_groups, switchyard.dead_letter_hours`, nil})
-	if err := runSeedSteps(ctx, b.target.pool, steps, b.logger); err != nil {
+	if err := runSeedSteps(ctx, target.pool, steps, logger); err != nil {
 		return 0, err
 	}
-	if err := checkpointSeeding(ctx, b.target.pool, b.logger); err != nil {
+	if err := checkpointSeeding(ctx, target.pool, logger); err != nil {
 		return 0, err
 	}
+	logger.Info("seeded the retained history", slog.Int("delivered", opts.retained), slog.Int("dead", opts.retainedDead),
+		slog.String("database", target.name))
+	return lastRetainedID(ctx, target.pool)
+}
+
+// lastRetainedID returns the highest id of the retained history, in a
+// database that holds nothing else yet.
+func lastRetainedID(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 	var last int64
-	if err := b.target.pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM switchyard.outbox`).Scan(&last); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM switchyard.outbox`).Scan(&last); err != nil {
 		return 0, fmt.Errorf("read the last retained message: %w", err)
 	}
-	b.logger.Info("seeded the retained history", slog.Int("delivered", b.opts.retained), slog.Int("dead", b.opts.retainedDead))
 	return last, nil
 }
 

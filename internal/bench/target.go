@@ -37,21 +37,45 @@ type benchTarget struct {
 	name    string          // the bench database's name
 	created bool            // false: in place, in the configured database
 	suffix  string          // random; names this run's database, destination and dispatcher
+	// With --retained-template: the template the database was copied
+	// from (its history's destination is named by the template's suffix,
+	// which the run then uses) and how long the copy took.
+	template historyTemplate
+	copied   time.Duration
 }
 
-// openBenchTarget creates, connects to and migrates the bench's database.
+// newBenchSuffix returns a random suffix for a bench's names.
+func newBenchSuffix() string { return strings.ToLower(rand.Text()[:12]) }
+
+// openBenchTarget creates, connects to and migrates the bench's database;
+// with --retained-template, it is a copy of that template, made first
+// where it does not exist yet (openHistoryTemplate).
 func openBenchTarget(ctx context.Context, db *postgres.DB, opts benchOptions, logger *slog.Logger) (*benchTarget, error) {
-	t := &benchTarget{admin: db.Pool, config: db.Pool.Config(), suffix: strings.ToLower(rand.Text()[:12])}
+	t := &benchTarget{admin: db.Pool, config: db.Pool.Config(), suffix: newBenchSuffix()}
 	t.config.ConnConfig.RuntimeParams["application_name"] = "switchyard-bench"
 	t.config.MaxConns = int32(opts.enqueuers + 4)
 	name := "switchyard_bench_" + t.suffix
-	_, err := db.Pool.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	create := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
+	if opts.retainedTemplate != "" {
+		var err error
+		if t.template, err = openHistoryTemplate(ctx, t.admin, t.config, opts, logger); err != nil {
+			return nil, err
+		}
+		t.suffix = t.template.suffix
+		if create, err = copyOf(ctx, t.admin, name, t.template.name); err != nil {
+			return nil, err
+		}
+	}
+	start := time.Now()
+	_, err := db.Pool.Exec(ctx, create)
+	t.copied = time.Since(start)
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:
 		t.name, t.created = name, true
 		t.config.ConnConfig.Database = name
-		logger.Info("created the bench database; it is dropped at the end", slog.String("database", name))
+		logger.Info("created the bench database; it is dropped at the end", slog.String("database", name),
+			slog.String("template", t.template.name))
 	case errors.As(err, &pgErr) && pgErr.Code == sqlstateInsufficientPrivilege:
 		t.name = t.config.ConnConfig.Database
 		logger.Warn("the role may not create databases: the bench runs in the configured database, which must hold no outbox messages",

@@ -36,6 +36,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -47,7 +48,11 @@ type options struct {
 	riverConns   int
 	retained     int // > 0: also drain after this many delivered messages retained (issue 17, target 6)
 	retainedDead int
-	http         bool // also drain over signed HTTP (issue 17, target 4)
+	// reseed: seed each retained drain's history anew (the method before
+	// 2026-12-07) instead of copying it from a template seeded once per
+	// kind (the bench's --retained-template)
+	reseed bool
+	http   bool // also drain over signed HTTP (issue 17, target 4)
 	// rate > 0: the offered-load comparison instead of the drains
 	// (issue 17, target 5; latency.go).
 	rate           int
@@ -90,6 +95,7 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.riverConns, "river-conns", 16, "River client's pgxpool MaxConns")
 	fs.IntVar(&o.retained, "retained", 0, "also drain Switchyard's messages (ordered and unordered) after this many delivered messages retained in the outbox, and compare with the drains of an empty one")
 	fs.IntVar(&o.retainedDead, "retained-dead", 0, "with --retained: dead messages retained too")
+	fs.BoolVar(&o.reseed, "reseed", false, "with --retained: seed each round's history anew (minutes each) instead of copying it from a template database seeded once per kind for this run and dropped at its end")
 	fs.BoolVar(&o.http, "http", false, "also drain Switchyard's ordered messages over signed HTTP to the bench's local receiver, and compare with the no-op drain")
 	fs.IntVar(&o.rate, "rate", 0, "offered load instead of drains: enqueues a second, each in a transaction of its own, for --seconds; compares the latency from each enqueue's commit to its delivery")
 	fs.IntVar(&o.seconds, "seconds", 10, "with --rate: how long to enqueue for, timed")
@@ -233,6 +239,9 @@ type result struct {
 	UnorderedRetained      *series `json:"switchyard_unordered_retained,omitempty"`
 	RatioOrderedRetained   float64 `json:"ratio_ordered_retained_to_empty,omitempty"`
 	RatioUnorderedRetained float64 `json:"ratio_unordered_retained_to_empty,omitempty"`
+	// RetainedReseeded: each drain's history was seeded anew (--reseed),
+	// not copied from a template seeded once per kind.
+	RetainedReseeded bool `json:"retained_reseeded,omitempty"`
 	// With --http: the ordered drain over signed HTTP (target 4), and its
 	// median over the no-op drain's.
 	OrderedHTTP      *series `json:"switchyard_ordered_http,omitempty"`
@@ -260,7 +269,8 @@ const method = "each round runs every configuration once, rotating which goes fi
 	"messages_per_sec (fresh database, seeded untimed, timed until nothing is pending); rates are medians of the " +
 	"rounds, River's best is the worker count with the highest median, ratios are Switchyard's median / River's best; " +
 	"with --retained, Switchyard's drains again after `--retained N --retained-dead M` (that history seeded by SQL, vacuumed " +
-	"and checkpointed, untimed), and their medians / the empty outbox's; with --http, Switchyard's ordered drain again with " +
+	"and checkpointed, untimed, once per kind into a template database that each round's bench database is a file copy of: " +
+	"`--retained-template`; with --reseed, seeded anew in every round), and their medians / the empty outbox's; with --http, Switchyard's ordered drain again with " +
 	"`--destination http --http-floor` (signed webhooks to the bench's local receiver, verified), and its median / the no-op drain's; " +
 	"http_floor_ms_per_1k_requests is the median CPU of the same requests sent again with no database or dispatcher (the webhook " +
 	"client and the receiver), ratio_ordered_http_to_noop_ceiling the most the HTTP drain could reach with every CPU busy at " +
@@ -313,6 +323,18 @@ func measure(ctx context.Context, o options, url string, throwaway bool) (*resul
 	if o.retained > 0 {
 		r.Retained, r.RetainedDead = o.retained, o.retainedDead
 		r.OrderedRetained, r.UnorderedRetained = &series{}, &series{}
+		r.RetainedReseeded = o.reseed
+		if !o.reseed {
+			// Left by a run that was stopped, or by another build's.
+			if err := dropHistoryTemplates(ctx, admin, configs); err != nil {
+				return nil, err
+			}
+			defer func() {
+				if err := dropHistoryTemplates(context.WithoutCancel(ctx), admin, configs); err != nil {
+					fmt.Fprintln(os.Stderr, "peers:", err)
+				}
+			}()
+		}
 	}
 	if o.http {
 		r.OrderedHTTP = &series{}
@@ -337,6 +359,9 @@ func measure(ctx context.Context, o options, url string, throwaway bool) (*resul
 				var extra []string
 				if c.retained {
 					extra = []string{"--retained", strconv.Itoa(o.retained), "--retained-dead", strconv.Itoa(o.retainedDead)}
+					if !o.reseed {
+						extra = append(extra, "--retained-template", historyTemplate(c))
+					}
 				}
 				if c.http {
 					extra = append(extra, "--destination", "http", "--http-floor")
@@ -489,4 +514,26 @@ func splitList(list string) []string {
 		}
 	}
 	return out
+}
+
+// historyTemplate names the template database of c's retained history,
+// one per kind (the bench refuses a template of another history).
+func historyTemplate(c config) string {
+	if c.aggregates == 0 {
+		return "switchyard_peers_history_unordered"
+	}
+	return "switchyard_peers_history_ordered"
+}
+
+// dropHistoryTemplates drops the retained configurations' templates.
+func dropHistoryTemplates(ctx context.Context, admin *pgxpool.Pool, configs []config) error {
+	for _, c := range configs {
+		if !c.retained {
+			continue
+		}
+		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{historyTemplate(c)}.Sanitize()+" WITH (FORCE)"); err != nil {
+			return fmt.Errorf("drop the history template %s: %w", historyTemplate(c), err)
+		}
+	}
+	return nil
 }
