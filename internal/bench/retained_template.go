@@ -96,8 +96,8 @@ func seedHistoryTemplate(ctx context.Context, admin *pgxpool.Pool, config *pgxpo
 
 // copyOf returns the statement that creates database name as a copy of
 // template, file by file after a checkpoint: STRATEGY FILE_COPY from
-// PostgreSQL 15 on, whose default, WAL_LOG, would write every page of the
-// history to the WAL (and the only strategy before it).
+// PostgreSQL 15 on, where the default, WAL_LOG, would write every page of
+// the history to the WAL; before 15, copying files is the only way.
 func copyOf(ctx context.Context, admin *pgxpool.Pool, name, template string) (string, error) {
 	var version int
 	if err := admin.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
