@@ -347,6 +347,10 @@ type benchResult struct {
 	// phase (offered load: the enqueues' included), with their calls,
 	// plans, buffers and WAL.
 	ServerStatements []serverStatement `json:"server_statements,omitempty"`
+	// Drain mode: the switchyard tables and indexes of the bench's
+	// database whose shared buffers the measured phase touched most (the
+	// dispatcher's and the bench's checks'), from pg_statio.
+	ServerRelations []serverRelation `json:"server_relations,omitempty"`
 }
 
 // benchSettings are the server settings that decide what a commit costs.
@@ -493,7 +497,7 @@ func (m benchMeasurement) result(opts benchOptions, target *benchTarget, server 
 	if m.cpu.Method != "" {
 		r.CPU = &m.cpu
 	}
-	r.ServerStatements = m.serverStatements
+	r.ServerStatements, r.ServerRelations = m.serverStatements, m.serverRelations
 	if opts.rate > 0 {
 		r.Mode, r.OfferedPerSec, r.Wake = "offered", opts.rate, opts.wake
 		r.EnqueuedPerSec = benchRound(float64(m.messages)/m.enqueueing.Seconds(), 0)

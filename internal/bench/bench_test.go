@@ -115,6 +115,10 @@ func TestBenchDispatchInPlace(t *testing.T) {
 				require.Zero(t, res.EnqueueP99Ms, "a drain enqueues before it is timed")
 				require.Zero(t, res.CommitP99Ms)
 				require.Zero(t, res.CommitP99Windows)
+				// Where the drain's buffers went, the outbox's heap among them.
+				require.True(t, slices.ContainsFunc(res.ServerRelations, func(r serverRelation) bool {
+					return r.Name == "outbox" && r.Buffers >= int64(res.Messages)/100
+				}), "%+v", res.ServerRelations)
 			}
 			if slices.Contains(tc.args, "--http-floor") {
 				// As many signed requests again, each verified by the

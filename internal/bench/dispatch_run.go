@@ -75,6 +75,7 @@ func (b *benchRun) build(ctx context.Context) error {
 	}
 	poolCfg := b.target.config.Copy()
 	poolCfg.ConnConfig.Tracer = b.statements
+	poolCfg.ConnConfig.RuntimeParams["application_name"] = dispatcherApplication
 	poolCfg.MaxConns = int32(2*b.opts.workers + 4) // a worker's claim and its finalize, and some for the statistics and retention
 	if b.pool, err = pgxpool.NewWithConfig(ctx, poolCfg); err != nil {
 		return fmt.Errorf("open the dispatcher's pool: %w", err)

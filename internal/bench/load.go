@@ -46,6 +46,9 @@ type benchMeasurement struct {
 	// the costliest statements over the measured phase, where the server
 	// has pg_stat_statements
 	serverStatements []serverStatement
+	// drain mode: the tables and indexes whose buffers the measured phase
+	// touched most
+	serverRelations []serverRelation
 }
 
 // drain seeds the messages, then times the dispatcher from its start until
@@ -62,6 +65,11 @@ func (b *benchRun) drain(ctx context.Context) (benchMeasurement, error) {
 	m.seed = time.Since(start)
 	b.logger.Info("seeded; draining", slog.Int("messages", m.messages), slog.Int("aggregates", b.opts.aggregates),
 		slog.Duration("seed_time", m.seed.Round(time.Millisecond)))
+	b.target.pool.Reset() // the seed's backends exit: their counters are in the first sample
+	relationsAtStart, err := sampleRelations(ctx, b.target.pool, benchApplication, relationsQuiesceWait, b.logger)
+	if err != nil {
+		return m, err
+	}
 	meter, err := b.startMeter(ctx)
 	if err != nil {
 		return m, err
@@ -78,6 +86,13 @@ func (b *benchRun) drain(ctx context.Context) (benchMeasurement, error) {
 	if m.cpu, m.serverStatements, err = meter.stop(ctx, m.messages); err != nil {
 		return m, err
 	}
+	b.dispatcher.Stop()
+	b.pool.Close() // the dispatcher's backends exit: their counters are in the last sample
+	relationsAtEnd, err := sampleRelations(ctx, b.target.pool, dispatcherApplication, relationsQuiesceWait, b.logger)
+	if err != nil {
+		return m, err
+	}
+	m.serverRelations = relationsSince(relationsAtStart, relationsAtEnd)
 	if m, err = b.finish(ctx, m); err != nil {
 		return m, err
 	}

@@ -52,7 +52,7 @@ func newBenchSuffix() string { return strings.ToLower(rand.Text()[:12]) }
 // where it does not exist yet (openHistoryTemplate).
 func openBenchTarget(ctx context.Context, db *postgres.DB, opts benchOptions, logger *slog.Logger) (*benchTarget, error) {
 	t := &benchTarget{admin: db.Pool, config: db.Pool.Config(), suffix: newBenchSuffix()}
-	t.config.ConnConfig.RuntimeParams["application_name"] = "switchyard-bench"
+	t.config.ConnConfig.RuntimeParams["application_name"] = benchApplication
 	t.config.MaxConns = int32(opts.enqueuers + 4)
 	name := "switchyard_bench_" + t.suffix
 	create := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
