@@ -17,7 +17,7 @@ func TestRelationsSinceKeepsTheMostTouched(t *testing.T) {
 	start := relationSample{"outbox": {Name: "outbox", Buffers: 100, Read: 10}, "outbox_pkey": {Name: "outbox_pkey", Buffers: 7}}
 	end := relationSample{
 		"outbox":      {Name: "outbox", Buffers: 400, Read: 15},
-		"outbox_pkey": {Name: "outbox_pkey", Buffers: 7}, // untouched: left out
+		"outbox_pkey": {Name: "outbox_pkey", Buffers: 7},      // untouched: left out
 		"inbox":       {Name: "inbox", Buffers: 900, Read: 1}, // new since the start
 	}
 	for i := range serverRelationsShown {
@@ -52,9 +52,9 @@ func TestSampleRelationsCountsTheLastWorkOfExitedBackends(t *testing.T) {
 	worker := openPool(t, url, "relations-worker")
 	conn, err := worker.Acquire(ctx)
 	require.NoError(t, err)
-	// Three scans back to back: the first is counted when its backend
-	// goes idle, the two after it within the second that follows only
-	// when it exits.
+	// Three scans back to back: a backend adds its counters at most once
+	// a second while it runs, so at least the last of them is counted
+	// only when it exits.
 	for range 3 {
 		_, err := conn.Exec(ctx, `SELECT count(*) FROM switchyard.scanned`)
 		require.NoError(t, err)
