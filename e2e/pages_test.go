@@ -125,6 +125,64 @@ func TestMessagesListPagesAndFiltersSurviveReload(t *testing.T) {
 	require.NoError(t, expect.Locator(rows.First().Locator("td").First()).ToHaveText("61"))
 }
 
+// The delivered list shows the latest delivery first, not the highest id,
+// with each message's delivery time; the same state under a topic filter
+// is in id order again, without that column.
+func TestDeliveredListShowsTheLatestDeliveryFirst(t *testing.T) {
+	t.Parallel()
+	f := startPagesFixture(t)
+	// Message 3 delivered after every other; 54 and 53 before every other.
+	_, err := f.pool.Exec(context.Background(), `UPDATE switchyard.outbox SET finished_at = CASE id
+		WHEN 3 THEN now() + interval '1 minute' ELSE now() - interval '1 minute' END WHERE id IN (3, 53, 54)`)
+	require.NoError(t, err)
+	page := newPage(t, f.console.URL)
+	expect := newExpect()
+
+	// The "N new" control asks once when the stream is ready: nothing was
+	// delivered after message 3, although 46 delivered ids are above it.
+	_, err = page.ExpectResponse(regexp.MustCompile(`/messages/new\?.*above=3`), func() error {
+		_, err := page.Goto("/messages?state=delivered")
+		return err
+	})
+	require.NoError(t, err)
+	newLink := page.GetByTestId("new-messages-link")
+	require.NoError(t, expect.Locator(newLink).ToHaveCount(0))
+	rows := page.GetByTestId("message-row")
+	// Delivered: 1..54 but the five dead (10, 20, ..., 50).
+	require.NoError(t, expect.Locator(rows).ToHaveCount(49))
+	require.NoError(t, expect.Locator(page.GetByTestId("messages-order")).ToHaveText("The latest delivery first."))
+	require.NoError(t, expect.Locator(page.GetByTestId("message-table").Locator("th").Last()).ToHaveText("Delivered (UTC)"))
+	ids := []string{"3", "52", "51", "49"} // then the others by id, down to 1; 54 and 53 last
+	for i, id := range ids {
+		require.NoError(t, expect.Locator(rows.Nth(i).Locator("td").First()).ToHaveText(id))
+	}
+	require.NoError(t, expect.Locator(rows.Nth(47).Locator("td").First()).ToHaveText("54"))
+	require.NoError(t, expect.Locator(rows.Last().Locator("td").First()).ToHaveText("53"))
+	require.NoError(t, expect.Locator(rows.First().GetByTestId("message-delivered-at")).ToHaveText(regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$`)))
+	screenshot(t, page, "messages-delivered")
+
+	// Message 2 delivered again later (as a test's write), and an enqueue,
+	// whose stats event makes the control ask: one new delivery, below the
+	// first row's id.
+	_, err = page.ExpectResponse(regexp.MustCompile(`/messages/new\?.*above=3`), func() error {
+		_, err := f.pool.Exec(context.Background(), `UPDATE switchyard.outbox SET finished_at = now() + interval '2 minutes' WHERE id = 2`)
+		if err == nil {
+			_, err = f.pool.Exec(context.Background(), `INSERT INTO switchyard.outbox (topic, destination, payload) VALUES ('order.created', 'shop', '{}')`)
+		}
+		return err
+	})
+	require.NoError(t, err)
+	require.NoError(t, expect.Locator(newLink).ToHaveText("1 new message: show"))
+	require.NoError(t, newLink.Click())
+	require.NoError(t, expect.Locator(rows.First().Locator("td").First()).ToHaveText("2"))
+
+	_, err = page.Goto("/messages?state=delivered&topic=order.paid")
+	require.NoError(t, err)
+	require.NoError(t, expect.Locator(rows.First().Locator("td").First()).ToHaveText("54"))
+	require.NoError(t, expect.Locator(page.GetByTestId("messages-order")).ToHaveCount(0))
+	require.NoError(t, expect.Locator(page.GetByTestId("message-delivered-at")).ToHaveCount(0))
+}
+
 // A hostile payload, header and error render as inert text: no dialog, no
 // element from the payload, no request to /x; the raw payload downloads as
 // an attachment.

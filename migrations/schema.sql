@@ -2133,12 +2133,6 @@ CREATE INDEX outbox_dead_id ON switchyard.outbox USING btree (id) WHERE (state =
 CREATE INDEX outbox_dead_topic_id ON switchyard.outbox USING btree (topic text_pattern_ops, id) WHERE (state = 'dead'::text);
 
 --
--- Name: outbox_delivered_id; Type: INDEX; Schema: switchyard; Owner: -
---
-
-CREATE INDEX outbox_delivered_id ON switchyard.outbox USING btree (id) WHERE (state = 'delivered'::text);
-
---
 -- Name: outbox_delivery_key; Type: INDEX; Schema: switchyard; Owner: -
 --
 
@@ -2169,10 +2163,10 @@ CREATE INDEX outbox_due_unordered ON switchyard.outbox USING btree (destination,
 CREATE INDEX outbox_failed_id ON switchyard.outbox USING btree (id) WHERE (last_error IS NOT NULL);
 
 --
--- Name: outbox_finished; Type: INDEX; Schema: switchyard; Owner: -
+-- Name: outbox_finished_id; Type: INDEX; Schema: switchyard; Owner: -
 --
 
-CREATE INDEX outbox_finished ON switchyard.outbox USING btree (finished_at) WHERE (state = 'delivered'::text);
+CREATE INDEX outbox_finished_id ON switchyard.outbox USING btree (finished_at, id) WHERE (state = 'delivered'::text);
 
 --
 -- Name: outbox_one_pending_replay; Type: INDEX; Schema: switchyard; Owner: -

@@ -17,10 +17,12 @@ import (
 
 // The delivered list under a backlog: 300 delivered messages, then 20,000
 // pending (the newest ids, as a backlog is), then 20 delivered above
-// them. Each page reads a page's rows, not the backlog: on the primary
-// key, the first page read all 20,000 pending messages below its 20th
-// row (57 ms a page at 10,000,000 rows, BENCHMARKS.md). The
-// pages list every delivered message once, newest first.
+// them, delivered in another order than their ids (many at the same
+// instant) and the 20 before most of the 300. Each page reads a page's
+// rows, not the backlog: on the primary key, the first page read all
+// 20,000 pending messages below its 20th row (57 ms a page at 10,000,000
+// rows, BENCHMARKS.md). The pages list every delivered message once, the
+// latest delivery first, and each page says so.
 func TestDeliveredPagesReadTheirRowsNotTheBacklog(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -28,17 +30,19 @@ func TestDeliveredPagesReadTheirRowsNotTheBacklog(t *testing.T) {
 	_, err := pool.Exec(ctx, `INSERT INTO switchyard.destinations (name, kind) VALUES ('shop', 'function')`)
 	require.NoError(t, err)
 	for _, n := range []struct {
-		rows  int
-		state string
-	}{{300, "delivered"}, {20000, "pending"}, {20, "delivered"}} {
+		rows    int
+		state   string
+		seconds string // how long before now each was delivered, by i
+	}{{300, "delivered", "i % 37"}, {20000, "pending", "0"}, {20, "delivered", "30 + i"}} {
 		_, err = pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload, state, finished_at)
-			SELECT 'order.paid', 'shop', '{}', $2::text, CASE WHEN $2::text = 'delivered' THEN now() END
-			FROM generate_series(1, $1::int)`, n.rows, n.state)
+			SELECT 'order.paid', 'shop', '{}', $2::text,
+				CASE WHEN $2::text = 'delivered' THEN now() - make_interval(secs => `+n.seconds+`) END
+			FROM generate_series(1, $1::int) i`, n.rows, n.state)
 		require.NoError(t, err)
 	}
 	_, err = pool.Exec(ctx, `ANALYZE switchyard.outbox`)
 	require.NoError(t, err)
-	rows, err := pool.Query(ctx, `SELECT id FROM switchyard.outbox WHERE state = 'delivered' ORDER BY id DESC`)
+	rows, err := pool.Query(ctx, `SELECT id FROM switchyard.outbox WHERE state = 'delivered' ORDER BY finished_at DESC, id DESC`)
 	require.NoError(t, err)
 	want, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(t, err)
@@ -48,6 +52,8 @@ func TestDeliveredPagesReadTheirRowsNotTheBacklog(t *testing.T) {
 	f, err := parseMessageFilter(ctx, q, url.Values{"state": {"delivered"}})
 	require.NoError(t, err)
 	var got []int64
+	var pages [][]int64
+	var newer []int64 // each page's first row: the cursor of the page above it
 	before := int64(0)
 	for page := 0; ; page++ {
 		require.Less(t, page, 10, "more pages than messages")
@@ -55,9 +61,11 @@ func TestDeliveredPagesReadTheirRowsNotTheBacklog(t *testing.T) {
 		rows, pager, err := (&Handler{}).messagePage(ctx, q, f, before, 0)
 		require.NoError(t, err)
 		require.LessOrEqual(t, scans.read, int64(3*pageSize), "page %d read %d rows", page, scans.read)
+		var ids []int64
 		for _, r := range rows {
-			got = append(got, r.ID)
+			ids = append(ids, r.ID)
 		}
+		got, pages, newer = append(got, ids...), append(pages, ids), append(newer, ids[0])
 		if pager.OlderURL == "" {
 			break
 		}
@@ -65,6 +73,18 @@ func TestDeliveredPagesReadTheirRowsNotTheBacklog(t *testing.T) {
 		require.Contains(t, pager.OlderURL, "before="+strconv.FormatInt(before, 10))
 	}
 	require.Equal(t, want, got)
+	// Back up: the page above each page is the one before it.
+	for page := len(pages) - 1; page >= 2; page-- {
+		scans.read = 0
+		rows, _, err := (&Handler{}).messagePage(ctx, q, f, 0, newer[page])
+		require.NoError(t, err)
+		require.LessOrEqual(t, scans.read, int64(3*pageSize), "the page above page %d read %d rows", page, scans.read)
+		var ids []int64
+		for _, r := range rows {
+			ids = append(ids, r.ID)
+		}
+		require.Equal(t, pages[page-1], ids, "the page above page %d", page)
+	}
 }
 
 // scanCounter is a queries.DBTX that runs each query under EXPLAIN

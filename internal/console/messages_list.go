@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
+	"github.com/switchyard/switchyard/internal/msgfilter"
 	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/web/templates"
 )
@@ -33,7 +34,8 @@ func (h *Handler) messagesList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page := templates.MessagesPage{Filter: f.form, Filtered: f.filtered(), Pager: pager, FirstURL: "/messages" + f.query()}
+	page := templates.MessagesPage{Filter: f.form, Filtered: f.filtered(), Pager: pager, FirstURL: "/messages" + f.query(),
+		ByDelivery: !f.idGiven && choosePath(f.params) == pathDelivered}
 	page.BulkReplayURL, page.NoBulkReplay = f.bulkReplayURL()
 	for _, r := range rows {
 		page.Rows = append(page.Rows, messageRow(r))
@@ -50,6 +52,13 @@ func (h *Handler) messagesList(c echo.Context) error {
 		}
 		page.NewURL = "/messages/new" + f.query("above", strconv.FormatInt(top, 10))
 		page.NewAbove = top
+		if page.ByDelivery {
+			// A message below the first row's id may be delivered after
+			// it: every stats event may bring one (messages.js asks at
+			// most once a second, and every 10 s when the newest id
+			// stays put).
+			page.NewAbove = 0
+		}
 	}
 	return render(c, http.StatusOK, templates.MessagesList(h.page("Messages", templates.SectionMessages), page))
 }
@@ -260,8 +269,12 @@ func notFound(err error, what string) error {
 }
 
 // unindexedFilter reports whether p has a filter that no index serves.
+// Delivered messages in a range of ids (creation times, one message's id)
+// count among them: their index is in delivery order, and a delivery may
+// come long after its message's creation.
 func unindexedFilter(p queries.ConsoleMessagesListOlderParams) bool {
 	named := p.Topic != nil || p.Destination != nil || p.TopicPrefix != nil || p.DestinationPrefix != nil
+	ranged := p.Floor > 0 || p.Ceiling < msgfilter.NoCeiling
 	return p.ErrorText != nil || (p.AggregateID == nil) != (p.AggregateType == nil) ||
-		(named && !undelivered(p.State))
+		(named && !undelivered(p.State)) || (ranged && deliveredOnly(p.State))
 }

@@ -20,7 +20,8 @@ const (
 )
 
 // messagesNewCount serves GET /messages/new?above=ID&<filters>: the "N new"
-// control, how many matching messages arrived above the first row shown.
+// control, how many matching messages arrived above the first row shown
+// (for the delivered list, in delivery order: delivered after it).
 // The list itself never moves; the control's link shows them.
 func (h *Handler) messagesNewCount(c echo.Context) error {
 	ctx := c.Request().Context()
@@ -34,12 +35,18 @@ func (h *Handler) messagesNewCount(c echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, "above must be a message id.")
 	}
 	p := f.params
-	n, err := q.ConsoleMessagesCountNew(ctx, queries.ConsoleMessagesCountNewParams{
-		State: p.State, Topic: p.Topic, TopicPrefix: p.TopicPrefix, TopicUpper: p.TopicUpper,
-		Destination: p.Destination, DestinationPrefix: p.DestinationPrefix, DestinationUpper: p.DestinationUpper,
-		AggregateType: p.AggregateType, AggregateID: p.AggregateID, ErrorText: p.ErrorText,
-		CreatedFrom: p.CreatedFrom, CreatedTo: p.CreatedTo, Stage: p.Stage, LeaseOwnerPattern: p.LeaseOwnerPattern, Floor: p.Floor, Ceiling: min(p.Ceiling, above+newCountHorizon), Cursor: above,
-	})
+	var n int64
+	if choosePath(p) == pathDelivered {
+		// In delivery order: the deliveries after the first row's.
+		n, err = q.ConsoleMessagesCountNewDelivered(ctx, above)
+	} else {
+		n, err = q.ConsoleMessagesCountNew(ctx, queries.ConsoleMessagesCountNewParams{
+			State: p.State, Topic: p.Topic, TopicPrefix: p.TopicPrefix, TopicUpper: p.TopicUpper,
+			Destination: p.Destination, DestinationPrefix: p.DestinationPrefix, DestinationUpper: p.DestinationUpper,
+			AggregateType: p.AggregateType, AggregateID: p.AggregateID, ErrorText: p.ErrorText,
+			CreatedFrom: p.CreatedFrom, CreatedTo: p.CreatedTo, Stage: p.Stage, LeaseOwnerPattern: p.LeaseOwnerPattern, Floor: p.Floor, Ceiling: min(p.Ceiling, above+newCountHorizon), Cursor: above,
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("count new messages: %w", err)
 	}

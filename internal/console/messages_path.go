@@ -14,9 +14,11 @@ import (
 // pending messages or their lease holder) or dead (small partial indexes),
 // then topic or destination (a name or a prefix) among messages not
 // delivered (a topic or destination prefix among dead letters on an index
-// of their own), then discarded, error text, then delivered (partial
-// indexes: the primary key would read a whole backlog above the first
-// delivered message); else the primary key.
+// of their own), then discarded, error text, then delivered alone (the
+// latest delivery first, on the index of delivery times: the primary key
+// would read a whole backlog above the first delivered message); else the
+// primary key (delivered messages under a filter no index serves, or a
+// range of creation times or ids, in windows of ids: unindexedFilter).
 // Their parameter structs are identical, hence the conversions.
 
 type messagePath int
@@ -61,7 +63,7 @@ func choosePath(p queries.ConsoleMessagesListOlderParams) messagePath {
 		return pathDiscarded
 	case p.ErrorText != nil:
 		return pathFailed
-	case p.State != nil && *p.State == "delivered":
+	case deliveredOnly(p.State) && !unindexedFilter(p):
 		return pathDelivered
 	}
 	return pathAll
@@ -154,6 +156,11 @@ func pendingOnly(p queries.ConsoleMessagesListOlderParams) bool {
 // dead and replayed since (both are stored as dead; console_messages.status).
 func deadOnly(state *string) bool {
 	return state != nil && (*state == "dead" || *state == "replayed")
+}
+
+// deliveredOnly reports whether a state filter keeps to delivered messages.
+func deliveredOnly(state *string) bool {
+	return state != nil && *state == "delivered"
 }
 
 // undelivered reports whether a state filter keeps to messages that are not

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/internal/msgfilter"
 	"github.com/switchyard/switchyard/internal/queries"
 )
 
@@ -12,8 +13,10 @@ import (
 // prefix among dead letters (dead, or dead and replayed since) walks their
 // own index: on the index of every undelivered message, each topic or
 // destination of the prefix cost a walk of its backlog. Delivered messages
-// walk their own index: on the primary key, a page read the whole backlog
-// above the first delivered message.
+// alone walk the index of delivery times: on the primary key, a page read
+// the whole backlog above the first delivered message. Under a filter no
+// index serves, or in a range of ids, they walk windows of the primary
+// key: their index is in delivery order, not in id order.
 func TestMessageListPathsFitTheirFilters(t *testing.T) {
 	t.Parallel()
 	s := func(v string) *string { return &v }
@@ -33,8 +36,10 @@ func TestMessageListPathsFitTheirFilters(t *testing.T) {
 		{"replayed, a destination prefix", queries.ConsoleMessagesListOlderParams{State: s("replayed"), DestinationPrefix: s("shop-")}, pathDeadDestinationPrefix},
 		{"dead, topic and destination prefixes", queries.ConsoleMessagesListOlderParams{State: s("dead"), TopicPrefix: s("order."), DestinationPrefix: s("shop-")}, pathDeadTopicPrefix},
 		{"discarded, a destination prefix", queries.ConsoleMessagesListOlderParams{State: s("discarded"), DestinationPrefix: s("shop-")}, pathDestinationPrefix},
-		{"delivered", queries.ConsoleMessagesListOlderParams{State: s("delivered")}, pathDelivered},
-		{"delivered, a topic", queries.ConsoleMessagesListOlderParams{State: s("delivered"), Topic: s("order.paid")}, pathDelivered},
+		{"delivered", queries.ConsoleMessagesListOlderParams{State: s("delivered"), Ceiling: msgfilter.NoCeiling}, pathDelivered},
+		{"delivered, a topic", queries.ConsoleMessagesListOlderParams{State: s("delivered"), Topic: s("order.paid"), Ceiling: msgfilter.NoCeiling}, pathAll},
+		{"delivered, created since", queries.ConsoleMessagesListOlderParams{State: s("delivered"), Floor: 1000, Ceiling: msgfilter.NoCeiling}, pathAll},
+		{"delivered, created before", queries.ConsoleMessagesListOlderParams{State: s("delivered"), Ceiling: 1000}, pathAll},
 		{"delivered, an error text", queries.ConsoleMessagesListOlderParams{State: s("delivered"), ErrorText: s("timeout")}, pathFailed},
 		{"a topic prefix alone", queries.ConsoleMessagesListOlderParams{TopicPrefix: s("order.")}, pathAll},
 	} {

@@ -25,6 +25,9 @@ func messageRow(r queries.SwitchyardConsoleMessage) templates.MessageRow {
 	if r.ReplayOf != nil {
 		row.ReplayOf = *r.ReplayOf
 	}
+	if r.FinishedAt != nil {
+		row.FinishedAt = *r.FinishedAt
+	}
 	return row
 }
 

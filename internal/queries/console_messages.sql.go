@@ -367,6 +367,27 @@ func (q *Queries) ConsoleMessagesCountNew(ctx context.Context, arg ConsoleMessag
 	return count, err
 }
 
+const consoleMessagesCountNewDelivered = `-- name: ConsoleMessagesCountNewDelivered :one
+SELECT count(*) FROM (
+    SELECT 1 FROM switchyard.outbox o
+    WHERE o.state = 'delivered'
+        AND (o.finished_at, o.id) > (coalesce((SELECT c.finished_at FROM switchyard.outbox c
+            WHERE c.id = $1::bigint AND c.state = 'delivered'), '-infinity'), $1::bigint)
+    LIMIT 100
+) AS s
+`
+
+// ConsoleMessagesCountNewDelivered is ConsoleMessagesCountNew for the
+// delivered list, which is in delivery order: up to 100 messages delivered
+// after the first row shown (cursor), on outbox_finished_id. No first row
+// (cursor 0) or one pruned since: every delivery counts.
+func (q *Queries) ConsoleMessagesCountNewDelivered(ctx context.Context, cursor int64) (int64, error) {
+	row := q.db.QueryRow(ctx, consoleMessagesCountNewDelivered, cursor)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const consoleMessagesEstimate = `-- name: ConsoleMessagesEstimate :one
 SELECT switchyard.console_messages_estimate(
     $1::text, $2::text, $3::text,
@@ -1386,9 +1407,10 @@ WHERE
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
     AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
     AND o.id >= $15::bigint AND o.id <= $16::bigint
-    AND o.id > $17::bigint
+    AND (o.finished_at, o.id) > (coalesce((SELECT c.finished_at FROM switchyard.outbox c
+        WHERE c.id = $17::bigint AND c.state = 'delivered'), 'infinity'), $17::bigint)
     AND o.state = 'delivered'
-ORDER BY o.id ASC
+ORDER BY o.finished_at ASC, o.id ASC
 LIMIT $18
 `
 
@@ -1488,9 +1510,10 @@ WHERE
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
     AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
     AND o.id >= $15::bigint AND o.id <= $16::bigint
-    AND o.id < $17::bigint
+    AND (o.finished_at, o.id) < (coalesce((SELECT c.finished_at FROM switchyard.outbox c
+        WHERE c.id = $17::bigint AND c.state = 'delivered'), 'infinity'), $17::bigint)
     AND o.state = 'delivered'
-ORDER BY o.id DESC
+ORDER BY o.finished_at DESC, o.id DESC
 LIMIT $18
 `
 
@@ -1515,9 +1538,13 @@ type ConsoleMessagesListDeliveredOlderParams struct {
 	MaxRows           int32
 }
 
-// ConsoleMessagesListDeliveredOlder walks outbox_delivered_id: the primary
-// key would read every message not delivered above the page first, a
-// whole backlog (migrations/00027_console_delivered.sql).
+// ConsoleMessagesListDeliveredOlder lists delivered messages, the latest
+// delivery first, on outbox_finished_id (finished_at, id): the index that
+// retention and the reconciler walk too (migrations/00032_outbox_finished_id.sql);
+// the primary key would read every message not delivered above the page
+// first, a whole backlog. The cursor stays a message id: the page below
+// it is below that message's delivery, read here. A cursor that is not
+// a delivered message (pruned since) reads from the top.
 func (q *Queries) ConsoleMessagesListDeliveredOlder(ctx context.Context, arg ConsoleMessagesListDeliveredOlderParams) ([]SwitchyardConsoleMessage, error) {
 	rows, err := q.db.Query(ctx, consoleMessagesListDeliveredOlder,
 		arg.State,

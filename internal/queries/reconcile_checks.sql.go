@@ -364,60 +364,75 @@ func (q *Queries) ReconcileCheckUpsert(ctx context.Context, arg ReconcileCheckUp
 }
 
 const reconcileDeliveryBoundsGet = `-- name: ReconcileDeliveryBoundsGet :one
-SELECT count(*)::bigint AS estimate, coalesce(max(id), 0)::bigint AS upper
-FROM switchyard.outbox
-WHERE destination = $1 AND state = 'delivered' AND finished_at >= $2
+SELECT b.estimate, b.upper_finished_at,
+    coalesce((SELECT max(o.id) FROM switchyard.outbox o WHERE o.destination = $1
+        AND o.state = 'delivered' AND o.finished_at = b.upper_finished_at), 0)::bigint AS upper_id
+FROM (
+    SELECT count(*)::bigint AS estimate, coalesce(max(finished_at), $2)::timestamptz AS upper_finished_at
+    FROM switchyard.outbox
+    WHERE destination = $1 AND state = 'delivered' AND finished_at >= $2
+) b
 `
 
 type ReconcileDeliveryBoundsGetParams struct {
 	Destination string
-	Since       *time.Time
+	Since       time.Time
 }
 
 type ReconcileDeliveryBoundsGetRow struct {
-	Estimate int64
-	Upper    int64
+	Estimate        int64
+	UpperFinishedAt time.Time
+	UpperID         int64
 }
 
 // ReconcileDeliveryBoundsGet is a delivery check's key space at cycle start:
-// the messages delivered to destination since, up to the newest.
+// the messages delivered to destination since, up to the latest delivery
+// (by finished_at, then id: the keyset order of outbox_finished_id, which
+// reads the window's deliveries, not the history before it).
 func (q *Queries) ReconcileDeliveryBoundsGet(ctx context.Context, arg ReconcileDeliveryBoundsGetParams) (ReconcileDeliveryBoundsGetRow, error) {
 	row := q.db.QueryRow(ctx, reconcileDeliveryBoundsGet, arg.Destination, arg.Since)
 	var i ReconcileDeliveryBoundsGetRow
-	err := row.Scan(&i.Estimate, &i.Upper)
+	err := row.Scan(&i.Estimate, &i.UpperFinishedAt, &i.UpperID)
 	return i, err
 }
 
 const reconcileDeliveryListPage = `-- name: ReconcileDeliveryListPage :many
-SELECT id, coalesce(delivery_key, message_id) AS key
+SELECT id, finished_at::timestamptz AS finished_at, coalesce(delivery_key, message_id) AS key
 FROM switchyard.outbox
 WHERE destination = $1 AND state = 'delivered' AND finished_at >= $2
-  AND id > $3 AND id <= $4
-ORDER BY id
-LIMIT $5
+  AND (finished_at, id) > ($3::timestamptz, $4::bigint)
+  AND (finished_at, id) <= ($5::timestamptz, $6::bigint)
+ORDER BY finished_at, id
+LIMIT $7
 `
 
 type ReconcileDeliveryListPageParams struct {
-	Destination string
-	Since       *time.Time
-	After       int64
-	Upper       int64
-	BatchSize   int32
+	Destination     string
+	Since           *time.Time
+	AfterFinishedAt time.Time
+	AfterID         int64
+	UpperFinishedAt time.Time
+	UpperID         int64
+	BatchSize       int32
 }
 
 type ReconcileDeliveryListPageRow struct {
-	ID  int64
-	Key uuid.UUID
+	ID         int64
+	FinishedAt time.Time
+	Key        uuid.UUID
 }
 
 // ReconcileDeliveryListPage is the next keyset page of a delivery check: the
-// idempotency key each message was delivered with, by message id.
+// idempotency key each message was delivered with, by (finished_at, id)
+// after the cursor and up to the cycle's upper bound.
 func (q *Queries) ReconcileDeliveryListPage(ctx context.Context, arg ReconcileDeliveryListPageParams) ([]ReconcileDeliveryListPageRow, error) {
 	rows, err := q.db.Query(ctx, reconcileDeliveryListPage,
 		arg.Destination,
 		arg.Since,
-		arg.After,
-		arg.Upper,
+		arg.AfterFinishedAt,
+		arg.AfterID,
+		arg.UpperFinishedAt,
+		arg.UpperID,
 		arg.BatchSize,
 	)
 	if err != nil {
@@ -427,7 +442,7 @@ func (q *Queries) ReconcileDeliveryListPage(ctx context.Context, arg ReconcileDe
 	items := []ReconcileDeliveryListPageRow{}
 	for rows.Next() {
 		var i ReconcileDeliveryListPageRow
-		if err := rows.Scan(&i.ID, &i.Key); err != nil {
+		if err := rows.Scan(&i.ID, &i.FinishedAt, &i.Key); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

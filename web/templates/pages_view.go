@@ -17,7 +17,8 @@ type MessageRow struct {
 	Attempts      int32
 	Error         string // the last error, shortened for a table cell
 	CreatedAt     time.Time
-	ReplayOf      int64 // 0: not a replay
+	FinishedAt    time.Time // zero: not delivered or dead yet
+	ReplayOf      int64     // 0: not a replay
 	// ReplayOutcome is, for a replayed message (State "replayed"), the
 	// state of its newest replay; "" otherwise.
 	ReplayOutcome string
@@ -74,6 +75,9 @@ type MessagesPage struct {
 	// Total is how many messages match: exact when the list fits on this
 	// page, else the planner's estimate. Nil: no total (the id filter).
 	Total *ListTotal
+	// ByDelivery: the rows are delivered messages, the latest delivery
+	// first (not by id), and show when each was delivered.
+	ByDelivery bool
 }
 
 // NewMessages is the "N new" control's content.

@@ -188,9 +188,13 @@ ORDER BY o.id ASC
 LIMIT @max_rows;
 
 -- name: ConsoleMessagesListDeliveredOlder :many
--- ConsoleMessagesListDeliveredOlder walks outbox_delivered_id: the primary
--- key would read every message not delivered above the page first, a
--- whole backlog (migrations/00027_console_delivered.sql).
+-- ConsoleMessagesListDeliveredOlder lists delivered messages, the latest
+-- delivery first, on outbox_finished_id (finished_at, id): the index that
+-- retention and the reconciler walk too (migrations/00032_outbox_finished_id.sql);
+-- the primary key would read every message not delivered above the page
+-- first, a whole backlog. The cursor stays a message id: the page below
+-- it is below that message's delivery, read here. A cursor that is not
+-- a delivered message (pruned since) reads from the top.
 SELECT o.* FROM switchyard.console_messages o
 WHERE
     (sqlc.narg(state)::text IS NULL OR o.status = sqlc.narg(state)::text)
@@ -208,9 +212,10 @@ WHERE
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
     AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
-    AND o.id < @cursor::bigint
+    AND (o.finished_at, o.id) < (coalesce((SELECT c.finished_at FROM switchyard.outbox c
+        WHERE c.id = @cursor::bigint AND c.state = 'delivered'), 'infinity'), @cursor::bigint)
     AND o.state = 'delivered'
-ORDER BY o.id DESC
+ORDER BY o.finished_at DESC, o.id DESC
 LIMIT @max_rows;
 
 -- name: ConsoleMessagesListDeliveredNewer :many
@@ -231,9 +236,10 @@ WHERE
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
     AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
-    AND o.id > @cursor::bigint
+    AND (o.finished_at, o.id) > (coalesce((SELECT c.finished_at FROM switchyard.outbox c
+        WHERE c.id = @cursor::bigint AND c.state = 'delivered'), 'infinity'), @cursor::bigint)
     AND o.state = 'delivered'
-ORDER BY o.id ASC
+ORDER BY o.finished_at ASC, o.id ASC
 LIMIT @max_rows;
 
 -- name: ConsoleMessagesListDiscardedOlder :many
@@ -969,6 +975,19 @@ SELECT count(*) FROM (
     AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
         AND o.id > @cursor::bigint
+    LIMIT 100
+) AS s;
+
+-- name: ConsoleMessagesCountNewDelivered :one
+-- ConsoleMessagesCountNewDelivered is ConsoleMessagesCountNew for the
+-- delivered list, which is in delivery order: up to 100 messages delivered
+-- after the first row shown (cursor), on outbox_finished_id. No first row
+-- (cursor 0) or one pruned since: every delivery counts.
+SELECT count(*) FROM (
+    SELECT 1 FROM switchyard.outbox o
+    WHERE o.state = 'delivered'
+        AND (o.finished_at, o.id) > (coalesce((SELECT c.finished_at FROM switchyard.outbox c
+            WHERE c.id = @cursor::bigint AND c.state = 'delivered'), '-infinity'), @cursor::bigint)
     LIMIT 100
 ) AS s;
 

@@ -55,19 +55,28 @@ UPDATE switchyard.reconcile_checks SET next_cycle_at = now() WHERE id = @id;
 
 -- name: ReconcileDeliveryBoundsGet :one
 -- ReconcileDeliveryBoundsGet is a delivery check's key space at cycle start:
--- the messages delivered to destination since, up to the newest.
-SELECT count(*)::bigint AS estimate, coalesce(max(id), 0)::bigint AS upper
-FROM switchyard.outbox
-WHERE destination = @destination AND state = 'delivered' AND finished_at >= @since;
+-- the messages delivered to destination since, up to the latest delivery
+-- (by finished_at, then id: the keyset order of outbox_finished_id, which
+-- reads the window's deliveries, not the history before it).
+SELECT b.estimate, b.upper_finished_at,
+    coalesce((SELECT max(o.id) FROM switchyard.outbox o WHERE o.destination = @destination
+        AND o.state = 'delivered' AND o.finished_at = b.upper_finished_at), 0)::bigint AS upper_id
+FROM (
+    SELECT count(*)::bigint AS estimate, coalesce(max(finished_at), @since)::timestamptz AS upper_finished_at
+    FROM switchyard.outbox
+    WHERE destination = @destination AND state = 'delivered' AND finished_at >= @since
+) b;
 
 -- name: ReconcileDeliveryListPage :many
 -- ReconcileDeliveryListPage is the next keyset page of a delivery check: the
--- idempotency key each message was delivered with, by message id.
-SELECT id, coalesce(delivery_key, message_id) AS key
+-- idempotency key each message was delivered with, by (finished_at, id)
+-- after the cursor and up to the cycle's upper bound.
+SELECT id, finished_at::timestamptz AS finished_at, coalesce(delivery_key, message_id) AS key
 FROM switchyard.outbox
 WHERE destination = @destination AND state = 'delivered' AND finished_at >= @since
-  AND id > @after AND id <= @upper
-ORDER BY id
+  AND (finished_at, id) > (@after_finished_at::timestamptz, @after_id::bigint)
+  AND (finished_at, id) <= (@upper_finished_at::timestamptz, @upper_id::bigint)
+ORDER BY finished_at, id
 LIMIT @batch_size;
 
 -- name: ReconcileCheckListSummaries :many
