@@ -150,6 +150,7 @@ func TestEveryPageAtThreeWidths(t *testing.T) {
 	}{
 		{"dashboard", "/", "Dashboard", 0},
 		{"messages", "/messages", "Messages", 0},
+		{"messages-delivered", "/messages?state=delivered", "Messages", 0},
 		{"message", "/messages/61", "Message 61", 0},
 		{"message-actions", "/messages/61/actions", "", 0},
 		{"dead-letters", "/dead-letters", "Dead letters", 0},
