@@ -14,10 +14,11 @@ import (
 
 // deliverySource walks the messages delivered to one destination since
 // the cycle's window start, by delivery time, then message id (the order
-// of outbox_finished_id: a walk by id alone would read every delivery
-// before the window first); each is looked up by the idempotency key it
-// was delivered with. A redelivery carries its original's key, so a key
-// may come twice: the cycle keeps one.
+// of outbox_finished_id, from the window's start: by id, a page had to
+// walk every delivery before the window or sort the whole window); each
+// is looked up by the idempotency key it was delivered with. A
+// redelivery carries its original's key, so a key may come twice: the
+// cycle keeps one.
 type deliverySource struct {
 	pool        *pgxpool.Pool
 	destination string
@@ -43,7 +44,7 @@ func (s deliverySource) Page(ctx context.Context, since time.Time, after *string
 		if err != nil {
 			return nil, err
 		}
-		if !bare { // a bare id (legacyCursor) walks the window from its start
+		if !bare { // a bare id walks the window from its start (legacyUpper)
 			afterAt, afterID = at, id
 		}
 	}
