@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -165,14 +166,37 @@ func TestDeliveredListShowsTheLatestDeliveryFirst(t *testing.T) {
 	require.NoError(t, expect.Locator(rows.First().GetByTestId("message-delivered-at")).ToHaveText(regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$`)))
 	screenshot(t, page, "messages-delivered")
 
-	// Message 2 delivered again later (as a test's write), and an enqueue,
-	// whose stats event makes the control ask: one new delivery, below the
-	// first row's id.
+	// An enqueue changes the statistics but delivers nothing: its stats
+	// event does not make the control ask (the list is ordered by
+	// delivery, and the latest delivery did not move).
+	var asks atomic.Int64
+	page.OnRequest(func(r playwright.Request) {
+		if strings.Contains(r.URL(), "/messages/new?") {
+			asks.Add(1)
+		}
+	})
+	_, err = page.Evaluate(`() => {
+		window.newestSeen = 0;
+		document.body.addEventListener("htmx:confirm", (e) => {
+			const t = e.detail.triggeringEvent;
+			if (t && t.type === "sse:stats") {
+				window.newestSeen = Math.max(window.newestSeen, JSON.parse(t.detail.data).payload.newest_outbox_id);
+			}
+		});
+	}`)
+	require.NoError(t, err)
+	var enqueued int64
+	require.NoError(t, f.pool.QueryRow(context.Background(),
+		`INSERT INTO switchyard.outbox (topic, destination, payload) VALUES ('order.created', 'shop', '{}') RETURNING id`).Scan(&enqueued))
+	_, err = page.WaitForFunction(`(id) => window.newestSeen >= id`, enqueued)
+	require.NoError(t, err, "no stats event after the enqueue")
+	require.Zero(t, asks.Load(), "the delivered list asked after an enqueue that delivered nothing")
+
+	// Message 2 delivered again later (as a test's write): the stats event
+	// of that delivery alone makes the control ask, and it counts one new
+	// delivery, below the first row's id.
 	_, err = page.ExpectResponse(regexp.MustCompile(`/messages/new\?.*above=3`), func() error {
 		_, err := f.pool.Exec(context.Background(), `UPDATE switchyard.outbox SET finished_at = now() + interval '2 minutes' WHERE id = 2`)
-		if err == nil {
-			_, err = f.pool.Exec(context.Background(), `INSERT INTO switchyard.outbox (topic, destination, payload) VALUES ('order.created', 'shop', '{}')`)
-		}
 		return err
 	})
 	require.NoError(t, err)

@@ -118,7 +118,7 @@ const (
 	KindMessageChanged = "message_changed"
 	// KindStats: the statistics leader stored a new snapshot
 	// (internal/stats; written by the StatsSnapshotSave query). Subject:
-	// "". Payload: {"version", "newest_outbox_id"}.
+	// "". Payload: {"version", "newest_outbox_id", "newest_delivery_us"}.
 	KindStats = "stats"
 	// KindReplayJob: a bulk replay job advanced, finished or was cancelled
 	// (internal/bulkreplay; written by the ReplayJob queries). Subject: the

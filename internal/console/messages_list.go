@@ -54,10 +54,12 @@ func (h *Handler) messagesList(c echo.Context) error {
 		page.NewAbove = top
 		if page.ByDelivery {
 			// A message below the first row's id may be delivered after
-			// it: every stats event may bring one (messages.js asks at
-			// most once a second, and every 10 s when the newest id
-			// stays put).
-			page.NewAbove = 0
+			// it: the control compares the first row's delivery with the
+			// latest, which each stats event carries.
+			page.NewAbove, page.NewByDelivery = 0, true
+			if len(page.Rows) > 0 {
+				page.NewAbove = page.Rows[0].FinishedAt.UnixMicro()
+			}
 		}
 	}
 	return render(c, http.StatusOK, templates.MessagesList(h.page("Messages", templates.SectionMessages), page))

@@ -406,17 +406,31 @@ func (q *Queries) StatsLeaderUnlock(ctx context.Context, key int64) error {
 }
 
 const statsOutboxHeadGet = `-- name: StatsOutboxHeadGet :one
-SELECT coalesce(max(o.id), 0)::bigint FROM switchyard.outbox o
+SELECT coalesce((SELECT max(o.id) FROM switchyard.outbox o), 0)::bigint AS newest_id,
+    coalesce((
+        SELECT (extract(epoch FROM o.finished_at) * 1000000)::bigint FROM switchyard.outbox o
+        WHERE o.state = 'delivered'
+        ORDER BY o.finished_at DESC, o.id DESC
+        LIMIT 1
+    ), 0)::bigint AS newest_delivery_us
 `
 
+type StatsOutboxHeadGetRow struct {
+	NewestID         int64
+	NewestDeliveryUs int64
+}
+
 // StatsOutboxHeadGet is the newest outbox message's id (one backward probe
-// of the primary key): enqueues are not on the change feed (invariant 9),
-// so the snapshot carries it to the message lists' "N new" control.
-func (q *Queries) StatsOutboxHeadGet(ctx context.Context) (int64, error) {
+// of the primary key) and when the latest delivery was, in microseconds
+// since the epoch (one backward probe of outbox_finished_id; 0: none):
+// neither enqueues nor deliveries are on the change feed (invariant 9), so
+// the snapshot carries both to the message lists' "N new" control, the
+// delivered list's the second.
+func (q *Queries) StatsOutboxHeadGet(ctx context.Context) (StatsOutboxHeadGetRow, error) {
 	row := q.db.QueryRow(ctx, statsOutboxHeadGet)
-	var column_1 int64
-	err := row.Scan(&column_1)
-	return column_1, err
+	var i StatsOutboxHeadGetRow
+	err := row.Scan(&i.NewestID, &i.NewestDeliveryUs)
+	return i, err
 }
 
 const statsPendingFlowList = `-- name: StatsPendingFlowList :many
@@ -514,24 +528,32 @@ WITH saved AS (
     RETURNING version
 ), feed AS (
     INSERT INTO switchyard.changes (kind, subject, payload)
-    SELECT 'stats', '', jsonb_build_object('version', s.version, 'newest_outbox_id', $3::bigint) FROM saved s
+    SELECT 'stats', '', jsonb_build_object('version', s.version, 'newest_outbox_id', $3::bigint,
+        'newest_delivery_us', $4::bigint) FROM saved s
 )
 SELECT s.version FROM saved s
 `
 
 type StatsSnapshotSaveParams struct {
-	Leader         string
-	Snapshot       []byte
-	NewestOutboxID int64
+	Leader           string
+	Snapshot         []byte
+	NewestOutboxID   int64
+	NewestDeliveryUs int64
 }
 
 // StatsSnapshotSave stores a new snapshot and appends its change-feed row
 // in one statement; the leader sends the wake-up NOTIFY after it. The
 // row's payload carries the version (so that no cache serves an older
-// one) and the newest outbox id (so that an open message list knows,
-// without asking the database, whether anything arrived above it).
+// one), the newest outbox id and the latest delivery's time (so that an
+// open message list knows, without asking the database, whether anything
+// arrived above it: StatsOutboxHeadGet).
 func (q *Queries) StatsSnapshotSave(ctx context.Context, arg StatsSnapshotSaveParams) (int64, error) {
-	row := q.db.QueryRow(ctx, statsSnapshotSave, arg.Leader, arg.Snapshot, arg.NewestOutboxID)
+	row := q.db.QueryRow(ctx, statsSnapshotSave,
+		arg.Leader,
+		arg.Snapshot,
+		arg.NewestOutboxID,
+		arg.NewestDeliveryUs,
+	)
 	var version int64
 	err := row.Scan(&version)
 	return version, err

@@ -67,9 +67,11 @@ func (c *computer) compute(ctx context.Context) (Snapshot, error) {
 		}
 		return f
 	}
-	if s.NewestOutboxID, err = c.q.StatsOutboxHeadGet(ctx); err != nil {
+	head, err := c.q.StatsOutboxHeadGet(ctx)
+	if err != nil {
 		return s, fmt.Errorf("stats: read the newest outbox id: %w", err)
 	}
+	s.NewestOutboxID, s.NewestDeliveryUS = head.NewestID, head.NewestDeliveryUs
 	if err := c.pending(ctx, &s, flow); err != nil {
 		return s, err
 	}

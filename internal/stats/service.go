@@ -198,7 +198,7 @@ func (s *Service) tick(ctx context.Context, c *computer, last []byte) (bool, []b
 	if err != nil {
 		return false, nil, fmt.Errorf("stats: encode snapshot: %w", err)
 	}
-	if _, err := c.q.StatsSnapshotSave(tctx, queries.StatsSnapshotSaveParams{Leader: s.cfg.Owner, Snapshot: doc, NewestOutboxID: snap.NewestOutboxID}); err != nil {
+	if _, err := c.q.StatsSnapshotSave(tctx, queries.StatsSnapshotSaveParams{Leader: s.cfg.Owner, Snapshot: doc, NewestOutboxID: snap.NewestOutboxID, NewestDeliveryUs: snap.NewestDeliveryUS}); err != nil {
 		return false, nil, fmt.Errorf("stats: save snapshot: %w", err)
 	}
 	return true, key, nil

@@ -84,6 +84,11 @@ type Snapshot struct {
 	// path sends no NOTIFY, invariant 9), so this is how an open message
 	// list learns, from the stats event, that messages arrived above it.
 	NewestOutboxID int64 `json:"newest_outbox_id"`
+	// NewestDeliveryUS is when the latest delivery was, in microseconds
+	// since the epoch (0: none), for the delivered list, which shows the
+	// latest delivery first: a message below its first row's id may be
+	// delivered after it.
+	NewestDeliveryUS int64 `json:"newest_delivery_us"`
 }
 
 // Flow is the state of the messages of one destination and topic.

@@ -116,8 +116,15 @@ func TestSnapshotCountsByStateFromIndexesAndStats(t *testing.T) {
 	require.EqualValues(t, 7, s.Series.Delivered[SeriesSeconds-1]+s.Series.Delivered[SeriesSeconds-2])
 	require.Equal(t, "a", s.Leader)
 	require.EqualValues(t, 5, s.NewestOutboxID)
+	require.Zero(t, s.NewestDeliveryUS, "nothing delivered yet")
 
 	// A change shows in a later snapshot; a new dead letter is recounted.
+	// Two deliveries, the later one under the lower id.
+	latest := time.Date(2026, 12, 7, 10, 0, 0, 123456000, time.UTC)
+	// (Committed before the changes the wait below looks for.)
+	_, err = pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload, state, finished_at)
+		VALUES ('order.paid', 'crm', '{}', 'delivered', $1), ('order.paid', 'crm', '{}', 'delivered', $1::timestamptz - interval '1 second')`, latest)
+	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `
 		INSERT INTO switchyard.outbox (topic, destination, payload) VALUES ('order.created', 'billing', '{}');
 		INSERT INTO switchyard.outbox (topic, destination, payload, state) VALUES ('order.paid', 'crm', '{}', 'dead');
@@ -127,13 +134,16 @@ func TestSnapshotCountsByStateFromIndexesAndStats(t *testing.T) {
 		return flow(s, "billing", "order.created").Queued == 3 && flow(s, "crm", "order.paid").Dead == 2
 	})
 	require.EqualValues(t, 2, s.DeadTotal)
-	require.EqualValues(t, 7, s.NewestOutboxID)
-	// The stats event carries the newest id, so a message list needs no
-	// read to know that messages arrived above it.
-	var newest int64
-	require.NoError(t, pool.QueryRow(ctx, `SELECT (payload->>'newest_outbox_id')::bigint FROM switchyard.changes
-		WHERE kind = 'stats' AND (payload->>'version')::bigint = $1`, s.Version).Scan(&newest))
-	require.EqualValues(t, 7, newest)
+	require.EqualValues(t, 9, s.NewestOutboxID)
+	require.Equal(t, latest.UnixMicro(), s.NewestDeliveryUS)
+	// The stats event carries the newest id and the latest delivery's
+	// time, so a message list needs no read to know that messages arrived
+	// above it.
+	var newest, delivered int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (payload->>'newest_outbox_id')::bigint, (payload->>'newest_delivery_us')::bigint
+		FROM switchyard.changes WHERE kind = 'stats' AND (payload->>'version')::bigint = $1`, s.Version).Scan(&newest, &delivered))
+	require.EqualValues(t, 9, newest)
+	require.Equal(t, latest.UnixMicro(), delivered)
 }
 
 // TestOneLeaderAndFailover runs three services on one database: exactly one

@@ -63,8 +63,12 @@ type MessagesPage struct {
 	// not the first (new rows would not show on it anyway).
 	NewURL string
 	// NewAbove is the first row's id (0: no rows): the page asks NewURL
-	// only when a stats event says the newest outbox id is above it.
-	NewAbove int64
+	// only when a stats event says the newest outbox id is above it. On
+	// the delivered list (NewByDelivery) it is the first row's delivery
+	// time in microseconds since the epoch, and the page asks when the
+	// latest delivery is after it.
+	NewAbove      int64
+	NewByDelivery bool
 	// FirstURL shows the newest matching messages (the "N new" link).
 	FirstURL string
 	// BulkReplayURL opens bulk replay filtered as this list is; "" when

@@ -136,15 +136,17 @@ GROUP BY d.source;
 -- StatsSnapshotSave stores a new snapshot and appends its change-feed row
 -- in one statement; the leader sends the wake-up NOTIFY after it. The
 -- row's payload carries the version (so that no cache serves an older
--- one) and the newest outbox id (so that an open message list knows,
--- without asking the database, whether anything arrived above it).
+-- one), the newest outbox id and the latest delivery's time (so that an
+-- open message list knows, without asking the database, whether anything
+-- arrived above it: StatsOutboxHeadGet).
 WITH saved AS (
     UPDATE switchyard.stats_snapshot
     SET version = version + 1, computed_at = now(), leader = @leader, snapshot = @snapshot
     RETURNING version
 ), feed AS (
     INSERT INTO switchyard.changes (kind, subject, payload)
-    SELECT 'stats', '', jsonb_build_object('version', s.version, 'newest_outbox_id', @newest_outbox_id::bigint) FROM saved s
+    SELECT 'stats', '', jsonb_build_object('version', s.version, 'newest_outbox_id', @newest_outbox_id::bigint,
+        'newest_delivery_us', @newest_delivery_us::bigint) FROM saved s
 )
 SELECT s.version FROM saved s;
 
@@ -156,9 +158,18 @@ FROM switchyard.stats_snapshot;
 
 -- name: StatsOutboxHeadGet :one
 -- StatsOutboxHeadGet is the newest outbox message's id (one backward probe
--- of the primary key): enqueues are not on the change feed (invariant 9),
--- so the snapshot carries it to the message lists' "N new" control.
-SELECT coalesce(max(o.id), 0)::bigint FROM switchyard.outbox o;
+-- of the primary key) and when the latest delivery was, in microseconds
+-- since the epoch (one backward probe of outbox_finished_id; 0: none):
+-- neither enqueues nor deliveries are on the change feed (invariant 9), so
+-- the snapshot carries both to the message lists' "N new" control, the
+-- delivered list's the second.
+SELECT coalesce((SELECT max(o.id) FROM switchyard.outbox o), 0)::bigint AS newest_id,
+    coalesce((
+        SELECT (extract(epoch FROM o.finished_at) * 1000000)::bigint FROM switchyard.outbox o
+        WHERE o.state = 'delivered'
+        ORDER BY o.finished_at DESC, o.id DESC
+        LIMIT 1
+    ), 0)::bigint AS newest_delivery_us;
 
 -- name: StatsInboxHeadGet :one
 -- StatsInboxHeadGet is the newest inbound event's id (one probe of the
