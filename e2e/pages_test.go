@@ -164,6 +164,12 @@ func TestDeliveredListShowsTheLatestDeliveryFirst(t *testing.T) {
 	require.NoError(t, expect.Locator(rows.Nth(47).Locator("td").First()).ToHaveText("54"))
 	require.NoError(t, expect.Locator(rows.Last().Locator("td").First()).ToHaveText("53"))
 	require.NoError(t, expect.Locator(rows.First().GetByTestId("message-delivered-at")).ToHaveText(regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$`)))
+	// No last error (a delivery clears it): the table fits a laptop's
+	// screen, where tables do not scroll inside their box (above 64rem).
+	require.NoError(t, expect.Locator(page.GetByTestId("message-table").Locator("th")).ToHaveText(
+		[]string{"ID", "State", "Topic", "Destination", "Aggregate", "Attempts", "Created (UTC)", "Delivered (UTC)"}))
+	require.NoError(t, page.SetViewportSize(1280, 800))
+	requireLayout(t, page, "/messages?state=delivered", 1280)
 	screenshot(t, page, "messages-delivered")
 
 	// An enqueue changes the statistics but delivers nothing: its stats
