@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -146,6 +145,8 @@ func TestDeliveredListShowsTheLatestDeliveryFirst(t *testing.T) {
 		return err
 	})
 	require.NoError(t, err)
+	askedAt, err := page.Evaluate(`() => Date.now()`) // the browser's clock, at or after that ask
+	require.NoError(t, err)
 	// The answer itself, not the DOM, which may not have taken it yet.
 	body, err := first.Text()
 	require.NoError(t, err)
@@ -174,29 +175,36 @@ func TestDeliveredListShowsTheLatestDeliveryFirst(t *testing.T) {
 
 	// An enqueue changes the statistics but delivers nothing: its stats
 	// event does not make the control ask (the list is ordered by
-	// delivery, and the latest delivery did not move).
-	var asks atomic.Int64
-	page.OnRequest(func(r playwright.Request) {
-		if strings.Contains(r.URL(), "/messages/new?") {
-			asks.Add(1)
-		}
-	})
+	// delivery, and the latest delivery did not move). The page counts
+	// the control's requests as htmx starts them, in the task of the event
+	// that made them; and the enqueue waits until a second has passed
+	// since the last ask, so that an ask would go out at once, not held
+	// back by the control's limit of one a second (messages.js) past the
+	// count below.
 	_, err = page.Evaluate(`() => {
 		window.newestSeen = 0;
+		window.newAsks = 0;
 		document.body.addEventListener("htmx:confirm", (e) => {
 			const t = e.detail.triggeringEvent;
 			if (t && t.type === "sse:stats") {
 				window.newestSeen = Math.max(window.newestSeen, JSON.parse(t.detail.data).payload.newest_outbox_id);
 			}
 		});
+		document.body.addEventListener("htmx:beforeRequest", (e) => {
+			if (e.detail.elt.dataset.testid === "new-messages") window.newAsks++;
+		});
 	}`)
+	require.NoError(t, err)
+	_, err = page.WaitForFunction(`(at) => Date.now() >= at + 1000`, askedAt)
 	require.NoError(t, err)
 	var enqueued int64
 	require.NoError(t, f.pool.QueryRow(context.Background(),
 		`INSERT INTO switchyard.outbox (topic, destination, payload) VALUES ('order.created', 'shop', '{}') RETURNING id`).Scan(&enqueued))
 	_, err = page.WaitForFunction(`(id) => window.newestSeen >= id`, enqueued)
 	require.NoError(t, err, "no stats event after the enqueue")
-	require.Zero(t, asks.Load(), "the delivered list asked after an enqueue that delivered nothing")
+	asks, err := page.Evaluate(`() => window.newAsks`)
+	require.NoError(t, err)
+	require.EqualValues(t, 0, asks, "the delivered list asked after an enqueue that delivered nothing")
 
 	// Message 2 delivered again later (as a test's write): the stats event
 	// of that delivery alone makes the control ask, and it counts one new
@@ -206,6 +214,9 @@ func TestDeliveredListShowsTheLatestDeliveryFirst(t *testing.T) {
 		return err
 	})
 	require.NoError(t, err)
+	asks, err = page.Evaluate(`() => window.newAsks`)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, asks, "asks since the enqueue: the delivery's only")
 	require.NoError(t, expect.Locator(newLink).ToHaveText("1 new message: show"))
 	require.NoError(t, newLink.Click())
 	require.NoError(t, expect.Locator(rows.First().Locator("td").First()).ToHaveText("2"))
