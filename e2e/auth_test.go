@@ -122,7 +122,7 @@ func TestSignInAndSignOut(t *testing.T) {
 
 // A viewer opening an admin's page gets the 403 page, in the viewer's own
 // frame (their user menu, their navigation), which works at every width
-// (the layout checks of TestEveryPageAtThreeWidths, the navigation folded
+// (the layout checks of TestEveryPageAtEveryWidth, the navigation folded
 // on a phone).
 func TestViewerIsForbiddenFromAdminPages(t *testing.T) {
 	t.Parallel()

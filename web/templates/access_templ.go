@@ -301,7 +301,7 @@ func SessionsPage(p Page, sessions []SessionEntry) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "<div class=\"table-wrap\"><table class=\"data\" data-testid=\"sessions\"><thead><tr><th>User</th><th>Role</th><th>Signed in</th><th>Last seen</th><th>Expires</th><th>Address</th><th></th></tr></thead> <tbody>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "<div class=\"table-scroll\"><table class=\"data\" data-testid=\"sessions\"><thead><tr><th>User</th><th>Role</th><th>Signed in</th><th>Last seen</th><th>Expires</th><th>Address</th><th></th></tr></thead> <tbody>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

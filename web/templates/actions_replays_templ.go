@@ -743,7 +743,7 @@ func ReplayJobsTable(jobs []ReplayJob) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 59, "<div class=\"table-wrap\"><table class=\"data\"><thead><tr><th>Started (UTC)</th><th>State</th><th>Filter</th><th>Mode</th><th>By</th><th>Progress</th><th></th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 59, "<div class=\"table-scroll\"><table class=\"data\"><thead><tr><th>Started (UTC)</th><th>State</th><th>Filter</th><th>Mode</th><th>By</th><th>Progress</th><th></th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

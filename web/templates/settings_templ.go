@@ -155,7 +155,7 @@ func SettingsListsRegion(lists SettingsLists) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "<div class=\"table-wrap\"><table class=\"data\" data-testid=\"destinations\"><thead><tr><th>Name</th><th>Status</th><th>Kind</th><th>Address</th><th>Secrets</th><th>Permanent statuses</th><th>Delivery</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "<div class=\"table-scroll\"><table class=\"data\" data-testid=\"destinations\"><thead><tr><th>Name</th><th>Status</th><th>Kind</th><th>Address</th><th>Secrets</th><th>Permanent statuses</th><th>Delivery</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -319,7 +319,7 @@ func SettingsListsRegion(lists SettingsLists) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<div class=\"table-wrap\"><table class=\"data\" data-testid=\"sources\"><thead><tr><th>Name</th><th>Status</th><th>Scheme</th><th>Handler</th><th>Secrets</th><th>Tolerance</th><th>Out of order</th><th>Max attempts</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<div class=\"table-scroll\"><table class=\"data\" data-testid=\"sources\"><thead><tr><th>Name</th><th>Status</th><th>Scheme</th><th>Handler</th><th>Secrets</th><th>Tolerance</th><th>Out of order</th><th>Max attempts</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
