@@ -18,11 +18,12 @@ var widths = []struct {
 	name          string
 	width, height int
 	collapsed     bool // the navigation is folded behind its Menu button
+	whole         bool // every table fits its box: none scrolls inside it
 }{
-	{"1400", 1400, 900, false},
-	{"1280", 1280, 800, false},
-	{"800", 800, 900, false},
-	{"390", 390, 844, true},
+	{"1400", 1400, 900, false, true},
+	{"1280", 1280, 800, false, true},
+	{"800", 800, 900, false, false},
+	{"390", 390, 844, true, false},
 }
 
 // settled waits for two animation frames: a viewport change fires the
@@ -107,7 +108,10 @@ const overflowProblems = `async () => {
 }`
 
 // scrollsInside names the tables on the page that scroll sideways inside
-// their .table-scroll box: fine, but worth knowing at which widths.
+// their .table-scroll box: fine on a narrow window or a phone, but not on
+// a laptop or wider, where a table's last columns (often a row's
+// buttons) would start past the box's edge, with no scrollbar to say so
+// where scrollbars overlay the page.
 const scrollsInside = `() => [...document.querySelectorAll("main .table-scroll > table")].filter((t) => {
 	const box = t.parentElement;
 	return box.scrollWidth > box.clientWidth + 1;
@@ -116,7 +120,9 @@ const scrollsInside = `() => [...document.querySelectorAll("main .table-scroll >
 // TestEveryPageAtEveryWidth opens every page at each of widths (1400,
 // 1280, 800 and 390 px): none scrolls sideways, every table is in its
 // .table-scroll box and none ends past its card (wide tables scroll
-// inside their box), error text keeps a readable width, the
+// inside their box, but none does at 1400 or 1280 px: every column of
+// every table, its buttons too, in sight on a laptop), error text keeps
+// a readable width, the reconciliation page's sections keep their gap, the
 // navigation folds behind a Menu button on a phone and opens with it, and
 // no page logs a console error or CSP violation (newPage fails the test on
 // any). The fixture makes the widest tables the pages have: a running
@@ -218,8 +224,14 @@ func TestEveryPageAtEveryWidth(t *testing.T) {
 			inside, err := page.Evaluate(scrollsInside)
 			require.NoError(t, err)
 			t.Logf("%s at %d px: tables scrolling inside their card: %v", p.path, w.width, inside)
-			if p.name == "inbox-event-parked" {
+			if w.whole {
+				require.Empty(t, inside, "%s at %d px: tables scrolling inside their box, their last columns out of sight", p.path, w.width)
+			}
+			switch p.name {
+			case "inbox-event-parked":
 				checkTriageCardGap(t, page, w.width)
+			case "reconciliation":
+				checkSectionGaps(t, page, w.width)
 			}
 			navOpen := ""
 			if w.collapsed && p.name == "audit" {
@@ -285,11 +297,49 @@ const cardGaps = `() => {
 // facts, as far from them as the cards on the page are from each other.
 func checkTriageCardGap(t *testing.T, page playwright.Page, width int) {
 	t.Helper()
-	gaps, err := page.Evaluate(cardGaps)
+	px := evaluatePixels(t, page, cardGaps)
+	require.Len(t, px, 2)
+	require.Equal(t, px[1], px[0], "at %d px: the triage card is as far from the facts as from the next card", width)
+	require.GreaterOrEqual(t, px[0], 16.0, "at %d px: the triage card keeps its distance from the facts", width)
+}
+
+// sectionGaps measures, on the reconciliation page, the gap between the
+// page's header and its first section (the checks), then between each
+// section and the next: from the bottom of one's table box to the next
+// one's heading.
+const sectionGaps = `() => {
+	const gaps = [];
+	let above = document.querySelector("main .page-header").getBoundingClientRect();
+	for (const section of document.querySelectorAll("#reconcile-region > section")) {
+		const r = section.getBoundingClientRect();
+		gaps.push(Math.round(r.top - above.bottom));
+		above = r;
+	}
+	return gaps;
+}`
+
+// checkSectionGaps expects the reconciliation page's three sections
+// (checks, findings, recent cycles) as far from each other as the first
+// is from the page's header: a section ends with a bare table box, which
+// must not touch the next section's heading.
+func checkSectionGaps(t *testing.T, page playwright.Page, width int) {
+	t.Helper()
+	px := evaluatePixels(t, page, sectionGaps)
+	require.Len(t, px, 3, "at %d px: the header and the three sections", width)
+	require.GreaterOrEqual(t, px[0], 16.0, "at %d px: the checks keep their distance from the header", width)
+	for i, gap := range px[1:] {
+		require.Equal(t, px[0], gap, "at %d px: section %d is as far from the one above as the first is from the header", width, i+2)
+	}
+}
+
+// evaluatePixels runs script, which returns a list of lengths in pixels,
+// on the page.
+func evaluatePixels(t *testing.T, page playwright.Page, script string) []float64 {
+	t.Helper()
+	got, err := page.Evaluate(script)
 	require.NoError(t, err)
-	list, ok := gaps.([]any)
-	require.True(t, ok, "%T", gaps)
-	require.Len(t, list, 2)
+	list, ok := got.([]any)
+	require.True(t, ok, "%T", got)
 	px := make([]float64, len(list))
 	for i, v := range list {
 		switch n := v.(type) {
@@ -298,11 +348,10 @@ func checkTriageCardGap(t *testing.T, page playwright.Page, width int) {
 		case float64:
 			px[i] = n
 		default:
-			t.Fatalf("gap %d is a %T", i, v)
+			t.Fatalf("length %d is a %T", i, v)
 		}
 	}
-	require.Equal(t, px[1], px[0], "at %d px: the triage card is as far from the facts as from the next card", width)
-	require.GreaterOrEqual(t, px[0], 16.0, "at %d px: the triage card keeps its distance from the facts", width)
+	return px
 }
 
 // requireLayout expects the page, at width px, to have none of the
