@@ -1211,6 +1211,31 @@ ALTER TABLE switchyard.outbox ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 );
 
 --
+-- Name: outbox_stretches; Type: TABLE; Schema: switchyard; Owner: -
+--
+
+CREATE TABLE switchyard.outbox_stretches (
+    id bigint NOT NULL,
+    destination text NOT NULL,
+    owner text NOT NULL,
+    leased_until timestamp with time zone NOT NULL,
+    ids bigint[] NOT NULL
+);
+
+--
+-- Name: outbox_stretches_id_seq; Type: SEQUENCE; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE switchyard.outbox_stretches ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME switchyard.outbox_stretches_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: reconcile_checks; Type: TABLE; Schema: switchyard; Owner: -
 --
 
@@ -1824,6 +1849,13 @@ ALTER TABLE ONLY switchyard.outbox
     ADD CONSTRAINT outbox_pkey PRIMARY KEY (id);
 
 --
+-- Name: outbox_stretches outbox_stretches_pkey; Type: CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.outbox_stretches
+    ADD CONSTRAINT outbox_stretches_pkey PRIMARY KEY (id);
+
+--
 -- Name: reconcile_checks reconcile_checks_name_key; Type: CONSTRAINT; Schema: switchyard; Owner: -
 --
 
@@ -2205,6 +2237,12 @@ CREATE INDEX outbox_replay_of ON switchyard.outbox USING btree (replay_of) WHERE
 CREATE UNIQUE INDEX outbox_replay_request ON switchyard.outbox USING btree (replay_request) WHERE (replay_request IS NOT NULL);
 
 --
+-- Name: outbox_stretches_destination; Type: INDEX; Schema: switchyard; Owner: -
+--
+
+CREATE INDEX outbox_stretches_destination ON switchyard.outbox_stretches USING btree (destination);
+
+--
 -- Name: outbox_topic_id; Type: INDEX; Schema: switchyard; Owner: -
 --
 
@@ -2437,6 +2475,13 @@ ALTER TABLE ONLY switchyard.outbox_blocked_aggregates
 
 ALTER TABLE ONLY switchyard.outbox
     ADD CONSTRAINT outbox_replay_of_fkey FOREIGN KEY (replay_of) REFERENCES switchyard.outbox(id);
+
+--
+-- Name: outbox_stretches outbox_stretches_destination_fkey; Type: FK CONSTRAINT; Schema: switchyard; Owner: -
+--
+
+ALTER TABLE ONLY switchyard.outbox_stretches
+    ADD CONSTRAINT outbox_stretches_destination_fkey FOREIGN KEY (destination) REFERENCES switchyard.destinations(name) ON DELETE CASCADE;
 
 --
 -- Name: reconcile_checks reconcile_checks_destination_fkey; Type: FK CONSTRAINT; Schema: switchyard; Owner: -

@@ -223,7 +223,7 @@ func requireNoBenchRows(t *testing.T, url string) {
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
-	for _, table := range []string{"outbox", "outbox_attempts", "outbox_aggregates", "destinations", "dispatchers", "delivery_stats"} {
+	for _, table := range []string{"outbox", "outbox_attempts", "outbox_aggregates", "outbox_stretches", "destinations", "dispatchers", "delivery_stats"} {
 		var n int
 		require.NoError(t, conn.QueryRow(ctx, "SELECT count(*) FROM switchyard."+table).Scan(&n))
 		require.Zero(t, n, "rows left in switchyard.%s", table)

@@ -443,7 +443,7 @@ var inboxFloorTables = []string{
 	"switchyard.inbox_events", "switchyard.inbox_event_attempts", "switchyard.inbox_event_messages",
 	"switchyard.inbox_event_duplicates", "switchyard.inbox_duplicates", "switchyard.inbox_entity_versions",
 	"switchyard.outbox", "switchyard.outbox_attempts", "switchyard.outbox_blocked_aggregates",
-	"switchyard.outbox_aggregates", "switchyard.outbox_aggregate_messages",
+	"switchyard.outbox_aggregates", "switchyard.outbox_aggregate_messages", "switchyard.outbox_stretches",
 }
 
 // floorTablesOf is inboxFloorTables, and the demo's customers where the

@@ -106,7 +106,9 @@ func sinkDatabase(t *testing.T, receiver *sink, messages int) (string, *pgxpool.
 }
 
 // A dispatcher killed with kill -9 in the middle of a batch loses nothing:
-// its leases expire and another dispatcher delivers every message.
+// its leases expire and another dispatcher delivers every message,
+// counting the attempt the killed one may have made of each message it
+// held (its stretches' first tries: internal/outbox, stretch.go).
 func TestKilledDispatcherLosesNothing(t *testing.T) {
 	t.Parallel()
 	const messages = 200
@@ -124,7 +126,8 @@ func TestKilledDispatcherLosesNothing(t *testing.T) {
 	first.Signal(t, syscall.SIGKILL)
 	require.Equal(t, -1, first.WaitExit(t, 10*time.Second))
 	var leased int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM switchyard.outbox WHERE state = 'pending' AND lease_owner IS NOT NULL`).Scan(&leased))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM switchyard.outbox o WHERE o.state = 'pending'
+		AND (o.lease_owner IS NOT NULL OR EXISTS (SELECT FROM switchyard.outbox_stretches s WHERE o.id = ANY (s.ids)))`).Scan(&leased))
 	require.Positive(t, leased, "the killed dispatcher held leases")
 	receiver.release()
 
@@ -137,6 +140,11 @@ func TestKilledDispatcherLosesNothing(t *testing.T) {
 	receiver.mu.Lock()
 	defer receiver.mu.Unlock()
 	require.Len(t, receiver.received, messages, "every message reached the receiver")
+	var counted, stretches int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM switchyard.outbox WHERE attempts >= 2),
+		(SELECT count(*) FROM switchyard.outbox_stretches)`).Scan(&counted, &stretches))
+	require.Positive(t, counted, "the attempts in flight when it was killed counted")
+	require.Zero(t, stretches, "no lease left behind")
 	second.Signal(t, syscall.SIGTERM)
 	require.Equal(t, 0, second.WaitExit(t, 30*time.Second))
 }

@@ -253,9 +253,12 @@ func (c *claimStep) unordered(n int) (int, error) {
 	c.looked(unorderedKind, share.names, leased, len(rows) >= n*share.largest)
 	c.noteHeld(c.caps.unordered, caps, limits, leased)
 	groups, excess := share.group(rows, n)
-	// The deliveries first: the release is a round trip of its own.
+	c.d.stretches.leased(groups)
+	// The deliveries first: a release is a round trip of its own.
 	c.took(groups)
-	c.d.release(c.ctx, c.r.worker, excess)
+	retries, firsts := splitStretched(excess)
+	c.d.release(c.ctx, c.r.worker, retries)
+	c.d.releaseStretched(c.ctx, c.r.worker, firsts)
 	return len(groups), nil
 }
 
@@ -270,7 +273,7 @@ func (c *claimStep) leaseUnordered(share unorderedShare, n int) ([]queries.Outbo
 	defer release()
 	from := c.d.marks.start(share.names, time.Now())
 	batch := n * share.largest
-	rows, err := runClaim(c.ctx, c.d, (*queries.Queries).OutboxClaimUnordered, queries.OutboxClaimUnorderedParams{
+	rows, err := runUnorderedClaim(c.ctx, c.d, queries.OutboxClaimUnorderedParams{
 		Owner: c.r.worker, LeaseSeconds: c.d.cfg.LeaseDuration.Seconds(), Destinations: share.names,
 		AfterAt: from.at, AfterID: from.id, Caps: share.messages, BatchSize: int32(batch), Now: c.d.now(),
 		AggregateDestinations: c.caps.names,

@@ -114,7 +114,7 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	require.Equal(t, 1, statements, "the unordered claim is a prepared statement")
 	require.Zero(t, custom, "never planned for its arguments")
 	require.GreaterOrEqual(t, generic, rounds, "its generic plan run at each claim")
-	unordered := plan("OutboxClaimUnordered", `('w', NULL, 30, '{alpha}', '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{10}', 10)`)
+	unordered := plan("OutboxClaimUnordered", `('{alpha}', NULL, '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{10}', 10, 'w', 30)`)
 	require.Contains(t, unordered, "Index Scan using outbox_due_unordered", unordered)
 	require.Contains(t, unordered, "Scan using outbox_aggregates_due", "the probe of the aggregates due reads their index: %s", unordered)
 	require.Regexp(t, `Index Cond: .*ROW\(next_attempt_at, id\) > ROW`, unordered, "the scan starts after the mark: %s", unordered)
@@ -168,7 +168,7 @@ func TestClaimsKeepAGenericPlanOnlyOnceTheirTablesHaveStatistics(t *testing.T) {
 	require.NotContains(t, ordered, "Seq Scan on outbox ", ordered)
 	statements, _, _ = claimStatements(t, d, "OutboxClaimUnordered")
 	require.Equal(t, 1, statements, "the unordered claim, too")
-	unordered = plan("OutboxClaimUnordered", `('w', NULL, 30, '{alpha}', '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{10}', 10)`)
+	unordered = plan("OutboxClaimUnordered", `('{alpha}', NULL, '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{10}', 10, 'w', 30)`)
 	require.Contains(t, unordered, "Scan using outbox_aggregates_due", "its probe reads the aggregates' index: %s", unordered)
 	require.NotContains(t, unordered, "Seq Scan on outbox_aggregates", unordered)
 }
@@ -267,9 +267,12 @@ func TestALargeUnorderedClaimRunsOnItsGenericPlan(t *testing.T) {
 	require.Equal(t, 1, statements)
 	require.Zero(t, custom, "never planned for its arguments")
 	require.GreaterOrEqual(t, generic, claims, "its generic plan run at each execution")
-	plan := preparedPlan(t, d, "OutboxClaimUnordered", `('w', NULL, 30, '{alpha}', '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{500}', 500)`)
+	plan := preparedPlan(t, d, "OutboxClaimUnordered", `('{alpha}', NULL, '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{500}', 500, 'w', 30)`)
 	require.Contains(t, plan, "Index Scan using outbox_due_unordered", plan)
-	require.Regexp(t, `Index Scan using outbox_pkey on outbox o\s.*\n\s*Index Cond: \(id = ANY`, plan, "each message leased through its key: %s", plan)
+	// Retries leased one by one, each through an index of its id; first
+	// tries leased in a stretch, their rows not written.
+	require.Regexp(t, `Index Scan using outbox_(pkey|pending_id) on outbox o_\d+\s.*\n\s*Index Cond: \(id = ANY`, plan, "each retry leased through its key: %s", plan)
+	require.Contains(t, plan, "Insert on outbox_stretches", plan)
 	require.NotContains(t, plan, "Seq Scan on outbox ", plan)
 }
 
@@ -379,7 +382,7 @@ func TestClaimsPlannedWhileNothingWasPendingReadOnlyWhatTheyClaim(t *testing.T) 
 		name, args string
 		reads      []string // the indexes its plan must read
 	}{
-		{"OutboxClaimUnordered", `('w', NULL, 30, '{alpha}', '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{500}', 500)`,
+		{"OutboxClaimUnordered", `('{alpha}', NULL, '{alpha}', '{2026-12-04 12:00:00+00}', '{42}', '{500}', 500, 'w', 30)`,
 			[]string{"outbox_due_unordered", "outbox_aggregates_due"}},
 		{"OutboxClaimOrdered", `('{alpha}', NULL, '{10}', 10, 'w', 30, 32, '{2026-12-04 12:00:00+00}', '{42}')`,
 			[]string{"outbox_aggregates_due", "outbox_pending_ordered", "outbox_due_unordered"}},
@@ -484,7 +487,7 @@ func TestUnorderedMessagesLeaveALargeWindowsAggregatesTheirShare(t *testing.T) {
 // and of either kind: one autocommitted statement each time, whose rows are
 // returned only once the server has answered its commit. A deferred
 // trigger refuses the commit of any transaction that updated the outbox
-// or its aggregates.
+// or its aggregates, or made a stretch.
 func TestAClaimWhoseCommitFailsHandsNothingOn(t *testing.T) {
 	t.Parallel()
 	for _, prepared := range []bool{false, true} {
@@ -514,6 +517,8 @@ func TestAClaimWhoseCommitFailsHandsNothingOn(t *testing.T) {
 					CREATE CONSTRAINT TRIGGER refuse_commit AFTER UPDATE ON switchyard.outbox
 						DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.refuse_commit();
 					CREATE CONSTRAINT TRIGGER refuse_commit AFTER UPDATE ON switchyard.outbox_aggregates
+						DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.refuse_commit();
+					CREATE CONSTRAINT TRIGGER refuse_commit AFTER INSERT ON switchyard.outbox_stretches
 						DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.refuse_commit()`)
 				require.NoError(t, err)
 
@@ -526,6 +531,8 @@ func TestAClaimWhoseCommitFailsHandsNothingOn(t *testing.T) {
 				require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM switchyard.outbox_aggregates
 					WHERE lease_owner IS NOT NULL OR lease_version <> 0`).Scan(&leased))
 				require.Zero(t, leased, "no aggregate leased")
+				require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM switchyard.outbox_stretches`).Scan(&leased))
+				require.Zero(t, leased, "no stretch")
 			})
 		}
 	}

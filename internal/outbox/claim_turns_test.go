@@ -88,9 +88,13 @@ func onClaimSession(conn *pgx.Conn) bool {
 
 // A pipeline with a claim in it is counted as its claim, from its start
 // to its end.
-func (c *claimOverlap) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+func (c *claimOverlap) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	counts := []map[string]int{c.sent}
+	if onClaimSession(conn) {
+		counts = append(counts, c.prepared)
+	}
 	for _, q := range data.Batch.QueuedQueries {
-		if claimed := c.start(ctx, q.SQL, c.sent); claimed != ctx {
+		if claimed := c.start(ctx, q.SQL, counts...); claimed != ctx {
 			return claimed
 		}
 	}

@@ -144,6 +144,7 @@ type Dispatcher struct {
 	// statistics now (noteClaimed).
 	statisticsDue chan struct{}
 	marks         unorderedMarks // where the next unordered claim starts
+	stretches     stretchCounts  // each stretch's messages not yet finalized
 	splits        kindSplits     // each destination's split between the kinds
 	life          service.Lifecycle
 
@@ -437,15 +438,17 @@ func (d *Dispatcher) orderedShare(route Route, share, size int) int {
 }
 
 // claimedMessage is a leased message as a claim returns it. An ordered one
-// (AggregateID not empty) is held under its aggregate's lease.
+// (AggregateID not empty) is held under its aggregate's lease, an
+// unordered first try under its stretch's (Stretch not 0: stretch.go).
 type claimedMessage struct {
 	queries.OutboxClaimUnorderedRow
 	AggregateSeq          int64
 	AggregateLeaseVersion int64
 	// Counted is true when the claim counted this delivery's attempt
 	// (Attempts includes it; a release gives it back). An ordered message
-	// behind its aggregate's first is counted at finalize, if tried:
-	// Attempts then already says which attempt it would be.
+	// behind its aggregate's first, or in a stretch, is counted at
+	// finalize, if tried: Attempts then already says which attempt it
+	// would be.
 	Counted bool
 }
 

@@ -108,11 +108,11 @@ func TestUnorderedClaimAndHeartbeatAreHotUpdates(t *testing.T) {
 	ctx := context.Background()
 	pool := setup(t, "alpha", "beta")
 	const n = 300 // several pages of them
-	msgs := make([]Message, n)
-	for i := range msgs {
-		msgs[i] = Message{Topic: "t", Destination: "alpha", Payload: []byte(`{"order":"A-1042","status":"paid","amount_cents":12990}`)}
-	}
-	enqueue(t, pool, msgs...)
+	// Retries, each leased on its own row (first tries are leased in a
+	// stretch, their rows not written: TestAFirstTryClaimWritesNoMessage).
+	_, err := pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload, attempts)
+		SELECT 't', 'alpha', '{"order":"A-1042","status":"paid","amount_cents":12990}', 1 FROM generate_series(1, $1::int)`, n)
+	require.NoError(t, err)
 	var due time.Time
 	var pages int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT max(next_attempt_at), count(DISTINCT (ctid::text::point)[0]) FROM switchyard.outbox`).Scan(&due, &pages))
@@ -136,7 +136,8 @@ func TestUnorderedClaimAndHeartbeatAreHotUpdates(t *testing.T) {
 	// second version of each row; until the first versions are pruned,
 	// which any snapshot of the database's can put off, a third may not
 	// fit, and then the heartbeat's update is not HOT, however cheap.)
-	enqueue(t, pool, Message{Topic: "t", Destination: "beta", Payload: []byte(`{}`)})
+	_, err = pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload, attempts) VALUES ('t', 'beta', '{}', 1)`)
+	require.NoError(t, err)
 	beta := claim(queries.New(pool), "beta", 1)
 	require.Len(t, beta, 1)
 	updated, hot = hotUpdates(t, pool, func(q *queries.Queries) {
@@ -157,7 +158,7 @@ func TestUnorderedClaimAndHeartbeatAreHotUpdates(t *testing.T) {
 	// Released (its lease given back, its lease version unchanged), the
 	// message is not leased again by a heartbeat that comes late.
 	released := time.Now()
-	_, _, err := newDispatcher(t, pool, Config{}).finalize(ctx, "A", []result{{msg: claimedMessage{OutboxClaimUnorderedRow: beta[0], Counted: true},
+	_, _, err = newDispatcher(t, pool, Config{}).finalize(ctx, "A", []result{{msg: claimedMessage{OutboxClaimUnorderedRow: beta[0], Counted: true},
 		outcome: outcomeReleased, started: released, finished: released}})
 	require.NoError(t, err)
 	late, err := queries.New(pool).OutboxExtendLeases(ctx, queries.OutboxExtendLeasesParams{
@@ -201,12 +202,12 @@ func TestClaimHeartbeatAndFinalizeNeverReadTheWholeOutbox(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := setup(t, "alpha")
-	msgs := make([]Message, 20000)
-	for i := range msgs {
-		msgs[i] = Message{Topic: "t", Destination: "alpha", Payload: []byte(`{}`)}
-	}
-	enqueue(t, pool, msgs...)
-	_, err := pool.Exec(ctx, `ANALYZE switchyard.outbox`)
+	// Retries, leased one by one (first tries are leased in a stretch,
+	// never read by their ids).
+	_, err := pool.Exec(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload, attempts)
+		SELECT 't', 'alpha', '{}', 1 FROM generate_series(1, 20000)`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `ANALYZE switchyard.outbox`)
 	require.NoError(t, err)
 	d := newDispatcher(t, pool, Config{})
 
@@ -243,7 +244,7 @@ func TestClaimHeartbeatAndFinalizeNeverReadTheWholeOutbox(t *testing.T) {
 	// input the finalize unnests (BENCHMARKS.md, "The finalize's ids read
 	// from its input").
 	var finalize capturedQuery
-	_, err = queries.New(&finalize).OutboxFinalize(ctx, d.finalizeParams("A", results))
+	_, err = queries.New(&finalize).OutboxFinalize(ctx, d.finalizeParams("A", results, nil))
 	require.ErrorIs(t, err, errCaptured)
 	var plan []byte
 	require.NoError(t, tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+finalize.sql, withCustomPlan(finalize.args)...).Scan(&plan))
@@ -257,7 +258,7 @@ func TestClaimHeartbeatAndFinalizeNeverReadTheWholeOutbox(t *testing.T) {
 		require.NotContains(t, cond, "'{", "the ids are the input's, not an array argument the planner estimates: %s", cond)
 	}
 	require.False(t, rescansInput(explained[0].Plan), "no nested loop reads the input once per row: %s", plan)
-	finalized, err := q.OutboxFinalize(ctx, d.finalizeParams("A", results))
+	finalized, err := q.OutboxFinalize(ctx, d.finalizeParams("A", results, nil))
 	require.NoError(t, err)
 	require.Len(t, finalized, claim)
 
@@ -457,8 +458,8 @@ func (f *flaky) Deliver(ctx context.Context, d destination.Delivery) (destinatio
 }
 
 // A delivery starts only once its lease is committed: seen from another
-// connection as it starts, an unordered message's own row is leased, and
-// an ordered message's aggregate. A claim whose rows reached their
+// connection as it starts, an unordered message's own row is leased, or
+// its stretch is there, and an ordered message's aggregate is leased. A claim whose rows reached their
 // deliveries before its commit did (tried: a claim's statement in a
 // transaction committed after its rows were handed on) fails here, since a
 // lease lost with its commit would let another dispatcher deliver the
@@ -509,7 +510,9 @@ type leaseObserved struct {
 func (l *leaseObserved) Deliver(ctx context.Context, d destination.Delivery) (destination.Outcome, error) {
 	var leased bool
 	err := l.observer.QueryRow(ctx, `
-		SELECT CASE WHEN $2 = '' THEN (SELECT o.lease_owner IS NOT NULL FROM switchyard.outbox o WHERE o.message_id = $1::uuid)
+		SELECT CASE WHEN $2 = '' THEN (SELECT o.lease_owner IS NOT NULL OR EXISTS (
+				SELECT FROM switchyard.outbox_stretches s WHERE o.id = ANY (s.ids))
+			FROM switchyard.outbox o WHERE o.message_id = $1::uuid)
 		ELSE (SELECT a.lease_owner IS NOT NULL FROM switchyard.outbox_aggregates a WHERE a.aggregate_type = $3 AND a.aggregate_id = $2) END`,
 		d.MessageID, d.AggregateID, d.AggregateType).Scan(&leased)
 	if err != nil || !leased {

@@ -56,12 +56,14 @@ func (d *Dispatcher) finalize(ctx context.Context, worker string, results []resu
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.LeaseDuration/3)
 	defer cancel()
 	var rows []queries.OutboxFinalizeRow
+	done := d.stretches.finalizing(results)
 	if chunks := genericChunks(results); chunks != nil {
-		rows, err = d.finalizeChunks(ctx, worker, chunks)
+		rows, err = d.finalizeChunks(ctx, worker, chunks, done)
 	} else {
-		rows, err = queries.New(customPlans{d.pool}).OutboxFinalize(ctx, d.finalizeParams(worker, results))
+		rows, err = queries.New(customPlans{d.pool}).OutboxFinalize(ctx, d.finalizeParams(worker, results, done))
 	}
 	if err != nil {
+		d.stretches.failed(results)
 		return nil, false, fmt.Errorf("finalize %d messages: %w", len(results), err)
 	}
 	status := make(map[int64]string, len(rows))
@@ -172,12 +174,17 @@ func deadTogether(wholes [][]result) [][]result {
 // statement's generic plan, all in one transaction sent in one round trip
 // (sendGeneric): one commit, and no statement planned for its arguments. A
 // statement that fails aborts the transaction, and none of the chunks is
-// applied, as when the finalize is one statement.
-func (d *Dispatcher) finalizeChunks(ctx context.Context, worker string, chunks [][]result) ([]queries.OutboxFinalizeRow, error) {
+// applied, as when the finalize is one statement. The last chunk deletes
+// the stretches done, after the others applied their messages.
+func (d *Dispatcher) finalizeChunks(ctx context.Context, worker string, chunks [][]result, doneStretches []int64) ([]queries.OutboxFinalizeRow, error) {
 	var rows []queries.OutboxFinalizeRow
 	err := sendGeneric(ctx, d.pool, func(b *pgx.Batch) error {
-		for _, chunk := range chunks {
-			_, err := queries.New(queueing{batch: b}).OutboxFinalize(ctx, d.finalizeParams(worker, chunk))
+		for i, chunk := range chunks {
+			var done []int64
+			if i == len(chunks)-1 {
+				done = doneStretches
+			}
+			_, err := queries.New(queueing{batch: b}).OutboxFinalize(ctx, d.finalizeParams(worker, chunk, done))
 			if !errors.Is(err, errQueued) {
 				return fmt.Errorf("queue a finalize of %d messages: %w", len(chunk), err)
 			}
@@ -200,9 +207,9 @@ func (d *Dispatcher) finalizeChunks(ctx context.Context, worker string, chunks [
 }
 
 // finalizeParams are OutboxFinalize's parallel arrays for the results and
-// the aggregates they move on.
-func (d *Dispatcher) finalizeParams(worker string, results []result) queries.OutboxFinalizeParams {
-	p := queries.OutboxFinalizeParams{Worker: worker, Now: d.now()}
+// the aggregates they move on, and the stretches it deletes (doneStretches).
+func (d *Dispatcher) finalizeParams(worker string, results []result, doneStretches []int64) queries.OutboxFinalizeParams {
+	p := queries.OutboxFinalizeParams{Worker: worker, Now: d.now(), DoneStretches: doneStretches}
 	aggregates := aggregateOutcomes(results)
 	position := make(map[aggregateKey]int32, len(aggregates))
 	for i, a := range aggregates {

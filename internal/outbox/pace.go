@@ -71,7 +71,12 @@ func unorderedShareOf(destinations []string, caps []int32, n int, sizes map[stri
 func (s unorderedShare) group(rows []queries.OutboxClaimUnorderedRow, budget int) (groups []group, excess []claimedMessage) {
 	byDestination := make([][]claimedMessage, len(s.names))
 	for _, r := range rows {
-		m := claimedMessage{OutboxClaimUnorderedRow: r, Counted: true}
+		// A first try, leased in a stretch, counts its attempt at its
+		// finalize; Attempts says which attempt it would be.
+		m := claimedMessage{OutboxClaimUnorderedRow: r, Counted: r.Stretch == 0}
+		if !m.Counted {
+			m.Attempts++
+		}
 		i := slices.Index(s.names, r.Destination)
 		if i < 0 { // cannot be: the claim leases only s.names
 			excess = append(excess, m)

@@ -192,14 +192,14 @@ func TestUnorderedMessagesShareDeliveriesAtAFastDestination(t *testing.T) {
 			ids = append(ids, m.ID)
 		}
 	}
-	require.Equal(t, 32, countWhere(t, pool, "lease_owner = 'w' AND attempts = 1 AND lease_version = 1"), "each leased, its attempt counted")
+	require.Equal(t, 32, countWhere(t, pool, inStretchOf+" AND lease_version = 0", "w"), "each leased in a stretch, its row untouched")
 	slices.Sort(ids)
 	require.Len(t, slices.Compact(ids), 32)
 
 	other, _, err := d.claimPaced(ctx, claimRequest{worker: "other", limit: 4, sizes: fast})
 	require.NoError(t, err)
 	require.Equal(t, 8, len(other[0].msgs)+len(other[1].msgs), "only the 8 messages left are claimable")
-	require.Equal(t, 8, countWhere(t, pool, "lease_owner = 'other'"))
+	require.Equal(t, 8, countWhere(t, pool, inStretchOf, "other"))
 
 	failing = groups[1].msgs[3].MessageID.String()
 	var results []result
@@ -210,9 +210,11 @@ func TestUnorderedMessagesShareDeliveriesAtAFastDestination(t *testing.T) {
 	require.NoError(t, err)
 
 	require.Equal(t, int64(28), calls.Load(), "three deliveries of 8, one stopped at its fourth")
-	require.Equal(t, 27, countWhere(t, pool, "state = 'delivered' AND attempts = 1 AND lease_owner IS NULL"))
+	require.Equal(t, 27, countWhere(t, pool, "state = 'delivered' AND attempts = 1 AND lease_owner IS NULL"), "each attempt counted at its finalize")
+	require.Zero(t, countWhere(t, pool, inStretchOf, "w"), "the finalize of its last messages deleted the stretch")
 	require.Equal(t, 1, countWhere(t, pool, "state = 'pending' AND attempts = 1 AND last_error = 'HTTP 503: busy' AND lease_owner IS NULL AND leased_until IS NULL"))
-	require.Equal(t, 4, countWhere(t, pool, "state = 'pending' AND attempts = 0 AND last_error IS NULL AND next_attempt_at <= now() AND lease_owner IS NULL AND leased_until IS NULL"),
+	require.Equal(t, 4, countWhere(t, pool, "state = 'pending' AND attempts = 0 AND last_error IS NULL AND next_attempt_at <= now() AND lease_owner IS NULL AND leased_until IS NULL"+
+		" AND id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)"),
 		"the rest of its delivery: released, attempts given back, its lease gone, due at once")
 	var attempts, failed int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE outcome = 'retry') FROM switchyard.outbox_attempt_log WHERE applied`).Scan(&attempts, &failed))

@@ -68,6 +68,11 @@ func countWhere(t *testing.T, pool *pgxpool.Pool, cond string, args ...any) int 
 	return n
 }
 
+// inStretchOf is countWhere's condition on the messages leased in a
+// stretch of the worker named by its argument ($1): first tries, their
+// rows not written (stretch.go).
+const inStretchOf = "lease_owner IS NULL AND attempts = 0 AND id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner = $1)"
+
 // countWhereIn is countWhere in a transaction, which sees its own writes.
 func countWhereIn(t *testing.T, tx pgx.Tx, cond string, args ...any) int {
 	t.Helper()

@@ -463,21 +463,29 @@ func (w *worker) extendLeases(ctx context.Context) {
 	}
 }
 
-// flightKey names what a lease is on: an aggregate, or one message.
+// flightKey names what a lease is on: an aggregate, a stretch, or one
+// message.
 type flightKey struct {
 	aggregate aggregateKey
+	stretch   int64
 	message   int64
 }
 
-// keys are the leases a flight holds: its aggregate's, or each of its
-// unordered messages'.
+// keys are the leases a flight holds: its aggregate's, or those of its
+// unordered messages: their stretches' (first tries), each retry's own.
 func (f *flight) keys() []flightKey {
 	if m := f.g.msgs[0]; m.AggregateID != "" {
 		return []flightKey{{aggregate: keyOf(m)}}
 	}
-	keys := make([]flightKey, len(f.g.msgs))
-	for i, m := range f.g.msgs {
-		keys[i] = flightKey{message: m.ID}
+	keys := make([]flightKey, 0, len(f.g.msgs))
+	for _, m := range f.g.msgs {
+		k := flightKey{message: m.ID}
+		if m.Stretch != 0 {
+			k = flightKey{stretch: m.Stretch}
+		}
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
 	}
 	return keys
 }
@@ -501,17 +509,23 @@ func (f *flight) leaseState(extended map[flightKey]bool) (held, lost bool) {
 func (w *worker) extend(ctx context.Context) (map[flightKey]bool, error) {
 	lease, now := w.d.cfg.LeaseDuration.Seconds(), w.d.now()
 	messages := queries.OutboxExtendLeasesParams{LeaseSeconds: lease, Now: now}
+	stretches := queries.OutboxExtendStretchesParams{LeaseSeconds: lease, Now: now}
 	aggregates := queries.OutboxExtendAggregateLeasesParams{LeaseSeconds: lease, Now: now}
 	asked := map[flightKey]bool{}
 	for _, f := range w.flights {
 		for _, k := range f.keys() {
+			if _, ok := asked[k]; !ok && k.stretch != 0 {
+				stretches.Ids = append(stretches.Ids, k.stretch)
+			}
 			asked[k] = false
 		}
 		m := f.g.msgs[0]
 		if m.AggregateID == "" {
 			for _, m := range f.g.msgs {
-				messages.Ids = append(messages.Ids, m.ID)
-				messages.LeaseVersions = append(messages.LeaseVersions, m.LeaseVersion)
+				if m.Stretch == 0 {
+					messages.Ids = append(messages.Ids, m.ID)
+					messages.LeaseVersions = append(messages.LeaseVersions, m.LeaseVersion)
+				}
 			}
 			continue
 		}
@@ -533,6 +547,15 @@ func (w *worker) extend(ctx context.Context) (map[flightKey]bool, error) {
 		}
 		for _, id := range ids {
 			asked[flightKey{message: id}] = true
+		}
+	}
+	if len(stretches.Ids) > 0 {
+		ids, err := q.OutboxExtendStretches(ctx, stretches)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			asked[flightKey{stretch: id}] = true
 		}
 	}
 	if len(aggregates.Destinations) > 0 {

@@ -41,6 +41,7 @@ func TestFinishedDeliveriesAreFinalizedTogether(t *testing.T) {
 	// make a finalize while others are in flight.
 	stale := delivered(a)[0]
 	stale.msg.LeaseVersion--
+	stale.msg.Stretch = 0 // an earlier lease of the message's own, not its stretch's
 	w.done = append(w.done, deliveriesOf(stale, 100)...)
 	w.finished(landed{id: 0, results: delivered(a)})
 	require.False(t, isDelivered(a), "two deliveries still in flight: a waits for the flush")
@@ -85,6 +86,7 @@ func TestAFinalizeNeverSplitsAnAggregatesResults(t *testing.T) {
 	// short of finalizeMost: they change nothing.
 	stale := result{msg: groups[0].msgs[0], outcome: outcomeDelivered, started: now, finished: now}
 	stale.msg.LeaseVersion--
+	stale.msg.Stretch = 0 // an earlier lease of the message's own, not its stretch's
 	w := newWorker(d, "w")
 	w.done = append(w.done, deliveriesOf(stale, finalizeMost-2)...)
 	for _, m := range groups[1].msgs {
@@ -148,6 +150,7 @@ func TestAFinalizeTakesAnUnorderedDeliveryWhole(t *testing.T) {
 	now := time.Now()
 	stale := result{msg: g.msgs[0], outcome: outcomeDelivered, started: now, finished: now}
 	stale.msg.LeaseVersion--
+	stale.msg.Stretch = 0 // an earlier lease of the message's own, not its stretch's
 	w.done = append(w.done, deliveriesOf(stale, finalizeMost-2)...)
 	results := make([]result, len(g.msgs))
 	for i, m := range g.msgs {
@@ -270,6 +273,7 @@ func TestFinalizesStayBoundedAndKeepTheirFlush(t *testing.T) {
 	// A stale copy: its finalize changes nothing, whatever the count.
 	stale := result{msg: groups[0].msgs[0], outcome: outcomeDelivered, started: now, finished: now}
 	stale.msg.LeaseVersion--
+	stale.msg.Stretch = 0 // an earlier lease of the message's own, not its stretch's
 	w := newWorker(d, "w")
 	// nextStarted takes in the finalize in flight's outcome, which must
 	// start the next for everything left, whose outcome starts none.
@@ -317,7 +321,8 @@ func TestAClaimsDeliveriesStartAsEachStatementReturns(t *testing.T) {
 		t.Helper()
 		var u, o bool
 		require.NoError(t, pool.QueryRow(ctx, `SELECT
-			EXISTS (SELECT FROM switchyard.outbox WHERE topic = $1 AND lease_owner IS NOT NULL),
+			EXISTS (SELECT FROM switchyard.outbox o WHERE topic = $1 AND (lease_owner IS NOT NULL
+				OR EXISTS (SELECT FROM switchyard.outbox_stretches s WHERE o.id = ANY (s.ids)))),
 			EXISTS (SELECT FROM switchyard.outbox_aggregates WHERE aggregate_id = $2 AND lease_owner IS NOT NULL)`,
 			unordered, ordered).Scan(&u, &o))
 		return [2]bool{u, o}
@@ -611,7 +616,9 @@ func TestAWorkerDeliversWhileItsFinalizeWaits(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
 	var leased bool
-	require.NoError(t, tx.QueryRow(ctx, `SELECT lease_owner IS NOT NULL FROM switchyard.outbox WHERE topic = 'first' FOR UPDATE`).Scan(&leased))
+	require.NoError(t, tx.QueryRow(ctx, `SELECT o.lease_owner IS NOT NULL OR EXISTS (
+			SELECT FROM switchyard.outbox_stretches s WHERE o.id = ANY (s.ids))
+		FROM switchyard.outbox o WHERE o.topic = 'first' FOR UPDATE OF o`).Scan(&leased))
 	require.True(t, leased)
 	close(finishFirst)
 	testwait.Until(t, 10*time.Second, "the finalize waiting for the lock", func() bool {

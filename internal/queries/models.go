@@ -339,6 +339,14 @@ type SwitchyardOutboxBlockedAggregate struct {
 	BlockedAt     time.Time
 }
 
+type SwitchyardOutboxStretch struct {
+	ID          int64
+	Destination string
+	Owner       string
+	LeasedUntil time.Time
+	Ids         []int64
+}
+
 type SwitchyardReconcileCheck struct {
 	ID             int64
 	Name           string

@@ -212,6 +212,10 @@ unordered_due AS (
               AND o.next_attempt_at <= coalesce($2::timestamptz, now())
               AND (o.next_attempt_at, o.id) > (coalesce(($8::timestamptz[])[n.i], '-infinity'), coalesce(($9::bigint[])[n.i], 0))
               AND (o.leased_until IS NULL OR o.leased_until <= coalesce($2::timestamptz, now()))
+              AND (o.attempts > 0 OR o.id NOT IN (
+                  SELECT unnest(s.ids) FROM switchyard.outbox_stretches s
+                  WHERE s.destination = ANY ($1::text[])
+                    AND s.leased_until > coalesce($2::timestamptz, now())))
             -- The claim's order, so that the probe reads the claim's index.
             ORDER BY o.next_attempt_at, o.id
             LIMIT 1
@@ -274,9 +278,9 @@ type OutboxClaimOrderedRow struct {
 // Lock order, here and in OutboxFinalize: the aggregate row, then its
 // messages. Every row also says whether an unordered message of
 // destinations was due when the claim began (unordered_due, the same on
-// each), looked for as OutboxClaimUnordered would, after (after_at[n],
-// after_id[n]): where none was, the worker does not send the unordered
-// claim after this one.
+// each), looked for as OutboxClaimUnordered would (its stretches' first
+// tries are not due), after (after_at[n], after_id[n]): where none was,
+// the worker does not send the unordered claim after this one.
 // Each message's columns are read here, where its row is visited anyway
 // (the index holds none of them), not again at the end through the
 // primary key: that second probe per message was two thirds of a claim's
@@ -360,33 +364,128 @@ func (q *Queries) OutboxClaimOrdered(ctx context.Context, arg OutboxClaimOrdered
 	return items, nil
 }
 
+const outboxClaimTurn = `-- name: OutboxClaimTurn :many
+SELECT count(pg_advisory_xact_lock(k.key))::int AS locked FROM (SELECT unnest($1::bigint[]) AS key) k
+`
+
+// OutboxClaimTurn takes, for the rest of its transaction, the advisory
+// lock of each destination named by keys (internal/outbox: one key per
+// destination), in the keys' order, sorted by the caller so that two
+// claims never wait for each other in opposite orders. The unordered
+// claim writes none of the first tries it leases (OutboxClaimUnordered):
+// its claims of a destination take turns, each sent after this in one
+// transaction, so that each one's snapshot sees every stretch committed
+// before it.
+// Rows, not a command, so that it can go out in a pipeline with the claim
+// (internal/outbox: queueing).
+func (q *Queries) OutboxClaimTurn(ctx context.Context, keys []int64) ([]int32, error) {
+	rows, err := q.db.Query(ctx, outboxClaimTurn, keys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []int32{}
+	for rows.Next() {
+		var locked int32
+		if err := rows.Scan(&locked); err != nil {
+			return nil, err
+		}
+		items = append(items, locked)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const outboxClaimUnordered = `-- name: OutboxClaimUnordered :many
-WITH due AS (
-    SELECT c.id
-    FROM unnest($5::text[]) WITH ORDINALITY AS n (destination, i)
+WITH expired AS (
+    DELETE FROM switchyard.outbox_stretches s
+    WHERE s.destination = ANY ($3::text[])
+      AND s.leased_until <= coalesce($2::timestamptz, now())
+    RETURNING s.ids
+),
+expired_ids AS MATERIALIZED (
+    SELECT unnest(e.ids) AS id FROM expired e
+),
+due AS MATERIALIZED (
+    SELECT c.id, c.message_id, c.topic, c.aggregate_type, c.aggregate_id, c.payload, c.headers, c.attempts, c.max_attempts, c.lease_version, c.created_at, c.next_attempt_at, n.destination AS claimed_for
+    FROM unnest($3::text[]) WITH ORDINALITY AS n (destination, i)
     CROSS JOIN LATERAL (
-        SELECT o.id FROM switchyard.outbox o
+        SELECT o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.aggregate_type, o.aggregate_id,
+            o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at, o.next_attempt_at
+        FROM switchyard.outbox o
         WHERE o.state = 'pending' AND o.aggregate_id = ''
           AND o.destination = n.destination
           AND o.next_attempt_at <= coalesce($2::timestamptz, now())
-          AND (o.next_attempt_at, o.id) > (coalesce(($6::timestamptz[])[n.i], '-infinity'), coalesce(($7::bigint[])[n.i], 0))
+          AND (o.next_attempt_at, o.id) > (coalesce(($4::timestamptz[])[n.i], '-infinity'), coalesce(($5::bigint[])[n.i], 0))
           AND (o.leased_until IS NULL OR o.leased_until <= coalesce($2::timestamptz, now()))
+          -- One hash of the stretches' ids for the whole statement (an
+          -- uncorrelated NOT IN), not a walk of an array per message.
+          AND (o.attempts > 0 OR o.id NOT IN (
+              SELECT unnest(s.ids) FROM switchyard.outbox_stretches s
+              WHERE s.destination = ANY ($3::text[])
+                AND s.leased_until > coalesce($2::timestamptz, now())))
         ORDER BY o.next_attempt_at, o.id
-        LIMIT ($8::int[])[n.i]
-        FOR UPDATE SKIP LOCKED
+        LIMIT ($6::int[])[n.i]
     ) c
-    LIMIT $9
+    LIMIT $7
+),
+retries AS MATERIALIZED (
+    SELECT due.id FROM due WHERE due.attempts > 0 OR due.id IN (SELECT x.id FROM expired_ids x)
+),
+expired_messages AS (
+    UPDATE switchyard.outbox o
+    SET attempts = o.attempts + 1, lease_version = o.lease_version + 1
+    WHERE o.id = ANY (ARRAY(SELECT x.id FROM expired_ids x WHERE x.id NOT IN (SELECT r.id FROM retries r)))
+      AND o.state = 'pending' AND o.attempts = 0
+),
+retried AS (
+    UPDATE switchyard.outbox o
+    SET lease_owner = $8::text,
+        lease_version = o.lease_version + 1,
+        leased_until = coalesce($2::timestamptz, now()) + make_interval(secs => $9::float8),
+        -- An expired stretch's message: the attempt it may have had, and
+        -- this one.
+        attempts = o.attempts + CASE WHEN o.attempts = 0 THEN 2 ELSE 1 END
+    -- One probe of the primary key per claimed message. Joined to due
+    -- instead, the planner hashed the whole outbox, read sequentially, as
+    -- soon as a claim was large (a fast destination's groups: 1,024
+    -- messages), and a claim cost as much as the table was big
+    -- (BENCHMARKS.md, "Claims and finalizes that cost what they touch").
+    -- The conditions again, on the row's latest version.
+    WHERE o.id = ANY (ARRAY(SELECT r.id FROM retries r))
+      AND o.state = 'pending'
+      AND o.next_attempt_at <= coalesce($2::timestamptz, now())
+      AND (o.leased_until IS NULL OR o.leased_until <= coalesce($2::timestamptz, now()))
+    RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
+        o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at, o.next_attempt_at
+),
+stretched AS (
+    INSERT INTO switchyard.outbox_stretches (destination, owner, leased_until, ids)
+    SELECT due.claimed_for, $8::text,
+        coalesce($2::timestamptz, now()) + make_interval(secs => $9::float8),
+        -- In no order: an aggregate with an ORDER BY cannot be hashed, and the
+        -- claims' sessions sort nothing (internal/outbox, claimSettings).
+        array_agg(due.id)
+    FROM due WHERE due.id NOT IN (SELECT r.id FROM retries r)
+    GROUP BY due.claimed_for
+    RETURNING id, destination
+),
+leased AS (
+    SELECT r.id, r.message_id, r.topic, r.destination, r.aggregate_type, r.aggregate_id, r.payload, r.headers, r.attempts, r.max_attempts, r.lease_version, r.created_at, r.next_attempt_at, 0::bigint AS stretch FROM retried r
+    UNION ALL
+    SELECT due.id, due.message_id, due.topic, due.claimed_for, due.aggregate_type, due.aggregate_id,
+        due.payload, due.headers, due.attempts, due.max_attempts, due.lease_version, due.created_at, due.next_attempt_at,
+        s.id
+    FROM due JOIN stretched s ON s.destination = due.claimed_for
+    WHERE due.id NOT IN (SELECT r.id FROM retries r)
 )
-UPDATE switchyard.outbox o
-SET lease_owner = $1::text,
-    lease_version = o.lease_version + 1,
-    leased_until = coalesce($2::timestamptz, now()) + make_interval(secs => $3::float8),
-    attempts = o.attempts + 1
-WHERE o.id = ANY (ARRAY(SELECT due.id FROM due))
-RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
-    o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at, o.next_attempt_at,
+SELECT l.id, l.message_id, l.topic, l.destination, l.aggregate_type, l.aggregate_id,
+    l.payload, l.headers, l.attempts, l.max_attempts, l.lease_version, l.created_at, l.next_attempt_at,
+    l.stretch::bigint AS stretch,
     EXISTS (
-        SELECT FROM unnest($4::text[]) AS n (destination)
+        SELECT FROM unnest($1::text[]) AS n (destination)
         CROSS JOIN LATERAL (
             SELECT FROM switchyard.outbox_aggregates a
             WHERE a.last_seq > a.done_seq AND a.destination = n.destination
@@ -395,18 +494,19 @@ RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.to
             LIMIT 1
         ) a
     ) AS aggregates_due
+FROM leased l
 `
 
 type OutboxClaimUnorderedParams struct {
-	Owner                 string
-	Now                   *time.Time
-	LeaseSeconds          float64
 	AggregateDestinations []string
+	Now                   *time.Time
 	Destinations          []string
 	AfterAt               []time.Time
 	AfterID               []int64
 	Caps                  []int32
 	BatchSize             int32
+	Owner                 string
+	LeaseSeconds          float64
 }
 
 type OutboxClaimUnorderedRow struct {
@@ -423,16 +523,34 @@ type OutboxClaimUnorderedRow struct {
 	LeaseVersion  int64
 	CreatedAt     time.Time
 	NextAttemptAt time.Time
+	Stretch       int64
 	AggregatesDue bool
 }
 
 // OutboxClaimUnordered leases up to batch_size due messages that have no
 // aggregate: at most caps[n] of destinations[n], so that a destination with
 // no free delivery slots cannot fill the dispatcher's window with messages
-// that would only wait. The lease is leased_until set to its expiry and
-// lease_version + 1; a due message (next_attempt_at) is claimable while no
-// lease holds it. No indexed column changes, so the row's new version can
-// stay on its page without index entries (migrations/00024_outbox_unordered_lease.sql).
+// that would only wait. It runs after OutboxClaimTurn, in its transaction.
+//
+// First tries (attempts 0) are leased as one stretch per destination
+// (migrations/00033_outbox_stretches.sql): one row of their ids, read and
+// not written; each is returned with its stretch's id, and its attempt is
+// counted at its finalize (attempts + 1 there), as an ordered message's
+// behind its aggregate's head is. The ids of every live stretch of these
+// destinations keep the claim off their first tries. A stretch whose lease
+// ran out is deleted, and its messages still at attempts 0 are retries
+// from then on: each is written the attempt that the dispatcher which
+// held it may have made (so that a message that kills its dispatcher
+// still runs out of attempts) and a new lease version (a fence against
+// that dispatcher's finalize), and is leased at once if the claim has room
+// for it. Retries (attempts > 0) are leased one by one: leased_until set
+// to the lease's expiry, lease_version + 1 and attempts + 1; a due retry
+// is claimable while no lease holds it. No indexed column changes, so the
+// row's new version can stay on its page without index entries
+// (migrations/00024_outbox_unordered_lease.sql). The candidates are read
+// without a row lock (claims take turns; nothing else writes a pending
+// message that no lease holds), and a retry's update checks its row again.
+//
 // The messages in flight lead the index: a destination's scan starts after
 // (after_at[n], after_id[n]), the last message this dispatcher leased there
 // (none, or a time before any message's: at the head), so that it need not
@@ -446,22 +564,19 @@ type OutboxClaimUnorderedRow struct {
 // index probe per destination (outbox_aggregates_due: aggregates in flight
 // are due only when their lease expires, so they do not lead it),
 // evaluated once.
-// One probe of the primary key per claimed message. Joined to due
-// instead, the planner hashed the whole outbox, read sequentially, as soon
-// as a claim was large (a fast destination's groups: 1,024 messages), and
-// a claim cost as much as the table was big (BENCHMARKS.md, "Claims and
-// finalizes that cost what they touch").
+// Leased one by one: retries, and the first tries of expired stretches.
+// An expired stretch's messages that this claim has no room for.
 func (q *Queries) OutboxClaimUnordered(ctx context.Context, arg OutboxClaimUnorderedParams) ([]OutboxClaimUnorderedRow, error) {
 	rows, err := q.db.Query(ctx, outboxClaimUnordered,
-		arg.Owner,
-		arg.Now,
-		arg.LeaseSeconds,
 		arg.AggregateDestinations,
+		arg.Now,
 		arg.Destinations,
 		arg.AfterAt,
 		arg.AfterID,
 		arg.Caps,
 		arg.BatchSize,
+		arg.Owner,
+		arg.LeaseSeconds,
 	)
 	if err != nil {
 		return nil, err
@@ -484,6 +599,7 @@ func (q *Queries) OutboxClaimUnordered(ctx context.Context, arg OutboxClaimUnord
 			&i.LeaseVersion,
 			&i.CreatedAt,
 			&i.NextAttemptAt,
+			&i.Stretch,
 			&i.AggregatesDue,
 		); err != nil {
 			return nil, err
@@ -661,6 +777,43 @@ func (q *Queries) OutboxExtendLeases(ctx context.Context, arg OutboxExtendLeases
 	return items, nil
 }
 
+const outboxExtendStretches = `-- name: OutboxExtendStretches :many
+UPDATE switchyard.outbox_stretches s
+SET leased_until = coalesce($1::timestamptz, now()) + make_interval(secs => $2::float8)
+WHERE s.id = ANY ($3::bigint[])
+RETURNING s.id
+`
+
+type OutboxExtendStretchesParams struct {
+	Now          *time.Time
+	LeaseSeconds float64
+	Ids          []int64
+}
+
+// OutboxExtendStretches is the heartbeat of stretches in flight
+// (OutboxClaimUnordered): it pushes the lease expiry of each still there,
+// and returns the ids it extended; a missing one was deleted by a claim
+// that found it expired, which gave its messages a new lease version.
+func (q *Queries) OutboxExtendStretches(ctx context.Context, arg OutboxExtendStretchesParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, outboxExtendStretches, arg.Now, arg.LeaseSeconds, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []int64{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const outboxFinalize = `-- name: OutboxFinalize :many
 WITH input AS (
     -- Parallel arrays, one element per message, unnested side by side:
@@ -714,11 +867,14 @@ busy AS (
         SELECT 1 FROM locked_aggregates l
         WHERE l.destination = ai.destination AND l.aggregate_type = ai.aggregate_type AND l.aggregate_id = ai.aggregate_id)
 ),
+done_stretches AS (
+    DELETE FROM switchyard.outbox_stretches s WHERE s.id = ANY ($22::bigint[])
+),
 aggregates AS (
     UPDATE switchyard.outbox_aggregates a
     SET done_seq = greatest(a.done_seq, ai.done_seq),
         due_at = CASE WHEN ai.blocked THEN 'infinity'::timestamptz
-            ELSE coalesce($22::timestamptz, now()) + make_interval(secs => ai.due_in_ms / 1000) END,
+            ELSE coalesce($23::timestamptz, now()) + make_interval(secs => ai.due_in_ms / 1000) END,
         lease_owner = NULL
     FROM aggregate_input ai
     WHERE a.destination = ai.destination AND a.aggregate_type = ai.aggregate_type
@@ -733,7 +889,7 @@ applied AS (
     SET state = CASE i.outcome WHEN 'delivered' THEN 'delivered' WHEN 'dead' THEN 'dead' ELSE 'pending' END,
         -- Retry times come from the database's clock, like every claim's.
         next_attempt_at = CASE WHEN i.outcome IN ('retry', 'released')
-            THEN coalesce($22::timestamptz, now()) + make_interval(secs => i.retry_delay_ms / 1000)
+            THEN coalesce($23::timestamptz, now()) + make_interval(secs => i.retry_delay_ms / 1000)
             ELSE o.next_attempt_at END,
         attempts = o.attempts + i.attempt_delta,
         lease_owner = NULL,
@@ -743,7 +899,7 @@ applied AS (
         finished_at = CASE WHEN i.outcome IN ('delivered', 'dead') THEN now() END,
         -- The attempt that delivered the message is recorded here, not in
         -- outbox_attempts (migrations/00023_outbox_delivered_attempt.sql).
-        delivered_by = CASE WHEN i.outcome = 'delivered' THEN $23::text END,
+        delivered_by = CASE WHEN i.outcome = 'delivered' THEN $24::text END,
         delivered_started_at = CASE WHEN i.outcome = 'delivered' THEN i.started_at END,
         delivered_ms = CASE WHEN i.outcome = 'delivered' THEN extract(epoch FROM i.finished_at - i.started_at) * 1000 END,
         delivered_status = CASE WHEN i.outcome = 'delivered' THEN NULLIF(i.status_code, 0) END,
@@ -770,7 +926,7 @@ attempts AS (
     INSERT INTO switchyard.outbox_attempts (
         message_id, attempt, worker, lease_version, started_at, finished_at,
         outcome, applied, status_code, response, error, duration_ms)
-    SELECT i.id, i.attempt, $23::text, i.lease_version, i.started_at, i.finished_at,
+    SELECT i.id, i.attempt, $24::text, i.lease_version, i.started_at, i.finished_at,
         i.outcome, i.applied, NULLIF(i.status_code, 0),
         NULLIF(i.response, ''), NULLIF(i.error, ''),
         extract(epoch FROM i.finished_at - i.started_at) * 1000
@@ -830,7 +986,7 @@ dead_hours AS (
 ),
 stats AS (
     INSERT INTO switchyard.delivery_stats AS s (second, destination, topic, worker, delivered, retried, dead, latency_ms_sum)
-    SELECT date_trunc('second', now()), a.destination, a.topic, $23::text,
+    SELECT date_trunc('second', now()), a.destination, a.topic, $24::text,
         count(*) FILTER (WHERE i.outcome = 'delivered'),
         count(*) FILTER (WHERE i.outcome = 'retry'),
         count(*) FILTER (WHERE i.outcome = 'dead'),
@@ -874,6 +1030,7 @@ type OutboxFinalizeParams struct {
 	AggregateDoneSeqs      []int64
 	AggregateDueInMs       []float64
 	AggregateBlocked       []bool
+	DoneStretches          []int64
 	Now                    *time.Time
 	Worker                 string
 }
@@ -894,6 +1051,11 @@ type OutboxFinalizeRow struct {
 // an enqueuing transaction holds is skipped, and the outcomes of its
 // messages are left for a later finalize (reported 'busy' below), so that
 // no business transaction can hold up or deadlock the dispatcher.
+// The stretches whose last messages this finalize applies
+// (internal/outbox counts each stretch's messages down): what the claims
+// keep off stays the size of what is in flight. A stretch's messages are
+// fenced by their lease version, which a claim that finds the stretch
+// expired moves on (OutboxClaimUnordered).
 // Fenced by their lease version: done up to the last finished message, due
 // again now, after the head's retry delay, or never while a dead head
 // blocks it.
@@ -937,6 +1099,7 @@ func (q *Queries) OutboxFinalize(ctx context.Context, arg OutboxFinalizeParams) 
 		arg.AggregateDoneSeqs,
 		arg.AggregateDueInMs,
 		arg.AggregateBlocked,
+		arg.DoneStretches,
 		arg.Now,
 		arg.Worker,
 	)
@@ -1394,6 +1557,31 @@ func (q *Queries) OutboxRestore(ctx context.Context, id int64) (int64, error) {
 	var count int64
 	err := row.Scan(&count)
 	return count, err
+}
+
+const outboxStretchesRelease = `-- name: OutboxStretchesRelease :exec
+WITH shrunk AS (
+    UPDATE switchyard.outbox_stretches s
+    SET ids = ARRAY(SELECT x FROM unnest(s.ids) AS x WHERE x <> ALL ($2::bigint[]))
+    WHERE s.id = ANY ($1::bigint[]) AND NOT s.ids <@ $2::bigint[]
+)
+DELETE FROM switchyard.outbox_stretches s
+WHERE s.id = ANY ($1::bigint[]) AND s.ids <@ $2::bigint[]
+`
+
+type OutboxStretchesReleaseParams struct {
+	Stretches []int64
+	Ids       []int64
+}
+
+// OutboxStretchesRelease gives back first tries that a claim leased in
+// stretches but will not deliver (internal/outbox: the claim's excess):
+// their ids leave their stretches, and a stretch left with none is
+// deleted. Their own rows were never written: they are due again as they
+// were.
+func (q *Queries) OutboxStretchesRelease(ctx context.Context, arg OutboxStretchesReleaseParams) error {
+	_, err := q.db.Exec(ctx, outboxStretchesRelease, arg.Stretches, arg.Ids)
+	return err
 }
 
 const outboxUnblockHeads = `-- name: OutboxUnblockHeads :exec

@@ -9,7 +9,9 @@
 -- attempted). An ordered message is leased while it heads its aggregate
 -- under a dispatcher's lease; the messages behind it in the same delivery
 -- are not written by the claim (OutboxClaimOrdered) and count as queued
--- until their finalize. lease_owner_pattern to the pending messages whose lease
+-- until their finalize, as do unordered first tries leased in a stretch
+-- (OutboxClaimUnordered: one row for a claim's messages of a destination,
+-- theirs not written). lease_owner_pattern to the pending messages whose lease
 -- holder matches it (a dispatcher's workers: internal/console,
 -- leaseOwnerPattern). No index holds the lease
 -- (migrations/00020_console_leases.sql): they are served by

@@ -43,14 +43,44 @@ INSERT INTO switchyard.outbox (
     @message_id, @topic, @destination, @aggregate_type, @aggregate_id, @payload, @headers, @max_attempts
 );
 
+-- name: OutboxClaimTurn :many
+-- OutboxClaimTurn takes, for the rest of its transaction, the advisory
+-- lock of each destination named by keys (internal/outbox: one key per
+-- destination), in the keys' order, sorted by the caller so that two
+-- claims never wait for each other in opposite orders. The unordered
+-- claim writes none of the first tries it leases (OutboxClaimUnordered):
+-- its claims of a destination take turns, each sent after this in one
+-- transaction, so that each one's snapshot sees every stretch committed
+-- before it.
+-- Rows, not a command, so that it can go out in a pipeline with the claim
+-- (internal/outbox: queueing).
+SELECT count(pg_advisory_xact_lock(k.key))::int AS locked FROM (SELECT unnest(@keys::bigint[]) AS key) k;
+
 -- name: OutboxClaimUnordered :many
 -- OutboxClaimUnordered leases up to batch_size due messages that have no
 -- aggregate: at most caps[n] of destinations[n], so that a destination with
 -- no free delivery slots cannot fill the dispatcher's window with messages
--- that would only wait. The lease is leased_until set to its expiry and
--- lease_version + 1; a due message (next_attempt_at) is claimable while no
--- lease holds it. No indexed column changes, so the row's new version can
--- stay on its page without index entries (migrations/00024_outbox_unordered_lease.sql).
+-- that would only wait. It runs after OutboxClaimTurn, in its transaction.
+--
+-- First tries (attempts 0) are leased as one stretch per destination
+-- (migrations/00033_outbox_stretches.sql): one row of their ids, read and
+-- not written; each is returned with its stretch's id, and its attempt is
+-- counted at its finalize (attempts + 1 there), as an ordered message's
+-- behind its aggregate's head is. The ids of every live stretch of these
+-- destinations keep the claim off their first tries. A stretch whose lease
+-- ran out is deleted, and its messages still at attempts 0 are retries
+-- from then on: each is written the attempt that the dispatcher which
+-- held it may have made (so that a message that kills its dispatcher
+-- still runs out of attempts) and a new lease version (a fence against
+-- that dispatcher's finalize), and is leased at once if the claim has room
+-- for it. Retries (attempts > 0) are leased one by one: leased_until set
+-- to the lease's expiry, lease_version + 1 and attempts + 1; a due retry
+-- is claimable while no lease holds it. No indexed column changes, so the
+-- row's new version can stay on its page without index entries
+-- (migrations/00024_outbox_unordered_lease.sql). The candidates are read
+-- without a row lock (claims take turns; nothing else writes a pending
+-- message that no lease holds), and a retry's update checks its row again.
+--
 -- The messages in flight lead the index: a destination's scan starts after
 -- (after_at[n], after_id[n]), the last message this dispatcher leased there
 -- (none, or a time before any message's: at the head), so that it need not
@@ -64,35 +94,93 @@ INSERT INTO switchyard.outbox (
 -- index probe per destination (outbox_aggregates_due: aggregates in flight
 -- are due only when their lease expires, so they do not lead it),
 -- evaluated once.
-WITH due AS (
-    SELECT c.id
+WITH expired AS (
+    DELETE FROM switchyard.outbox_stretches s
+    WHERE s.destination = ANY (@destinations::text[])
+      AND s.leased_until <= coalesce(sqlc.narg(now)::timestamptz, now())
+    RETURNING s.ids
+),
+expired_ids AS MATERIALIZED (
+    SELECT unnest(e.ids) AS id FROM expired e
+),
+due AS MATERIALIZED (
+    SELECT c.*, n.destination AS claimed_for
     FROM unnest(@destinations::text[]) WITH ORDINALITY AS n (destination, i)
     CROSS JOIN LATERAL (
-        SELECT o.id FROM switchyard.outbox o
+        SELECT o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.aggregate_type, o.aggregate_id,
+            o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at, o.next_attempt_at
+        FROM switchyard.outbox o
         WHERE o.state = 'pending' AND o.aggregate_id = ''
           AND o.destination = n.destination
           AND o.next_attempt_at <= coalesce(sqlc.narg(now)::timestamptz, now())
           AND (o.next_attempt_at, o.id) > (coalesce((@after_at::timestamptz[])[n.i], '-infinity'), coalesce((@after_id::bigint[])[n.i], 0))
           AND (o.leased_until IS NULL OR o.leased_until <= coalesce(sqlc.narg(now)::timestamptz, now()))
+          -- One hash of the stretches' ids for the whole statement (an
+          -- uncorrelated NOT IN), not a walk of an array per message.
+          AND (o.attempts > 0 OR o.id NOT IN (
+              SELECT unnest(s.ids) FROM switchyard.outbox_stretches s
+              WHERE s.destination = ANY (@destinations::text[])
+                AND s.leased_until > coalesce(sqlc.narg(now)::timestamptz, now())))
         ORDER BY o.next_attempt_at, o.id
         LIMIT (@caps::int[])[n.i]
-        FOR UPDATE SKIP LOCKED
     ) c
     LIMIT @batch_size
+),
+-- Leased one by one: retries, and the first tries of expired stretches.
+retries AS MATERIALIZED (
+    SELECT due.id FROM due WHERE due.attempts > 0 OR due.id IN (SELECT x.id FROM expired_ids x)
+),
+-- An expired stretch's messages that this claim has no room for.
+expired_messages AS (
+    UPDATE switchyard.outbox o
+    SET attempts = o.attempts + 1, lease_version = o.lease_version + 1
+    WHERE o.id = ANY (ARRAY(SELECT x.id FROM expired_ids x WHERE x.id NOT IN (SELECT r.id FROM retries r)))
+      AND o.state = 'pending' AND o.attempts = 0
+),
+retried AS (
+    UPDATE switchyard.outbox o
+    SET lease_owner = @owner::text,
+        lease_version = o.lease_version + 1,
+        leased_until = coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8),
+        -- An expired stretch's message: the attempt it may have had, and
+        -- this one.
+        attempts = o.attempts + CASE WHEN o.attempts = 0 THEN 2 ELSE 1 END
+    -- One probe of the primary key per claimed message. Joined to due
+    -- instead, the planner hashed the whole outbox, read sequentially, as
+    -- soon as a claim was large (a fast destination's groups: 1,024
+    -- messages), and a claim cost as much as the table was big
+    -- (BENCHMARKS.md, "Claims and finalizes that cost what they touch").
+    -- The conditions again, on the row's latest version.
+    WHERE o.id = ANY (ARRAY(SELECT r.id FROM retries r))
+      AND o.state = 'pending'
+      AND o.next_attempt_at <= coalesce(sqlc.narg(now)::timestamptz, now())
+      AND (o.leased_until IS NULL OR o.leased_until <= coalesce(sqlc.narg(now)::timestamptz, now()))
+    RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
+        o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at, o.next_attempt_at
+),
+stretched AS (
+    INSERT INTO switchyard.outbox_stretches (destination, owner, leased_until, ids)
+    SELECT due.claimed_for, @owner::text,
+        coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8),
+        -- In no order: an aggregate with an ORDER BY cannot be hashed, and the
+        -- claims' sessions sort nothing (internal/outbox, claimSettings).
+        array_agg(due.id)
+    FROM due WHERE due.id NOT IN (SELECT r.id FROM retries r)
+    GROUP BY due.claimed_for
+    RETURNING id, destination
+),
+leased AS (
+    SELECT r.*, 0::bigint AS stretch FROM retried r
+    UNION ALL
+    SELECT due.id, due.message_id, due.topic, due.claimed_for, due.aggregate_type, due.aggregate_id,
+        due.payload, due.headers, due.attempts, due.max_attempts, due.lease_version, due.created_at, due.next_attempt_at,
+        s.id
+    FROM due JOIN stretched s ON s.destination = due.claimed_for
+    WHERE due.id NOT IN (SELECT r.id FROM retries r)
 )
-UPDATE switchyard.outbox o
-SET lease_owner = @owner::text,
-    lease_version = o.lease_version + 1,
-    leased_until = coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8),
-    attempts = o.attempts + 1
--- One probe of the primary key per claimed message. Joined to due
--- instead, the planner hashed the whole outbox, read sequentially, as soon
--- as a claim was large (a fast destination's groups: 1,024 messages), and
--- a claim cost as much as the table was big (BENCHMARKS.md, "Claims and
--- finalizes that cost what they touch").
-WHERE o.id = ANY (ARRAY(SELECT due.id FROM due))
-RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.topic, o.destination, o.aggregate_type, o.aggregate_id,
-    o.payload, o.headers, o.attempts, o.max_attempts, o.lease_version, o.created_at, o.next_attempt_at,
+SELECT l.id, l.message_id, l.topic, l.destination, l.aggregate_type, l.aggregate_id,
+    l.payload, l.headers, l.attempts, l.max_attempts, l.lease_version, l.created_at, l.next_attempt_at,
+    l.stretch::bigint AS stretch,
     EXISTS (
         SELECT FROM unnest(@aggregate_destinations::text[]) AS n (destination)
         CROSS JOIN LATERAL (
@@ -102,7 +190,8 @@ RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.to
             ORDER BY a.due_at
             LIMIT 1
         ) a
-    ) AS aggregates_due;
+    ) AS aggregates_due
+FROM leased l;
 
 -- name: OutboxClaimOrdered :many
 -- OutboxClaimOrdered leases up to aggregates due aggregates (see
@@ -115,9 +204,9 @@ RETURNING o.id, coalesce(o.delivery_key, o.message_id)::uuid AS message_id, o.to
 -- Lock order, here and in OutboxFinalize: the aggregate row, then its
 -- messages. Every row also says whether an unordered message of
 -- destinations was due when the claim began (unordered_due, the same on
--- each), looked for as OutboxClaimUnordered would, after (after_at[n],
--- after_id[n]): where none was, the worker does not send the unordered
--- claim after this one.
+-- each), looked for as OutboxClaimUnordered would (its stretches' first
+-- tries are not due), after (after_at[n], after_id[n]): where none was,
+-- the worker does not send the unordered claim after this one.
 WITH due AS (
     SELECT c.destination, c.aggregate_type, c.aggregate_id
     FROM unnest(@destinations::text[]) WITH ORDINALITY AS n (destination, i)
@@ -234,6 +323,10 @@ unordered_due AS (
               AND o.next_attempt_at <= coalesce(sqlc.narg(now)::timestamptz, now())
               AND (o.next_attempt_at, o.id) > (coalesce((@after_at::timestamptz[])[n.i], '-infinity'), coalesce((@after_id::bigint[])[n.i], 0))
               AND (o.leased_until IS NULL OR o.leased_until <= coalesce(sqlc.narg(now)::timestamptz, now()))
+              AND (o.attempts > 0 OR o.id NOT IN (
+                  SELECT unnest(s.ids) FROM switchyard.outbox_stretches s
+                  WHERE s.destination = ANY (@destinations::text[])
+                    AND s.leased_until > coalesce(sqlc.narg(now)::timestamptz, now())))
             -- The claim's order, so that the probe reads the claim's index.
             ORDER BY o.next_attempt_at, o.id
             LIMIT 1
@@ -276,6 +369,30 @@ WHERE o.id = ANY (@ids::bigint[]) AND o.id = l.id AND o.lease_version = l.lease_
   -- heartbeat that reached the server after it.
   AND o.lease_owner IS NOT NULL
 RETURNING o.id;
+
+-- name: OutboxExtendStretches :many
+-- OutboxExtendStretches is the heartbeat of stretches in flight
+-- (OutboxClaimUnordered): it pushes the lease expiry of each still there,
+-- and returns the ids it extended; a missing one was deleted by a claim
+-- that found it expired, which gave its messages a new lease version.
+UPDATE switchyard.outbox_stretches s
+SET leased_until = coalesce(sqlc.narg(now)::timestamptz, now()) + make_interval(secs => @lease_seconds::float8)
+WHERE s.id = ANY (@ids::bigint[])
+RETURNING s.id;
+
+-- name: OutboxStretchesRelease :exec
+-- OutboxStretchesRelease gives back first tries that a claim leased in
+-- stretches but will not deliver (internal/outbox: the claim's excess):
+-- their ids leave their stretches, and a stretch left with none is
+-- deleted. Their own rows were never written: they are due again as they
+-- were.
+WITH shrunk AS (
+    UPDATE switchyard.outbox_stretches s
+    SET ids = ARRAY(SELECT x FROM unnest(s.ids) AS x WHERE x <> ALL (@ids::bigint[]))
+    WHERE s.id = ANY (@stretches::bigint[]) AND NOT s.ids <@ @ids::bigint[]
+)
+DELETE FROM switchyard.outbox_stretches s
+WHERE s.id = ANY (@stretches::bigint[]) AND s.ids <@ @ids::bigint[];
 
 -- name: OutboxExtendAggregateLeases :many
 -- OutboxExtendAggregateLeases is the heartbeat of aggregates in flight (their
@@ -377,6 +494,14 @@ busy AS (
     WHERE NOT EXISTS (
         SELECT 1 FROM locked_aggregates l
         WHERE l.destination = ai.destination AND l.aggregate_type = ai.aggregate_type AND l.aggregate_id = ai.aggregate_id)
+),
+-- The stretches whose last messages this finalize applies
+-- (internal/outbox counts each stretch's messages down): what the claims
+-- keep off stays the size of what is in flight. A stretch's messages are
+-- fenced by their lease version, which a claim that finds the stretch
+-- expired moves on (OutboxClaimUnordered).
+done_stretches AS (
+    DELETE FROM switchyard.outbox_stretches s WHERE s.id = ANY (@done_stretches::bigint[])
 ),
 -- Fenced by their lease version: done up to the last finished message, due
 -- again now, after the head's retry delay, or never while a dead head
