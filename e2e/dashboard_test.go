@@ -230,7 +230,9 @@ func TestDashboardShowsDeliveriesBreakersAndDispatchers(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT owner FROM switchyard.dispatchers WHERE stopped_at IS NULL`).Scan(&owner))
 	leases := page.GetByTestId("dispatchers").Locator("tr", playwright.LocatorLocatorOptions{HasText: owner}).GetByTestId("dispatcher-leases")
 	require.NoError(t, expect.Locator(leases).ToHaveText("3", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(30000)}))
-	held := ids(t, pool, `SELECT id FROM switchyard.outbox WHERE state = 'pending' AND lease_owner LIKE $1 || '/%' ORDER BY id DESC`, owner)
+	// Leased on their rows, or first tries in a stretch (internal/outbox).
+	held := ids(t, pool, `SELECT o.id FROM switchyard.outbox o WHERE o.state = 'pending' AND (o.lease_owner LIKE $1 || '/%'
+		OR EXISTS (SELECT FROM switchyard.outbox_stretches s WHERE o.id = ANY (s.ids) AND s.owner LIKE $1 || '/%')) ORDER BY o.id DESC`, owner)
 	require.Len(t, held, 3, "the dispatcher holds the hanging deliveries")
 	screenshot(t, page, "dashboard-dispatcher-leases-held")
 	require.NoError(t, leases.Click())

@@ -16,7 +16,10 @@ import (
 // seedLeases writes 420 messages over two destinations and two topics:
 // a quarter delivered, the rest pending, leased by the workers of
 // dispatchers d1 (d1/0, d1/1), d2 and "d1/x" (whose worker d1/x/0 is not
-// d1's), retrying or queued; then analyzes the table.
+// d1's), retrying or queued; four of bill's untried messages in a stretch
+// of d1/1 and seven of shop's in one of d2/0 (first tries in flight,
+// their rows not written: internal/outbox, stretch.go); then analyzes the
+// table.
 func seedLeases(t *testing.T, b bundle) {
 	t.Helper()
 	ctx := context.Background()
@@ -31,8 +34,29 @@ func seedLeases(t *testing.T, b bundle) {
 			CASE WHEN i % 4 = 0 THEN now() END
 		FROM generate_series(1, 420) AS i`)
 	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `INSERT INTO switchyard.outbox_stretches (destination, owner, leased_until, ids)
+		SELECT s.destination, s.owner, now() + interval '1 minute', ARRAY(
+			SELECT o.id FROM switchyard.outbox o
+			WHERE o.state = 'pending' AND o.lease_owner IS NULL AND o.attempts = 0 AND o.destination = s.destination
+			ORDER BY o.id DESC LIMIT s.n)
+		FROM (VALUES ('bill', 'd1/1', 4), ('shop', 'd2/0', 7)) AS s (destination, owner, n)`)
+	require.NoError(t, err)
 	_, err = b.pool.Exec(ctx, `ANALYZE switchyard.outbox`)
 	require.NoError(t, err)
+}
+
+// inStretchSQL is true of a message that a stretch leases: a first try in
+// flight (internal/outbox, stretch.go).
+const inStretchSQL = `(attempts = 0 AND id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))`
+
+// inFlightSQL is true of a pending message leased on its row or in a stretch.
+const inFlightSQL = `(lease_owner IS NOT NULL OR ` + inStretchSQL + `)`
+
+// leasedBy is true of a message leased by a worker whose name matches
+// owner, a condition on it (IN (...), = ...): on its row or in a stretch.
+func leasedBy(owner string) string {
+	return `(lease_owner ` + owner + ` OR (attempts = 0 AND id IN (
+		SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ` + owner + `)))`
 }
 
 // Issue 14, item 9: the dashboard's pending figures and a dispatcher's
@@ -47,15 +71,15 @@ func TestMessagesListFiltersByStageAndLeaseHolder(t *testing.T) {
 	seedLeases(t, b)
 	ctx := context.Background()
 	for _, c := range []struct{ path, where string }{
-		{"/messages?leased_by=d1", `state = 'pending' AND lease_owner IN ('d1/0', 'd1/1')`},
+		{"/messages?leased_by=d1", `state = 'pending' AND ` + leasedBy(`IN ('d1/0', 'd1/1')`)},
 		{"/messages?leased_by=d1/x", `state = 'pending' AND lease_owner = 'd1/x/0'`},
-		{"/messages?leased_by=d2&destination=shop", `state = 'pending' AND lease_owner = 'd2/0' AND destination = 'shop'`},
-		{"/messages?stage=in_flight", `state = 'pending' AND lease_owner IS NOT NULL`},
+		{"/messages?leased_by=d2&destination=shop", `state = 'pending' AND ` + leasedBy(`= 'd2/0'`) + ` AND destination = 'shop'`},
+		{"/messages?stage=in_flight", `state = 'pending' AND ` + inFlightSQL},
 		{"/messages?stage=retrying", `state = 'pending' AND lease_owner IS NULL AND attempts > 0`},
-		{"/messages?stage=queued", `state = 'pending' AND lease_owner IS NULL AND attempts = 0`},
+		{"/messages?stage=queued", `state = 'pending' AND lease_owner IS NULL AND attempts = 0 AND NOT ` + inStretchSQL},
 		{"/messages?stage=in_flight&state=pending&error=503", `false`},
 		{"/messages?stage=retrying&error=503", `state = 'pending' AND lease_owner IS NULL AND attempts > 0 AND last_error LIKE '%503%'`},
-		{"/messages?stage=in_flight&destination=shop&topic=order.paid", `state = 'pending' AND lease_owner IS NOT NULL AND destination = 'shop' AND topic = 'order.paid'`},
+		{"/messages?stage=in_flight&destination=shop&topic=order.paid", `state = 'pending' AND ` + inFlightSQL + ` AND destination = 'shop' AND topic = 'order.paid'`},
 		{"/messages?leased_by=d1&state=dead", `false`},
 		{"/messages?leased_by=d3", `false`},
 	} {
@@ -83,7 +107,7 @@ func TestMessagesListFiltersByStageAndLeaseHolder(t *testing.T) {
 	require.Len(t, walkList(t, b, "/messages?stage=queued"), queued)
 
 	// Pages both ways; one message by id, if the holder holds it.
-	want := wantIDs(t, b, `state = 'pending' AND lease_owner IN ('d1/0', 'd1/1')`)
+	want := wantIDs(t, b, `state = 'pending' AND `+leasedBy(`IN ('d1/0', 'd1/1')`))
 	require.Greater(t, len(want), 50, "two pages")
 	first := rowIDs(t, b.do(t, http.MethodGet, "/messages?leased_by=d1").Body.String())
 	require.Equal(t, want[:50], first)
@@ -92,6 +116,7 @@ func TestMessagesListFiltersByStageAndLeaseHolder(t *testing.T) {
 	require.Equal(t, first, rowIDs(t, b.do(t, http.MethodGet, "/messages?leased_by=d1&after="+second[0]).Body.String()))
 	require.Equal(t, want[:1], rowIDs(t, b.do(t, http.MethodGet, "/messages?leased_by=d1&id="+want[0]).Body.String()))
 	other := wantIDs(t, b, `lease_owner = 'd2/0'`)[0]
+	require.NotEqual(t, want, wantIDs(t, b, `state = 'pending' AND lease_owner IN ('d1/0', 'd1/1')`), "d1's stretch holds some of its leases")
 	require.Empty(t, rowIDs(t, b.do(t, http.MethodGet, "/messages?leased_by=d1&id="+other).Body.String()))
 
 	// "N new" above a row counts only the holder's.
@@ -103,8 +128,8 @@ func TestMessagesListFiltersByStageAndLeaseHolder(t *testing.T) {
 	// More than a page: the total is the planner's estimate, which takes
 	// the filter (the whole table is 420 rows).
 	for _, c := range []struct{ path, where string }{
-		{"/messages?leased_by=d1", `state = 'pending' AND lease_owner IN ('d1/0', 'd1/1')`},
-		{"/messages?stage=in_flight", `state = 'pending' AND lease_owner IS NOT NULL`},
+		{"/messages?leased_by=d1", `state = 'pending' AND ` + leasedBy(`IN ('d1/0', 'd1/1')`)},
+		{"/messages?stage=in_flight", `state = 'pending' AND ` + inFlightSQL},
 	} {
 		text, exact := listTotal(t, b, c.path)
 		require.False(t, exact, c.path)
@@ -157,8 +182,9 @@ func TestMessagesListSearchesABacklogInWindows(t *testing.T) {
 
 // A message's page says when it will be tried next: for an unordered
 // message in flight, when its lease runs out (migration 00024 keeps that
-// in leased_until; next_attempt_at still says when it fell due), and for
-// one waiting to be retried, its next_attempt_at.
+// in leased_until; next_attempt_at still says when it fell due; a first
+// try's lease is its stretch's, migration 00033), and for one waiting to
+// be retried, its next_attempt_at. It names the lease's holder.
 func TestMessagePageShowsALeasedMessagesNextAttemptAsItsLeaseExpiry(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -176,4 +202,14 @@ func TestMessagePageShowsALeasedMessagesNextAttemptAsItsLeaseExpiry(t *testing.T
 	require.Contains(t, body, "d1/0 · version 3")
 	body = b.do(t, http.MethodGet, fmt.Sprintf("/messages/%d", waiting)).Body.String()
 	require.Regexp(t, `<dt>Next attempt</dt>\s*<dd>2031-02-03 04:05:06 UTC</dd>`, body)
+
+	var stretched int64
+	require.NoError(t, b.pool.QueryRow(ctx, `INSERT INTO switchyard.outbox (topic, destination, payload, next_attempt_at)
+		VALUES ('order.paid', 'shop', '{}', '2026-01-02 03:04:05+00') RETURNING id`).Scan(&stretched))
+	_, err = b.pool.Exec(ctx, `INSERT INTO switchyard.outbox_stretches (destination, owner, leased_until, ids)
+		VALUES ('shop', 'd2/0', '2031-07-08 09:10:11+00', ARRAY[$1::bigint - 1, $1::bigint])`, stretched)
+	require.NoError(t, err)
+	body = b.do(t, http.MethodGet, fmt.Sprintf("/messages/%d", stretched)).Body.String()
+	require.Regexp(t, `<dt>Next attempt</dt>\s*<dd>2031-07-08 09:10:11 UTC</dd>`, body, "its stretch's lease expiry")
+	require.Contains(t, body, "d2/0 · version 0", "its stretch's holder")
 }

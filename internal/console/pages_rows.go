@@ -2,8 +2,11 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/switchyard/switchyard/internal/queries"
 	"github.com/switchyard/switchyard/web/templates"
@@ -32,13 +35,29 @@ func messageRow(r queries.SwitchyardConsoleMessage) templates.MessageRow {
 }
 
 // messageStatus sets d's state to the console's (dead, replayed with its
-// outcome, ...), as the lists show it.
+// outcome, ...), as the lists show it, and a first try's lease holder from
+// its stretch.
 func messageStatus(ctx context.Context, q *queries.Queries, d *templates.MessageDetail) error {
 	s, err := q.ConsoleMessageStatusGet(ctx, d.Row.ID)
 	if err != nil {
 		return fmt.Errorf("read the state of message %d: %w", d.Row.ID, err)
 	}
 	d.Row.State, d.Row.ReplayOutcome = s.Status, s.ReplayOutcome
+	if d.LeaseOwner != "" || d.Row.State != "pending" || d.Row.Attempts != 0 {
+		return nil
+	}
+	// A first try in flight is leased in its stretch, not on its row.
+	stretch, err := q.ConsoleMessageStretchGet(ctx, d.Row.ID)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read the stretch of message %d: %w", d.Row.ID, err)
+	}
+	d.LeaseOwner = stretch.Owner
+	if stretch.LeasedUntil.After(d.NextAttemptAt) {
+		d.NextAttemptAt = stretch.LeasedUntil // as an unordered retry's lease (messageDetail)
+	}
 	return nil
 }
 

@@ -70,12 +70,14 @@ SELECT id, message_id, topic, destination, aggregate_type, aggregate_id, aggrega
 // Every list takes the same filters. stage narrows to the pending messages
 // in one stage as the dashboard counts them (StatsPendingFlowList): queued
 // (not leased, never attempted), in_flight (leased), retrying (not leased,
-// attempted). An ordered message is leased while it heads its aggregate
-// under a dispatcher's lease; the messages behind it in the same delivery
-// are not written by the claim (OutboxClaimOrdered) and count as queued
-// until their finalize, as do unordered first tries leased in a stretch
-// (OutboxClaimUnordered: one row for a claim's messages of a destination,
-// theirs not written). lease_owner_pattern to the pending messages whose lease
+// attempted). An unordered first try is leased in a stretch
+// (OutboxClaimUnordered: one row, switchyard.outbox_stretches, for a
+// claim's messages of a destination, theirs not written): its id in one,
+// read through one hash of the stretches' ids per statement. An ordered
+// message is leased while it heads its aggregate under a dispatcher's
+// lease; the messages behind it in the same delivery are not written by
+// the claim (OutboxClaimOrdered) and count as queued until their finalize.
+// lease_owner_pattern to the pending messages whose lease (or stretch)
 // holder matches it (a dispatcher's workers: internal/console,
 // leaseOwnerPattern). No index holds the lease
 // (migrations/00020_console_leases.sql): they are served by
@@ -296,6 +298,26 @@ func (q *Queries) ConsoleMessageStatusGet(ctx context.Context, id int64) (Consol
 	return i, err
 }
 
+const consoleMessageStretchGet = `-- name: ConsoleMessageStretchGet :one
+SELECT s.owner, s.leased_until FROM switchyard.outbox_stretches s WHERE $1::bigint = ANY (s.ids) LIMIT 1
+`
+
+type ConsoleMessageStretchGetRow struct {
+	Owner       string
+	LeasedUntil time.Time
+}
+
+// ConsoleMessageStretchGet is the stretch that leases a first try in
+// flight (OutboxClaimUnordered: its own row holds no lease), if one does:
+// its holder and its lease's expiry. The stretches are as many as the
+// claims in flight.
+func (q *Queries) ConsoleMessageStretchGet(ctx context.Context, id int64) (ConsoleMessageStretchGetRow, error) {
+	row := q.db.QueryRow(ctx, consoleMessageStretchGet, id)
+	var i ConsoleMessageStretchGetRow
+	err := row.Scan(&i.Owner, &i.LeasedUntil)
+	return i, err
+}
+
 const consoleMessagesCountNew = `-- name: ConsoleMessagesCountNew :one
 SELECT count(*) FROM (
     SELECT 1 FROM switchyard.console_messages o
@@ -311,9 +333,11 @@ SELECT count(*) FROM (
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
     AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $14::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $14::text)))))
     AND o.id >= $15::bigint AND o.id <= $16::bigint
         AND o.id > $17::bigint
     LIMIT 100
@@ -452,9 +476,11 @@ WHERE
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
     AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $14::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $14::text)))))
     AND m.message_id >= $15::bigint AND m.message_id <= $16::bigint
     AND m.message_id > $17::bigint
     AND m.aggregate_type = $8::text AND m.aggregate_id = $9::text
@@ -556,9 +582,11 @@ WHERE
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
     AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $14::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $14::text)))))
     AND m.message_id >= $15::bigint AND m.message_id <= $16::bigint
     AND m.message_id < $17::bigint
     AND m.aggregate_type = $8::text AND m.aggregate_id = $9::text
@@ -687,9 +715,11 @@ WHERE r.id IN (
             AND ($14::timestamptz IS NULL OR o.created_at >= $14::timestamptz)
             AND ($15::timestamptz IS NULL OR o.created_at < $15::timestamptz)
             AND ($16::text IS NULL OR (o.state = 'pending' AND CASE $16::text
-                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
                 WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-            AND ($17::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $17::text))
+            AND ($17::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $17::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $17::text)))))
         ORDER BY o.id ASC
         LIMIT $18
     ) AS m
@@ -818,9 +848,11 @@ WHERE r.id IN (
             AND ($14::timestamptz IS NULL OR o.created_at >= $14::timestamptz)
             AND ($15::timestamptz IS NULL OR o.created_at < $15::timestamptz)
             AND ($16::text IS NULL OR (o.state = 'pending' AND CASE $16::text
-                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
                 WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-            AND ($17::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $17::text))
+            AND ($17::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $17::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $17::text)))))
         ORDER BY o.id DESC
         LIMIT $18
     ) AS m
@@ -929,9 +961,11 @@ WHERE
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
     AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $14::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $14::text)))))
     AND o.id >= $15::bigint AND o.id <= $16::bigint
     AND o.id > $17::bigint
     AND o.state = 'dead'
@@ -1031,9 +1065,11 @@ WHERE
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
     AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $14::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $14::text)))))
     AND o.id >= $15::bigint AND o.id <= $16::bigint
     AND o.id < $17::bigint
     AND o.state = 'dead'
@@ -1162,9 +1198,11 @@ WHERE r.id IN (
             AND ($14::timestamptz IS NULL OR o.created_at >= $14::timestamptz)
             AND ($15::timestamptz IS NULL OR o.created_at < $15::timestamptz)
             AND ($16::text IS NULL OR (o.state = 'pending' AND CASE $16::text
-                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
                 WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-            AND ($17::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $17::text))
+            AND ($17::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $17::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $17::text)))))
         ORDER BY o.id ASC
         LIMIT $18
     ) AS m
@@ -1293,9 +1331,11 @@ WHERE r.id IN (
             AND ($14::timestamptz IS NULL OR o.created_at >= $14::timestamptz)
             AND ($15::timestamptz IS NULL OR o.created_at < $15::timestamptz)
             AND ($16::text IS NULL OR (o.state = 'pending' AND CASE $16::text
-                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
                 WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-            AND ($17::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $17::text))
+            AND ($17::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $17::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $17::text)))))
         ORDER BY o.id DESC
         LIMIT $18
     ) AS m
@@ -1405,9 +1445,11 @@ WHERE
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
     AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $14::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $14::text)))))
     AND o.id >= $15::bigint AND o.id <= $16::bigint
     AND (o.finished_at, o.id) > (coalesce((SELECT c.finished_at FROM switchyard.outbox c
         WHERE c.id = $17::bigint AND c.state = 'delivered'), 'infinity'), $17::bigint)
@@ -1508,9 +1550,11 @@ WHERE
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
     AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $14::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $14::text)))))
     AND o.id >= $15::bigint AND o.id <= $16::bigint
     AND (o.finished_at, o.id) < (coalesce((SELECT c.finished_at FROM switchyard.outbox c
         WHERE c.id = $17::bigint AND c.state = 'delivered'), 'infinity'), $17::bigint)
@@ -1618,9 +1662,11 @@ WHERE
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
     AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $14::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $14::text)))))
     AND o.id >= $15::bigint AND o.id <= $16::bigint
     AND o.id > $17::bigint
     AND o.destination = $5::text
@@ -1721,9 +1767,11 @@ WHERE
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
     AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $14::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $14::text)))))
     AND o.id >= $15::bigint AND o.id <= $16::bigint
     AND o.id < $17::bigint
     AND o.destination = $5::text
@@ -1851,9 +1899,11 @@ WHERE r.id IN (
             AND ($14::timestamptz IS NULL OR o.created_at >= $14::timestamptz)
             AND ($15::timestamptz IS NULL OR o.created_at < $15::timestamptz)
             AND ($16::text IS NULL OR (o.state = 'pending' AND CASE $16::text
-                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
                 WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-            AND ($17::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $17::text))
+            AND ($17::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $17::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $17::text)))))
         ORDER BY o.id ASC
         LIMIT $18
     ) AS m
@@ -1980,9 +2030,11 @@ WHERE r.id IN (
             AND ($14::timestamptz IS NULL OR o.created_at >= $14::timestamptz)
             AND ($15::timestamptz IS NULL OR o.created_at < $15::timestamptz)
             AND ($16::text IS NULL OR (o.state = 'pending' AND CASE $16::text
-                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
                 WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-            AND ($17::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $17::text))
+            AND ($17::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $17::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $17::text)))))
         ORDER BY o.id DESC
         LIMIT $18
     ) AS m
@@ -2086,9 +2138,11 @@ WHERE
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
     AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $14::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $14::text)))))
     AND o.id >= $15::bigint AND o.id <= $16::bigint
     AND o.id > $17::bigint
     AND o.state = 'discarded'
@@ -2188,9 +2242,11 @@ WHERE
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
     AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $14::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $14::text)))))
     AND o.id >= $15::bigint AND o.id <= $16::bigint
     AND o.id < $17::bigint
     AND o.state = 'discarded'
@@ -2291,9 +2347,11 @@ WHERE
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
     AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $14::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $14::text)))))
     AND o.id >= $15::bigint AND o.id <= $16::bigint
     AND o.id > $17::bigint
     AND o.last_error IS NOT NULL
@@ -2393,9 +2451,11 @@ WHERE
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
     AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $14::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $14::text)))))
     AND o.id >= $15::bigint AND o.id <= $16::bigint
     AND o.id < $17::bigint
     AND o.last_error IS NOT NULL
@@ -2496,9 +2556,11 @@ WHERE
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
     AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $14::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $14::text)))))
     AND o.id >= $15::bigint AND o.id <= $16::bigint
     AND o.id > $17::bigint
 ORDER BY o.id ASC
@@ -2597,9 +2659,11 @@ WHERE
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
     AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $14::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $14::text)))))
     AND o.id >= $15::bigint AND o.id <= $16::bigint
     AND o.id < $17::bigint
 ORDER BY o.id DESC
@@ -2699,9 +2763,11 @@ WHERE
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
     AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $14::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $14::text)))))
     AND o.id >= $15::bigint AND o.id <= $16::bigint
     AND o.id > $17::bigint
     AND o.state = 'pending'
@@ -2801,9 +2867,11 @@ WHERE
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
     AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $14::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $14::text)))))
     AND o.id >= $15::bigint AND o.id <= $16::bigint
     AND o.id < $17::bigint
     AND o.state = 'pending'
@@ -2904,9 +2972,11 @@ WHERE
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
     AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $14::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $14::text)))))
     AND o.id >= $15::bigint AND o.id <= $16::bigint
     AND o.id > $17::bigint
     AND o.topic = $2::text
@@ -3007,9 +3077,11 @@ WHERE
     AND ($11::timestamptz IS NULL OR o.created_at >= $11::timestamptz)
     AND ($12::timestamptz IS NULL OR o.created_at < $12::timestamptz)
     AND ($13::text IS NULL OR (o.state = 'pending' AND CASE $13::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND ($14::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $14::text))
+    AND ($14::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $14::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $14::text)))))
     AND o.id >= $15::bigint AND o.id <= $16::bigint
     AND o.id < $17::bigint
     AND o.topic = $2::text
@@ -3136,9 +3208,11 @@ WHERE r.id IN (
             AND ($14::timestamptz IS NULL OR o.created_at >= $14::timestamptz)
             AND ($15::timestamptz IS NULL OR o.created_at < $15::timestamptz)
             AND ($16::text IS NULL OR (o.state = 'pending' AND CASE $16::text
-                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
                 WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-            AND ($17::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $17::text))
+            AND ($17::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $17::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $17::text)))))
         ORDER BY o.id ASC
         LIMIT $18
     ) AS m
@@ -3265,9 +3339,11 @@ WHERE r.id IN (
             AND ($14::timestamptz IS NULL OR o.created_at >= $14::timestamptz)
             AND ($15::timestamptz IS NULL OR o.created_at < $15::timestamptz)
             AND ($16::text IS NULL OR (o.state = 'pending' AND CASE $16::text
-                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
                 WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-            AND ($17::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ $17::text))
+            AND ($17::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ $17::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ $17::text)))))
         ORDER BY o.id DESC
         LIMIT $18
     ) AS m

@@ -435,17 +435,21 @@ func (q *Queries) StatsOutboxHeadGet(ctx context.Context) (StatsOutboxHeadGetRow
 
 const statsPendingFlowList = `-- name: StatsPendingFlowList :many
 SELECT p.destination, p.topic,
-    count(*) FILTER (WHERE p.lease_owner IS NULL AND p.attempts = 0)::bigint AS queued,
-    count(*) FILTER (WHERE p.lease_owner IS NOT NULL)::bigint AS in_flight,
+    count(*) FILTER (WHERE p.lease_owner IS NULL AND p.attempts = 0 AND NOT p.stretched)::bigint AS queued,
+    count(*) FILTER (WHERE p.lease_owner IS NOT NULL OR p.stretched)::bigint AS in_flight,
     count(*) FILTER (WHERE p.lease_owner IS NULL AND p.attempts > 0)::bigint AS retrying,
     min(p.created_at)::timestamptz AS oldest_created_at
 FROM (
-    (SELECT o.destination, o.topic, o.lease_owner, o.attempts, o.created_at
+    -- An unordered first try in flight is leased in a stretch
+    -- (OutboxClaimUnordered), its own row not written: one hash of the
+    -- stretches' ids.
+    (SELECT o.destination, o.topic, o.lease_owner, o.attempts, o.created_at,
+        o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s) AS stretched
      FROM switchyard.outbox o
      WHERE o.state = 'pending' AND o.aggregate_id = ''
      LIMIT $1)
     UNION ALL
-    (SELECT o.destination, o.topic, o.lease_owner, o.attempts, o.created_at
+    (SELECT o.destination, o.topic, o.lease_owner, o.attempts, o.created_at, false
      FROM switchyard.outbox o
      WHERE o.state = 'pending' AND o.aggregate_id <> ''
      LIMIT $1)

@@ -6,12 +6,14 @@
 -- Every list takes the same filters. stage narrows to the pending messages
 -- in one stage as the dashboard counts them (StatsPendingFlowList): queued
 -- (not leased, never attempted), in_flight (leased), retrying (not leased,
--- attempted). An ordered message is leased while it heads its aggregate
--- under a dispatcher's lease; the messages behind it in the same delivery
--- are not written by the claim (OutboxClaimOrdered) and count as queued
--- until their finalize, as do unordered first tries leased in a stretch
--- (OutboxClaimUnordered: one row for a claim's messages of a destination,
--- theirs not written). lease_owner_pattern to the pending messages whose lease
+-- attempted). An unordered first try is leased in a stretch
+-- (OutboxClaimUnordered: one row, switchyard.outbox_stretches, for a
+-- claim's messages of a destination, theirs not written): its id in one,
+-- read through one hash of the stretches' ids per statement. An ordered
+-- message is leased while it heads its aggregate under a dispatcher's
+-- lease; the messages behind it in the same delivery are not written by
+-- the claim (OutboxClaimOrdered) and count as queued until their finalize.
+-- lease_owner_pattern to the pending messages whose lease (or stretch)
 -- holder matches it (a dispatcher's workers: internal/console,
 -- leaseOwnerPattern). No index holds the lease
 -- (migrations/00020_console_leases.sql): they are served by
@@ -20,6 +22,13 @@
 
 -- name: ConsoleMessageGet :one
 SELECT * FROM switchyard.outbox WHERE id = @id;
+
+-- name: ConsoleMessageStretchGet :one
+-- ConsoleMessageStretchGet is the stretch that leases a first try in
+-- flight (OutboxClaimUnordered: its own row holds no lease), if one does:
+-- its holder and its lease's expiry. The stretches are as many as the
+-- claims in flight.
+SELECT s.owner, s.leased_until FROM switchyard.outbox_stretches s WHERE @id::bigint = ANY (s.ids) LIMIT 1;
 
 -- name: ConsoleMessageIDGetByMessageID :one
 -- ConsoleMessageIDGetByMessageID resolves a deep link by message id, which is
@@ -64,9 +73,11 @@ WHERE
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id < @cursor::bigint
 ORDER BY o.id DESC
@@ -86,9 +97,11 @@ WHERE
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id > @cursor::bigint
 ORDER BY o.id ASC
@@ -109,9 +122,11 @@ WHERE
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id < @cursor::bigint
     AND o.state = 'pending'
@@ -132,9 +147,11 @@ WHERE
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id > @cursor::bigint
     AND o.state = 'pending'
@@ -157,9 +174,11 @@ WHERE
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id < @cursor::bigint
     AND o.state = 'dead'
@@ -180,9 +199,11 @@ WHERE
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id > @cursor::bigint
     AND o.state = 'dead'
@@ -210,9 +231,11 @@ WHERE
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND (o.finished_at, o.id) < (coalesce((SELECT c.finished_at FROM switchyard.outbox c
         WHERE c.id = @cursor::bigint AND c.state = 'delivered'), 'infinity'), @cursor::bigint)
@@ -234,9 +257,11 @@ WHERE
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND (o.finished_at, o.id) > (coalesce((SELECT c.finished_at FROM switchyard.outbox c
         WHERE c.id = @cursor::bigint AND c.state = 'delivered'), 'infinity'), @cursor::bigint)
@@ -259,9 +284,11 @@ WHERE
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id < @cursor::bigint
     AND o.state = 'discarded'
@@ -282,9 +309,11 @@ WHERE
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id > @cursor::bigint
     AND o.state = 'discarded'
@@ -306,9 +335,11 @@ WHERE
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id < @cursor::bigint
     AND o.last_error IS NOT NULL
@@ -329,9 +360,11 @@ WHERE
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id > @cursor::bigint
     AND o.last_error IS NOT NULL
@@ -353,9 +386,11 @@ WHERE
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id < @cursor::bigint
     AND o.topic = sqlc.narg(topic)::text
@@ -377,9 +412,11 @@ WHERE
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id > @cursor::bigint
     AND o.topic = sqlc.narg(topic)::text
@@ -403,9 +440,11 @@ WHERE
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id < @cursor::bigint
     AND o.destination = sqlc.narg(destination)::text
@@ -427,9 +466,11 @@ WHERE
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
     AND o.id > @cursor::bigint
     AND o.destination = sqlc.narg(destination)::text
@@ -454,9 +495,11 @@ WHERE
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
     AND m.message_id >= @floor::bigint AND m.message_id <= @ceiling::bigint
     AND m.message_id < @cursor::bigint
     AND m.aggregate_type = sqlc.narg(aggregate_type)::text AND m.aggregate_id = sqlc.narg(aggregate_id)::text
@@ -479,9 +522,11 @@ WHERE
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
     AND m.message_id >= @floor::bigint AND m.message_id <= @ceiling::bigint
     AND m.message_id > @cursor::bigint
     AND m.aggregate_type = sqlc.narg(aggregate_type)::text AND m.aggregate_id = sqlc.narg(aggregate_id)::text
@@ -537,9 +582,11 @@ WHERE r.id IN (
             AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
             AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
             AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
                 WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
         ORDER BY o.id DESC
         LIMIT @max_rows
     ) AS m
@@ -587,9 +634,11 @@ WHERE r.id IN (
             AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
             AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
             AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
                 WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
         ORDER BY o.id ASC
         LIMIT @max_rows
     ) AS m
@@ -647,9 +696,11 @@ WHERE r.id IN (
             AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
             AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
             AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
                 WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
         ORDER BY o.id DESC
         LIMIT @max_rows
     ) AS m
@@ -700,9 +751,11 @@ WHERE r.id IN (
             AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
             AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
             AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
                 WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
         ORDER BY o.id ASC
         LIMIT @max_rows
     ) AS m
@@ -759,9 +812,11 @@ WHERE r.id IN (
             AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
             AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
             AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
                 WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
         ORDER BY o.id DESC
         LIMIT @max_rows
     ) AS m
@@ -812,9 +867,11 @@ WHERE r.id IN (
             AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
             AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
             AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
                 WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
         ORDER BY o.id ASC
         LIMIT @max_rows
     ) AS m
@@ -864,9 +921,11 @@ WHERE r.id IN (
             AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
             AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
             AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
                 WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
         ORDER BY o.id DESC
         LIMIT @max_rows
     ) AS m
@@ -914,9 +973,11 @@ WHERE r.id IN (
             AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
             AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
             AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+                WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
                 WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+            AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
         ORDER BY o.id ASC
         LIMIT @max_rows
     ) AS m
@@ -972,9 +1033,11 @@ SELECT count(*) FROM (
     AND (sqlc.narg(created_from)::timestamptz IS NULL OR o.created_at >= sqlc.narg(created_from)::timestamptz)
     AND (sqlc.narg(created_to)::timestamptz IS NULL OR o.created_at < sqlc.narg(created_to)::timestamptz)
     AND (sqlc.narg(stage)::text IS NULL OR (o.state = 'pending' AND CASE sqlc.narg(stage)::text
-        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 WHEN 'in_flight' THEN o.lease_owner IS NOT NULL
+        WHEN 'queued' THEN o.lease_owner IS NULL AND o.attempts = 0 AND o.id NOT IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s)
+        WHEN 'in_flight' THEN o.lease_owner IS NOT NULL OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s))
         WHEN 'retrying' THEN o.lease_owner IS NULL AND o.attempts > 0 ELSE false END))
-    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text))
+    AND (sqlc.narg(lease_owner_pattern)::text IS NULL OR (o.state = 'pending' AND (o.lease_owner ~ sqlc.narg(lease_owner_pattern)::text
+        OR (o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s WHERE s.owner ~ sqlc.narg(lease_owner_pattern)::text)))))
     AND o.id >= @floor::bigint AND o.id <= @ceiling::bigint
         AND o.id > @cursor::bigint
     LIMIT 100

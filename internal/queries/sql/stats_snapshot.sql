@@ -21,17 +21,21 @@ SELECT now()::timestamptz AS now;
 -- partial on state = 'pending'): the cost is bounded by the backlog, never
 -- by the table's history. A branch that returns max_rows rows was capped.
 SELECT p.destination, p.topic,
-    count(*) FILTER (WHERE p.lease_owner IS NULL AND p.attempts = 0)::bigint AS queued,
-    count(*) FILTER (WHERE p.lease_owner IS NOT NULL)::bigint AS in_flight,
+    count(*) FILTER (WHERE p.lease_owner IS NULL AND p.attempts = 0 AND NOT p.stretched)::bigint AS queued,
+    count(*) FILTER (WHERE p.lease_owner IS NOT NULL OR p.stretched)::bigint AS in_flight,
     count(*) FILTER (WHERE p.lease_owner IS NULL AND p.attempts > 0)::bigint AS retrying,
     min(p.created_at)::timestamptz AS oldest_created_at
 FROM (
-    (SELECT o.destination, o.topic, o.lease_owner, o.attempts, o.created_at
+    -- An unordered first try in flight is leased in a stretch
+    -- (OutboxClaimUnordered), its own row not written: one hash of the
+    -- stretches' ids.
+    (SELECT o.destination, o.topic, o.lease_owner, o.attempts, o.created_at,
+        o.attempts = 0 AND o.id IN (SELECT unnest(s.ids) FROM switchyard.outbox_stretches s) AS stretched
      FROM switchyard.outbox o
      WHERE o.state = 'pending' AND o.aggregate_id = ''
      LIMIT @max_rows)
     UNION ALL
-    (SELECT o.destination, o.topic, o.lease_owner, o.attempts, o.created_at
+    (SELECT o.destination, o.topic, o.lease_owner, o.attempts, o.created_at, false
      FROM switchyard.outbox o
      WHERE o.state = 'pending' AND o.aggregate_id <> ''
      LIMIT @max_rows)
