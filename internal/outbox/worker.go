@@ -436,11 +436,12 @@ func (w *worker) finalizeAll() {
 
 // extendLeases is the heartbeat of the deliveries in flight: of each
 // unordered retry's lease, of each stretch's, which covers its first tries,
-// and of each aggregate's, which covers its messages. A delivery whose lease the database did not extend has lost it
-// to another worker, and one whose lease may run out before the next
-// heartbeat (the database could not be reached) may lose it any moment:
-// both are cancelled, so that no message is delivered by two workers at
-// once. Their finalize will be stale and change nothing.
+// and of each aggregate's, which covers its messages. A delivery whose
+// lease the database did not extend has lost it to another worker, and
+// one whose lease may run out before the next heartbeat (the database
+// could not be reached) may lose it any moment: both are cancelled, so
+// that no message is delivered by two workers at once. Their finalize
+// will be stale and change nothing.
 func (w *worker) extendLeases(ctx context.Context) {
 	if len(w.flights) == 0 {
 		return
