@@ -1,7 +1,7 @@
 package webhook
 
 import (
-	"bytes"
+	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -9,7 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
+	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,60 +51,103 @@ var _ destination.Destination = (*Destination)(nil)
 // MaxResponseBytes of its body as valid UTF-8. Error texts never contain
 // the URL's userinfo or query.
 func (d *Destination) Deliver(ctx context.Context, m destination.Delivery) (destination.Outcome, error) {
-	attemptCtx, budget, cancel := d.attemptContext(ctx)
-	defer cancel()
-	req, err := d.newRequest(attemptCtx, m)
+	write, err := d.request(m)
 	if err != nil {
 		return destination.Outcome{}, destination.Permanent(fmt.Errorf("POST %s: %w", d.display, err))
 	}
-	resp, err := d.client.Do(req)
+	attemptCtx, budget, cancel := d.attemptContext(ctx)
+	defer cancel()
+	a, err := d.pool.roundTrip(attemptCtx, write)
 	if err != nil {
 		return destination.Outcome{}, d.transportError(ctx, budget, err)
 	}
-	out := readResponse(resp)
-	return out, d.statusError(out, resp.Header.Get("Location"))
+	out := destination.Outcome{StatusCode: a.status, Response: responseText(a.body)}
+	return out, d.statusError(out, a.location)
 }
 
-// newRequest builds the signed request, or says why m cannot be sent.
-func (d *Destination) newRequest(ctx context.Context, m destination.Delivery) (*http.Request, error) {
+// request checks m and returns what writes its signed request on the
+// wire, or says why m cannot be sent.
+func (d *Destination) request(m destination.Delivery) (func(*bufio.Writer) error, error) {
 	if !json.Valid(m.Payload) {
 		return nil, errors.New("invalid payload: not valid JSON")
 	}
 	if err := checkHeader(HeaderID, m.MessageID); err != nil || m.MessageID == "" {
 		return nil, fmt.Errorf("invalid message id %q", m.MessageID)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(m.Payload))
-	if err != nil {
-		return nil, fmt.Errorf("build request: %w", err)
-	}
-	h := req.Header
-	h.Set("User-Agent", d.userAgent)
-	for name, value := range d.headers {
-		h.Set(name, value)
-	}
-	for name, value := range m.Headers {
-		if err := checkHeader(name, value); err != nil {
-			return nil, fmt.Errorf("message header: %w", err)
+	fields := d.fields
+	if len(m.Headers) > 0 {
+		own := make([]field, 0, len(m.Headers))
+		for name, value := range m.Headers {
+			if err := checkHeader(name, value); err != nil {
+				return nil, fmt.Errorf("message header: %w", err)
+			}
+			if name = textproto.CanonicalMIMEHeaderKey(name); !reserved[name] {
+				own = append(own, field{name, value})
+			}
 		}
-		h.Set(name, value)
+		fields = merge(d.fields, own)
 	}
-	h.Set("Content-Type", "application/json")
-	d.sign(h, m.MessageID, m.Payload)
-	return req, nil
+	unix := d.now().Unix()
+	signature := d.signature(m.MessageID, unix, m.Payload)
+	return func(w *bufio.Writer) error {
+		w.WriteString(d.requestLine)
+		for _, f := range fields {
+			writeField(w, f.name, f.value)
+		}
+		var digits [20]byte
+		writeField(w, "Content-Type", "application/json")
+		writeField(w, "Content-Length", string(strconv.AppendInt(digits[:0], int64(len(m.Payload)), 10)))
+		writeField(w, canonicalID, m.MessageID)
+		writeField(w, canonicalTimestamp, string(strconv.AppendInt(digits[:0], unix, 10)))
+		writeField(w, canonicalSignature, signature)
+		w.WriteString("\r\n")
+		_, err := w.Write(m.Payload)
+		return err
+	}, nil
 }
 
-// sign sets the webhook-* headers, one signature per key. The names are
-// set in their canonical forms, which Header.Set would compute anew on
-// every request.
-func (d *Destination) sign(h http.Header, id string, body []byte) {
-	unix := d.now().Unix()
+// signature is the webhook-signature header's value: one entry per key.
+func (d *Destination) signature(id string, unix int64, body []byte) string {
+	if len(d.signers) == 1 {
+		return d.signers[0].entry(id, unix, body)
+	}
 	sigs := make([]string, len(d.signers))
 	for i, s := range d.signers {
 		sigs[i] = s.entry(id, unix, body)
 	}
-	h[canonicalID] = []string{id}
-	h[canonicalTimestamp] = []string{strconv.FormatInt(unix, 10)}
-	h[canonicalSignature] = []string{strings.Join(sigs, " ")}
+	return strings.Join(sigs, " ")
+}
+
+// field is one header of a request, its name canonical.
+type field struct{ name, value string }
+
+// reserved are the headers that neither the static headers nor a
+// message's own set: the request's framing and the signature's.
+var reserved = map[string]bool{
+	"Host": true, "Content-Length": true, "Content-Type": true, "Transfer-Encoding": true, "Trailer": true,
+	canonicalID: true, canonicalTimestamp: true, canonicalSignature: true,
+}
+
+// merge returns base's fields that own does not name, then own's, each
+// part sorted by name.
+func merge(base, own []field) []field {
+	slices.SortFunc(own, func(a, b field) int { return strings.Compare(a.name, b.name) })
+	merged := make([]field, 0, len(base)+len(own))
+	for _, f := range base {
+		if !slices.ContainsFunc(own, func(o field) bool { return o.name == f.name }) {
+			merged = append(merged, f)
+		}
+	}
+	return append(merged, own...)
+}
+
+// writeField writes one header line; checkHeader has ruled out line
+// breaks in names and values.
+func writeField(w *bufio.Writer, name, value string) {
+	w.WriteString(name)
+	w.WriteString(": ")
+	w.WriteString(value)
+	w.WriteString("\r\n")
 }
 
 // attemptContext bounds one delivery by the Timeout, unless ctx ends
@@ -125,10 +169,6 @@ func (d *Destination) attemptContext(ctx context.Context) (_ context.Context, bu
 // deadline (its own, or the caller's when that came sooner); budget is
 // the time the attempt had.
 func (d *Destination) transportError(parent context.Context, budget time.Duration, err error) error {
-	var uerr *url.Error
-	if errors.As(err, &uerr) {
-		err = uerr.Err // its text repeats the full URL, query included
-	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("POST %s: timeout after %s: %w", d.display, budget.Round(time.Millisecond), err)
@@ -157,18 +197,22 @@ func (d *Destination) statusError(out destination.Outcome, location string) erro
 	return err
 }
 
-// readResponse keeps the status and the first MaxResponseBytes of the
-// body, drains a bounded remainder so the connection can be reused, and
-// closes the body. A body cut short by an error keeps what was read: the
-// status is what counts.
-func readResponse(resp *http.Response) destination.Outcome {
-	defer resp.Body.Close()
-	if resp.Body == http.NoBody { // a 204, say: nothing to read
-		return destination.Outcome{StatusCode: resp.StatusCode}
+// bodyBudget is the most of a response body exchange lets readBody read
+// from the connection: what it keeps and what it drains, and the framing
+// of a chunked body around them. A larger body ends the read early and
+// costs its connection; the status is what counts.
+const bodyBudget = 2 * (destination.MaxResponseBytes + maxDrainBytes)
+
+// readBody keeps the first MaxResponseBytes of body and drains a bounded
+// remainder so that the connection can be reused; complete says it read
+// body to its end. A body cut short by an error keeps what was read.
+func readBody(body io.Reader) (head []byte, complete bool) {
+	head, err := io.ReadAll(io.LimitReader(body, destination.MaxResponseBytes))
+	if err != nil {
+		return head, false
 	}
-	head, _ := io.ReadAll(io.LimitReader(resp.Body, destination.MaxResponseBytes))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrainBytes))
-	return destination.Outcome{StatusCode: resp.StatusCode, Response: responseText(head)}
+	n, err := io.Copy(io.Discard, io.LimitReader(body, maxDrainBytes+1))
+	return head, err == nil && n <= maxDrainBytes
 }
 
 // responseText makes a body prefix safe to store and show: valid UTF-8

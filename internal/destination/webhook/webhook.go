@@ -4,16 +4,22 @@
 // the receiver can dedupe; webhook-timestamp is the attempt's time in unix
 // seconds; webhook-signature holds one "v1,<base64 HMAC-SHA256>" entry per
 // signing secret. Verify implements the receiving side of the same scheme.
+//
+// Requests go over HTTP/1.1 keep-alive connections that a Destination
+// keeps itself (conn.go), each written and answered in the delivering
+// goroutine: no proxy, no HTTP/2, redirects never followed.
 package webhook
 
 import (
 	"cmp"
+	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
+	"net/textproto"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/switchyard/switchyard/internal/destination"
@@ -47,16 +53,13 @@ type Config struct {
 	// response. Default DefaultTimeout (10 s).
 	Timeout time.Duration
 	// Connections is the most deliveries the caller has in flight at once
-	// (a destination's concurrency): the default client keeps as many
-	// connections idle between them, so that none is closed after its
-	// request only to be opened again for the next. Default
-	// DefaultConnections. A Client of the caller's keeps its own limits.
+	// (a destination's concurrency): as many connections are kept open
+	// between them, so that none is closed after its request only to be
+	// opened again for the next. Default DefaultConnections.
 	Connections int
-	// Client sends the requests. Default: a client of its own with dial,
-	// TLS-handshake and idle-connection limits and no proxy. Whatever the
-	// client, redirects are never followed: New uses a shallow copy of it
-	// whose CheckRedirect stops at the first response.
-	Client *http.Client
+	// TLS configures https connections. Default: the system's roots,
+	// TLS 1.2 or later. Its ServerName defaults to the URL's host.
+	TLS *tls.Config
 	// Headers are static headers sent with every request. Message headers
 	// override them; neither can override Content-Type or the webhook-*
 	// headers.
@@ -68,19 +71,23 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Destination POSTs messages to one webhook endpoint. It is safe for
-// concurrent use and holds no state between deliveries beyond the
-// client's idle connections and its keys' HMAC states, kept for reuse.
+// Destination POSTs messages to one webhook endpoint, over HTTP/1.1
+// connections of its own (pool). It is safe for concurrent use and holds
+// no state between deliveries beyond its idle connections and its keys'
+// HMAC states, kept for reuse.
 type Destination struct {
-	url       string    // validated absolute http(s) URL
-	display   string    // url without userinfo and query, for error texts
+	display   string    // the URL without userinfo and query, for error texts
 	signers   []*signer // one per secret, Secret first
 	permanent func(code int) bool
 	timeout   time.Duration
-	client    *http.Client
-	headers   map[string]string
-	userAgent string
-	now       func() time.Time
+	pool      *pool
+	// requestLine is the request's first line and its Host header.
+	requestLine string
+	// fields are the headers every request carries before the
+	// message's own: Authorization from the URL's userinfo, User-Agent
+	// and the static headers, sorted by name.
+	fields []field
+	now    func() time.Time
 }
 
 // New validates cfg and returns a Destination. It fails if the URL is not
@@ -112,15 +119,14 @@ func New(cfg Config) (*Destination, error) {
 		}
 	}
 	d := &Destination{
-		url:       u.String(),
-		display:   displayURL(u),
-		signers:   signers,
-		timeout:   cmp.Or(cfg.Timeout, DefaultTimeout),
-		client:    noRedirects(cfg.Client, cmp.Or(cfg.Connections, DefaultConnections)),
-		headers:   cfg.Headers,
-		userAgent: cmp.Or(cfg.UserAgent, DefaultUserAgent),
-		now:       cfg.Now,
-		permanent: permanentPolicy(cfg.PermanentStatuses),
+		display:     displayURL(u),
+		signers:     signers,
+		timeout:     cmp.Or(cfg.Timeout, DefaultTimeout),
+		pool:        newPool(u, cfg.TLS, cmp.Or(cfg.Connections, DefaultConnections)),
+		requestLine: "POST " + u.RequestURI() + " HTTP/1.1\r\nHost: " + u.Host + "\r\n",
+		fields:      staticFields(u, cfg),
+		now:         cfg.Now,
+		permanent:   permanentPolicy(cfg.PermanentStatuses),
 	}
 	if d.now == nil {
 		d.now = time.Now
@@ -137,9 +143,33 @@ func permanentPolicy(statuses []int) func(int) bool {
 	return func(code int) bool { return slices.Contains(set, code) }
 }
 
-// CloseIdleConnections closes the client's idle connections, for a
-// graceful stop. The Destination stays usable.
-func (d *Destination) CloseIdleConnections() { d.client.CloseIdleConnections() }
+// staticFields are the headers of every request before the message's own:
+// Authorization from the URL's userinfo (as net/http's client sends it)
+// unless a static header sets one, User-Agent, and the static headers
+// other than the reserved ones, sorted by name.
+func staticFields(u *url.URL, cfg Config) []field {
+	set := map[string]string{"User-Agent": cmp.Or(cfg.UserAgent, DefaultUserAgent)}
+	if u.User != nil {
+		password, _ := u.User.Password()
+		set["Authorization"] = "Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+password))
+	}
+	for name, value := range cfg.Headers {
+		if name = textproto.CanonicalMIMEHeaderKey(name); !reserved[name] {
+			set[name] = value
+		}
+	}
+	fields := make([]field, 0, len(set))
+	for name, value := range set {
+		fields = append(fields, field{name, value})
+	}
+	slices.SortFunc(fields, func(a, b field) int { return strings.Compare(a.name, b.name) })
+	return fields
+}
+
+// CloseIdleConnections closes the destination's idle connections, for a
+// graceful stop or when a new destination replaces it. It stays usable,
+// but keeps no connection open after a delivery from then on.
+func (d *Destination) CloseIdleConnections() { d.pool.closeIdle() }
 
 // parseURL accepts only absolute http and https URLs with a host.
 func parseURL(raw string) (*url.URL, error) {
@@ -182,39 +212,4 @@ func decodeSecrets(secret string, secrets []string) ([][]byte, error) {
 		keys = append(keys, key)
 	}
 	return keys, nil
-}
-
-// noRedirects returns a client that hands back the first response instead
-// of following a redirect: a webhook that moved is a configuration error
-// to fix, and following it would resend the signed payload elsewhere. A
-// nil c is the default client, keeping connections idle.
-func noRedirects(c *http.Client, connections int) *http.Client {
-	if c == nil {
-		c = defaultClient(connections)
-	} else {
-		copied := *c
-		c = &copied
-	}
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return c
-}
-
-// defaultClient bounds every phase that Deliver's context does not make
-// obvious, and keeps up to connections idle for reuse (one destination is
-// one host). With fewer than the deliveries in flight, every request past
-// them would close its connection when it ends, and the next would open
-// one again: a TCP handshake (and a TLS one) per request, and the closed
-// sockets left waiting in TIME_WAIT.
-func defaultClient(connections int) *http.Client {
-	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-	return &http.Client{Transport: &http.Transport{
-		DialContext:            dialer.DialContext,
-		ForceAttemptHTTP2:      true,
-		TLSHandshakeTimeout:    5 * time.Second,
-		ExpectContinueTimeout:  time.Second,
-		MaxIdleConns:           connections,
-		MaxIdleConnsPerHost:    connections,
-		IdleConnTimeout:        90 * time.Second,
-		MaxResponseHeaderBytes: 64 << 10,
-	}}
 }

@@ -321,24 +321,19 @@ func TestDeliverTruncatesResponse(t *testing.T) {
 
 func TestDeliverRedirectNotFollowed(t *testing.T) {
 	t.Parallel()
-	for name, client := range map[string]*http.Client{"default client": nil, "caller's client": {}} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			var followed atomic.Int64
-			mux := http.NewServeMux()
-			mux.Handle("/hook", http.RedirectHandler("/moved", http.StatusTemporaryRedirect))
-			mux.HandleFunc("/moved", func(http.ResponseWriter, *http.Request) { followed.Add(1) })
-			srv := serve(t, mux)
-			d := newDest(t, srv.URL+"/hook", func(c *webhook.Config) { c.Client = client })
+	var followed atomic.Int64
+	mux := http.NewServeMux()
+	mux.Handle("/hook", http.RedirectHandler("/moved", http.StatusTemporaryRedirect))
+	mux.HandleFunc("/moved", func(http.ResponseWriter, *http.Request) { followed.Add(1) })
+	srv := serve(t, mux)
+	d := newDest(t, srv.URL+"/hook", nil)
 
-			out, err := d.Deliver(t.Context(), delivery("msg_1"))
-			require.Error(t, err)
-			assert.True(t, destination.IsPermanent(err))
-			assert.Contains(t, err.Error(), `HTTP 307: redirect to "/moved" not followed`)
-			assert.Equal(t, http.StatusTemporaryRedirect, out.StatusCode)
-			assert.Zero(t, followed.Load())
-		})
-	}
+	out, err := d.Deliver(t.Context(), delivery("msg_1"))
+	require.Error(t, err)
+	assert.True(t, destination.IsPermanent(err))
+	assert.Contains(t, err.Error(), `HTTP 307: redirect to "/moved" not followed`)
+	assert.Equal(t, http.StatusTemporaryRedirect, out.StatusCode)
+	assert.Zero(t, followed.Load())
 }
 
 // TestDeliverHeaders: static and message headers pass through, the
