@@ -207,6 +207,9 @@ const bodyBudget = 2 * (destination.MaxResponseBytes + maxDrainBytes)
 // remainder so that the connection can be reused; complete says it read
 // body to its end. A body cut short by an error keeps what was read.
 func readBody(body io.Reader) (head []byte, complete bool) {
+	if body == http.NoBody { // a 204, say: nothing to read
+		return nil, true
+	}
 	head, err := io.ReadAll(io.LimitReader(body, destination.MaxResponseBytes))
 	if err != nil {
 		return head, false
