@@ -164,19 +164,23 @@ func (d *Dispatcher) releaseStretched(ctx context.Context, worker string, msgs [
 		return
 	}
 	p := queries.OutboxStretchesReleaseParams{}
+	var destinations []string
 	for _, m := range msgs {
 		p.Ids = append(p.Ids, m.ID)
 		if !slices.Contains(p.Stretches, m.Stretch) {
 			p.Stretches = append(p.Stretches, m.Stretch)
+		}
+		if !slices.Contains(destinations, m.Destination) {
+			destinations = append(destinations, m.Destination)
 		}
 	}
 	if err := queries.New(d.pool).OutboxStretchesRelease(ctx, p); err != nil {
 		d.cfg.Logger.Error("release of a claim's excess first tries failed", slog.String("worker", worker), slog.Any("error", err))
 		return
 	}
-	for _, m := range msgs {
+	for _, name := range destinations {
 		// Behind where the destination's claims start.
-		d.marks.forget(m.Destination)
+		d.marks.forget(name)
 	}
 	d.Wake()
 }
