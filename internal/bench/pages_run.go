@@ -64,6 +64,9 @@ func pageURLs(ctx context.Context, pool *pgxpool.Pool, e *echo.Echo, opts pagesB
 		"messages_topic":           "/messages?topic=order.paid",
 		"messages_topic_rare":      "/messages?topic=order.audited",
 		"messages_destination":     "/messages?destination=bench-2",
+		"messages_stage_queued":    "/messages?stage=queued",
+		"messages_stage_in_flight": "/messages?stage=in_flight",
+		"messages_leased_by":       "/messages?leased_by=" + pagesBenchLeaseOwner,
 		// Prefixes (issue 14, item 10): every topic, one, a rare one and
 		// the delivered history (id windows); destinations among pending.
 		"messages_topic_prefix":         "/messages?state=dead&topic=order.*",

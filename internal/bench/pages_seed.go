@@ -19,6 +19,14 @@ const pagesBenchDestinations = 4
 // events come from.
 const pagesBenchInboxSources = 3
 
+// pagesBenchLeaseOwner is the dispatcher whose worker 0 holds
+// pagesBenchLeased first tries in a stretch and as many retries on their
+// rows: the messages in flight.
+const (
+	pagesBenchLeaseOwner = "bench-dispatcher-1"
+	pagesBenchLeased     = 1000
+)
+
 // seedPages fills the bench database with INSERT ... SELECT: row i is
 // message id i, created 100 ms after row i-1 (so a million rows span about
 // 28 hours), topic one of ten (and a rare eleventh, order.audited, on
@@ -54,6 +62,19 @@ func seedPages(ctx context.Context, pool *pgxpool.Pool, opts pagesBenchOptions, 
 			(destination, aggregate_type, aggregate_id, dead_message_id, blocked_at)
 			SELECT destination, aggregate_type, aggregate_id, min(id), min(finished_at)
 			FROM switchyard.outbox WHERE state = 'dead' GROUP BY 1, 2, 3`, nil},
+		// A dispatcher's leases, for the in-flight and lease-holder
+		// pages: first tries in a stretch (OutboxClaimUnordered) and
+		// retries leased on their rows. The seed's first tries are all in
+		// aggregates, which a stretch never holds, but the pages' queries
+		// read a stretch's ids whatever messages they are.
+		{"leased first tries", `INSERT INTO switchyard.outbox_stretches (destination, owner, leased_until, ids)
+			SELECT 'bench-0', $1, now() + interval '1 day', array_agg(id) FROM (
+				SELECT id FROM switchyard.outbox WHERE state = 'pending' AND attempts = 0 AND destination = 'bench-0'
+				ORDER BY id LIMIT $2) AS s
+			HAVING count(*) > 0`, []any{pagesBenchLeaseOwner + "/0", pagesBenchLeased}},
+		{"leased retries", `UPDATE switchyard.outbox SET lease_owner = $1, leased_until = now() + interval '1 day'
+			WHERE id IN (SELECT id FROM switchyard.outbox WHERE state = 'pending' AND attempts > 0 AND destination = 'bench-1'
+				ORDER BY id LIMIT $2)`, []any{pagesBenchLeaseOwner + "/0", pagesBenchLeased}},
 		{"inbox sources", `INSERT INTO switchyard.inbox_sources (name, scheme, secret_refs, handler)
 			SELECT 'bench-in-' || k, 'standard-webhooks', ARRAY['env:BENCH_SECRET'], 'customer-upsert'
 			FROM generate_series(0, $1 - 1) AS k`, []any{pagesBenchInboxSources}},

@@ -68,7 +68,7 @@ func TestBenchPagesSmall(t *testing.T) {
 	var res pagesBenchResult
 	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &res), "the last line is one JSON object")
 	require.Equal(t, 20000, res.Rows)
-	for _, page := range []string{"messages", "messages_topic_prefix", "messages_destination_prefix", "message_detail", "dead_letters", "dead_letter_group", "blocked_aggregates",
+	for _, page := range []string{"messages", "messages_topic_prefix", "messages_destination_prefix", "messages_stage_in_flight", "messages_leased_by", "message_detail", "dead_letters", "dead_letter_group", "blocked_aggregates",
 		"blocked_aggregates_again", "dashboard", "dashboard_live", "inbox", "inbox_failed", "inbox_next", "inbox_event"} {
 		require.Contains(t, res.Pages, page)
 		require.Positive(t, res.Pages[page].P95Ms, page)
