@@ -283,7 +283,10 @@ func (c *conn) exchange(ctx context.Context, write func(*bufio.Writer) error) (_
 	body, complete := readBody(resp.Body)
 	stopped := stop()
 	a := answer{status: resp.StatusCode, body: body, location: resp.Header.Get("Location")}
-	return a, complete && stopped && !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols, nil
+	// Bytes already past the answer were sent unasked: the next request
+	// would read them as its answer.
+	unasked := c.r.Buffered() > 0
+	return a, complete && stopped && !unasked && !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols, nil
 }
 
 // closedUnanswered reports whether err is a connection ended by the

@@ -215,6 +215,27 @@ func TestDeliverReadsEachAnswerOnItsOwnConnection(t *testing.T) {
 	assert.Equal(t, int64(deliveries), requests.Load(), "requests the receiver read")
 }
 
+// TestDeliverDropsAConnectionWithAnUnaskedAnswer: a receiver that sends
+// a second answer after the first (a fault, or a proxy's) costs its
+// connection: the next delivery does not read it as its own.
+func TestDeliverDropsAConnectionWithAnUnaskedAnswer(t *testing.T) {
+	t.Parallel()
+	srv := newRawServer(t, func(_ int64, conn net.Conn, r *bufio.Reader) {
+		for readRequest(t, r) != nil {
+			// Both in one write: they arrive together.
+			_, _ = io.WriteString(conn, "HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n")
+		}
+	})
+	d := newDest(t, srv.url, nil)
+
+	for i := range 3 {
+		out, err := d.Deliver(t.Context(), delivery(fmt.Sprintf("msg_%d", i)))
+		require.NoError(t, err, "delivery %d", i)
+		assert.Equal(t, http.StatusNoContent, out.StatusCode)
+	}
+	assert.Equal(t, int64(3), srv.accepted.Load())
+}
+
 // TestDeliverRefusesAnswerHeadersPast64KiB: a receiver that sends
 // headers without end costs one retryable error, not the process's
 // memory.
