@@ -16,11 +16,15 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
 	"net/textproto"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
+
+	"golang.org/x/net/idna"
 
 	"github.com/switchyard/switchyard/internal/destination"
 )
@@ -183,7 +187,37 @@ func parseURL(raw string) (*url.URL, error) {
 	if u.Host == "" {
 		return nil, fmt.Errorf("webhook: URL %q: no host", raw)
 	}
+	if u.Host, err = asciiHost(u); err != nil {
+		return nil, fmt.Errorf("webhook: URL %q: host: %w", raw, err)
+	}
 	return u, nil
+}
+
+// asciiHost is u's host with an internationalised name in its ASCII form
+// (punycode), which the Host header and the name's lookup need, as
+// net/http's client converts it.
+func asciiHost(u *url.URL) (string, error) {
+	name := u.Hostname()
+	if isASCII(name) {
+		return u.Host, nil
+	}
+	name, err := idna.Lookup.ToASCII(name)
+	if err != nil {
+		return "", err
+	}
+	if port := u.Port(); port != "" {
+		return net.JoinHostPort(name, port), nil
+	}
+	return name, nil
+}
+
+func isASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // displayURL drops userinfo and query, which may hold credentials, so

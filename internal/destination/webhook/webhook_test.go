@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -428,6 +429,25 @@ func TestDeliverRefusesBadMessage(t *testing.T) {
 	}
 }
 
+// TestASCIIHost: an internationalised name is sent and looked up in its
+// ASCII form, its port kept; other hosts are left as they are.
+func TestASCIIHost(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string]string{
+		"https://bücher.example/hook":      "xn--bcher-kva.example",
+		"http://bücher.example:8080/hook":  "xn--bcher-kva.example:8080",
+		"http://example.com:8080/hook":     "example.com:8080",
+		"http://[::1]:8080/hook":           "[::1]:8080",
+		"http://user:pw@127.0.0.1:80/hook": "127.0.0.1:80",
+	} {
+		u, err := url.Parse(raw)
+		require.NoError(t, err)
+		got, err := webhook.ASCIIHost(u)
+		require.NoError(t, err, raw)
+		assert.Equal(t, want, got, raw)
+	}
+}
+
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
 	valid := webhook.Config{URL: "https://example.com/hook", Secret: secretA}
@@ -442,6 +462,7 @@ func TestNewValidates(t *testing.T) {
 		{"relative URL", func(c *webhook.Config) { c.URL = "/hook" }, "scheme must be http or https"},
 		{"ftp", func(c *webhook.Config) { c.URL = "ftp://example.com/" }, "scheme must be http or https"},
 		{"no host", func(c *webhook.Config) { c.URL = "http:///hook" }, "no host"},
+		{"international host", func(c *webhook.Config) { c.URL = "https://bücher.example/hook" }, ""},
 		{"unparsable", func(c *webhook.Config) { c.URL = "http://exa mple.com/" }, "invalid URL"},
 		{"no secret", func(c *webhook.Config) { c.Secret = "" }, "no signing secret"},
 		{"bad secret", func(c *webhook.Config) { c.Secret = "whsec_not base64" }, "secret 1: webhook: invalid secret"},
