@@ -35,8 +35,9 @@ const (
 // error in one of --fingerprints groups, with three attempts; the newest
 // 1 % of the others are pending, the rest delivered. The dead-letter
 // groups, their hourly trend and blocked aggregates are derived from the
-// rows, as the dispatcher's finalize would have kept them. The sequence
-// trigger is off while seeding: the sequence is set directly. Then VACUUM
+// rows, as the dispatcher's finalize would have kept them, and a
+// dispatcher holds some pending messages (pagesBenchLeaseOwner). The
+// sequence trigger is off while seeding: the sequence is set directly. Then VACUUM
 // (ANALYZE) and a CHECKPOINT (checkpointSeeding), before any page is timed.
 func seedPages(ctx context.Context, pool *pgxpool.Pool, opts pagesBenchOptions, logger *slog.Logger) error {
 	step := 1 << 62

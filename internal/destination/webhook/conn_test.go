@@ -32,7 +32,7 @@ type rawServer struct {
 	accepted atomic.Int64
 }
 
-func newRawServer(t *testing.T, handle func(n int64, conn net.Conn, r *bufio.Reader)) *rawServer {
+func newRawServer(t *testing.T, handle func(conn net.Conn, r *bufio.Reader)) *rawServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -48,10 +48,10 @@ func newRawServer(t *testing.T, handle func(n int64, conn net.Conn, r *bufio.Rea
 			if err != nil {
 				return
 			}
-			n := s.accepted.Add(1)
+			s.accepted.Add(1)
 			wg.Go(func() {
 				defer func() { _ = conn.Close() }()
-				handle(n, conn, bufio.NewReader(conn))
+				handle(conn, bufio.NewReader(conn))
 			})
 		}
 	})
@@ -78,7 +78,7 @@ func readRequest(t *testing.T, r *bufio.Reader) *http.Request {
 func TestDeliverRetriesOnceOnAConnectionTheReceiverClosed(t *testing.T) {
 	t.Parallel()
 	closed := make(chan struct{}, 4)
-	srv := newRawServer(t, func(_ int64, conn net.Conn, r *bufio.Reader) {
+	srv := newRawServer(t, func(conn net.Conn, r *bufio.Reader) {
 		if readRequest(t, r) == nil {
 			return
 		}
@@ -111,7 +111,7 @@ func TestDeliverChecksAConnectionIdleForASecond(t *testing.T) {
 	t.Parallel()
 	var requests atomic.Int64
 	shut := make(chan struct{}, 2)
-	srv := newRawServer(t, func(_ int64, conn net.Conn, r *bufio.Reader) {
+	srv := newRawServer(t, func(conn net.Conn, r *bufio.Reader) {
 		if readRequest(t, r) == nil {
 			return
 		}
@@ -146,7 +146,7 @@ func TestDeliverReadsEachAnswerOnItsOwnConnection(t *testing.T) {
 	t.Parallel()
 	big := strings.Repeat("b", 200<<10)
 	var requests atomic.Int64
-	srv := newRawServer(t, func(_ int64, conn net.Conn, r *bufio.Reader) {
+	srv := newRawServer(t, func(conn net.Conn, r *bufio.Reader) {
 		w := bufio.NewWriter(conn)
 		closing := false
 		for {
@@ -220,7 +220,7 @@ func TestDeliverReadsEachAnswerOnItsOwnConnection(t *testing.T) {
 // connection: the next delivery does not read it as its own.
 func TestDeliverDropsAConnectionWithAnUnaskedAnswer(t *testing.T) {
 	t.Parallel()
-	srv := newRawServer(t, func(_ int64, conn net.Conn, r *bufio.Reader) {
+	srv := newRawServer(t, func(conn net.Conn, r *bufio.Reader) {
 		for readRequest(t, r) != nil {
 			// Both in one write: they arrive together.
 			_, _ = io.WriteString(conn, "HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n")
@@ -241,7 +241,7 @@ func TestDeliverDropsAConnectionWithAnUnaskedAnswer(t *testing.T) {
 // memory.
 func TestDeliverRefusesAnswerHeadersPast64KiB(t *testing.T) {
 	t.Parallel()
-	srv := newRawServer(t, func(_ int64, conn net.Conn, r *bufio.Reader) {
+	srv := newRawServer(t, func(conn net.Conn, r *bufio.Reader) {
 		if readRequest(t, r) == nil {
 			return
 		}
