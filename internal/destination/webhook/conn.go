@@ -237,7 +237,8 @@ type answer struct {
 
 // exchange writes one request on c and reads its answer, within ctx.
 // reusable says whether the next request may be sent on c: the answer was
-// read to its end and neither side asked to close.
+// read to its end, nothing followed it, neither side asked to close and
+// ctx did not end.
 func (c *conn) exchange(ctx context.Context, write func(*bufio.Writer) error) (_ answer, reusable bool, _ error) {
 	if deadline, ok := ctx.Deadline(); ok {
 		_ = c.SetDeadline(deadline)
@@ -291,7 +292,9 @@ func (c *conn) exchange(ctx context.Context, write func(*bufio.Writer) error) (_
 
 // closedUnanswered reports whether err is a connection ended by the
 // receiver before any answer: nothing read at all, a reset or a broken
-// pipe.
+// pipe. A reset can also cut an answer short; sending again then is what
+// the dispatcher's retry of the failed delivery would do, with the same
+// webhook-id.
 func closedUnanswered(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
