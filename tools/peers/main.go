@@ -45,9 +45,14 @@ type options struct {
 	messages     int
 	rounds       int
 	riverWorkers []int
-	riverConns   int
-	retained     int // > 0: also drain after this many delivered messages retained (issue 17, target 6)
-	retainedDead int
+	// riverDrainCooldowns are River's FetchCooldowns tried in the drains,
+	// each with every riverWorkers: at its default (100 ms) a River drain
+	// fetches at most MaxWorkers jobs per cooldown, about ten jobs a
+	// second per worker, so its best is not its defaults.
+	riverDrainCooldowns []time.Duration
+	riverConns          int
+	retained            int // > 0: also drain after this many delivered messages retained (issue 17, target 6)
+	retainedDead        int
 	// reseed: seed each retained drain's history anew (the method before
 	// 2026-12-07) instead of copying it from a template seeded once per
 	// kind (the bench's --retained-template)
@@ -92,6 +97,7 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.messages, "messages", 100_000, "no-op messages (jobs) each drain delivers")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each runs every configuration once, in a rotated order")
 	fs.StringVar(&workers, "river-workers", "100,500,1000", "River MaxWorkers to try; the best median counts (\"\": no River drains)")
+	drainCooldowns := fs.String("river-drain-fetch-cooldowns", "100ms,1ms", "River FetchCooldowns to try in the drains, each with every --river-workers; the best median counts (100ms is River's default, which bounds a drain at about ten jobs a second per worker)")
 	fs.IntVar(&o.riverConns, "river-conns", 16, "River client's pgxpool MaxConns")
 	fs.IntVar(&o.retained, "retained", 0, "also drain Switchyard's messages (ordered and unordered) after this many delivered messages retained in the outbox, and compare with the drains of an empty one")
 	fs.IntVar(&o.retainedDead, "retained-dead", 0, "with --retained: dead messages retained too")
@@ -129,6 +135,9 @@ func run(ctx context.Context, args []string) error {
 	if o.wakeCooldowns, err = parseDurations("switchyard-wake-cooldowns", *wakeCooldowns); err != nil {
 		return err
 	}
+	if o.riverDrainCooldowns, err = parseDurations("river-drain-fetch-cooldowns", *drainCooldowns); err != nil {
+		return err
+	}
 	if o.rate > 0 && (len(o.riverCooldowns) == 0 || len(o.wakeCooldowns) == 0) {
 		return errors.New("--rate needs at least one --river-fetch-cooldowns and one --switchyard-wake-cooldowns")
 	}
@@ -138,6 +147,9 @@ func run(ctx context.Context, args []string) error {
 			return fmt.Errorf("--river-workers: %q is not a positive number", w)
 		}
 		o.riverWorkers = append(o.riverWorkers, n)
+	}
+	if len(o.riverWorkers) > 0 && o.rate == 0 && len(o.riverDrainCooldowns) == 0 {
+		return errors.New("River's drains need at least one --river-drain-fetch-cooldowns")
 	}
 	if o.repo == "" {
 		repo, err := findRepo()
@@ -187,11 +199,12 @@ func run(ctx context.Context, args []string) error {
 
 // config is one of the drains a round runs.
 type config struct {
-	name         string // "river-100", "switchyard-ordered", ...
-	riverWorkers int    // 0 for Switchyard's
-	aggregates   int    // Switchyard's --aggregates
-	retained     bool   // Switchyard's drain after --retained and --retained-dead
-	http         bool   // Switchyard's drain with --destination http
+	name          string // "river-100-1ms", "switchyard-ordered", ...
+	riverWorkers  int    // 0 for Switchyard's
+	riverCooldown time.Duration
+	aggregates    int  // Switchyard's --aggregates
+	retained      bool // Switchyard's drain after --retained and --retained-dead
+	http          bool // Switchyard's drain with --destination http
 }
 
 // runResult is one drain's outcome.
@@ -219,18 +232,19 @@ type series struct {
 
 // result is the JSON object printed last.
 type result struct {
-	Messages         int                `json:"messages"`
-	Rounds           int                `json:"rounds"`
-	RiverVersion     string             `json:"river_version,omitempty"` // without River drains (--river-workers ''), the River fields are left out
-	RiverBestWorkers int                `json:"river_best_workers,omitempty"`
-	RiverPerSec      float64            `json:"river_messages_per_sec,omitempty"`
-	OrderedPerSec    float64            `json:"switchyard_ordered_messages_per_sec"`
-	UnorderedPerSec  float64            `json:"switchyard_unordered_messages_per_sec"`
-	RatioOrdered     float64            `json:"ratio_ordered_to_river,omitempty"`
-	RatioUnordered   float64            `json:"ratio_unordered_to_river,omitempty"`
-	River            map[string]*series `json:"river"` // by MaxWorkers
-	Ordered          *series            `json:"switchyard_ordered"`
-	Unordered        *series            `json:"switchyard_unordered"`
+	Messages          int                `json:"messages"`
+	Rounds            int                `json:"rounds"`
+	RiverVersion      string             `json:"river_version,omitempty"` // without River drains (--river-workers ''), the River fields are left out
+	RiverBestWorkers  int                `json:"river_best_workers,omitempty"`
+	RiverBestCooldown string             `json:"river_best_fetch_cooldown,omitempty"`
+	RiverPerSec       float64            `json:"river_messages_per_sec,omitempty"`
+	OrderedPerSec     float64            `json:"switchyard_ordered_messages_per_sec"`
+	UnorderedPerSec   float64            `json:"switchyard_unordered_messages_per_sec"`
+	RatioOrdered      float64            `json:"ratio_ordered_to_river,omitempty"`
+	RatioUnordered    float64            `json:"ratio_unordered_to_river,omitempty"`
+	River             map[string]*series `json:"river"` // by riverKey: MaxWorkers and FetchCooldown
+	Ordered           *series            `json:"switchyard_ordered"`
+	Unordered         *series            `json:"switchyard_unordered"`
 	// With --retained: the same drains after that history (target 6), and
 	// their medians over the empty outbox's.
 	Retained               int     `json:"retained,omitempty"`
@@ -264,10 +278,10 @@ type result struct {
 
 const method = "each round runs every configuration once, rotating which goes first; River: N jobs inserted with " +
 	"InsertManyFast (COPY) and ANALYZEd untimed into an emptied river_job, then a fresh client with one queue of " +
-	"MaxWorkers and a no-op worker is timed from Start until the worker has run N times and no job is left " +
+	"MaxWorkers, FetchCooldown as --river-drain-fetch-cooldowns says (each with every MaxWorkers), River's defaults otherwise, and a no-op worker is timed from Start until the worker has run N times and no job is left " +
 	"uncompleted in the table; Switchyard: `console bench dispatch --messages N [--aggregates 0]`, its own " +
 	"messages_per_sec (fresh database, seeded untimed, timed until nothing is pending); rates are medians of the " +
-	"rounds, River's best is the worker count with the highest median, ratios are Switchyard's median / River's best; " +
+	"rounds, River's best is the worker count and FetchCooldown with the highest median, ratios are Switchyard's median / River's best; " +
 	"with --retained, Switchyard's drains again after `--retained N --retained-dead M` (that history seeded by SQL, vacuumed " +
 	"and checkpointed, untimed, once per kind into a template database that each round's bench database is a file copy of: " +
 	"`--retained-template`; with --reseed, seeded anew in every round), and their medians / the empty outbox's; with --http, Switchyard's ordered drain again with " +
@@ -295,9 +309,11 @@ func measure(ctx context.Context, o options, url string, throwaway bool) (*resul
 		defer river.close()
 	}
 
-	configs := make([]config, 0, len(o.riverWorkers)+2)
+	configs := make([]config, 0, len(o.riverWorkers)*len(o.riverDrainCooldowns)+2)
 	for _, w := range o.riverWorkers {
-		configs = append(configs, config{name: "river-" + strconv.Itoa(w), riverWorkers: w})
+		for _, cd := range o.riverDrainCooldowns {
+			configs = append(configs, config{name: "river-" + riverKey(w, cd), riverWorkers: w, riverCooldown: cd})
+		}
 	}
 	configs = append(configs,
 		config{name: "switchyard-ordered", aggregates: 1000},
@@ -349,8 +365,8 @@ func measure(ctx context.Context, o options, url string, throwaway bool) (*resul
 			var run runResult
 			var s *series
 			if c.riverWorkers > 0 {
-				run, err = river.drain(ctx, o.messages, c.riverWorkers)
-				key := strconv.Itoa(c.riverWorkers)
+				run, err = river.drain(ctx, o.messages, c.riverWorkers, c.riverCooldown)
+				key := riverKey(c.riverWorkers, c.riverCooldown)
 				if r.River[key] == nil {
 					r.River[key] = &series{}
 				}
@@ -396,9 +412,11 @@ func measure(ctx context.Context, o options, url string, throwaway bool) (*resul
 	r.Ordered.summarize()
 	r.Unordered.summarize()
 	for _, w := range o.riverWorkers {
-		s := r.River[strconv.Itoa(w)]
-		if s.MessagesPerSec > r.RiverPerSec {
-			r.RiverPerSec, r.RiverBestWorkers = s.MessagesPerSec, w
+		for _, cd := range o.riverDrainCooldowns {
+			s := r.River[riverKey(w, cd)]
+			if s.MessagesPerSec > r.RiverPerSec {
+				r.RiverPerSec, r.RiverBestWorkers, r.RiverBestCooldown = s.MessagesPerSec, w, cd.String()
+			}
 		}
 	}
 	r.OrderedPerSec, r.UnorderedPerSec = r.Ordered.MessagesPerSec, r.Unordered.MessagesPerSec
@@ -536,4 +554,10 @@ func dropHistoryTemplates(ctx context.Context, admin *pgxpool.Pool, configs []co
 		}
 	}
 	return nil
+}
+
+// riverKey names a River drain's configuration: its MaxWorkers and
+// FetchCooldown ("1000-1ms").
+func riverKey(workers int, cooldown time.Duration) string {
+	return strconv.Itoa(workers) + "-" + cooldown.String()
 }
