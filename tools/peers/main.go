@@ -199,12 +199,12 @@ func run(ctx context.Context, args []string) error {
 
 // config is one of the drains a round runs.
 type config struct {
-	name          string // "river-100-1ms", "switchyard-ordered", ...
-	riverWorkers  int    // 0 for Switchyard's
-	riverCooldown time.Duration
-	aggregates    int  // Switchyard's --aggregates
-	retained      bool // Switchyard's drain after --retained and --retained-dead
-	http          bool // Switchyard's drain with --destination http
+	name          string        // "river-100-1ms", "switchyard-ordered", ...
+	riverWorkers  int           // 0 for Switchyard's
+	riverCooldown time.Duration // River's FetchCooldown
+	aggregates    int           // Switchyard's --aggregates
+	retained      bool          // Switchyard's drain after --retained and --retained-dead
+	http          bool          // Switchyard's drain with --destination http
 }
 
 // runResult is one drain's outcome.
@@ -278,10 +278,12 @@ type result struct {
 
 const method = "each round runs every configuration once, rotating which goes first; River: N jobs inserted with " +
 	"InsertManyFast (COPY) and ANALYZEd untimed into an emptied river_job, then a fresh client with one queue of " +
-	"MaxWorkers, FetchCooldown as --river-drain-fetch-cooldowns says (each with every MaxWorkers), River's defaults otherwise, and a no-op worker is timed from Start until the worker has run N times and no job is left " +
+	"MaxWorkers and FetchCooldown (each of --river-drain-fetch-cooldowns with each MaxWorkers), River's defaults " +
+	"otherwise, and a no-op worker is timed from Start until the worker has run N times and no job is left " +
 	"uncompleted in the table; Switchyard: `console bench dispatch --messages N [--aggregates 0]`, its own " +
 	"messages_per_sec (fresh database, seeded untimed, timed until nothing is pending); rates are medians of the " +
-	"rounds, River's best is the worker count and FetchCooldown with the highest median, ratios are Switchyard's median / River's best; " +
+	"rounds, River's best is the worker count and FetchCooldown with the highest median, ratios are Switchyard's " +
+	"median / River's best; " +
 	"with --retained, Switchyard's drains again after `--retained N --retained-dead M` (that history seeded by SQL, vacuumed " +
 	"and checkpointed, untimed, once per kind into a template database that each round's bench database is a file copy of: " +
 	"`--retained-template`; with --reseed, seeded anew in every round), and their medians / the empty outbox's; with --http, Switchyard's ordered drain again with " +

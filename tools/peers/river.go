@@ -108,11 +108,12 @@ func (t *riverTarget) close() {
 }
 
 // drain inserts n jobs (untimed) and times a fresh client with maxWorkers,
-// fetching at most once per cooldown, until every job has been worked and is completed in the table. Once the
-// client has stopped it empties river_job, untimed: otherwise autovacuum
-// cleans up the completed jobs during the round's next drain, and with the
-// rounds rotating one list that is always the same configuration
-// (Switchyard's ordered drain, after River at 1,000 workers).
+// fetching at most once per cooldown, until every job has been worked and
+// is completed in the table. Once the client has stopped it empties
+// river_job, untimed: otherwise autovacuum cleans up the completed jobs
+// during the round's next drain, and with the rounds rotating one list
+// that is always the same configuration (Switchyard's ordered drain, after
+// River at 1,000 workers).
 func (t *riverTarget) drain(ctx context.Context, n, maxWorkers int, cooldown time.Duration) (_ runResult, err error) {
 	worker := &noopWorker{worked: &atomic.Int64{}, want: int64(n), done: make(chan struct{})}
 	client, err := t.freshClient(ctx, worker, maxWorkers, cooldown)
