@@ -72,14 +72,10 @@ func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
 	return n
 }
 
+// signedIn is signedInAs for the account named after its role.
 func signedIn(t *testing.T, console withAccounts, role, path string) playwright.Page {
 	t.Helper()
-	page := newPage(t, console.URL)
-	_, err := page.Goto(path)
-	require.NoError(t, err)
-	signIn(t, page, role, e2ePassword)
-	require.NoError(t, newExpect().Page(page).ToHaveURL(console.URL+path))
-	return page
+	return signedInAs(t, console, role, path)
 }
 
 // An operator double-clicks Replay: one replay, one audit row; a second
@@ -245,6 +241,12 @@ func signedInAs(t *testing.T, console withAccounts, name, path string) playwrigh
 	require.NoError(t, err)
 	signIn(t, page, name, e2ePassword)
 	require.NoError(t, newExpect().Page(page).ToHaveURL(console.URL+path))
+	// The URL is there once the redirect commits, before the page has run
+	// its deferred scripts: a click on an htmx button (type="button" with
+	// hx-post) before htmx has processed the page sends nothing, as
+	// TestBlockedAggregateUnblocksFromItsRow once found in CI. The load
+	// event comes after DOMContentLoaded, where htmx processes the page.
+	require.NoError(t, page.WaitForLoadState(playwright.PageWaitForLoadStateOptions{State: playwright.LoadStateLoad}))
 	return page
 }
 
